@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# kstudy dependency bootstrap. Idempotent: every step checks before it acts.
+#
+#   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 90] [--no-packages] [--print-prefix]
+#
+# 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo).
+# 2. Unless a Kokkos is already given (Kokkos_ROOT / KSTUDY_KOKKOS_ROOT), builds Kokkos 3.4.01 and
+#    Kokkos Kernels 3.4.01 from Debian's `trilinos` 13.2.0 source package, with the patches in
+#    cmake/patches/, into a cache prefix outside the clone keyed by (version, flavour, arch, patch hash).
+#
+# Environment:
+#   KSTUDY_CACHE             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kstudy)
+#   KSTUDY_TRILINOS_TARBALL  an already downloaded trilinos_13.2.0.orig.tar.gz (offline machines)
+#   KSTUDY_KOKKOS_SRC        an extracted tree holding kokkos/ and kokkos-kernels/ (offline machines)
+#   KSTUDY_JOBS              build parallelism (default: nproc)
+set -euo pipefail
+
+readonly kokkos_version=3.4.01
+readonly trilinos_version=13.2.0
+readonly trilinos_debian_version=13.2.0-4
+readonly trilinos_tarball=trilinos_${trilinos_version}.orig.tar.gz
+readonly trilinos_sha256=0ddb47784ba7b8a6b9a07a4822b33be508feb4ccd54301b2a5d10c9e54524b90
+readonly trilinos_top=Trilinos-trilinos-release-13-2-0
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache_root=${KSTUDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kstudy}
+jobs=${KSTUDY_JOBS:-$(nproc)}
+flavour=cpu
+cuda_arch=90
+install_packages=1
+print_prefix=0
+
+die() { echo "bootstrap: error: $*" >&2; exit 1; }
+log() { echo "bootstrap: $*" >&2; }
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --flavour) flavour=${2:?--flavour needs cpu or cuda}; shift 2 ;;
+    --arch) cuda_arch=${2:?--arch needs a number such as 90}; shift 2 ;;
+    --no-packages) install_packages=0; shift ;;
+    --print-prefix) print_prefix=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[[ $flavour == cpu || $flavour == cuda ]] || die "--flavour must be cpu or cuda, not '$flavour'"
+[[ $cuda_arch =~ ^[0-9]+$ ]] || die "--arch must be a number such as 90, not '$cuda_arch'"
+
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else die "need root (or sudo) to run: $*"; fi
+}
+
+# ---------------------------------------------------------------- Debian packages
+readonly packages=(
+  build-essential cmake ninja-build pkg-config patch xz-utils dpkg-dev
+  libhdf5-dev hdf5-tools libbenchmark-dev libgtest-dev libgmock-dev
+  libcli11-dev nlohmann-json3-dev
+  python3 python3-h5py python3-pandas python3-matplotlib python3-numpy python3-scipy
+)
+
+ensure_packages() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  command -v apt-get >/dev/null || die "missing packages (${missing[*]}) and no apt-get: install them by hand"
+  log "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq || die "apt-get update failed"
+  if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    for p in "${missing[@]}"; do
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" >/dev/null \
+        || echo "bootstrap: error: Debian package '$p' could not be installed" >&2
+    done
+    die "some packages could not be installed (see above)"
+  fi
+}
+
+# ---------------------------------------------------------------- Kokkos sources
+patch_hash() {
+  # Hash of the patch set (names and contents), so a changed patch gives a new cache key.
+  (cd "$repo_root/cmake/patches" && find . -type f -name '*.patch' | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-12
+}
+
+# Fetch the trilinos orig tarball through apt-get source, using a private apt state whose deb-src entries
+# are derived from the machine's own deb822 sources: the system configuration is never touched.
+fetch_trilinos_tarball() {
+  local dest=$1
+  local state=$cache_root/apt-state
+  rm -rf "$state"; mkdir -p "$state/sources.list.d" "$state/lists/partial" "$state/download"
+  local found=0 f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] || continue
+    grep -qi 'debian' "$f" || continue
+    sed -E 's/^Types:[[:space:]]*deb[[:space:]]*$/Types: deb deb-src/' "$f" > "$state/sources.list.d/$(basename "$f")"
+    found=1
+  done
+  if [[ $found -eq 0 && -f /etc/apt/sources.list ]]; then
+    grep -E '^deb[[:space:]]' /etc/apt/sources.list | sed -E 's/^deb /deb-src /' > "$state/sources.list.d/derived.list" || true
+    [[ -s $state/sources.list.d/derived.list ]] && found=1
+  fi
+  [[ $found -eq 1 ]] || die "no Debian apt sources found to derive deb-src from; set KSTUDY_TRILINOS_TARBALL to a downloaded $trilinos_tarball"
+  local opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$state/sources.list.d"
+              -o "Dir::State::Lists=$state/lists" -o Debug::NoLocking=1)
+  log "fetching trilinos $trilinos_debian_version source (private apt state in $state)"
+  apt-get "${opts[@]}" update -qq >/dev/null 2>&1 || die "apt-get update with deb-src entries failed"
+  (cd "$state/download" && apt-get "${opts[@]}" source --download-only "trilinos=$trilinos_debian_version" >/dev/null 2>&1) \
+    || die "apt-get source trilinos=$trilinos_debian_version failed; set KSTUDY_TRILINOS_TARBALL to a downloaded $trilinos_tarball"
+  mv "$state/download/$trilinos_tarball" "$dest"
+  rm -rf "$state"
+}
+
+# Prints the folder holding pristine kokkos/ and kokkos-kernels/ trees.
+kokkos_sources() {
+  if [[ -n ${KSTUDY_KOKKOS_SRC:-} ]]; then
+    [[ -f $KSTUDY_KOKKOS_SRC/kokkos/CMakeLists.txt && -f $KSTUDY_KOKKOS_SRC/kokkos-kernels/CMakeLists.txt ]] \
+      || die "KSTUDY_KOKKOS_SRC=$KSTUDY_KOKKOS_SRC must hold kokkos/ and kokkos-kernels/"
+    echo "$KSTUDY_KOKKOS_SRC"; return
+  fi
+  local src=$cache_root/src/kokkos-$kokkos_version
+  if [[ -f $src/.complete ]]; then echo "$src"; return; fi
+  mkdir -p "$cache_root/src"
+  local tarball=${KSTUDY_TRILINOS_TARBALL:-$cache_root/src/$trilinos_tarball}
+  if [[ ! -f $tarball ]]; then
+    [[ -z ${KSTUDY_TRILINOS_TARBALL:-} ]] || die "KSTUDY_TRILINOS_TARBALL=$tarball does not exist"
+    fetch_trilinos_tarball "$tarball.part"
+    mv "$tarball.part" "$tarball"
+  fi
+  echo "$trilinos_sha256  $tarball" | sha256sum -c --quiet - >/dev/null 2>&1 \
+    || die "$tarball does not have the expected sha256 $trilinos_sha256"
+  log "extracting kokkos and kokkos-kernels from $(basename "$tarball")"
+  rm -rf "$src.part"; mkdir -p "$src.part"
+  tar -xzf "$tarball" -C "$src.part" --strip-components=2 \
+    "$trilinos_top/packages/kokkos" "$trilinos_top/packages/kokkos-kernels"
+  touch "$src.part/.complete"
+  rm -rf "$src"; mv "$src.part" "$src"
+  echo "$src"
+}
+
+# ---------------------------------------------------------------- Kokkos build
+build_kokkos() {
+  local key=$1 prefix=$2
+  local pristine work
+  pristine=$(kokkos_sources)
+  work=$cache_root/build/$key
+  rm -rf "$work"; mkdir -p "$work"
+  cp -a "$pristine/kokkos" "$pristine/kokkos-kernels" "$work/"
+  local p
+  for p in "$repo_root"/cmake/patches/kokkos-$kokkos_version/*.patch; do
+    log "patch $(basename "$p")"
+    patch -d "$work/kokkos" -p1 --quiet --forward < "$p" || die "patch $(basename "$p") did not apply"
+  done
+
+  local common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix.part"
+                -DCMAKE_CXX_STANDARD=17 -DCMAKE_POSITION_INDEPENDENT_CODE=ON)
+  local kokkos_opts=(-DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_TESTS=OFF
+                     -DKokkos_ENABLE_EXAMPLES=OFF)
+  local kk_opts=(-DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF -DKokkosKernels_ENABLE_TESTS=OFF
+                 -DKokkosKernels_ENABLE_EXAMPLES=OFF -DKokkosKernels_ENABLE_TPL_BLAS=OFF
+                 -DKokkosKernels_INST_DOUBLE=OFF -DKokkosKernels_INST_FLOAT=OFF
+                 -DKokkosKernels_INST_COMPLEX_DOUBLE=OFF -DKokkosKernels_INST_COMPLEX_FLOAT=OFF
+                 -DKokkosKernels_INST_ORDINAL_INT=OFF -DKokkosKernels_INST_ORDINAL_INT64_T=OFF
+                 -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
+                 -DKokkosKernels_INST_LAYOUTLEFT=OFF -DKokkosKernels_INST_LAYOUTRIGHT=OFF
+                 -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF -DKokkosKernels_INST_EXECSPACE_OPENMP=OFF
+                 -DKokkosKernels_INST_EXECSPACE_CUDA=OFF -DKokkosKernels_INST_MEMSPACE_CUDASPACE=OFF
+                 -DKokkosKernels_INST_MEMSPACE_CUDAUVMSPACE=OFF -DKokkosKernels_INST_MEMSPACE_HOSTSPACE=OFF)
+  local cxx
+  if [[ $flavour == cuda ]]; then
+    command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || die "the cuda flavour needs nvcc (CUDA toolkit) on PATH or in /usr/local/cuda"
+    export PATH=$PATH:/usr/local/cuda/bin
+    cxx=$work/kokkos/bin/nvcc_wrapper
+    kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON "-DKokkos_ARCH_$(cuda_arch_option)=ON")
+    kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
+  else
+    cxx=$(command -v g++ || command -v c++)
+    kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=OFF)
+  fi
+  log "building Kokkos $kokkos_version ($flavour) -> $prefix"
+  cmake -S "$work/kokkos" -B "$work/kokkos-build" "${common[@]}" -DCMAKE_CXX_COMPILER="$cxx" "${kokkos_opts[@]}" \
+    > "$work/kokkos-configure.log" 2>&1 || { tail -30 "$work/kokkos-configure.log" >&2; die "Kokkos configure failed (log: $work/kokkos-configure.log)"; }
+  cmake --build "$work/kokkos-build" -j "$jobs" > "$work/kokkos-build.log" 2>&1 \
+    || { tail -30 "$work/kokkos-build.log" >&2; die "Kokkos build failed (log: $work/kokkos-build.log)"; }
+  cmake --install "$work/kokkos-build" > /dev/null
+  log "building Kokkos Kernels $kokkos_version ($flavour, no ETI)"
+  cmake -S "$work/kokkos-kernels" -B "$work/kk-build" "${common[@]}" -DCMAKE_CXX_COMPILER="$cxx" \
+    -DKokkos_ROOT="$prefix.part" "${kk_opts[@]}" > "$work/kk-configure.log" 2>&1 \
+    || { tail -30 "$work/kk-configure.log" >&2; die "Kokkos Kernels configure failed (log: $work/kk-configure.log)"; }
+  cmake --build "$work/kk-build" -j "$jobs" > "$work/kk-build.log" 2>&1 \
+    || { tail -30 "$work/kk-build.log" >&2; die "Kokkos Kernels build failed (log: $work/kk-build.log)"; }
+  cmake --install "$work/kk-build" > /dev/null
+  # nvcc_wrapper is the compiler users of the cuda flavour build with; keep the patched one in the prefix.
+  if [[ $flavour == cuda ]]; then cp "$work/kokkos/bin/nvcc_wrapper" "$prefix.part/bin/nvcc_wrapper"; fi
+  rm -rf "$prefix"; mv "$prefix.part" "$prefix"
+  # Installed files record the .part prefix; rewrite it so the cache prefix is self-consistent.
+  grep -rlF "$prefix.part" "$prefix" 2>/dev/null | xargs -r sed -i "s|$prefix.part|$prefix|g"
+  rm -rf "$work"
+}
+
+cuda_arch_option() {
+  case $cuda_arch in
+    70) echo VOLTA70 ;; 72) echo VOLTA72 ;; 75) echo TURING75 ;; 80) echo AMPERE80 ;; 86) echo AMPERE86 ;;
+    90) echo HOPPER90 ;;
+    *) die "Kokkos $kokkos_version (patched) knows CUDA arch 70, 72, 75, 80, 86 and 90, not $cuda_arch" ;;
+  esac
+}
+
+# ---------------------------------------------------------------- main
+[[ $install_packages -eq 1 ]] && ensure_packages
+
+if [[ -n ${KSTUDY_KOKKOS_ROOT:-} ]]; then
+  [[ $print_prefix -eq 1 ]] && echo "$KSTUDY_KOKKOS_ROOT"
+  exit 0
+fi
+
+key_arch=host
+[[ $flavour == cuda ]] && key_arch=sm$cuda_arch
+key=kokkos-$kokkos_version-$flavour-$key_arch-$(patch_hash)
+prefix=$cache_root/install/$key
+if [[ -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake || -f $prefix/lib64/cmake/Kokkos/KokkosConfig.cmake ]]; then
+  log "Kokkos cache hit: $prefix"
+else
+  mkdir -p "$cache_root/install"
+  # One bootstrap at a time per cache: a second waits instead of building the same prefix twice.
+  exec 9>"$cache_root/install/.lock"
+  flock 9
+  if [[ ! -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake && ! -f $prefix/lib64/cmake/Kokkos/KokkosConfig.cmake ]]; then
+    build_kokkos "$key" "$prefix"
+  fi
+fi
+[[ $print_prefix -eq 1 ]] && echo "$prefix"
+exit 0

@@ -1,0 +1,99 @@
+#pragma once
+// The scoring-variant interface and its self-registration. Kokkos-free, so handwritten CUDA (.cu)
+// variants implement it too. A variant file declares its class and registers it beside it:
+//
+//   static const kstudy::variant_registration<my_variant> register_my_variant{{ .name = ... }};
+//
+// Adding a variant touches that one file; nothing else lists variants.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <deque>
+#include <vector>
+
+#include "kstudy/views/scoring_problem.hpp"
+#include "kstudy/views/table_shape.hpp"
+
+namespace kstudy {
+
+// Bytes a variant moves through the memory of its space for one resident run, as its own model says.
+struct traffic_model {
+  std::int64_t bytes_read = 0;
+  std::int64_t bytes_written = 0;
+  std::int64_t total() const { return bytes_read + bytes_written; }
+};
+
+// Minimal traffic of the operation itself: x read once, the three feature vectors read, score and
+// flag written once. Every variant's "effective" bandwidth divides this by its time.
+traffic_model essential_traffic(const table_shape& shape);
+
+struct variant_info {
+  std::string name;            // e.g. fused_kokkos_feature_major
+  std::string implementation;  // family: cpu_reference, composed, partial_fusion, fused_kokkos, fused_cuda
+  std::string fusion_level;    // none | partial | full
+  std::string backend;         // serial | openmp | cuda (Kokkos execution space or the CUDA runtime)
+  std::string description;
+  table_layout layout = table_layout::row_major;
+  bool on_device = false;          // memory space is not host-accessible: one-shot includes transfers
+  int kernels_launched = 1;        // per resident run
+  bool tunable_block_size = false; // honours run_options::block_size
+  std::function<traffic_model(const table_shape&)> traffic;  // modelled bytes for one resident run
+
+  std::string id() const { return name + "@" + backend; }
+};
+
+struct run_options {
+  int block_size = 0;  // threads per block for variants that take one; 0 = the variant's default
+};
+
+class scoring_variant {
+ public:
+  virtual ~scoring_variant() = default;
+
+  // Allocates the variant's buffers for the problem's shape and copies the inputs in (not timed).
+  // Throws std::invalid_argument for a malformed problem, before touching any device memory.
+  virtual void prepare(const scoring_problem& problem, const run_options& options) = 0;
+  // The resident operation on the prepared inputs; returns after fencing the variant's own queue.
+  virtual void run() = 0;
+  // Copies a host table of the prepared shape and layout into the variant's input (fenced).
+  virtual void upload(const float* host_x) = 0;
+  // Copies score and flag into host memory of rows elements each (fenced).
+  virtual void download(float* host_score, std::uint8_t* host_flag) = 0;
+  // Flagged rows of the last run.
+  virtual std::int64_t flagged_count() const = 0;
+  // Overwrites the outputs with a pattern no correct run leaves behind (NaN scores, 0xAB flags).
+  virtual void poison() = 0;
+  // The cudaStream_t the variant queues its work on (for CUDA event timing); nullptr on host backends.
+  virtual void* stream() const { return nullptr; }
+};
+
+using variant_factory = std::function<std::unique_ptr<scoring_variant>()>;
+
+struct registered_variant {
+  variant_info info;
+  variant_factory make;
+};
+
+class variant_registry {
+ public:
+  static variant_registry& instance();
+  void add(variant_info info, variant_factory factory);
+  // Sorted by id.
+  std::vector<const registered_variant*> all() const;
+  // Matches "name@backend" exactly, or "name" on every backend.
+  std::vector<const registered_variant*> match(const std::string& pattern) const;
+  const registered_variant* find(const std::string& id) const;
+
+ private:
+  std::deque<registered_variant> m_variants;  // stable addresses
+};
+
+template <class Variant>
+struct variant_registration {
+  explicit variant_registration(variant_info info) {
+    variant_registry::instance().add(std::move(info), [] { return std::make_unique<Variant>(); });
+  }
+};
+
+}  // namespace kstudy

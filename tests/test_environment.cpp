@@ -1,0 +1,59 @@
+// The foundation: Kokkos initialises with the backends this flavour promises, and Views round-trip
+// between the host and the default memory space in both layouts.
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <sstream>
+
+#include "kokkos_test_support.hpp"
+
+namespace {
+
+TEST(Environment, KokkosHasTheExpectedBackends) {
+  KSTUDY_REQUIRE_KOKKOS();
+  EXPECT_TRUE(Kokkos::is_initialized());
+  std::ostringstream config;
+  Kokkos::print_configuration(config, true);
+#ifdef KOKKOS_ENABLE_CUDA
+  EXPECT_NE(config.str().find("KOKKOS_ENABLE_CUDA"), std::string::npos) << config.str();
+  EXPECT_EQ(std::string(Kokkos::DefaultExecutionSpace::name()), "Cuda");
+#else
+  EXPECT_TRUE((std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::OpenMP> ||
+               std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Serial>));
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  EXPECT_GE(Kokkos::OpenMP().concurrency(), 1);
+#endif
+}
+
+template <class Layout>
+void round_trip() {
+  const int rows = 37, features = 5;  // odd sizes on purpose
+  Kokkos::View<float**, Layout, Kokkos::HostSpace> host("host", rows, features);
+  for (int r = 0; r < rows; ++r)
+    for (int f = 0; f < features; ++f) host(r, f) = 1000.0f * r + f;
+  Kokkos::View<float**, Layout> device("device", rows, features);
+  Kokkos::deep_copy(device, host);
+  // Touch on the device so the copy is not a host no-op.
+  Kokkos::parallel_for(
+      "kstudy::test::increment", Kokkos::RangePolicy<>(0, rows), KOKKOS_LAMBDA(const int r) {
+        for (int f = 0; f < features; ++f) device(r, f) += 0.5f;
+      });
+  Kokkos::View<float**, Layout, Kokkos::HostSpace> back("back", rows, features);
+  Kokkos::deep_copy(back, device);
+  for (int r = 0; r < rows; ++r)
+    for (int f = 0; f < features; ++f) ASSERT_EQ(back(r, f), 1000.0f * r + f + 0.5f) << r << "," << f;
+}
+
+TEST(Environment, ViewRoundTripRowMajor) {
+  KSTUDY_REQUIRE_KOKKOS();
+  round_trip<Kokkos::LayoutRight>();
+}
+
+TEST(Environment, ViewRoundTripFeatureMajor) {
+  KSTUDY_REQUIRE_KOKKOS();
+  round_trip<Kokkos::LayoutLeft>();
+}
+
+}  // namespace

@@ -1,0 +1,191 @@
+// Every registered variant, on every enabled backend, against the float64 reference: fresh data with
+// outliers per shape, odd shapes, one row, one feature, outputs poisoned before each run, several
+// block sizes, edge inputs (NaN, Inf, inv_std = 0) and malformed problems. Written once; the
+// registry supplies the variants of whatever flavour is built.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kokkos_test_support.hpp"
+#include "kstudy/gate.hpp"
+#include "kstudy/variant.hpp"
+#include "kstudy/views/data_generator.hpp"
+
+namespace {
+
+using kstudy::host_dataset;
+using kstudy::table_layout;
+
+std::vector<std::string> variant_ids() {
+  std::vector<std::string> ids;
+  for (const auto* v : kstudy::variant_registry::instance().all()) ids.push_back(v->info.id());
+  return ids;
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (auto& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+class VariantCorrectness : public ::testing::TestWithParam<std::string> {
+ protected:
+  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
+
+  kstudy::table_shape shape_for(std::int64_t rows, std::int64_t features) const {
+    // Padded tables get an odd padding so the pitch is not a multiple of anything convenient.
+    return kstudy::make_shape(rows, features, entry().info.layout, 3);
+  }
+
+  // Runs the variant on the dataset and returns the gate verdict.
+  kstudy::gate_result run_gated(const host_dataset& data, kstudy::run_options options = {}) const {
+    auto variant = entry().make();
+    const auto problem = data.problem();
+    variant->prepare(problem, options);
+    variant->poison();
+    variant->run();
+    kstudy::scoring_results out;
+    out.resize(problem.shape.rows);
+    variant->download(out.score.data(), out.flag.data());
+    const auto reference = kstudy::compute_reference(problem);
+    return kstudy::check_results(problem, reference, out.score.data(), out.flag.data(), variant->flagged_count());
+  }
+};
+
+TEST_P(VariantCorrectness, MatchesReferenceOverShapes) {
+  KSTUDY_REQUIRE_KOKKOS();
+  const std::int64_t shapes[][2] = {{1, 1},    {1, 16},    {37, 1},   {1000, 16}, {1023, 17},
+                                    {4099, 33}, {333, 256}, {65, 513}, {20000, 7}, {3, 5000}};
+  std::uint64_t seed = 1;
+  for (const auto& s : shapes) {
+    kstudy::dataset_options options;
+    options.seed = 0x5eed0000 + seed++;  // fresh data for every shape
+    const host_dataset data(shape_for(s[0], s[1]), options);
+    const auto gate = run_gated(data);
+    EXPECT_TRUE(gate.passed) << GetParam() << " at " << s[0] << "x" << s[1] << ": " << gate.message;
+  }
+}
+
+TEST_P(VariantCorrectness, HonoursBlockSizes) {
+  KSTUDY_REQUIRE_KOKKOS();
+  if (!entry().info.tunable_block_size) GTEST_SKIP() << GetParam() << " has no block-size parameter";
+  const host_dataset data(shape_for(5001, 19));
+  for (const int block : {32, 64, 96, 128, 256, 512, 1024}) {
+    const auto gate = run_gated(data, kstudy::run_options{block});
+    EXPECT_TRUE(gate.passed) << GetParam() << " block " << block << ": " << gate.message;
+  }
+}
+
+TEST_P(VariantCorrectness, PoisonIsCaughtWhenNothingRuns) {
+  KSTUDY_REQUIRE_KOKKOS();
+  // The gate must be able to fail: poisoned outputs that no run overwrote are rejected.
+  const host_dataset data(shape_for(129, 8));
+  auto variant = entry().make();
+  variant->prepare(data.problem(), {});
+  variant->poison();
+  kstudy::scoring_results out;
+  out.resize(129);
+  variant->download(out.score.data(), out.flag.data());
+  const auto gate = kstudy::check_results(data.problem(), kstudy::compute_reference(data.problem()), out.score.data(),
+                                          out.flag.data(), variant->flagged_count());
+  EXPECT_FALSE(gate.passed);
+  EXPECT_EQ(gate.score_failures, 129);
+}
+
+TEST_P(VariantCorrectness, EdgeValues) {
+  KSTUDY_REQUIRE_KOKKOS();
+  host_dataset data(shape_for(257, 9));
+  const auto shape = data.shape();
+  auto& x = data.x();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  x[shape.offset(3, 2)] = nan;    // row 3: NaN score, flag 0
+  x[shape.offset(10, 0)] = inf;   // clips to +clip
+  x[shape.offset(11, 8)] = -inf;  // clips to -clip
+  x[shape.offset(12, 4)] = 1e30f; // huge but finite
+  const auto gate = run_gated(data);
+  EXPECT_TRUE(gate.passed) << gate.message;
+
+  // inv_std = 0 on one feature: that feature contributes nothing (Inf * 0 would be NaN).
+  auto problem = data.problem();
+  std::vector<float> inv_std(data.inv_std());
+  inv_std[5] = 0.0f;
+  problem.inv_std.data = inv_std.data();
+  auto variant = entry().make();
+  variant->prepare(problem, {});
+  variant->poison();
+  variant->run();
+  kstudy::scoring_results out;
+  out.resize(shape.rows);
+  variant->download(out.score.data(), out.flag.data());
+  const auto g2 = kstudy::check_results(problem, kstudy::compute_reference(problem), out.score.data(), out.flag.data(),
+                                        variant->flagged_count());
+  EXPECT_TRUE(g2.passed) << g2.message;
+  EXPECT_TRUE(std::isnan(out.score[3]));
+  EXPECT_EQ(out.flag[3], 0);
+}
+
+TEST_P(VariantCorrectness, RejectsMalformedProblems) {
+  KSTUDY_REQUIRE_KOKKOS();
+  const host_dataset data(shape_for(64, 6));
+  auto variant = entry().make();
+  auto problem = data.problem();
+  problem.mean.size = 5;  // extents disagree with x
+  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+  problem = data.problem();
+  problem.shape.rows = 0;
+  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+  problem = data.problem();
+  problem.shape.features = 0;
+  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+  problem = data.problem();
+  problem.x = nullptr;
+  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+}
+
+TEST_P(VariantCorrectness, RepeatedRunsAgree) {
+  KSTUDY_REQUIRE_KOKKOS();
+  // A race shows as results that move between runs on the same inputs.
+  const host_dataset data(shape_for(10007, 16));
+  auto variant = entry().make();
+  variant->prepare(data.problem(), {});
+  kstudy::scoring_results first, again;
+  first.resize(10007);
+  again.resize(10007);
+  variant->run();
+  variant->download(first.score.data(), first.flag.data());
+  const auto count = variant->flagged_count();
+  for (int i = 0; i < 3; ++i) {
+    variant->poison();
+    variant->run();
+    variant->download(again.score.data(), again.flag.data());
+    EXPECT_EQ(first.flag, again.flag);
+    EXPECT_EQ(count, variant->flagged_count());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, VariantCorrectness, ::testing::ValuesIn(variant_ids()), test_name);
+
+TEST(VariantRegistry, EveryFamilyIsPresentWithMetadata) {
+  const auto all = kstudy::variant_registry::instance().all();
+  ASSERT_FALSE(all.empty());
+  for (const char* family : {"cpu_reference", "composed", "partial_fusion", "fused_kokkos"})
+    EXPECT_FALSE(kstudy::variant_registry::instance().match(family).empty()) << family;
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  for (const char* name : {"fused_cuda_row_major", "fused_cuda_feature_major", "fused_cuda_padded"})
+    EXPECT_FALSE(kstudy::variant_registry::instance().match(name).empty()) << name;
+#endif
+  const auto shape = kstudy::make_shape(1 << 20, 16, table_layout::row_major);
+  for (const auto* v : all) {
+    EXPECT_FALSE(v->info.description.empty()) << v->info.id();
+    EXPECT_GE(v->info.traffic(shape).total(), kstudy::essential_traffic(shape).total()) << v->info.id();
+    EXPECT_GE(v->info.kernels_launched, 1);
+  }
+}
+
+}  // namespace

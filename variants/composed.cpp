@@ -1,0 +1,75 @@
+// composed: one Kokkos kernel per step with every intermediate in memory, the way composed array
+// code (the seed's composed CuPy) runs: standardize -> clip -> weight -> row sum (Kokkos Kernels
+// gemv against a ones vector) -> threshold + count.
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include "detail/kokkos_variant.hpp"
+#include "detail/library_steps.hpp"
+
+namespace kstudy {
+namespace {
+
+template <class ExecutionSpace, class Layout, class Value = float>
+class composed final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::kokkos_variant<ExecutionSpace, Layout, Value>;
+  using table = typename base::table_type;
+
+ public:
+  void run() override {
+    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
+    const auto x = this->m_x;
+    const auto standardized = m_standardized, clipped = m_clipped, weighted = m_weighted;
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const Value clip = this->m_clip;
+    detail::for_each_element<ExecutionSpace, Layout>(
+        "kstudy::composed::standardize", this->m_space, rows, features,
+        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) { standardized(r, f) = (x(r, f) - mean(f)) * inv_std(f); });
+    detail::for_each_element<ExecutionSpace, Layout>(
+        "kstudy::composed::clip", this->m_space, rows, features,
+        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) {
+          clipped(r, f) = detail::clamp_nan_through(standardized(r, f), clip);
+        });
+    detail::for_each_element<ExecutionSpace, Layout>(
+        "kstudy::composed::weight", this->m_space, rows, features,
+        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) { weighted(r, f) = clipped(r, f) * weight(f); });
+    detail::row_sums(this->m_space, weighted, m_ones, this->m_score);
+    this->m_flagged =
+        detail::threshold_step("kstudy::composed::threshold", this->m_space, this->m_score, this->m_flag, this->m_threshold);
+  }
+
+ protected:
+  void allocate_workspace() override {
+    m_standardized = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::standardized", this->m_shape);
+    m_clipped = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::clipped", this->m_shape);
+    m_weighted = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::weighted", this->m_shape);
+    m_ones = Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::composed::ones", this->m_shape.features);
+    Kokkos::deep_copy(m_ones, Value(1));
+  }
+
+ private:
+  table m_standardized, m_clipped, m_weighted;
+  Kokkos::View<Value*, Layout, typename base::memory_space> m_ones;
+};
+
+traffic_model composed_traffic(const table_shape& s) {
+  const std::int64_t n = s.rows * s.features * 4, f = s.features * 4, r = s.rows;
+  // x -> standardized -> clipped -> weighted (each read once, written once), gemv reads weighted,
+  // threshold reads the scores.
+  return {n + 3 * f + n + n + n + f + 4 * r, n + n + n + 4 * r + r};
+}
+
+[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+  using space = typename decltype(tag)::type;
+  detail::register_kokkos_variant<composed<space, Kokkos::LayoutLeft>>(
+      {"composed_feature_major", "composed", "none", "",
+       "5 steps, intermediates in memory; row sum by KokkosBlas::gemv", table_layout::feature_major, false, 5, false,
+       composed_traffic});
+  detail::register_kokkos_variant<composed<space, Kokkos::LayoutRight>>(
+      {"composed_row_major", "composed", "none", "", "5 steps, intermediates in memory; row sum by KokkosBlas::gemv",
+       table_layout::row_major, false, 5, false, composed_traffic});
+});
+
+}  // namespace
+}  // namespace kstudy

@@ -1,0 +1,156 @@
+#pragma once
+// Shared plumbing of the Kokkos variants: buffers, transfers, poisoning and per-space registration.
+// A variant derives from kokkos_variant<ExecutionSpace, Layout, Value> and implements run().
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "kstudy/variant.hpp"
+#include "kstudy/views/feature_table.hpp"
+
+namespace kstudy::detail {
+
+template <class ExecutionSpace>
+constexpr bool is_host_space_v =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible;
+
+template <class ExecutionSpace>
+std::string backend_name() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return "cuda";
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  if constexpr (std::is_same_v<ExecutionSpace, Kokkos::OpenMP>) return "openmp";
+#endif
+#ifdef KOKKOS_ENABLE_SERIAL
+  if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Serial>) return "serial";
+#endif
+  return ExecutionSpace::name();
+}
+
+template <class T>
+struct type_tag {
+  using type = T;
+};
+
+// Calls f(type_tag<Space>{}) for every execution space this Kokkos build enables.
+template <class F>
+int for_each_enabled_space(F&& f) {
+#ifdef KOKKOS_ENABLE_SERIAL
+  f(type_tag<Kokkos::Serial>{});
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  f(type_tag<Kokkos::OpenMP>{});
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  f(type_tag<Kokkos::Cuda>{});
+#endif
+  return 0;
+}
+
+// Registers Variant (a kokkos_variant<Space, ...>) with the backend and device flag filled in.
+template <class Variant>
+void register_kokkos_variant(variant_info info) {
+  using space = typename Variant::execution_space;
+  info.backend = backend_name<space>();
+  info.on_device = !is_host_space_v<space>;
+  variant_registration<Variant>{std::move(info)};
+}
+
+// Clamp whose NaN passes through (a NaN feature makes the row's score NaN), as the reference does.
+template <class Value>
+KOKKOS_FORCEINLINE_FUNCTION Value clamp_nan_through(Value v, Value clip) {
+  return v < -clip ? -clip : (v > clip ? clip : v);
+}
+
+template <class ExecutionSpace, class Layout, class Value = float>
+class kokkos_variant : public scoring_variant {
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using value_type = Value;
+  using table_type = feature_table<Layout, memory_space, Value>;
+
+  void prepare(const scoring_problem& problem, const run_options& options) override {
+    problem.validate();
+    if (problem.shape.layout != layout_of<Layout>())
+      throw std::invalid_argument("variant expects a " + std::string(to_string(layout_of<Layout>())) + " table, got " +
+                                  std::string(to_string(problem.shape.layout)));
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    m_shape = problem.shape;
+    m_options = options;
+    m_clip = static_cast<Value>(problem.clip);
+    m_threshold = static_cast<Value>(problem.threshold);
+    m_x = make_table<Layout, memory_space, Value>("kstudy::x", m_shape);
+    m_vectors = upload_feature_vectors<memory_space>(problem);
+    m_score = Kokkos::View<Value*, memory_space>(Kokkos::view_alloc("kstudy::score", Kokkos::WithoutInitializing), m_shape.rows);
+    m_flag = Kokkos::View<std::uint8_t*, memory_space>(Kokkos::view_alloc("kstudy::flag", Kokkos::WithoutInitializing),
+                                                       m_shape.rows);
+    allocate_workspace();
+    upload(problem.x);
+  }
+
+  void upload(const float* host_x) override {
+    static_assert(std::is_same_v<Value, float>, "host tables are float32; add a converting upload for other types");
+    auto host = host_table_view<Layout>(host_x, m_shape);
+    Kokkos::deep_copy(m_space, contiguous_span(m_x, m_shape), host);
+    m_space.fence();
+  }
+
+  void download(float* host_score, std::uint8_t* host_flag) override {
+    using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+    Kokkos::View<float*, Kokkos::HostSpace, unmanaged> score(host_score, m_shape.rows);
+    Kokkos::View<std::uint8_t*, Kokkos::HostSpace, unmanaged> flag(host_flag, m_shape.rows);
+    Kokkos::deep_copy(m_space, score, m_score);
+    Kokkos::deep_copy(m_space, flag, m_flag);
+    m_space.fence();
+  }
+
+  std::int64_t flagged_count() const override { return m_flagged; }
+
+  void poison() override {
+    Kokkos::deep_copy(m_space, m_score, std::numeric_limits<Value>::quiet_NaN());
+    Kokkos::deep_copy(m_space, m_flag, std::uint8_t(0xAB));
+    m_space.fence();
+    m_flagged = -1;
+  }
+
+  void* stream() const override {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
+#endif
+    return nullptr;
+  }
+
+ protected:
+  // Intermediates of composed variants; called by prepare() after the inputs are allocated.
+  virtual void allocate_workspace() {}
+
+  ExecutionSpace m_space{};
+  table_shape m_shape{};
+  run_options m_options{};
+  Value m_clip{}, m_threshold{};
+  table_type m_x;
+  feature_vectors<memory_space, Value> m_vectors;
+  Kokkos::View<Value*, memory_space> m_score;
+  Kokkos::View<std::uint8_t*, memory_space> m_flag;
+  std::int64_t m_flagged = -1;
+};
+
+// Counts the flags of a finished run (one reduction kernel); used by variants whose last step
+// does not produce the count itself.
+template <class ExecutionSpace, class FlagView>
+std::int64_t count_flags(const ExecutionSpace& space, const char* label, const FlagView& flag) {
+  std::int64_t count = 0;
+  Kokkos::parallel_reduce(
+      label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, flag.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& sum) { sum += flag(r); }, count);
+  return count;
+}
+
+}  // namespace kstudy::detail

@@ -1,0 +1,234 @@
+// fused_kokkos: the whole operation in one Kokkos kernel (one pass over x, no intermediates), for
+// every layout and every enabled execution space.
+//
+// Device mappings:
+//  - feature-major (LayoutLeft): one row per thread; at each feature step a warp reads 32 adjacent
+//    rows, so every load is coalesced. Features are loaded eight at a time into registers first, so
+//    each thread keeps eight independent loads in flight.
+//  - row-major (LayoutRight): one thread per row would make a warp's loads stride by the row width
+//    (the seed's slow case). Instead a team copies a contiguous tile of whole rows into scratch with
+//    flat, coalesced loads (each lane issues its loads before storing any, so they overlap), then
+//    team threads reduce one row each with their vector lanes over the features.
+//  - padded row-major (LayoutStride): one row per thread, like the seed's padded-stride control.
+// Host spaces: rows are split among threads; a feature-major table is walked feature-outer over
+// blocks of rows so the inner loop streams contiguous memory.
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "detail/kokkos_variant.hpp"
+
+namespace kstudy {
+namespace {
+
+using detail::clamp_nan_through;
+
+// Rows per block on host spaces for the feature-major walk.
+constexpr int host_row_block = 256;
+// Device row-major tile: each lane loads this many elements before storing them to scratch.
+constexpr int loads_per_lane = 16;
+
+template <class ExecutionSpace, class Layout, class Value = float>
+class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::kokkos_variant<ExecutionSpace, Layout, Value>;
+  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+
+ public:
+  void run() override {
+    if constexpr (on_host) {
+      if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();
+      else run_row_per_thread("kstudy::fused_kokkos<row_major,host>");
+    } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight>) {
+      run_device_row_major_tiled();
+    } else {
+      run_row_per_thread(std::is_same_v<Layout, Kokkos::LayoutLeft> ? "kstudy::fused_kokkos<feature_major>"
+                                                                     : "kstudy::fused_kokkos<padded_row_major>");
+    }
+  }
+
+ // Public: CUDA extended lambdas may not live in private member functions.
+  // One row per work item; features eight at a time so the loads are independent.
+  void run_row_per_thread(const char* label) {
+    const auto x = this->m_x;
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const auto score = this->m_score;
+    const auto flag = this->m_flag;
+    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const std::int64_t features = this->m_shape.features;
+    std::int64_t flagged = 0;
+    Kokkos::parallel_reduce(
+        label, Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
+        KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& count) {
+          Value sum = 0;
+          std::int64_t f = 0;
+          for (; f + 8 <= features; f += 8) {
+            Value v[8];
+            for (int k = 0; k < 8; ++k) v[k] = x(r, f + k);
+            for (int k = 0; k < 8; ++k)
+              sum += clamp_nan_through((v[k] - mean(f + k)) * inv_std(f + k), clip) * weight(f + k);
+          }
+          for (; f < features; ++f) sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+          score(r) = sum;
+          const bool flagged_row = sum > threshold;
+          flag(r) = flagged_row;
+          count += flagged_row;
+        },
+        flagged);
+    this->m_flagged = flagged;
+  }
+
+  // Host, feature-major: a block of rows at a time, feature-outer, so the inner loop is contiguous.
+  void run_host_feature_major() {
+    const auto x = this->m_x;
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const auto score = this->m_score;
+    const auto flag = this->m_flag;
+    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
+    const std::int64_t blocks = (rows + host_row_block - 1) / host_row_block;
+    std::int64_t flagged = 0;
+    Kokkos::parallel_reduce(
+        "kstudy::fused_kokkos<feature_major,host>", Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, blocks),
+        [=](const std::int64_t block, std::int64_t& count) {
+          const std::int64_t r0 = block * host_row_block;
+          const std::int64_t n = std::min<std::int64_t>(host_row_block, rows - r0);
+          Value acc[host_row_block] = {};
+          for (std::int64_t f = 0; f < features; ++f) {
+            const Value m = mean(f), s = inv_std(f), w = weight(f);
+            const Value* column = &x(r0, f);
+            for (std::int64_t i = 0; i < n; ++i) acc[i] += clamp_nan_through((column[i] - m) * s, clip) * w;
+          }
+          for (std::int64_t i = 0; i < n; ++i) {
+            score(r0 + i) = acc[i];
+            const bool flagged_row = acc[i] > threshold;
+            flag(r0 + i) = flagged_row;
+            count += flagged_row;
+          }
+        },
+        flagged);
+    this->m_flagged = flagged;
+  }
+
+  // Device, row-major: coalesced tile copy into team scratch, then a vector-lane reduction per row.
+  void run_device_row_major_tiled() {
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
+    using member_type = typename policy_type::member_type;
+    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
+    const int threads = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
+    int vector_length = 1;
+    while (vector_length < features && vector_length < 32) vector_length *= 2;
+    const int team_size = std::max(1, threads / vector_length);
+    const std::int64_t tile_capacity = std::int64_t(team_size) * vector_length * loads_per_lane;
+    if (features > tile_capacity) {
+      // A single row would not fit the tile: read global memory directly with the same mapping.
+      run_device_row_major_direct(team_size, vector_length);
+      return;
+    }
+    const std::int64_t rows_per_team = tile_capacity / features;
+    const std::int64_t teams = (rows + rows_per_team - 1) / rows_per_team;
+    const Value* x = this->m_x.data();
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const auto score = this->m_score;
+    const auto flag = this->m_flag;
+    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const int lanes = vector_length;
+    policy_type policy(this->m_space, static_cast<int>(teams), team_size, vector_length);
+    policy.set_scratch_size(0, Kokkos::PerTeam(std::size_t(tile_capacity) * sizeof(Value)));
+    std::int64_t flagged = 0;
+    Kokkos::parallel_reduce(
+        "kstudy::fused_kokkos<row_major>", policy,
+        KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
+          Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(std::size_t(tile_capacity) * sizeof(Value)));
+          const std::int64_t r0 = std::int64_t(team.league_rank()) * rows_per_team;
+          const std::int64_t n_rows = rows - r0 < rows_per_team ? rows - r0 : rows_per_team;
+          const std::int64_t n = n_rows * features;  // the tile is contiguous in a row-major table
+          const Value* source = x + r0 * features;
+          const int stride = team.team_size() * lanes;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
+            const int first = team.team_rank() * lanes + lane;
+            Value v[loads_per_lane];
+            for (int k = 0; k < loads_per_lane; ++k) {
+              const std::int64_t e = first + std::int64_t(k) * stride;
+              v[k] = e < n ? source[e] : Value(0);
+            }
+            for (int k = 0; k < loads_per_lane; ++k) {
+              const std::int64_t e = first + std::int64_t(k) * stride;
+              if (e < n) tile[e] = v[k];
+            }
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_rows), [&](const std::int64_t i) {
+            Value sum = 0;
+            Kokkos::parallel_reduce(
+                Kokkos::ThreadVectorRange(team, features),
+                [&](const std::int64_t f, Value& partial) {
+                  partial += clamp_nan_through((tile[i * features + f] - mean(f)) * inv_std(f), clip) * weight(f);
+                },
+                sum);
+            Kokkos::single(Kokkos::PerThread(team), [&]() {
+              score(r0 + i) = sum;
+              const bool flagged_row = sum > threshold;
+              flag(r0 + i) = flagged_row;
+              count += flagged_row;
+            });
+          });
+        },
+        flagged);
+    this->m_flagged = flagged;
+  }
+
+  // Rows wider than a tile: vector lanes stride over the features of one row in global memory.
+  void run_device_row_major_direct(int team_size, int vector_length) {
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
+    using member_type = typename policy_type::member_type;
+    const auto x = this->m_x;
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const auto score = this->m_score;
+    const auto flag = this->m_flag;
+    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
+    const std::int64_t teams = (rows + team_size - 1) / team_size;
+    std::int64_t flagged = 0;
+    Kokkos::parallel_reduce(
+        "kstudy::fused_kokkos<row_major,wide>", policy_type(this->m_space, static_cast<int>(teams), team_size, vector_length),
+        KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
+          const std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank();
+          if (r >= rows) return;
+          Value sum = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::ThreadVectorRange(team, features),
+              [&](const std::int64_t f, Value& partial) {
+                partial += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+              },
+              sum);
+          Kokkos::single(Kokkos::PerThread(team), [&]() {
+            score(r) = sum;
+            const bool flagged_row = sum > threshold;
+            flag(r) = flagged_row;
+            count += flagged_row;
+          });
+        },
+        flagged);
+    this->m_flagged = flagged;
+  }
+};
+
+traffic_model fused_traffic(const table_shape& shape) { return essential_traffic(shape); }
+
+[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+  using space = typename decltype(tag)::type;
+  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutLeft>>(
+      {"fused_kokkos_feature_major", "fused_kokkos", "full", "", "one kernel, one row per thread, coalesced across rows",
+       table_layout::feature_major, false, 1, false, fused_traffic});
+  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutRight>>(
+      {"fused_kokkos_row_major", "fused_kokkos", "full", "",
+       "one kernel; device: coalesced tile copy to team scratch + vector-lane row reduction",
+       table_layout::row_major, false, 1, !detail::is_host_space_v<space>, fused_traffic});
+  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutStride>>(
+      {"fused_kokkos_padded", "fused_kokkos", "full", "", "one kernel, one row per thread over a padded row pitch",
+       table_layout::padded_row_major, false, 1, false, fused_traffic});
+});
+
+}  // namespace
+}  // namespace kstudy

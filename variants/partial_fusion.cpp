@@ -1,0 +1,63 @@
+// partial_fusion: standardize + clip + weight fused into one kernel writing one intermediate, then
+// the library row sum (KokkosBlas::gemv) and a threshold kernel: the seed's partially fused CuPy.
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include "detail/kokkos_variant.hpp"
+#include "detail/library_steps.hpp"
+
+namespace kstudy {
+namespace {
+
+template <class ExecutionSpace, class Layout, class Value = float>
+class partial_fusion final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::kokkos_variant<ExecutionSpace, Layout, Value>;
+
+ public:
+  void run() override {
+    const auto x = this->m_x;
+    const auto weighted = m_weighted;
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const Value clip = this->m_clip;
+    detail::for_each_element<ExecutionSpace, Layout>(
+        "kstudy::partial_fusion::standardize_clip_weight", this->m_space, this->m_shape.rows, this->m_shape.features,
+        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) {
+          weighted(r, f) = detail::clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+        });
+    detail::row_sums(this->m_space, weighted, m_ones, this->m_score);
+    this->m_flagged = detail::threshold_step("kstudy::partial_fusion::threshold", this->m_space, this->m_score,
+                                             this->m_flag, this->m_threshold);
+  }
+
+ protected:
+  void allocate_workspace() override {
+    m_weighted = make_table<Layout, typename base::memory_space, Value>("kstudy::partial_fusion::weighted", this->m_shape);
+    m_ones = Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::partial_fusion::ones", this->m_shape.features);
+    Kokkos::deep_copy(m_ones, Value(1));
+  }
+
+ private:
+  typename base::table_type m_weighted;
+  Kokkos::View<Value*, Layout, typename base::memory_space> m_ones;
+};
+
+traffic_model partial_fusion_traffic(const table_shape& s) {
+  const std::int64_t n = s.rows * s.features * 4, f = s.features * 4, r = s.rows;
+  return {n + 3 * f + n + f + 4 * r, n + 4 * r + r};
+}
+
+[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+  using space = typename decltype(tag)::type;
+  detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutLeft>>(
+      {"partial_fusion_feature_major", "partial_fusion", "partial", "",
+       "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel", table_layout::feature_major,
+       false, 3, false, partial_fusion_traffic});
+  detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutRight>>(
+      {"partial_fusion_row_major", "partial_fusion", "partial", "",
+       "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel", table_layout::row_major,
+       false, 3, false, partial_fusion_traffic});
+});
+
+}  // namespace
+}  // namespace kstudy
