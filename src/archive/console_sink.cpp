@@ -1,0 +1,176 @@
+// The console view of a run: what a person watching the terminal needs, nothing the archive lacks.
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "kstudy/archive.hpp"
+
+namespace kstudy {
+
+namespace {
+
+// Terminal columns of UTF-8 text (µ is two bytes, one column).
+std::size_t display_width(const std::string& text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+// Three significant digits in the unit that keeps the number between 1 and 1000.
+std::string format_seconds(double seconds) {
+  if (!(seconds > 0.0)) return seconds == 0.0 ? "0" : "-";
+  const char* unit = "s";
+  double value = seconds;
+  if (seconds < 1e-6) {
+    value = seconds * 1e9;
+    unit = "ns";
+  } else if (seconds < 1e-3) {
+    value = seconds * 1e6;
+    unit = "µs";
+  } else if (seconds < 1.0) {
+    value = seconds * 1e3;
+    unit = "ms";
+  }
+  const char* pattern = value >= 100.0 ? "%.0f " : (value >= 10.0 ? "%.1f " : "%.2f ");
+  return format(pattern, value) + unit;
+}
+
+struct table {
+  std::vector<std::string> header;
+  std::vector<bool> right_aligned;
+  std::vector<std::vector<std::string>> rows;
+
+  void print(std::ostream& out) const {
+    std::vector<std::size_t> width(header.size());
+    for (std::size_t c = 0; c < header.size(); ++c) width[c] = display_width(header[c]);
+    for (const auto& row : rows)
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], display_width(row[c]));
+    auto line = [&](const std::vector<std::string>& cells) {
+      std::string text = " ";
+      for (std::size_t c = 0; c < cells.size(); ++c) {
+        const std::string pad(width[c] - display_width(cells[c]), ' ');
+        text += right_aligned[c] ? pad + cells[c] : cells[c] + pad;
+        if (c + 1 < cells.size()) text += "  ";
+      }
+      out << text << '\n';
+    };
+    line(header);
+    std::size_t total = 0;
+    for (std::size_t w : width) total += w + 2;
+    out << ' ' << std::string(total - 2, '-') << '\n';
+    for (const auto& row : rows) line(row);
+  }
+};
+
+}  // namespace
+
+console_sink::console_sink(std::ostream& out) : m_out(out) {}
+console_sink::~console_sink() = default;
+
+void console_sink::begin(const run_metadata& metadata) {
+  const auto version = metadata.root.find("kstudy_version");
+  const auto device = metadata.environment.find("gpu_name");
+  m_out << "kstudy";
+  if (version != metadata.root.end()) m_out << ' ' << version->second;
+  if (device != metadata.environment.end()) m_out << " on " << device->second;
+  m_out << '\n';
+}
+
+void console_sink::begin_experiment(const experiment_record& experiment) {
+  print_pending();
+  m_experiment = experiment.name;
+  m_samples = m_rejected = m_gate_failures = 0;
+  m_out << "\n== experiment " << experiment.name << " ==\n" << std::flush;
+}
+
+void console_sink::write_samples(const std::vector<sample_record>& samples) {
+  m_samples += static_cast<std::int64_t>(samples.size());
+  for (const auto& s : samples) m_rejected += s.gate_passed ? 0 : 1;
+}
+
+void console_sink::write_gates(const std::vector<gate_record>& gates) {
+  // Failures interrupt the output at once: every timing of that variant and shape is being discarded.
+  for (const auto& g : gates) {
+    if (g.passed) continue;
+    ++m_gate_failures;
+    m_out << "!! GATE FAILED: " << g.variant << (g.layout.empty() ? "" : " " + g.layout) << ' ' << g.rows << " x "
+          << g.features;
+    if (g.block_size != 0) m_out << " block " << g.block_size;
+    m_out << ": max_abs_error " << format("%.3g", g.max_abs_error) << ", max_relative_error "
+          << format("%.3g", g.max_relative_error) << " (rtol " << format("%.3g", g.rtol) << ", atol "
+          << format("%.3g", g.atol) << "), score_failures " << g.score_failures << ", flag_mismatches "
+          << g.flag_mismatches;
+    if (!g.message.empty()) m_out << ": " << g.message;
+    m_out << '\n';
+  }
+  m_out << std::flush;
+}
+
+void console_sink::write_ceilings(const std::vector<ceiling_record>& ceilings) {
+  m_ceilings.insert(m_ceilings.end(), ceilings.begin(), ceilings.end());
+}
+
+void console_sink::write_summaries(const std::vector<summary_record>& summaries) {
+  m_summaries.insert(m_summaries.end(), summaries.begin(), summaries.end());
+}
+
+void console_sink::write_attribution(const std::vector<attribution_record>&) {}
+
+void console_sink::flush() { m_out << std::flush; }
+
+void console_sink::end_experiment(const std::string&) {
+  print_pending();
+  m_out << " " << m_samples << " samples";
+  if (m_rejected) m_out << ", " << m_rejected << " rejected";
+  if (m_gate_failures) m_out << ", !! " << m_gate_failures << " GATE FAILURE" << (m_gate_failures > 1 ? "S" : "");
+  m_out << '\n' << std::flush;
+  m_experiment.clear();
+}
+
+void console_sink::finish() {
+  print_pending();
+  m_out << std::flush;
+}
+
+void console_sink::print_pending() {
+  if (!m_ceilings.empty()) {
+    table t{{"ceiling", "bytes", "median", "GB/s"}, {false, true, true, true}, {}};
+    for (const auto& c : m_ceilings)
+      t.rows.push_back({c.name, std::to_string(c.bytes), format_seconds(c.seconds),
+                        format("%.1f", c.bytes_per_second / 1e9)});
+    t.print(m_out);
+    m_out << '\n';
+    m_ceilings.clear();
+  }
+  if (!m_summaries.empty()) {
+    const bool blocks = std::any_of(m_summaries.begin(), m_summaries.end(),
+                                    [](const summary_record& s) { return s.block_size != 0; });
+    table t{{"variant", "layout", "rows x features"}, {false, false, true}, {}};
+    if (blocks) {
+      t.header.push_back("block");
+      t.right_aligned.push_back(true);
+    }
+    for (const char* h : {"timer", "median", "GB/s", "% of roof", "samples"}) t.header.push_back(h);
+    for (bool r : {false, true, true, true, true}) t.right_aligned.push_back(r);
+    for (const auto& s : m_summaries) {
+      std::vector<std::string> row{s.variant, s.layout, std::to_string(s.rows) + " x " + std::to_string(s.features)};
+      if (blocks) row.push_back(s.block_size ? std::to_string(s.block_size) : "default");
+      row.push_back(to_string(s.timer));
+      row.push_back(format_seconds(s.median));
+      row.push_back(s.bytes_per_second > 0 ? format("%.1f", s.bytes_per_second / 1e9) : "-");
+      row.push_back(s.fraction_of_roof > 0 ? format("%.1f%%", s.fraction_of_roof * 100.0) : "-");
+      row.push_back(std::to_string(s.samples));
+      t.rows.push_back(std::move(row));
+    }
+    t.print(m_out);
+    m_summaries.clear();
+  }
+}
+
+}  // namespace kstudy

@@ -1,0 +1,237 @@
+#include "detail/hdf5_util.hpp"
+
+#include <stdexcept>
+
+namespace kstudy::archive_detail {
+
+namespace {
+
+// Collects the innermost HDF5 error description: it names the cause (e.g. "unable to open file: name =
+// ..., errno = 13"), while the outer entries only repeat which API call failed.
+herr_t collect_innermost(unsigned, const H5E_error2_t* error, void* out) {
+  if (error && error->desc && *error->desc) *static_cast<std::string*>(out) = error->desc;
+  return 0;
+}
+
+herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+
+std::vector<std::string> attribute_names(hid_t object, const std::string& path);
+
+}  // namespace
+
+void h5_handle::close_checked(const char* call, const std::string& path) {
+  if (m_id < 0) return;
+  const hid_t id = m_id;
+  m_id = H5I_INVALID_HID;
+  if (m_close) check(m_close(id), call, path);
+}
+
+void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+void fail(const std::string& call, const std::string& path) {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_innermost, &detail);
+  H5Eclear2(H5E_DEFAULT);
+  throw std::runtime_error("kstudy: HDF5 " + call + " failed for archive '" + path + "'" +
+                           (detail.empty() ? std::string() : ": " + detail));
+}
+
+hid_t check_id(hid_t id, const std::string& call, const std::string& path) {
+  if (id < 0) fail(call, path);
+  return id;
+}
+
+void check(herr_t rc, const std::string& call, const std::string& path) {
+  if (rc < 0) fail(call, path);
+}
+
+bool check_tri(htri_t rc, const std::string& call, const std::string& path) {
+  if (rc < 0) fail(call, path);
+  return rc > 0;
+}
+
+h5_handle file_handle(hid_t id, const std::string& call, const std::string& path) {
+  return {check_id(id, call, path), H5Fclose};
+}
+h5_handle group_handle(hid_t id, const std::string& call, const std::string& path) {
+  return {check_id(id, call, path), H5Gclose};
+}
+h5_handle dataset_handle(hid_t id, const std::string& call, const std::string& path) {
+  return {check_id(id, call, path), H5Dclose};
+}
+h5_handle space_handle(hid_t id, const std::string& call, const std::string& path) {
+  return {check_id(id, call, path), H5Sclose};
+}
+h5_handle type_handle(hid_t id, const std::string& call, const std::string& path) {
+  return {check_id(id, call, path), H5Tclose};
+}
+h5_handle attribute_handle(hid_t id, const std::string& call, const std::string& path) {
+  return {check_id(id, call, path), H5Aclose};
+}
+h5_handle plist_handle(hid_t id, const std::string& call, const std::string& path) {
+  return {check_id(id, call, path), H5Pclose};
+}
+
+h5_handle vlen_string_type(const std::string& path) {
+  h5_handle type = type_handle(H5Tcopy(H5T_C_S1), "H5Tcopy(H5T_C_S1)", path);
+  check(H5Tset_size(type.get(), H5T_VARIABLE), "H5Tset_size(H5T_VARIABLE)", path);
+  check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "H5Tset_cset(UTF-8)", path);
+  return type;
+}
+
+bool link_exists(hid_t parent, const std::string& name, const std::string& path) {
+  return check_tri(H5Lexists(parent, name.c_str(), H5P_DEFAULT), "H5Lexists(" + name + ")", path);
+}
+
+h5_handle open_group(hid_t parent, const std::string& name, const std::string& path) {
+  return group_handle(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), "H5Gopen2(" + name + ")", path);
+}
+
+h5_handle open_or_create_group(hid_t parent, const std::string& name, const std::string& path) {
+  if (link_exists(parent, name, path)) return open_group(parent, name, path);
+  return group_handle(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                      "H5Gcreate2(" + name + ")", path);
+}
+
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
+                            const std::string& path) {
+  const std::string what = "(attribute " + name + ")";
+  if (check_tri(H5Aexists(object, name.c_str()), "H5Aexists" + what, path))
+    check(H5Adelete(object, name.c_str()), "H5Adelete" + what, path);
+  h5_handle type = vlen_string_type(path);
+  h5_handle space = space_handle(H5Screate(H5S_SCALAR), "H5Screate" + what, path);
+  h5_handle attribute = attribute_handle(
+      H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), "H5Acreate2" + what, path);
+  const char* data = value.c_str();
+  check(H5Awrite(attribute.get(), type.get(), &data), "H5Awrite" + what, path);
+}
+
+std::string read_string_attribute(hid_t object, const std::string& name, const std::string& path) {
+  const std::string what = "(attribute " + name + ")";
+  h5_handle attribute = attribute_handle(H5Aopen(object, name.c_str(), H5P_DEFAULT), "H5Aopen" + what, path);
+  h5_handle file_type = type_handle(H5Aget_type(attribute.get()), "H5Aget_type" + what, path);
+  if (H5Tget_class(file_type.get()) != H5T_STRING)
+    throw std::runtime_error("kstudy: attribute '" + name + "' of archive '" + path + "' is not a string");
+  const H5T_cset_t cset = H5Tget_cset(file_type.get());
+  if (check_tri(H5Tis_variable_str(file_type.get()), "H5Tis_variable_str" + what, path)) {
+    h5_handle memory_type = vlen_string_type(path);
+    check(H5Tset_cset(memory_type.get(), cset), "H5Tset_cset" + what, path);
+    char* data = nullptr;
+    check(H5Aread(attribute.get(), memory_type.get(), &data), "H5Aread" + what, path);
+    std::string value = data ? data : "";
+    H5free_memory(data);
+    return value;
+  }
+  // Fixed-length strings (written by other tools): read with one spare byte for the terminator.
+  const std::size_t size = H5Tget_size(file_type.get());
+  h5_handle memory_type = type_handle(H5Tcopy(H5T_C_S1), "H5Tcopy" + what, path);
+  check(H5Tset_size(memory_type.get(), size + 1), "H5Tset_size" + what, path);
+  check(H5Tset_cset(memory_type.get(), cset), "H5Tset_cset" + what, path);
+  std::vector<char> data(size + 1, '\0');
+  check(H5Aread(attribute.get(), memory_type.get(), data.data()), "H5Aread" + what, path);
+  return std::string(data.data());
+}
+
+namespace {
+std::vector<std::string> attribute_names(hid_t object, const std::string& path) {
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  check(H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, &index, collect_attribute_name, &names), "H5Aiterate2",
+        path);
+  return names;
+}
+}  // namespace
+
+std::map<std::string, std::string> read_string_attributes(hid_t object, const std::string& path) {
+  std::map<std::string, std::string> values;
+  for (const auto& name : attribute_names(object, path)) {
+    h5_handle attribute = attribute_handle(H5Aopen(object, name.c_str(), H5P_DEFAULT), "H5Aopen(" + name + ")", path);
+    h5_handle type = type_handle(H5Aget_type(attribute.get()), "H5Aget_type(" + name + ")", path);
+    if (H5Tget_class(type.get()) != H5T_STRING) continue;  // not ours: the schema only writes strings here
+    values[name] = read_string_attribute(object, name, path);
+  }
+  return values;
+}
+
+void delete_all_attributes(hid_t object, const std::string& path, const std::string& keep) {
+  for (const auto& name : attribute_names(object, path))
+    if (name != keep) check(H5Adelete(object, name.c_str()), "H5Adelete(" + name + ")", path);
+}
+
+h5_handle create_file(const std::string& path, bool truncate) {
+  return file_handle(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT),
+                     "H5Fcreate", path);
+}
+
+h5_handle open_file(const std::string& path, bool writable) {
+  return file_handle(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path);
+}
+
+void create_row_dataset(hid_t group, const char* name, hid_t file_type, const char* units, const std::string& path) {
+  const std::string what = std::string("(") + name + ")";
+  const hsize_t initial = 0, maximum = H5S_UNLIMITED, chunk = 1024;
+  h5_handle space = space_handle(H5Screate_simple(1, &initial, &maximum), "H5Screate_simple" + what, path);
+  h5_handle dcpl = plist_handle(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate" + what, path);
+  check(H5Pset_chunk(dcpl.get(), 1, &chunk), "H5Pset_chunk" + what, path);
+  // Compress only where this HDF5 can both encode and decode deflate; otherwise store plain chunks.
+  if (check_tri(H5Zfilter_avail(H5Z_FILTER_DEFLATE), "H5Zfilter_avail(deflate)", path)) {
+    unsigned int config = 0;
+    check(H5Zget_filter_info(H5Z_FILTER_DEFLATE, &config), "H5Zget_filter_info(deflate)", path);
+    if ((config & H5Z_FILTER_CONFIG_ENCODE_ENABLED) && (config & H5Z_FILTER_CONFIG_DECODE_ENABLED))
+      check(H5Pset_deflate(dcpl.get(), 4), "H5Pset_deflate" + what, path);
+  }
+  h5_handle dataset = dataset_handle(
+      H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), "H5Dcreate2" + what, path);
+  write_string_attribute(dataset.get(), "units", units, path);
+}
+
+void append_row_buffer(hid_t group, const char* name, hid_t memory_type, const void* rows, std::size_t count,
+                       const std::string& path) {
+  if (count == 0) return;
+  const std::string what = std::string("(") + name + ")";
+  h5_handle dataset = dataset_handle(H5Dopen2(group, name, H5P_DEFAULT), "H5Dopen2" + what, path);
+  hsize_t existing = 0;
+  {
+    h5_handle space = space_handle(H5Dget_space(dataset.get()), "H5Dget_space" + what, path);
+    if (H5Sget_simple_extent_dims(space.get(), &existing, nullptr) != 1) fail("H5Sget_simple_extent_dims" + what, path);
+  }
+  const hsize_t added = count, extent = existing + added;
+  check(H5Dset_extent(dataset.get(), &extent), "H5Dset_extent" + what, path);
+  h5_handle file_space = space_handle(H5Dget_space(dataset.get()), "H5Dget_space" + what, path);
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &existing, nullptr, &added, nullptr),
+        "H5Sselect_hyperslab" + what, path);
+  h5_handle memory_space = space_handle(H5Screate_simple(1, &added, nullptr), "H5Screate_simple" + what, path);
+  check(H5Dwrite(dataset.get(), memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, rows),
+        "H5Dwrite" + what, path);
+}
+
+std::size_t read_row_buffer(hid_t group, const char* name, hid_t memory_type, std::vector<unsigned char>& rows,
+                            std::size_t row_size, const std::string& path) {
+  const std::string what = std::string("(") + name + ")";
+  h5_handle dataset = dataset_handle(H5Dopen2(group, name, H5P_DEFAULT), "H5Dopen2" + what, path);
+  h5_handle space = space_handle(H5Dget_space(dataset.get()), "H5Dget_space" + what, path);
+  hsize_t count = 0;
+  if (H5Sget_simple_extent_dims(space.get(), &count, nullptr) != 1) fail("H5Sget_simple_extent_dims" + what, path);
+  rows.assign(static_cast<std::size_t>(count) * row_size, 0);
+  if (count == 0) return 0;
+  check(H5Dread(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), "H5Dread" + what, path);
+  return static_cast<std::size_t>(count);
+}
+
+void reclaim_row_buffer(hid_t memory_type, std::vector<unsigned char>& rows, std::size_t count) {
+  if (count == 0) return;
+  const hsize_t n = count;
+  const hid_t space = H5Screate_simple(1, &n, nullptr);
+  if (space < 0) return;  // only reachable when HDF5 is out of memory; leaking the strings is the lesser harm
+#if H5_VERSION_GE(1, 12, 0)
+  H5Treclaim(memory_type, space, H5P_DEFAULT, rows.data());
+#else
+  H5Dvlen_reclaim(memory_type, space, H5P_DEFAULT, rows.data());
+#endif
+  H5Sclose(space);
+}
+
+}  // namespace kstudy::archive_detail

@@ -1,0 +1,257 @@
+#pragma once
+// HDF5 C API plumbing for the archive: owning handles, checked calls, string attributes, and the
+// record <-> compound-row mapping built from record_fields.hpp. Private to kstudy_archive.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "detail/record_fields.hpp"
+
+namespace kstudy::archive_detail {
+
+// Owns one HDF5 id and closes it with the matching H5?close.
+class h5_handle {
+ public:
+  using closer = herr_t (*)(hid_t);
+  h5_handle() = default;
+  h5_handle(hid_t id, closer close) : m_id(id), m_close(close) {}
+  h5_handle(h5_handle&& other) noexcept : m_id(other.m_id), m_close(other.m_close) { other.m_id = H5I_INVALID_HID; }
+  h5_handle& operator=(h5_handle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      m_id = other.m_id;
+      m_close = other.m_close;
+      other.m_id = H5I_INVALID_HID;
+    }
+    return *this;
+  }
+  h5_handle(const h5_handle&) = delete;
+  h5_handle& operator=(const h5_handle&) = delete;
+  ~h5_handle() { reset(); }
+
+  hid_t get() const { return m_id; }
+  explicit operator bool() const { return m_id >= 0; }
+  void reset() {
+    if (m_id >= 0 && m_close) m_close(m_id);  // errors on close are reported by close_checked
+    m_id = H5I_INVALID_HID;
+  }
+  // Closes now and reports failure (a file close is where buffered data is written).
+  void close_checked(const char* call, const std::string& path);
+
+ private:
+  hid_t m_id = H5I_INVALID_HID;
+  closer m_close = nullptr;
+};
+
+// Turns off HDF5's automatic error-stack printing; our exceptions carry the message instead.
+void silence_hdf5_errors();
+
+// Throws std::runtime_error "kstudy: HDF5 <call> failed for archive '<path>': <innermost HDF5 message>".
+[[noreturn]] void fail(const std::string& call, const std::string& path);
+hid_t check_id(hid_t id, const std::string& call, const std::string& path);
+void check(herr_t rc, const std::string& call, const std::string& path);
+bool check_tri(htri_t rc, const std::string& call, const std::string& path);
+
+h5_handle file_handle(hid_t id, const std::string& call, const std::string& path);
+h5_handle group_handle(hid_t id, const std::string& call, const std::string& path);
+h5_handle dataset_handle(hid_t id, const std::string& call, const std::string& path);
+h5_handle space_handle(hid_t id, const std::string& call, const std::string& path);
+h5_handle type_handle(hid_t id, const std::string& call, const std::string& path);
+h5_handle attribute_handle(hid_t id, const std::string& call, const std::string& path);
+h5_handle plist_handle(hid_t id, const std::string& call, const std::string& path);
+
+// Variable-length UTF-8 string type (h5py and pandas read these as Python strings/bytes, no custom code).
+h5_handle vlen_string_type(const std::string& path);
+
+bool link_exists(hid_t parent, const std::string& name, const std::string& path);
+h5_handle open_group(hid_t parent, const std::string& name, const std::string& path);
+h5_handle open_or_create_group(hid_t parent, const std::string& name, const std::string& path);
+
+// Scalar variable-length UTF-8 string attributes; writing replaces an existing attribute of that name.
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value, const std::string& path);
+std::string read_string_attribute(hid_t object, const std::string& name, const std::string& path);
+std::map<std::string, std::string> read_string_attributes(hid_t object, const std::string& path);
+// Deletes every attribute of object except the one named keep (if any).
+void delete_all_attributes(hid_t object, const std::string& path, const std::string& keep = "");
+
+// Archive files are opened with the default (earliest) format bounds on purpose: the 1.10 "latest" superblock
+// marks a file as open-for-write, and an archive left by a killed process would then refuse to open
+// until someone ran h5clear. The earliest format holds everything the schema uses.
+h5_handle create_file(const std::string& path, bool truncate);
+h5_handle open_file(const std::string& path, bool writable);
+
+// --- record <-> compound row ---------------------------------------------------------------------------
+
+// Memory layout of one record as a C row (natural alignment) and the packed little-endian file type.
+struct compound_layout {
+  std::size_t row_size = 0;
+  std::vector<std::size_t> offsets;  // per field, in the memory row
+  h5_handle memory_type;
+  h5_handle file_type;
+};
+
+template <class R>
+compound_layout make_layout(const std::string& path) {
+  compound_layout layout;
+  const auto& fields = record_table<R>::fields();
+  h5_handle string_type = vlen_string_type(path);
+  struct member_type {
+    std::size_t size;
+    hid_t memory, file;
+  };
+  std::vector<member_type> members;
+  for (const auto& f : fields) {
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(std::declval<R&>().*member)>;
+          if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, timer_kind>)
+            members.push_back({sizeof(char*), string_type.get(), string_type.get()});
+          else if constexpr (std::is_same_v<T, std::int64_t>)
+            members.push_back({sizeof(std::int64_t), H5T_NATIVE_INT64, H5T_STD_I64LE});
+          else if constexpr (std::is_same_v<T, std::int32_t>)
+            members.push_back({sizeof(std::int32_t), H5T_NATIVE_INT32, H5T_STD_I32LE});
+          else if constexpr (std::is_same_v<T, double>)
+            members.push_back({sizeof(double), H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE});
+          else if constexpr (std::is_same_v<T, bool>)
+            members.push_back({sizeof(std::uint8_t), H5T_NATIVE_UINT8, H5T_STD_U8LE});
+          else
+            static_assert(sizeof(T) == 0, "record field type without an HDF5 mapping");
+        },
+        f.member);
+  }
+  std::size_t offset = 0, packed = 0;
+  for (const auto& m : members) {
+    offset = (offset + m.size - 1) / m.size * m.size;  // every member type's alignment is its size
+    layout.offsets.push_back(offset);
+    offset += m.size;
+    packed += m.size;
+  }
+  const std::size_t max_align = sizeof(double);
+  layout.row_size = (offset + max_align - 1) / max_align * max_align;
+  layout.memory_type = type_handle(H5Tcreate(H5T_COMPOUND, layout.row_size), "H5Tcreate(memory compound)", path);
+  layout.file_type = type_handle(H5Tcreate(H5T_COMPOUND, packed), "H5Tcreate(file compound)", path);
+  packed = 0;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    check(H5Tinsert(layout.memory_type.get(), fields[i].name, layout.offsets[i], members[i].memory),
+          std::string("H5Tinsert(") + fields[i].name + ")", path);
+    check(H5Tinsert(layout.file_type.get(), fields[i].name, packed, members[i].file),
+          std::string("H5Tinsert(") + fields[i].name + ")", path);
+    packed += members[i].size;
+  }
+  return layout;
+}
+
+// Fills rows; string fields point into the records (and to_string's static names), so the records must
+// outlive the write.
+template <class R>
+std::vector<unsigned char> pack_rows(const std::vector<R>& records, const compound_layout& layout) {
+  const auto& fields = record_table<R>::fields();
+  std::vector<unsigned char> buffer(layout.row_size * records.size(), 0);
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    unsigned char* row = buffer.data() + r * layout.row_size;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      unsigned char* dst = row + layout.offsets[i];
+      std::visit(
+          [&](auto member) {
+            const auto& value = records[r].*member;
+            using T = std::decay_t<decltype(value)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              const char* p = value.c_str();
+              std::memcpy(dst, &p, sizeof p);
+            } else if constexpr (std::is_same_v<T, timer_kind>) {
+              const char* p = to_string(value);
+              std::memcpy(dst, &p, sizeof p);
+            } else if constexpr (std::is_same_v<T, bool>) {
+              const std::uint8_t v = value ? 1 : 0;
+              std::memcpy(dst, &v, sizeof v);
+            } else {
+              std::memcpy(dst, &value, sizeof value);
+            }
+          },
+          fields[i].member);
+    }
+  }
+  return buffer;
+}
+
+template <class R>
+std::vector<R> unpack_rows(const unsigned char* buffer, std::size_t count, const compound_layout& layout) {
+  const auto& fields = record_table<R>::fields();
+  std::vector<R> records(count);
+  for (std::size_t r = 0; r < count; ++r) {
+    const unsigned char* row = buffer + r * layout.row_size;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const unsigned char* src = row + layout.offsets[i];
+      std::visit(
+          [&](auto member) {
+            auto& value = records[r].*member;
+            using T = std::decay_t<decltype(value)>;
+            if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, timer_kind>) {
+              const char* p = nullptr;
+              std::memcpy(&p, src, sizeof p);
+              if constexpr (std::is_same_v<T, std::string>)
+                value = p ? p : "";
+              else
+                value = parse_timer_kind(p ? p : "");
+            } else if constexpr (std::is_same_v<T, bool>) {
+              std::uint8_t v = 0;
+              std::memcpy(&v, src, sizeof v);
+              value = v != 0;
+            } else {
+              std::memcpy(&value, src, sizeof value);
+            }
+          },
+          fields[i].member);
+    }
+  }
+  return records;
+}
+
+// Creates the record's empty dataset in group: chunked, extendible, deflated where available, with its
+// units attribute.
+void create_row_dataset(hid_t group, const char* name, hid_t file_type, const char* units, const std::string& path);
+
+template <class R>
+void create_record_dataset(hid_t group, const std::string& path) {
+  const auto layout = make_layout<R>(path);
+  create_row_dataset(group, record_table<R>::dataset, layout.file_type.get(), record_table<R>::units, path);
+}
+
+// Extends the dataset by rows.size() and writes them at the end.
+void append_row_buffer(hid_t group, const char* name, hid_t memory_type, const void* rows, std::size_t count,
+                       const std::string& path);
+
+template <class R>
+void append_records(hid_t group, const std::vector<R>& records, const std::string& path) {
+  if (records.empty()) return;
+  const auto layout = make_layout<R>(path);
+  const auto rows = pack_rows(records, layout);
+  append_row_buffer(group, record_table<R>::dataset, layout.memory_type.get(), rows.data(), records.size(), path);
+}
+
+// Reads the whole dataset; variable-length strings are copied and HDF5's buffers reclaimed.
+std::size_t read_row_buffer(hid_t group, const char* name, hid_t memory_type, std::vector<unsigned char>& rows,
+                            std::size_t row_size, const std::string& path);
+void reclaim_row_buffer(hid_t memory_type, std::vector<unsigned char>& rows, std::size_t count);
+
+template <class R>
+std::vector<R> read_records(hid_t group, const std::string& path) {
+  const auto layout = make_layout<R>(path);
+  std::vector<unsigned char> rows;
+  const std::size_t count =
+      read_row_buffer(group, record_table<R>::dataset, layout.memory_type.get(), rows, layout.row_size, path);
+  struct reclaim_guard {
+    hid_t type;
+    std::vector<unsigned char>& rows;
+    std::size_t count;
+    ~reclaim_guard() { reclaim_row_buffer(type, rows, count); }
+  } guard{layout.memory_type.get(), rows, count};
+  return unpack_rows<R>(rows.data(), count, layout);
+}
+
+}  // namespace kstudy::archive_detail

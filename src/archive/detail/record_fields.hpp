@@ -1,0 +1,149 @@
+#pragma once
+// One table per record type naming each member once, in declaration order. The HDF5 compound types,
+// the JSON rows and the readers are all built from these tables, so a field's name is the struct
+// member's name everywhere and a new member needs one line here.
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kstudy/records.hpp"
+
+namespace kstudy::archive_detail {
+
+template <class R>
+using member_ptr = std::variant<std::string R::*, std::int64_t R::*, std::int32_t R::*, double R::*, bool R::*,
+                                timer_kind R::*>;
+
+template <class R>
+struct field {
+  const char* name;
+  member_ptr<R> member;
+};
+
+template <class R>
+struct record_table;
+
+template <>
+struct record_table<sample_record> {
+  using R = sample_record;
+  static constexpr const char* dataset = "samples";
+  static constexpr const char* units = "seconds: s; bytes: B";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"experiment", &R::experiment}, {"variant", &R::variant},         {"layout", &R::layout},
+        {"memory_kind", &R::memory_kind}, {"direction", &R::direction},   {"rows", &R::rows},
+        {"features", &R::features},     {"pitch", &R::pitch},             {"block_size", &R::block_size},
+        {"bytes", &R::bytes},           {"point", &R::point},             {"replication", &R::replication},
+        {"trial", &R::trial},           {"timer", &R::timer},             {"seconds", &R::seconds},
+        {"gate_passed", &R::gate_passed}, {"throttled", &R::throttled},   {"status", &R::status},
+    };
+    return table;
+  }
+};
+
+template <>
+struct record_table<gate_record> {
+  using R = gate_record;
+  static constexpr const char* dataset = "gate";
+  static constexpr const char* units =
+      "max_abs_error: score units; max_relative_error: 1 (of the tolerance scale); rtol: 1; atol: score units";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"experiment", &R::experiment},
+        {"variant", &R::variant},
+        {"layout", &R::layout},
+        {"rows", &R::rows},
+        {"features", &R::features},
+        {"block_size", &R::block_size},
+        {"passed", &R::passed},
+        {"max_abs_error", &R::max_abs_error},
+        {"max_relative_error", &R::max_relative_error},
+        {"rtol", &R::rtol},
+        {"atol", &R::atol},
+        {"score_failures", &R::score_failures},
+        {"flag_mismatches", &R::flag_mismatches},
+        {"ambiguous_rows", &R::ambiguous_rows},
+        {"message", &R::message},
+    };
+    return table;
+  }
+};
+
+template <>
+struct record_table<ceiling_record> {
+  using R = ceiling_record;
+  static constexpr const char* dataset = "ceilings";
+  static constexpr const char* units = "seconds: s; bytes: B; bytes_per_second: B/s";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"name", &R::name},
+        {"bytes", &R::bytes},
+        {"seconds", &R::seconds},
+        {"bytes_per_second", &R::bytes_per_second},
+    };
+    return table;
+  }
+};
+
+template <>
+struct record_table<summary_record> {
+  using R = summary_record;
+  static constexpr const char* dataset = "summary";
+  static constexpr const char* units =
+      "median: s; min: s; max: s; q1: s; q3: s; bytes_per_second: B/s; fraction_of_roof: 1";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"experiment", &R::experiment},
+        {"variant", &R::variant},
+        {"layout", &R::layout},
+        {"memory_kind", &R::memory_kind},
+        {"direction", &R::direction},
+        {"rows", &R::rows},
+        {"features", &R::features},
+        {"block_size", &R::block_size},
+        {"timer", &R::timer},
+        {"samples", &R::samples},
+        {"median", &R::median},
+        {"min", &R::min},
+        {"max", &R::max},
+        {"q1", &R::q1},
+        {"q3", &R::q3},
+        {"bytes_per_second", &R::bytes_per_second},
+        {"fraction_of_roof", &R::fraction_of_roof},
+    };
+    return table;
+  }
+};
+
+template <>
+struct record_table<attribution_record> {
+  using R = attribution_record;
+  static constexpr const char* dataset = "attribution";
+  static constexpr const char* units = "seconds: s (total over calls)";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"experiment", &R::experiment}, {"variant", &R::variant}, {"rows", &R::rows},       {"features", &R::features},
+        {"kernel", &R::kernel},         {"calls", &R::calls},     {"seconds", &R::seconds},
+    };
+    return table;
+  }
+};
+
+// The dataset names of an experiment group, in the order the schema lists them.
+inline const std::vector<const char*>& dataset_names() {
+  static const std::vector<const char*> names{record_table<sample_record>::dataset, record_table<gate_record>::dataset,
+                                              record_table<ceiling_record>::dataset,
+                                              record_table<summary_record>::dataset,
+                                              record_table<attribution_record>::dataset};
+  return names;
+}
+
+// Throws std::invalid_argument unless name can be one HDF5 link name (no '/', not "." or empty).
+void check_experiment_name(const std::string& name);
+
+// Throws std::runtime_error unless a new file can be created at path (probes by creating and removing
+// a file next to it, because access() says yes to root even where writes fail, e.g. in /proc).
+void check_path_writable(const std::string& path, const char* what);
+
+}  // namespace kstudy::archive_detail

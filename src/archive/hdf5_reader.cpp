@@ -1,0 +1,99 @@
+// The archive's read side: --resume and reports read what hdf5_sink wrote.
+#include <filesystem>
+#include <stdexcept>
+
+#include "detail/hdf5_util.hpp"
+#include "kstudy/archive.hpp"
+
+namespace kstudy {
+
+using namespace archive_detail;
+
+namespace {
+
+herr_t collect_link_name(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+
+h5_handle open_archive(const std::string& path) {
+  silence_hdf5_errors();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error("kstudy: no archive at '" + path + "'");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error("kstudy: '" + path + "' is not an HDF5 file");
+  h5_handle file = open_file(path, false);
+  if (!check_tri(H5Aexists(file.get(), "schema_version"), "H5Aexists(schema_version)", path))
+    throw std::runtime_error("kstudy: '" + path + "' is an HDF5 file but not a kstudy archive (no schema_version)");
+  const std::string version = read_string_attribute(file.get(), "schema_version", path);
+  if (version != archive_schema_version)
+    throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version + "; this kstudy reads " +
+                             archive_schema_version);
+  return file;
+}
+
+h5_handle open_experiment(hid_t file, const std::string& path, const std::string& experiment) {
+  check_experiment_name(experiment);
+  const bool found =
+      link_exists(file, "experiments", path) && link_exists(open_group(file, "experiments", path).get(), experiment, path);
+  if (!found)
+    throw std::runtime_error("kstudy: archive '" + path + "' has no experiment '" + experiment + "'");
+  return open_group(file, "experiments/" + experiment, path);
+}
+
+template <class R>
+std::vector<R> read_table(const std::string& path, const std::string& experiment) {
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  return read_records<R>(group.get(), path);
+}
+
+}  // namespace
+
+std::vector<std::string> list_experiments(const std::string& path) {
+  h5_handle file = open_archive(path);
+  std::vector<std::string> names;
+  if (!link_exists(file.get(), "experiments", path)) return names;
+  h5_handle group = open_group(file.get(), "experiments", path);
+  hsize_t index = 0;
+  check(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_INC, &index, collect_link_name, &names),
+        "H5Literate(experiments)", path);
+  return names;
+}
+
+run_metadata read_metadata(const std::string& path) {
+  h5_handle file = open_archive(path);
+  run_metadata metadata;
+  metadata.root = read_string_attributes(file.get(), path);
+  if (link_exists(file.get(), "environment", path))
+    metadata.environment = read_string_attributes(open_group(file.get(), "environment", path).get(), path);
+  return metadata;
+}
+
+experiment_record read_experiment(const std::string& path, const std::string& experiment) {
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  experiment_record record;
+  record.name = experiment;
+  record.definition_json = read_string_attribute(group.get(), "definition", path);
+  record.protocol_json = read_string_attribute(group.get(), "protocol", path);
+  record.fingerprint = read_string_attribute(group.get(), "fingerprint", path);
+  return record;
+}
+
+std::vector<sample_record> read_samples(const std::string& path, const std::string& experiment) {
+  return read_table<sample_record>(path, experiment);
+}
+std::vector<gate_record> read_gates(const std::string& path, const std::string& experiment) {
+  return read_table<gate_record>(path, experiment);
+}
+std::vector<ceiling_record> read_ceilings(const std::string& path, const std::string& experiment) {
+  return read_table<ceiling_record>(path, experiment);
+}
+std::vector<summary_record> read_summaries(const std::string& path, const std::string& experiment) {
+  return read_table<summary_record>(path, experiment);
+}
+std::vector<attribution_record> read_attribution(const std::string& path, const std::string& experiment) {
+  return read_table<attribution_record>(path, experiment);
+}
+
+}  // namespace kstudy

@@ -1,0 +1,204 @@
+// The HDF5 archive writer. Layout and guarantees: docs/archive_schema.md.
+#include <filesystem>
+#include <stdexcept>
+
+#include "detail/hdf5_util.hpp"
+#include "kstudy/archive.hpp"
+
+namespace kstudy {
+
+using namespace archive_detail;
+
+namespace {
+
+constexpr const char* k_experiments_group = "experiments";
+constexpr const char* k_environment_group = "environment";
+
+// Records carry their experiment's name; one that names another experiment would land in the wrong group.
+template <class R>
+void check_experiment_field(const std::vector<R>& records, const std::string& current, const std::string& path) {
+  for (const auto& record : records)
+    if (!record.experiment.empty() && record.experiment != current)
+      throw std::invalid_argument("kstudy: archive '" + path + "': a record of experiment '" + record.experiment +
+                                  "' was written while experiment '" + current + "' is open");
+}
+
+void check_experiment_field(const std::vector<ceiling_record>&, const std::string&, const std::string&) {}
+
+template <class R>
+void ensure_dataset(hid_t group, const std::string& path) {
+  if (!link_exists(group, record_table<R>::dataset, path)) create_record_dataset<R>(group, path);
+}
+
+void ensure_datasets(hid_t group, const std::string& path) {
+  ensure_dataset<sample_record>(group, path);
+  ensure_dataset<gate_record>(group, path);
+  ensure_dataset<ceiling_record>(group, path);
+  ensure_dataset<summary_record>(group, path);
+  ensure_dataset<attribution_record>(group, path);
+}
+
+void check_schema_version(hid_t file, const std::string& path) {
+  if (!check_tri(H5Aexists(file, "schema_version"), "H5Aexists(schema_version)", path))
+    throw std::runtime_error("kstudy: '" + path + "' is an HDF5 file but not a kstudy archive (no schema_version)");
+  const std::string version = read_string_attribute(file, "schema_version", path);
+  if (version != archive_schema_version)
+    throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version + "; this kstudy handles " +
+                             archive_schema_version);
+}
+
+}  // namespace
+
+struct hdf5_sink::state {
+  std::string path;
+  h5_handle file;              // declared first: destroyed after the groups inside it
+  h5_handle experiments;
+  h5_handle experiment_group;  // the open experiment, if any
+  std::string experiment;
+  bool finished = false;
+
+  void require_open(const char* call) const {
+    if (finished) throw std::logic_error(std::string("kstudy: hdf5_sink::") + call + " after finish()");
+  }
+  void require_experiment(const char* call) const {
+    require_open(call);
+    if (experiment.empty())
+      throw std::logic_error(std::string("kstudy: hdf5_sink::") + call + " outside begin_experiment/end_experiment");
+  }
+  template <class R>
+  void append(const char* call, const std::vector<R>& records) {
+    require_experiment(call);
+    check_experiment_field(records, experiment, path);
+    append_records(experiment_group.get(), records, path);
+  }
+};
+
+void hdf5_sink::check_writable(const std::string& path) { check_path_writable(path, "archive"); }
+
+void hdf5_sink::check_openable(const std::string& path, open_mode mode) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  if (mode == open_mode::create && exists)
+    throw std::runtime_error("kstudy: archive '" + path + "' already exists (use overwrite, append or resume)");
+  if (mode == open_mode::resume && !exists)
+    throw std::runtime_error("kstudy: cannot resume: no archive at '" + path + "'");
+  check_writable(path);
+  if (exists && (mode == open_mode::append || mode == open_mode::resume)) {
+    silence_hdf5_errors();
+    if (H5Fis_hdf5(path.c_str()) <= 0)
+      throw std::runtime_error("kstudy: cannot " + std::string(to_string(mode)) + " '" + path +
+                               "': it is not an HDF5 file");
+  }
+}
+
+hdf5_sink::hdf5_sink(const std::string& path, open_mode mode) : m_state(std::make_unique<state>()) {
+  silence_hdf5_errors();
+  auto& s = *m_state;
+  s.path = path;
+  check_openable(path, mode);
+  std::error_code ec;
+  const bool open_existing =
+      mode == open_mode::resume || (mode == open_mode::append && std::filesystem::exists(path, ec));
+  if (open_existing) {
+    s.file = open_file(path, true);
+    check_schema_version(s.file.get(), path);
+  } else {
+    s.file = create_file(path, mode == open_mode::overwrite);
+    // Versioned from the first byte, even if begin() never comes.
+    write_string_attribute(s.file.get(), "schema_version", archive_schema_version, path);
+  }
+  s.experiments = open_or_create_group(s.file.get(), k_experiments_group, path);
+}
+
+hdf5_sink::~hdf5_sink() = default;
+
+const std::string& hdf5_sink::path() const { return m_state->path; }
+
+void hdf5_sink::begin(const run_metadata& metadata) {
+  auto& s = *m_state;
+  s.require_open("begin");
+  const auto version = metadata.root.find("schema_version");
+  if (version != metadata.root.end() && version->second != archive_schema_version)
+    throw std::invalid_argument("kstudy: run_metadata asks for schema_version " + version->second +
+                                "; this archive writer writes " + archive_schema_version);
+  // Root and /environment describe the latest run that wrote the archive: stale keys of an earlier run
+  // must not survive next to the new ones.
+  delete_all_attributes(s.file.get(), s.path, "schema_version");
+  for (const auto& [key, value] : metadata.root) write_string_attribute(s.file.get(), key, value, s.path);
+  write_string_attribute(s.file.get(), "schema_version", archive_schema_version, s.path);
+  h5_handle environment = open_or_create_group(s.file.get(), k_environment_group, s.path);
+  delete_all_attributes(environment.get(), s.path);
+  for (const auto& [key, value] : metadata.environment) write_string_attribute(environment.get(), key, value, s.path);
+}
+
+void hdf5_sink::begin_experiment(const experiment_record& experiment) {
+  auto& s = *m_state;
+  s.require_open("begin_experiment");
+  if (!s.experiment.empty())
+    throw std::logic_error("kstudy: hdf5_sink::begin_experiment('" + experiment.name + "') while experiment '" +
+                           s.experiment + "' is open");
+  check_experiment_name(experiment.name);
+  h5_handle group;
+  if (link_exists(s.experiments.get(), experiment.name, s.path)) {
+    group = open_group(s.experiments.get(), experiment.name, s.path);
+    const std::string existing = read_string_attribute(group.get(), "fingerprint", s.path);
+    if (existing != experiment.fingerprint)
+      throw std::runtime_error("kstudy: archive '" + s.path + "' already holds experiment '" + experiment.name +
+                               "' with fingerprint " + existing + ", but this run's definition has fingerprint " +
+                               experiment.fingerprint + "; refusing to mix two different experiments");
+    // Same definition: the recorded definition and protocol stay as first written.
+  } else {
+    group = open_or_create_group(s.experiments.get(), experiment.name, s.path);
+    write_string_attribute(group.get(), "definition", experiment.definition_json, s.path);
+    write_string_attribute(group.get(), "protocol", experiment.protocol_json, s.path);
+    write_string_attribute(group.get(), "fingerprint", experiment.fingerprint, s.path);
+  }
+  // Every table up front (readers find all five, possibly empty); on resume, any a crash left uncreated.
+  ensure_datasets(group.get(), s.path);
+  s.experiment_group = std::move(group);
+  s.experiment = experiment.name;
+}
+
+void hdf5_sink::write_samples(const std::vector<sample_record>& samples) { m_state->append("write_samples", samples); }
+void hdf5_sink::write_gates(const std::vector<gate_record>& gates) { m_state->append("write_gates", gates); }
+void hdf5_sink::write_ceilings(const std::vector<ceiling_record>& ceilings) {
+  m_state->append("write_ceilings", ceilings);
+}
+void hdf5_sink::write_summaries(const std::vector<summary_record>& summaries) {
+  m_state->append("write_summaries", summaries);
+}
+void hdf5_sink::write_attribution(const std::vector<attribution_record>& attribution) {
+  m_state->append("write_attribution", attribution);
+}
+
+void hdf5_sink::flush() {
+  auto& s = *m_state;
+  s.require_open("flush");
+  check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
+}
+
+void hdf5_sink::end_experiment(const std::string& name) {
+  auto& s = *m_state;
+  s.require_experiment("end_experiment");
+  if (name != s.experiment)
+    throw std::logic_error("kstudy: hdf5_sink::end_experiment('" + name + "') but the open experiment is '" +
+                           s.experiment + "'");
+  s.experiment_group.close_checked("H5Gclose", s.path);
+  s.experiment.clear();
+  // An experiment boundary is a natural durability point.
+  check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
+}
+
+void hdf5_sink::finish() {
+  auto& s = *m_state;
+  s.require_open("finish");
+  s.finished = true;
+  s.experiment.clear();
+  s.experiment_group.close_checked("H5Gclose", s.path);
+  s.experiments.close_checked("H5Gclose", s.path);
+  check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
+  s.file.close_checked("H5Fclose", s.path);
+}
+
+}  // namespace kstudy

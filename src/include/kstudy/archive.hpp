@@ -1,0 +1,128 @@
+#pragma once
+// The study's sinks: the HDF5 archive (the record of a run, schema in docs/archive_schema.md), a JSON
+// copy of the same content, and the console table; plus the archive's read side (resume, reports).
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kstudy/records.hpp"
+#include "kstudy/sink.hpp"
+
+namespace kstudy {
+
+// Written as the root attribute schema_version; bump on any incompatible change of the layout.
+inline constexpr const char* archive_schema_version = "1";
+
+enum class open_mode {
+  create,     // new archive; fails if the path exists
+  overwrite,  // new archive; replaces an existing file
+  append,     // adds to an existing archive, or creates one
+  resume,     // adds to an existing archive; fails if there is none
+};
+const char* to_string(open_mode mode);
+open_mode parse_open_mode(const std::string& name);  // throws std::invalid_argument naming the value
+
+// Writes straight to the final path. Every HDF5 failure throws std::runtime_error naming the HDF5 call
+// and the archive's path (HDF5's own error printing is silenced). Not thread-safe: one writer.
+class hdf5_sink : public result_sink {
+ public:
+  explicit hdf5_sink(const std::string& path, open_mode mode = open_mode::create);
+  ~hdf5_sink() override;
+  hdf5_sink(const hdf5_sink&) = delete;
+  hdf5_sink& operator=(const hdf5_sink&) = delete;
+
+  // Throws std::runtime_error unless a file can be created at path (its directory exists and accepts a
+  // new file; path is not a directory). Call before measuring so a bad --output fails in seconds.
+  static void check_writable(const std::string& path);
+  // check_writable plus what the mode needs: create refuses an existing path, resume needs an existing
+  // HDF5 file, append/resume refuse an existing file that is not HDF5.
+  static void check_openable(const std::string& path, open_mode mode);
+
+  const std::string& path() const;
+
+  void begin(const run_metadata& metadata) override;
+  // On an experiment already in the archive the fingerprints must match (else std::runtime_error naming
+  // the archive, the experiment and both fingerprints); the existing definition and protocol are kept.
+  void begin_experiment(const experiment_record& experiment) override;
+  void write_samples(const std::vector<sample_record>& samples) override;
+  void write_gates(const std::vector<gate_record>& gates) override;
+  void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
+  void write_summaries(const std::vector<summary_record>& summaries) override;
+  void write_attribution(const std::vector<attribution_record>& attribution) override;
+  void flush() override;  // H5Fflush: a process killed afterwards leaves every row so far readable
+  void end_experiment(const std::string& name) override;
+  void finish() override;  // flushes and closes; the sink accepts no further calls
+
+ private:
+  struct state;  // keeps hdf5.h out of this header
+  std::unique_ptr<state> m_state;
+};
+
+// Read side. Each opens the archive read-only and throws std::runtime_error naming the path (and the
+// experiment) on failure.
+std::vector<std::string> list_experiments(const std::string& path);  // sorted by name
+run_metadata read_metadata(const std::string& path);
+experiment_record read_experiment(const std::string& path, const std::string& experiment);
+std::vector<sample_record> read_samples(const std::string& path, const std::string& experiment);
+std::vector<gate_record> read_gates(const std::string& path, const std::string& experiment);
+std::vector<ceiling_record> read_ceilings(const std::string& path, const std::string& experiment);
+std::vector<summary_record> read_summaries(const std::string& path, const std::string& experiment);
+std::vector<attribution_record> read_attribution(const std::string& path, const std::string& experiment);
+
+// The same content as one JSON document, written at finish() to path + ".tmp" and renamed onto path, so
+// a reader never sees a partial file (and a crashed run leaves no JSON, only the flushed archive).
+class json_sink : public result_sink {
+ public:
+  explicit json_sink(const std::string& path);  // checks up front that path is writable
+  ~json_sink() override;
+  json_sink(const json_sink&) = delete;
+  json_sink& operator=(const json_sink&) = delete;
+
+  void begin(const run_metadata& metadata) override;
+  void begin_experiment(const experiment_record& experiment) override;
+  void write_samples(const std::vector<sample_record>& samples) override;
+  void write_gates(const std::vector<gate_record>& gates) override;
+  void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
+  void write_summaries(const std::vector<summary_record>& summaries) override;
+  void write_attribution(const std::vector<attribution_record>& attribution) override;
+  void flush() override {}  // the document is only complete at finish()
+  void end_experiment(const std::string& name) override;
+  void finish() override;
+
+ private:
+  struct state;
+  std::unique_ptr<state> m_state;
+};
+
+// Human-readable progress: gate failures as soon as they arrive, and per experiment an aligned table of
+// its summary rows (printed at end_experiment, so one table per experiment) and of its ceilings.
+class console_sink : public result_sink {
+ public:
+  explicit console_sink(std::ostream& out);
+  ~console_sink() override;
+
+  void begin(const run_metadata& metadata) override;
+  void begin_experiment(const experiment_record& experiment) override;
+  void write_samples(const std::vector<sample_record>& samples) override;
+  void write_gates(const std::vector<gate_record>& gates) override;
+  void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
+  void write_summaries(const std::vector<summary_record>& summaries) override;
+  void write_attribution(const std::vector<attribution_record>& attribution) override;
+  void flush() override;
+  void end_experiment(const std::string& name) override;
+  void finish() override;
+
+ private:
+  void print_pending();
+
+  std::ostream& m_out;
+  std::string m_experiment;
+  std::vector<summary_record> m_summaries;
+  std::vector<ceiling_record> m_ceilings;
+  std::int64_t m_samples = 0;
+  std::int64_t m_rejected = 0;
+  std::int64_t m_gate_failures = 0;
+};
+
+}  // namespace kstudy

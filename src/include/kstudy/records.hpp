@@ -1,0 +1,123 @@
+#pragma once
+// What a study produces, independent of where it is written. Every sink (HDF5 archive, JSON, console)
+// consumes these records; nothing else defines the archive's content.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kstudy {
+
+// The timing boundary a sample crossed (the seed's five timers, plus the launch-overhead probes).
+enum class timer_kind {
+  host_wall,      // CPU variants: host clock around the fenced run
+  resident_wall,  // device variants: host clock through the final fence, inputs already resident
+  device_events,  // CUDA events on the variant's stream around the same operation
+  one_shot,       // host input -> host-visible scores and flags, transfers included
+  one_shot_alloc, // one-shot including allocation of every device buffer
+  pipelined,      // one-shot through chunked, overlapped upload/kernel/download
+  cold,           // first call in a fresh process
+  compile,        // NVRTC compilation of the CUDA escape-path source, empty cache
+  launch,         // launch-overhead probes
+  transfer,       // transfer calibration copies
+  transpose,      // resident row-major -> feature-major conversion
+};
+const char* to_string(timer_kind kind);
+timer_kind parse_timer_kind(const std::string& name);
+
+// One measured trial.
+struct sample_record {
+  std::string experiment;
+  std::string variant;     // variant id (name@backend), or a probe name for calibration samples
+  std::string layout;      // row_major | feature_major | padded_row_major | "" for probes
+  std::string memory_kind; // pageable | pinned | device | ""
+  std::string direction;   // h2d | d2h | "" (transfer calibration)
+  std::int64_t rows = 0;
+  std::int64_t features = 0;
+  std::int64_t pitch = 0;
+  std::int64_t block_size = 0;  // 0 = variant default
+  std::int64_t bytes = 0;       // bytes moved by the timed region (the variant's traffic model)
+  std::int64_t point = 0;       // index of the experiment point (for resume)
+  std::int32_t replication = 0;
+  std::int32_t trial = 0;
+  timer_kind timer = timer_kind::host_wall;
+  double seconds = 0.0;
+  bool gate_passed = false;     // false: kept as rejected, never summarised
+  bool throttled = false;       // GPU reported throttling during the point
+  std::string status;           // ok | rejected | failed: <reason> | skipped: <reason>
+};
+
+// Gate verdict for one (variant, shape).
+struct gate_record {
+  std::string experiment;
+  std::string variant;
+  std::string layout;
+  std::int64_t rows = 0;
+  std::int64_t features = 0;
+  std::int64_t block_size = 0;
+  bool passed = false;
+  double max_abs_error = 0.0;
+  double max_relative_error = 0.0;
+  double rtol = 0.0;
+  double atol = 0.0;
+  std::int64_t score_failures = 0;
+  std::int64_t flag_mismatches = 0;
+  std::int64_t ambiguous_rows = 0;
+  std::string message;
+};
+
+// A ceiling measured in the same run (bandwidth in bytes/second).
+struct ceiling_record {
+  std::string name;        // device_copy | device_read | h2d_pinned | d2h_pinned | h2d_pageable | host_read | ...
+  std::int64_t bytes = 0;  // bytes per measured operation
+  double seconds = 0.0;    // median
+  double bytes_per_second = 0.0;
+};
+
+// Median / spread per (variant, point, timer) over accepted samples.
+struct summary_record {
+  std::string experiment;
+  std::string variant;
+  std::string layout;
+  std::string memory_kind;
+  std::string direction;
+  std::int64_t rows = 0;
+  std::int64_t features = 0;
+  std::int64_t block_size = 0;
+  timer_kind timer = timer_kind::host_wall;
+  std::int64_t samples = 0;
+  double median = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+  double q1 = 0.0;
+  double q3 = 0.0;
+  double bytes_per_second = 0.0;  // variant traffic / median
+  double fraction_of_roof = 0.0;  // against the matching ceiling of the same run (0 if none)
+};
+
+// Per-kernel breakdown of composed variants from Kokkos' profiling callbacks (attribution pass).
+struct attribution_record {
+  std::string experiment;
+  std::string variant;
+  std::int64_t rows = 0;
+  std::int64_t features = 0;
+  std::string kernel;     // Kokkos kernel label
+  std::int64_t calls = 0;
+  double seconds = 0.0;   // total over calls
+};
+
+// Root attributes and /environment: provenance of the whole archive.
+struct run_metadata {
+  std::map<std::string, std::string> root;         // schema_version, kstudy_version, git_commit, ...
+  std::map<std::string, std::string> environment;  // kokkos_version, kokkos_configuration, gpu_name, ...
+};
+
+// One experiment's definition as run (the JSON text) and its protocol.
+struct experiment_record {
+  std::string name;
+  std::string definition_json;
+  std::string protocol_json;
+  std::string fingerprint;  // hash of the definition, to refuse merging / resuming a different experiment
+};
+
+}  // namespace kstudy

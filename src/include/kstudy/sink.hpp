@@ -1,0 +1,63 @@
+#pragma once
+// The one output interface of a study. The runner produces records; every destination (HDF5 archive,
+// JSON document, console table) is a result_sink, and sink_fanout lets the runner write to all of them
+// through the same calls.
+//
+// Call order: begin, then per experiment begin_experiment, any number of write_* and flush calls, and
+// end_experiment; finally finish. write_* calls append to the current experiment.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kstudy/records.hpp"
+
+namespace kstudy {
+
+class result_sink {
+ public:
+  virtual ~result_sink() = default;
+
+  virtual void begin(const run_metadata& metadata) = 0;
+  virtual void begin_experiment(const experiment_record& experiment) = 0;
+  virtual void write_samples(const std::vector<sample_record>& samples) = 0;
+  virtual void write_gates(const std::vector<gate_record>& gates) = 0;
+  virtual void write_ceilings(const std::vector<ceiling_record>& ceilings) = 0;
+  virtual void write_summaries(const std::vector<summary_record>& summaries) = 0;
+  virtual void write_attribution(const std::vector<attribution_record>& attribution) = 0;
+  // Make everything written so far durable (the HDF5 archive survives a crash after it).
+  virtual void flush() = 0;
+  virtual void end_experiment(const std::string& name) = 0;
+  virtual void finish() = 0;
+};
+
+// Forwards every call to each sink in the order they were added. Every sink gets the call even when an
+// earlier one throws (so a failing archive does not also lose the JSON copy); the first exception is
+// rethrown afterwards.
+class sink_fanout : public result_sink {
+ public:
+  sink_fanout() = default;
+  explicit sink_fanout(std::vector<std::unique_ptr<result_sink>> sinks);
+
+  // Returns the added sink, for callers that keep a typed reference.
+  result_sink& add(std::unique_ptr<result_sink> sink);
+  std::size_t size() const { return m_sinks.size(); }
+
+  void begin(const run_metadata& metadata) override;
+  void begin_experiment(const experiment_record& experiment) override;
+  void write_samples(const std::vector<sample_record>& samples) override;
+  void write_gates(const std::vector<gate_record>& gates) override;
+  void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
+  void write_summaries(const std::vector<summary_record>& summaries) override;
+  void write_attribution(const std::vector<attribution_record>& attribution) override;
+  void flush() override;
+  void end_experiment(const std::string& name) override;
+  void finish() override;
+
+ private:
+  template <class F>
+  void for_each(F&& call);
+
+  std::vector<std::unique_ptr<result_sink>> m_sinks;
+};
+
+}  // namespace kstudy

@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+"""Loads a kstudy archive the way an analysis notebook would: h5py + pandas, no kstudy code.
+
+usage: check_archive_pandas.py ARCHIVE EXPERIMENT EXPECTED_SAMPLE_ROWS
+Exit 77 (ctest: skipped) when this python lacks h5py or pandas.
+"""
+import sys
+
+try:
+    import h5py
+    import pandas
+except ImportError as error:
+    print(f"skipped: {error}")
+    sys.exit(77)
+
+TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_alloc", "pipelined", "cold",
+          "compile", "launch", "transfer", "transpose"}
+COLUMNS = {
+    "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "pitch",
+                "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate_passed",
+                "throttled", "status"],
+    "gate": ["experiment", "variant", "layout", "rows", "features", "block_size", "passed", "max_abs_error",
+             "max_relative_error", "rtol", "atol", "score_failures", "flag_mismatches", "ambiguous_rows", "message"],
+    "ceilings": ["name", "bytes", "seconds", "bytes_per_second"],
+    "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "block_size",
+                "timer", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof"],
+    "attribution": ["experiment", "variant", "rows", "features", "kernel", "calls", "seconds"],
+}
+
+
+def text(value):
+    # h5py 3 returns variable-length strings inside compound rows as bytes, attributes as str.
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def main():
+    path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with h5py.File(path, "r") as f:
+        assert text(f.attrs["schema_version"]) == "1", dict(f.attrs)
+        assert "environment" in f, list(f)
+        group = f[f"/experiments/{experiment}"]
+        for name in ("definition", "protocol", "fingerprint"):
+            assert name in group.attrs, (name, list(group.attrs))
+        frames = {}
+        for table, columns in COLUMNS.items():
+            dataset = group[table]
+            assert dataset.chunks is not None and dataset.maxshape == (None,), (table, dataset.chunks, dataset.maxshape)
+            assert "units" in dataset.attrs, table
+            frame = pandas.DataFrame(dataset[:])  # the point of the schema: no custom code
+            assert list(frame.columns) == columns, (table, list(frame.columns))
+            frames[table] = frame
+    samples = frames["samples"]
+    assert len(samples) == expected_rows, (len(samples), expected_rows)
+    timers = set(samples["timer"].map(text))
+    assert timers <= TIMERS and timers, timers
+    assert samples["gate_passed"].dtype == "uint8", samples["gate_passed"].dtype
+    assert samples["bytes"].dtype == "int64", samples["bytes"].dtype
+    assert samples["seconds"].dtype == "float64", samples["seconds"].dtype
+    assert samples["status"].map(text).str.startswith(("ok", "rejected")).all()
+    print(f"{path}: {len(samples)} sample rows, timers {sorted(timers)}")
+    print(samples.head(3).to_string())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,542 @@
+// The sinks: the HDF5 archive round-trips every record, resumes without duplicating, refuses what it
+// must refuse before anything is measured, and keeps every flushed row through a crash; the JSON copy
+// holds the same rows. None of this needs Kokkos.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "kstudy/archive.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace kstudy;
+
+const std::vector<timer_kind> k_all_timers{
+    timer_kind::host_wall, timer_kind::resident_wall, timer_kind::device_events, timer_kind::one_shot,
+    timer_kind::one_shot_alloc, timer_kind::pipelined, timer_kind::cold, timer_kind::compile,
+    timer_kind::launch, timer_kind::transfer, timer_kind::transpose};
+
+// A fresh directory per test, removed afterwards.
+class scratch_dir {
+ public:
+  scratch_dir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    m_path = fs::temp_directory_path() /
+             ("kstudy_archive_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    fs::remove_all(m_path);
+    fs::create_directories(m_path);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+  }
+  std::string file(const std::string& name) const { return (m_path / name).string(); }
+
+ private:
+  fs::path m_path;
+};
+
+// Every field non-default and varying, so a field the archive dropped or mixed up cannot read back equal.
+sample_record make_sample(const std::string& experiment, std::int64_t i) {
+  sample_record s;
+  s.experiment = experiment;
+  s.variant = "variant_" + std::to_string(i % 7) + "@openmp";
+  s.layout = i % 2 ? "row_major" : "feature_major";
+  s.memory_kind = i % 3 ? "pinned" : "pageable";
+  s.direction = i % 3 ? "h2d" : "";  // empty strings must survive too
+  s.rows = 1000 + i;
+  s.features = 32 + i % 5;
+  s.pitch = 40 + i % 2;
+  s.block_size = 128 * (i % 3);
+  s.bytes = (std::int64_t{1} << 40) + i;  // beyond 32 bits
+  s.point = i / 10;
+  s.replication = static_cast<std::int32_t>(i % 4);
+  s.trial = static_cast<std::int32_t>(i);
+  s.timer = k_all_timers[static_cast<std::size_t>(i) % k_all_timers.size()];
+  s.seconds = 1e-6 * static_cast<double>(i + 1) + 1e-13;
+  s.gate_passed = i % 5 != 0;
+  s.throttled = i % 7 == 0;
+  s.status = s.gate_passed ? "ok" : "rejected: µ-probe ✓";  // UTF-8
+  return s;
+}
+
+gate_record make_gate(const std::string& experiment, std::int64_t i) {
+  gate_record g;
+  g.experiment = experiment;
+  g.variant = "gate_variant_" + std::to_string(i);
+  g.layout = "padded_row_major";
+  g.rows = 10 + i;
+  g.features = 3 + i;
+  g.block_size = 64 * i;
+  g.passed = i % 2 == 0;
+  g.max_abs_error = 1.5e-7 * (i + 1);
+  g.max_relative_error = 0.25 + i;
+  g.rtol = 4.2e-6;
+  g.atol = 1e-6;
+  g.score_failures = i;
+  g.flag_mismatches = 2 * i;
+  g.ambiguous_rows = 3 * i;
+  g.message = g.passed ? "" : "score out of tolerance at row " + std::to_string(i);
+  return g;
+}
+
+ceiling_record make_ceiling(std::int64_t i) {
+  ceiling_record c;
+  c.name = i % 2 ? "device_copy" : "h2d_pinned";
+  c.bytes = (std::int64_t{1} << 30) + i;
+  c.seconds = 0.001 * (i + 1);
+  c.bytes_per_second = static_cast<double>(c.bytes) / c.seconds;
+  return c;
+}
+
+summary_record make_summary(const std::string& experiment, std::int64_t i) {
+  summary_record s;
+  s.experiment = experiment;
+  s.variant = "summary_variant_" + std::to_string(i);
+  s.layout = "row_major";
+  s.memory_kind = "device";
+  s.direction = "d2h";
+  s.rows = 1 << 20;
+  s.features = 64 + i;
+  s.block_size = 256;
+  s.timer = k_all_timers[static_cast<std::size_t>(i + 3) % k_all_timers.size()];
+  s.samples = 30 + i;
+  s.median = 2e-4 * (i + 1);
+  s.min = 1e-4;
+  s.max = 9e-4;
+  s.q1 = 1.5e-4;
+  s.q3 = 3e-4;
+  s.bytes_per_second = 1.2e12 + i;
+  s.fraction_of_roof = 0.5 + 0.01 * i;
+  return s;
+}
+
+attribution_record make_attribution(const std::string& experiment, std::int64_t i) {
+  attribution_record a;
+  a.experiment = experiment;
+  a.variant = "composed_" + std::to_string(i);
+  a.rows = 4096;
+  a.features = 16;
+  a.kernel = "kstudy::kernel_" + std::to_string(i);
+  a.calls = 100 + i;
+  a.seconds = 0.0123 * (i + 1);
+  return a;
+}
+
+template <class R, class F>
+std::vector<R> make_many(std::int64_t count, F make) {
+  std::vector<R> records;
+  for (std::int64_t i = 0; i < count; ++i) records.push_back(make(i));
+  return records;
+}
+
+// Explicit member lists (not the archive's own field tables), so a member the tables lack is caught.
+auto members(const sample_record& r) {
+  return std::tie(r.experiment, r.variant, r.layout, r.memory_kind, r.direction, r.rows, r.features, r.pitch,
+                  r.block_size, r.bytes, r.point, r.replication, r.trial, r.timer, r.seconds, r.gate_passed,
+                  r.throttled, r.status);
+}
+auto members(const gate_record& r) {
+  return std::tie(r.experiment, r.variant, r.layout, r.rows, r.features, r.block_size, r.passed, r.max_abs_error,
+                  r.max_relative_error, r.rtol, r.atol, r.score_failures, r.flag_mismatches, r.ambiguous_rows,
+                  r.message);
+}
+auto members(const ceiling_record& r) { return std::tie(r.name, r.bytes, r.seconds, r.bytes_per_second); }
+auto members(const summary_record& r) {
+  return std::tie(r.experiment, r.variant, r.layout, r.memory_kind, r.direction, r.rows, r.features, r.block_size,
+                  r.timer, r.samples, r.median, r.min, r.max, r.q1, r.q3, r.bytes_per_second, r.fraction_of_roof);
+}
+auto members(const attribution_record& r) {
+  return std::tie(r.experiment, r.variant, r.rows, r.features, r.kernel, r.calls, r.seconds);
+}
+
+template <class R>
+void expect_same_records(const std::vector<R>& expected, const std::vector<R>& actual) {
+  ASSERT_EQ(expected.size(), actual.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) ASSERT_EQ(members(expected[i]), members(actual[i])) << "row " << i;
+}
+
+run_metadata make_metadata() {
+  run_metadata m;
+  m.root = {{"kstudy_version", "0.1.0"}, {"git_commit", "abc123"}, {"command_line", "kstudy run --output x.h5"}};
+  m.environment = {{"kokkos_version", "3.4.01"}, {"gpu_name", "NVIDIA H200"}, {"note", "µ ✓ non-ASCII"}};
+  return m;
+}
+
+experiment_record make_experiment(const std::string& name, const std::string& fingerprint = "fp-1") {
+  return {name, R"({"name":")" + name + R"(","shapes":[[1000,32]]})", R"({"warmup":3,"trials":30})", fingerprint};
+}
+
+// What the writer of one experiment puts in the archive (also reused by the crash child).
+struct experiment_content {
+  std::vector<sample_record> samples;
+  std::vector<gate_record> gates;
+  std::vector<ceiling_record> ceilings;
+  std::vector<summary_record> summaries;
+  std::vector<attribution_record> attribution;
+};
+
+experiment_content make_content(const std::string& experiment, std::int64_t samples) {
+  return {make_many<sample_record>(samples, [&](auto i) { return make_sample(experiment, i); }),
+          make_many<gate_record>(5, [&](auto i) { return make_gate(experiment, i); }),
+          make_many<ceiling_record>(4, [](auto i) { return make_ceiling(i); }),
+          make_many<summary_record>(12, [&](auto i) { return make_summary(experiment, i); }),
+          make_many<attribution_record>(3, [&](auto i) { return make_attribution(experiment, i); })};
+}
+
+void write_content(result_sink& sink, const experiment_record& experiment, const experiment_content& content) {
+  sink.begin_experiment(experiment);
+  // Samples in uneven batches, across the 1024-row chunk boundary.
+  const std::size_t half = content.samples.size() / 3;
+  sink.write_samples({content.samples.begin(), content.samples.begin() + half});
+  sink.write_samples({});
+  sink.write_samples({content.samples.begin() + half, content.samples.end()});
+  sink.write_gates(content.gates);
+  sink.write_ceilings(content.ceilings);
+  sink.write_summaries(content.summaries);
+  sink.write_attribution(content.attribution);
+  sink.flush();
+  sink.end_experiment(experiment.name);
+}
+
+void expect_archive_holds(const std::string& path, const std::string& experiment, const experiment_content& content) {
+  expect_same_records(content.samples, read_samples(path, experiment));
+  expect_same_records(content.gates, read_gates(path, experiment));
+  expect_same_records(content.ceilings, read_ceilings(path, experiment));
+  expect_same_records(content.summaries, read_summaries(path, experiment));
+  expect_same_records(content.attribution, read_attribution(path, experiment));
+}
+
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Archive, TimerNamesRoundTrip) {
+  std::set<std::string> names;
+  for (timer_kind kind : k_all_timers) {
+    names.insert(to_string(kind));
+    EXPECT_EQ(parse_timer_kind(to_string(kind)), kind);
+  }
+  EXPECT_EQ(names.size(), k_all_timers.size());
+  EXPECT_STREQ(to_string(timer_kind::one_shot_alloc), "one_shot_alloc");
+  EXPECT_THROW(parse_timer_kind("wall_clock"), std::invalid_argument);
+  EXPECT_NE(error_of([] { parse_timer_kind("wall_clock"); }).find("wall_clock"), std::string::npos);
+  EXPECT_EQ(parse_open_mode("resume"), open_mode::resume);
+  EXPECT_THROW(parse_open_mode("truncate"), std::invalid_argument);
+}
+
+TEST(Archive, RoundTripOfEveryRecordType) {
+  scratch_dir dir;
+  const std::string path = dir.file("run.h5");
+  const auto first = make_content("alpha", 2500);
+  const auto second = make_content("beta", 7);
+  {
+    hdf5_sink sink(path, open_mode::create);
+    sink.begin(make_metadata());
+    write_content(sink, make_experiment("alpha"), first);
+    write_content(sink, make_experiment("beta", "fp-2"), second);
+    sink.finish();
+    EXPECT_THROW(sink.flush(), std::logic_error);
+  }
+  expect_archive_holds(path, "alpha", first);
+  expect_archive_holds(path, "beta", second);
+  EXPECT_EQ(list_experiments(path), (std::vector<std::string>{"alpha", "beta"}));
+
+  const run_metadata metadata = read_metadata(path);
+  auto expected_root = make_metadata().root;
+  expected_root["schema_version"] = archive_schema_version;
+  EXPECT_EQ(metadata.root, expected_root);
+  EXPECT_EQ(metadata.environment, make_metadata().environment);
+
+  const experiment_record beta = read_experiment(path, "beta");
+  EXPECT_EQ(beta.name, "beta");
+  EXPECT_EQ(beta.definition_json, make_experiment("beta").definition_json);
+  EXPECT_EQ(beta.protocol_json, make_experiment("beta").protocol_json);
+  EXPECT_EQ(beta.fingerprint, "fp-2");
+  EXPECT_THROW(read_samples(path, "gamma"), std::runtime_error);
+}
+
+TEST(Archive, EmptyExperimentHasEveryTable) {
+  scratch_dir dir;
+  const std::string path = dir.file("empty.h5");
+  hdf5_sink sink(path);
+  sink.begin_experiment(make_experiment("nothing"));
+  sink.end_experiment("nothing");
+  sink.finish();
+  EXPECT_TRUE(read_samples(path, "nothing").empty());
+  EXPECT_TRUE(read_gates(path, "nothing").empty());
+  EXPECT_TRUE(read_ceilings(path, "nothing").empty());
+  EXPECT_TRUE(read_summaries(path, "nothing").empty());
+  EXPECT_TRUE(read_attribution(path, "nothing").empty());
+  // Versioned even without begin().
+  EXPECT_EQ(read_metadata(path).root.at("schema_version"), archive_schema_version);
+}
+
+TEST(Archive, CallOrderMistakesAreRefused) {
+  scratch_dir dir;
+  hdf5_sink sink(dir.file("order.h5"));
+  EXPECT_THROW(sink.write_samples({make_sample("alpha", 0)}), std::logic_error);
+  sink.begin_experiment(make_experiment("alpha"));
+  EXPECT_THROW(sink.begin_experiment(make_experiment("beta")), std::logic_error);
+  EXPECT_THROW(sink.write_samples({make_sample("beta", 0)}), std::invalid_argument);  // wrong group otherwise
+  EXPECT_THROW(sink.end_experiment("beta"), std::logic_error);
+  EXPECT_THROW(hdf5_sink(dir.file("bad.h5")).begin_experiment(make_experiment("a/b")), std::invalid_argument);
+  sink.end_experiment("alpha");
+  sink.finish();
+}
+
+TEST(Archive, CreateRefusesAnExistingFileOverwriteReplacesIt) {
+  scratch_dir dir;
+  const std::string path = dir.file("run.h5");
+  {
+    hdf5_sink sink(path);
+    write_content(sink, make_experiment("alpha"), make_content("alpha", 10));
+    sink.finish();
+  }
+  const std::string error = error_of([&] { hdf5_sink sink(path, open_mode::create); });
+  EXPECT_NE(error.find("already exists"), std::string::npos) << error;
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_EQ(read_samples(path, "alpha").size(), 10u);  // the refused create left it intact
+  {
+    hdf5_sink sink(path, open_mode::overwrite);
+    write_content(sink, make_experiment("beta"), make_content("beta", 3));
+    sink.finish();
+  }
+  EXPECT_EQ(list_experiments(path), std::vector<std::string>{"beta"});
+}
+
+TEST(Archive, ResumeAppendsWithoutDuplicating) {
+  scratch_dir dir;
+  const std::string path = dir.file("run.h5");
+  EXPECT_THROW((hdf5_sink{path, open_mode::resume}), std::runtime_error);  // nothing to resume
+  const auto experiment = make_experiment("alpha");
+  auto point_samples = [](std::int64_t point) {
+    std::vector<sample_record> samples;
+    for (std::int64_t i = point * 10; i < point * 10 + 10; ++i) samples.push_back(make_sample("alpha", i));
+    return samples;
+  };
+  // First run: points 0 and 1, then "interrupted".
+  {
+    hdf5_sink sink(path, open_mode::append);  // append creates a missing archive
+    sink.begin(make_metadata());
+    sink.begin_experiment(experiment);
+    sink.write_samples(point_samples(0));
+    sink.write_samples(point_samples(1));
+    sink.end_experiment("alpha");
+    sink.finish();
+  }
+  // Second run resumes: it skips the points the archive already has, as the runner does.
+  std::set<std::int64_t> done;
+  for (const auto& s : read_samples(path, "alpha")) done.insert(s.point);
+  EXPECT_EQ(done, (std::set<std::int64_t>{0, 1}));
+  {
+    hdf5_sink sink(path, open_mode::resume);
+    sink.begin(make_metadata());
+    sink.begin_experiment(experiment);
+    for (std::int64_t point = 0; point < 4; ++point)
+      if (!done.count(point)) sink.write_samples(point_samples(point));
+    sink.end_experiment("alpha");
+    sink.finish();
+  }
+  std::vector<sample_record> expected;
+  for (std::int64_t point = 0; point < 4; ++point)
+    for (auto& s : point_samples(point)) expected.push_back(s);
+  expect_same_records(expected, read_samples(path, "alpha"));
+  EXPECT_EQ(list_experiments(path), std::vector<std::string>{"alpha"});
+  EXPECT_EQ(read_experiment(path, "alpha").definition_json, experiment.definition_json);
+}
+
+TEST(Archive, FingerprintMismatchIsRefused) {
+  scratch_dir dir;
+  const std::string path = dir.file("run.h5");
+  {
+    hdf5_sink sink(path);
+    write_content(sink, make_experiment("alpha", "fp-original"), make_content("alpha", 4));
+    sink.finish();
+  }
+  hdf5_sink sink(path, open_mode::resume);
+  const std::string error = error_of([&] { sink.begin_experiment(make_experiment("alpha", "fp-changed")); });
+  for (const std::string& part : {path, std::string("alpha"), std::string("fp-original"), std::string("fp-changed")})
+    EXPECT_NE(error.find(part), std::string::npos) << "'" << part << "' missing from: " << error;
+  // Nothing was written, and another experiment can still go into the same archive.
+  write_content(sink, make_experiment("beta", "fp-beta"), make_content("beta", 2));
+  sink.finish();
+  EXPECT_EQ(read_samples(path, "alpha").size(), 4u);
+  EXPECT_EQ(read_experiment(path, "alpha").fingerprint, "fp-original");
+}
+
+TEST(Archive, UnwritablePathIsRefusedUpFront) {
+  scratch_dir dir;
+  // Tests run as root, where permission bits do not stop writes: use places no one can create a file in.
+  const std::string regular_file = dir.file("plain_file");
+  std::ofstream(regular_file) << "not a directory";
+  const std::vector<std::string> bad_paths{regular_file + "/run.h5", "/proc/kstudy_archive_test.h5",
+                                           dir.file("missing_dir/run.h5"), dir.file("")};
+  for (const auto& path : bad_paths) {
+    const std::string error = error_of([&] { hdf5_sink::check_writable(path); });
+    EXPECT_FALSE(error.empty()) << path;
+    EXPECT_NE(error.find(path), std::string::npos) << error;
+    EXPECT_THROW((hdf5_sink{path, open_mode::create}), std::runtime_error) << path;
+    EXPECT_THROW(json_sink{path}, std::runtime_error) << path;
+  }
+  EXPECT_NE(error_of([&] { hdf5_sink::check_writable(regular_file + "/run.h5"); }).find("not a directory"),
+            std::string::npos);
+  EXPECT_NO_THROW(hdf5_sink::check_writable(dir.file("fine.h5")));
+  EXPECT_FALSE(fs::exists(dir.file("fine.h5")));  // the check leaves nothing behind
+  EXPECT_THROW(hdf5_sink::check_openable(regular_file, open_mode::append), std::runtime_error);  // not HDF5
+}
+
+// A run killed after a flush (no close, no destructors) leaves an archive with every flushed row.
+TEST(Archive, FlushedRowsSurviveACrash) {
+  scratch_dir dir;
+  const std::string path = dir.file("crash.h5");
+  const auto content = make_content("alpha", 1500);
+  const auto more = make_content("beta", 300);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 9;
+    try {
+      auto* sink = new hdf5_sink(path, open_mode::create);  // never deleted: the process dies holding it
+      sink->begin(make_metadata());
+      write_content(*sink, make_experiment("alpha"), content);
+      sink->begin_experiment(make_experiment("beta"));
+      sink->write_samples(more.samples);
+      sink->flush();
+    } catch (...) {
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 9) << "the writing child failed before its crash";
+
+  expect_archive_holds(path, "alpha", content);
+  expect_same_records(more.samples, read_samples(path, "beta"));
+  EXPECT_EQ(read_metadata(path).environment, make_metadata().environment);
+
+  // And the crashed archive can be resumed.
+  hdf5_sink sink(path, open_mode::resume);
+  sink.begin_experiment(make_experiment("beta"));
+  sink.write_summaries(more.summaries);
+  sink.end_experiment("beta");
+  sink.finish();
+  expect_same_records(more.summaries, read_summaries(path, "beta"));
+  expect_same_records(more.samples, read_samples(path, "beta"));
+}
+
+TEST(Archive, JsonSinkHoldsTheSameRows) {
+  scratch_dir dir;
+  const std::string h5_path = dir.file("run.h5"), json_path = dir.file("run.json");
+  const auto content = make_content("alpha", 1100);
+  std::ostringstream console;
+  {
+    sink_fanout sinks;
+    sinks.add(std::make_unique<hdf5_sink>(h5_path));
+    sinks.add(std::make_unique<json_sink>(json_path));
+    sinks.add(std::make_unique<console_sink>(console));
+    sinks.begin(make_metadata());
+    write_content(sinks, make_experiment("alpha"), content);
+    EXPECT_FALSE(fs::exists(json_path));  // written whole at finish, never partially
+    sinks.finish();
+  }
+  EXPECT_FALSE(fs::exists(json_path + ".tmp"));
+  std::ifstream in(json_path);
+  const auto doc = nlohmann::json::parse(in);  // throws on invalid JSON
+  EXPECT_EQ(doc.at("schema_version"), archive_schema_version);
+  EXPECT_EQ(doc.at("environment").at("gpu_name"), "NVIDIA H200");
+  const auto& alpha = doc.at("experiments").at("alpha");
+  EXPECT_EQ(alpha.at("fingerprint"), "fp-1");
+  EXPECT_EQ(alpha.at("protocol").at("trials"), 30);  // embedded as JSON, not as text
+  EXPECT_EQ(alpha.at("samples").size(), read_samples(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("gate").size(), read_gates(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("ceilings").size(), read_ceilings(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("summary").size(), read_summaries(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("attribution").size(), read_attribution(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("samples").size(), 1100u);
+  const auto& row = alpha.at("samples").at(3);
+  EXPECT_EQ(row.at("timer"), to_string(content.samples[3].timer));
+  EXPECT_EQ(row.at("bytes"), content.samples[3].bytes);
+  EXPECT_EQ(row.at("gate_passed"), content.samples[3].gate_passed);
+
+  // The console got the failed gates prominently and one aligned summary table.
+  const std::string text = console.str();
+  EXPECT_NE(text.find("!! GATE FAILED: gate_variant_1"), std::string::npos) << text;
+  EXPECT_NE(text.find("% of roof"), std::string::npos) << text;
+  EXPECT_NE(text.find("µs"), std::string::npos) << text;
+}
+
+TEST(Archive, JsonSinkWritesNothingWithoutFinish) {
+  scratch_dir dir;
+  const std::string path = dir.file("run.json");
+  {
+    json_sink sink(path);
+    write_content(sink, make_experiment("alpha"), make_content("alpha", 3));
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(Archive, ConsoleTableIsAligned) {
+  std::ostringstream out;
+  console_sink sink(out);
+  sink.begin_experiment(make_experiment("alpha"));
+  auto summaries = make_many<summary_record>(4, [](auto i) { return make_summary("alpha", i); });
+  summaries[1].median = 0.5;     // ms
+  summaries[2].median = 3e-8;    // ns
+  summaries[3].variant = "a_much_longer_variant_name@cuda";
+  sink.write_summaries(summaries);
+  sink.end_experiment("alpha");
+  // Every line of the table (header, rule, rows) has the same width in terminal columns.
+  std::istringstream lines(out.str());
+  std::string line;
+  std::set<std::size_t> widths;
+  std::size_t table_lines = 0;
+  bool in_table = false;
+  while (std::getline(lines, line)) {
+    in_table = in_table || (line.find("variant") != std::string::npos && line.find("median") != std::string::npos);
+    if (!in_table) continue;
+    if (line.rfind(" 0 samples", 0) == 0) break;  // the experiment's closing count line
+    std::size_t width = 0;
+    for (unsigned char c : line) width += (c & 0xC0) != 0x80;
+    widths.insert(width);
+    ++table_lines;
+  }
+  EXPECT_EQ(table_lines, 2u + summaries.size()) << out.str();
+  EXPECT_EQ(widths.size(), 1u) << out.str();
+  EXPECT_NE(out.str().find("500 ms"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("30.0 ns"), std::string::npos) << out.str();
+}
+
+// Writes the archive that tests/check_archive_pandas.py loads with pandas (ctest fixture); run alone, it
+// writes to a scratch directory and checks the same row count.
+TEST(Archive, PandasFixture) {
+  scratch_dir dir;
+  const char* fixture = std::getenv("KSTUDY_ARCHIVE_FIXTURE");
+  const std::string path = fixture ? fixture : dir.file("test_archive_fixture.h5");
+  const auto content = make_content("pandas_fixture", 1500);
+  hdf5_sink sink(path, open_mode::overwrite);
+  sink.begin(make_metadata());
+  write_content(sink, make_experiment("pandas_fixture"), content);
+  sink.finish();
+  EXPECT_EQ(read_samples(path, "pandas_fixture").size(), 1500u);
+}
+
+}  // namespace
