@@ -40,4 +40,6 @@ if(KSTUDY_ENABLE_CUDA)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  # Code outside variants/ (probes, tests) reaches the escape path through kstudy/cuda_escape.hpp.
+  add_compile_definitions(KSTUDY_HAVE_CUDA_VARIANTS=1)
 endif()

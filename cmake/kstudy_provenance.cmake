@@ -1,1 +1,20 @@
-
+# Build provenance baked into the binaries and written to every archive's root attributes.
+find_package(Git QUIET)
+set(KSTUDY_GIT_COMMIT "unknown")
+set(KSTUDY_GIT_DIRTY "unknown")
+if(GIT_FOUND AND EXISTS "${PROJECT_SOURCE_DIR}/.git")
+  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse HEAD WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+                  OUTPUT_VARIABLE KSTUDY_GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  execute_process(COMMAND ${GIT_EXECUTABLE} status --porcelain --untracked-files=no WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+                  OUTPUT_VARIABLE _kstudy_status OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_kstudy_status STREQUAL "")
+    set(KSTUDY_GIT_DIRTY "false")
+  else()
+    set(KSTUDY_GIT_DIRTY "true")
+  endif()
+endif()
+set(KSTUDY_FLAVOUR cpu)
+if(KSTUDY_ENABLE_CUDA)
+  set(KSTUDY_FLAVOUR cuda)
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/src/build_info.hpp.in ${PROJECT_BINARY_DIR}/generated/kstudy/build_info.hpp @ONLY)

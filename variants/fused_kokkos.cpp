@@ -35,7 +35,18 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
   static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
 
  public:
+  fused_kokkos() : base(/*own_stream=*/true) {}
+
+  bool queues_asynchronously() const override { return !on_host; }
+
+  // The resident run: the queued kernel, then its count copied back and the stream fenced.
   void run() override {
+    enqueue_run();
+    Kokkos::deep_copy(this->m_space, this->m_count_host, this->m_count);
+    this->wait();
+  }
+
+  void enqueue_run() override {
     if constexpr (on_host) {
       if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();
       else run_row_per_thread("kstudy::fused_kokkos<row_major,host>");
@@ -56,7 +67,6 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const auto flag = this->m_flag;
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t features = this->m_shape.features;
-    std::int64_t flagged = 0;
     Kokkos::parallel_reduce(
         label, Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
         KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& count) {
@@ -74,8 +84,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
           flag(r) = flagged_row;
           count += flagged_row;
         },
-        flagged);
-    this->m_flagged = flagged;
+        this->m_count);
   }
 
   // Host, feature-major: a block of rows at a time, feature-outer, so the inner loop is contiguous.
@@ -87,7 +96,6 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const std::int64_t blocks = (rows + host_row_block - 1) / host_row_block;
-    std::int64_t flagged = 0;
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<feature_major,host>", Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, blocks),
         [=](const std::int64_t block, std::int64_t& count) {
@@ -106,8 +114,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
             count += flagged_row;
           }
         },
-        flagged);
-    this->m_flagged = flagged;
+        this->m_count);
   }
 
   // Device, row-major: coalesced tile copy into team scratch, then a vector-lane reduction per row.
@@ -135,7 +142,6 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const int lanes = vector_length;
     policy_type policy(this->m_space, static_cast<int>(teams), team_size, vector_length);
     policy.set_scratch_size(0, Kokkos::PerTeam(std::size_t(tile_capacity) * sizeof(Value)));
-    std::int64_t flagged = 0;
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<row_major>", policy,
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
@@ -174,8 +180,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
             });
           });
         },
-        flagged);
-    this->m_flagged = flagged;
+        this->m_count);
   }
 
   // Rows wider than a tile: vector lanes stride over the features of one row in global memory.
@@ -189,7 +194,6 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const std::int64_t teams = (rows + team_size - 1) / team_size;
-    std::int64_t flagged = 0;
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<row_major,wide>", policy_type(this->m_space, static_cast<int>(teams), team_size, vector_length),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
@@ -209,8 +213,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
             count += flagged_row;
           });
         },
-        flagged);
-    this->m_flagged = flagged;
+        this->m_count);
   }
 };
 

@@ -1,11 +1,118 @@
+// kstudy: the command-line front end. One binary: list, info, run (and the hidden replication child).
+#include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <string>
+#include <vector>
 
+#include "kstudy/environment.hpp"
+#include "kstudy/experiment.hpp"
+#include "kstudy/study.hpp"
 #include "kstudy/variant.hpp"
 
+namespace {
+
+std::string self_exe() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("kstudy") : p.string();
+}
+
+// OpenMP reads its binding once, at start-up; without one Kokkos warns and threads wander between
+// cores mid-measurement. Set the recommended binding and re-execute once, before OpenMP starts.
+void ensure_thread_binding(char** argv) {
+  if (std::getenv("OMP_PROC_BIND") != nullptr || std::getenv("KSTUDY_NO_REEXEC") != nullptr) return;
+  setenv("OMP_PROC_BIND", "spread", 1);
+  setenv("OMP_PLACES", "threads", 1);
+  setenv("KSTUDY_NO_REEXEC", "1", 1);
+  const auto exe = self_exe();
+  execv(exe.c_str(), argv);  // returns only on failure; then carry on unbound
+}
+
+int list_command() {
+  std::cout << "Variants (" << kstudy::variant_registry::instance().all().size() << "):\n";
+  std::cout << std::left << std::setw(38) << "  id" << std::setw(16) << "family" << std::setw(9) << "fusion" << std::setw(18)
+            << "layout" << std::setw(8) << "kernels" << std::setw(7) << "block" << "bytes @1Mx16  description\n";
+  for (const auto* v : kstudy::variant_registry::instance().all()) {
+    const auto& i = v->info;
+    const auto shape = kstudy::make_shape(1 << 20, 16, i.layout, 3);
+    std::cout << "  " << std::setw(36) << i.id() << std::setw(16) << i.implementation << std::setw(9) << i.fusion_level
+              << std::setw(18) << kstudy::to_string(i.layout) << std::setw(8) << i.kernels_launched << std::setw(7)
+              << (i.tunable_block_size ? "yes" : "no") << std::setw(14)
+              << (std::to_string(i.traffic(shape).total() / 1000000) + " MB") << i.description << "\n";
+  }
+  std::cout << "\nBuilt-in experiments:";
+  for (const auto& name : kstudy::builtin_experiment_names()) std::cout << " " << name;
+  std::cout << "\n\nBackends:";
+#ifdef KOKKOS_ENABLE_SERIAL
+  std::cout << " serial";
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  std::cout << " openmp";
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  std::cout << " cuda";
+#endif
+  std::cout << " (default: " << Kokkos::DefaultExecutionSpace::name() << ")\n";
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  ensure_thread_binding(argv);
+  // Hidden child mode first: it has a fixed argument list and its own Kokkos arguments.
+  if (argc >= 5 && std::string(argv[1]) == "__replicate") {
+    Kokkos::ScopeGuard guard(argc, argv);
+    try {
+      return kstudy::run_replication(argv[2], argv[3], std::atoi(argv[4]));
+    } catch (const std::exception& e) {
+      std::cerr << "kstudy: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+
+  CLI::App app{"kstudy: correctness-gated Kokkos/CUDA performance studies with HDF5 archives.\n"
+               "Typical use: `kstudy list`, `kstudy run quick --out quick.h5`, `kstudy info`."};
+  app.require_subcommand(1);
+  auto* list = app.add_subcommand("list", "List variants (with metadata), built-in experiments and backends");
+  auto* info = app.add_subcommand("info", "Print the environment: Kokkos configuration, compiler, GPU, CPU");
+  auto* run = app.add_subcommand("run", "Run experiments (built-in names or JSON files) into an HDF5 archive");
+  kstudy::run_request request;
+  run->add_option("experiments", request.experiments, "Built-in experiment names or paths to experiment JSON files")->required();
+  request.out = "kstudy-results.h5";
+  run->add_option("-o,--out", request.out, "Archive to write")->capture_default_str();
+  run->add_option("--trials", request.trials, "Measured trials per point (overrides the experiment)");
+  run->add_option("--replications", request.replications, "Fresh-process replications (overrides the experiment)");
+  run->add_option("--warmups", request.warmups, "Unmeasured warm-ups per point (overrides the experiment)");
+  run->add_option("--variants", request.variants, "Only these variants (name, name@backend or family)");
+  run->add_flag("--resume", request.resume, "Complete an interrupted archive: finished points are kept, not re-run");
+  run->add_flag("--overwrite", request.overwrite, "Replace an existing archive");
+  run->add_flag("-q,--quiet", request.quiet, "No progress line or result table");
+  run->add_option("--json", request.json_out, "Also write the results as one JSON document");
+
+  // Kokkos takes its --kokkos-* arguments out of argv before CLI11 sees the rest.
   Kokkos::ScopeGuard guard(argc, argv);
-  for (const auto* v : kstudy::variant_registry::instance().all()) std::cout << v->info.id() << "\n";
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*list) return list_command();
+    if (*info) {
+      std::cout << kstudy::describe_environment(kstudy::collect_metadata(argc, argv));
+      return 0;
+    }
+    if (*run) return kstudy::run_study(request, self_exe(), argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "kstudy: error: " << e.what() << "\n";
+    return 1;
+  }
   return 0;
 }

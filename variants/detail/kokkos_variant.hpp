@@ -11,6 +11,9 @@
 #include <utility>
 
 #include "kstudy/variant.hpp"
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
 #include "kstudy/views/feature_table.hpp"
 
 namespace kstudy::detail {
@@ -76,6 +79,33 @@ class kokkos_variant : public scoring_variant {
   using value_type = Value;
   using table_type = feature_table<Layout, memory_space, Value>;
 
+  // own_stream: queue on a private stream instead of the space's default one, so several instances
+  // can overlap (pipelined one-shot). Variants calling libraries that use the default stream (Kokkos
+  // Kernels with cuBLAS) keep the default instance.
+  explicit kokkos_variant(bool own_stream = false) {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) {
+      if (own_stream) {
+        if (cudaStreamCreateWithFlags(&m_own_stream, cudaStreamNonBlocking) != cudaSuccess)
+          throw std::runtime_error("cudaStreamCreateWithFlags failed");
+        m_space = Kokkos::Cuda(m_own_stream);
+      }
+    }
+#endif
+    (void)own_stream;
+  }
+  ~kokkos_variant() override {
+#ifdef KOKKOS_ENABLE_CUDA
+    if (m_own_stream != nullptr) {
+      m_space.fence();
+      m_space = ExecutionSpace{};
+      cudaStreamDestroy(m_own_stream);
+    }
+#endif
+  }
+  kokkos_variant(const kokkos_variant&) = delete;
+  kokkos_variant& operator=(const kokkos_variant&) = delete;
+
   void prepare(const scoring_problem& problem, const run_options& options) override {
     problem.validate();
     if (problem.shape.layout != layout_of<Layout>())
@@ -91,6 +121,8 @@ class kokkos_variant : public scoring_variant {
     m_score = Kokkos::View<Value*, memory_space>(Kokkos::view_alloc("kstudy::score", Kokkos::WithoutInitializing), m_shape.rows);
     m_flag = Kokkos::View<std::uint8_t*, memory_space>(Kokkos::view_alloc("kstudy::flag", Kokkos::WithoutInitializing),
                                                        m_shape.rows);
+    m_count = Kokkos::View<std::int64_t, memory_space>("kstudy::flagged_count");
+    m_count_host = count_host_view("kstudy::flagged_count_host");
     allocate_workspace();
     upload(problem.x);
   }
@@ -120,6 +152,25 @@ class kokkos_variant : public scoring_variant {
     m_flagged = -1;
   }
 
+  // Queued transfers for the pipelined strategy (see scoring_variant); the kernels are queued by the
+  // derived variant's enqueue_run(), reducing its count into m_count.
+  void enqueue_upload(const float* host_x) override {
+    auto host = host_table_view<Layout>(host_x, m_shape);
+    Kokkos::deep_copy(m_space, contiguous_span(m_x, m_shape), host);
+  }
+  void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
+    using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+    Kokkos::View<float*, Kokkos::HostSpace, unmanaged> score(host_score, m_shape.rows);
+    Kokkos::View<std::uint8_t*, Kokkos::HostSpace, unmanaged> flag(host_flag, m_shape.rows);
+    Kokkos::deep_copy(m_space, score, m_score);
+    Kokkos::deep_copy(m_space, flag, m_flag);
+    Kokkos::deep_copy(m_space, m_count_host, m_count);
+  }
+  void wait() override {
+    m_space.fence();
+    m_flagged = m_count_host();
+  }
+
   void* stream() const override {
 #ifdef KOKKOS_ENABLE_CUDA
     if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
@@ -140,6 +191,20 @@ class kokkos_variant : public scoring_variant {
   Kokkos::View<Value*, memory_space> m_score;
   Kokkos::View<std::uint8_t*, memory_space> m_flag;
   std::int64_t m_flagged = -1;
+  // Device-side count for queued runs, and a host copy that a queued download fills.
+  Kokkos::View<std::int64_t, memory_space> m_count;
+#ifdef KOKKOS_ENABLE_CUDA
+  using count_host_type = Kokkos::View<std::int64_t, Kokkos::CudaHostPinnedSpace>;
+#else
+  using count_host_type = Kokkos::View<std::int64_t, Kokkos::HostSpace>;
+#endif
+  count_host_type m_count_host;
+  static count_host_type count_host_view(const char* label) { return count_host_type(std::string(label)); }
+
+ private:
+#ifdef KOKKOS_ENABLE_CUDA
+  cudaStream_t m_own_stream = nullptr;
+#endif
 };
 
 // Counts the flags of a finished run (one reduction kernel); used by variants whose last step

@@ -66,6 +66,16 @@ class scoring_variant {
   virtual void poison() = 0;
   // The cudaStream_t the variant queues its work on (for CUDA event timing); nullptr on host backends.
   virtual void* stream() const { return nullptr; }
+
+  // Queued pieces for the pipelined one-shot strategy: each returns at once with the work queued on the
+  // variant's own stream, and wait() drains that stream (after which flagged_count() is current). Host
+  // memory passed in must stay valid until wait(). A variant on its own stream overrides them and says
+  // so in queues_asynchronously(); the defaults run synchronously, which serialises a pipeline.
+  virtual bool queues_asynchronously() const { return false; }
+  virtual void enqueue_upload(const float* host_x) { upload(host_x); }
+  virtual void enqueue_run() { run(); }
+  virtual void enqueue_download(float* host_score, std::uint8_t* host_flag) { download(host_score, host_flag); }
+  virtual void wait() {}
 };
 
 using variant_factory = std::function<std::unique_ptr<scoring_variant>()>;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Turns a cuda build into a self-contained folder that runs on a GPU machine without network:
+# the binaries, the experiments, and every shared library they load except the C library family and
+# the NVIDIA driver (the target's libstdc++/HDF5/benchmark may differ or be missing; see notes).
+#   scripts/make_gpu_bundle.sh [BUILD_DIR=build/cuda] [BUNDLE_DIR=bundle]
+# On the GPU machine:  BUNDLE_DIR/run_tests.sh   and   BUNDLE_DIR/kstudy run quick --out quick.h5
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$repo/build/cuda}
+bundle=${2:-$repo/bundle}
+for exe in src/app/kstudy src/app/kstudy_bench tests/kstudy_tests; do
+  [[ -x $build/$exe ]] || { echo "make_gpu_bundle: $build/$exe missing: build the cuda preset first" >&2; exit 1; }
+done
+rm -rf "$bundle"; mkdir -p "$bundle/lib"
+cp "$build/src/app/kstudy" "$build/src/app/kstudy_bench" "$build/tests/kstudy_tests" "$bundle/"
+cp -r "$repo/experiments" "$bundle/experiments"
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnvidia)'
+for exe in kstudy kstudy_bench kstudy_tests; do
+  ldd "$bundle/$exe" | awk '/=> \// {print $1, $3}' | while read -r name path; do
+    [[ $name =~ $skip ]] && continue
+    cp -Ln "$path" "$bundle/lib/$name" 2>/dev/null || true
+  done
+done
+for exe in kstudy kstudy_bench kstudy_tests; do
+  # The binaries look in lib/ first ($ORIGIN/lib); patch it in where the build did not.
+  if command -v patchelf >/dev/null; then patchelf --set-rpath '$ORIGIN/lib' "$bundle/$exe"; fi
+done
+cat > "$bundle/run_tests.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs the whole test suite of this cuda build on this machine's GPU.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+exec "$here/kstudy_tests" "$@"
+RUN
+chmod +x "$bundle/run_tests.sh"
+du -sh "$bundle"
+echo "bundle: $bundle"

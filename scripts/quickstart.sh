@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Sets everything up, builds, and runs the main job: the `quick` study on the best backend present
+# (the cuda flavour when a GPU and nvcc are here, else OpenMP), then prints where the results went.
+#   scripts/quickstart.sh [extra `kstudy run` arguments]
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+preset=cpu
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
+   { command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
+  preset=cuda
+fi
+echo "kstudy: using the $preset flavour"
+scripts/bootstrap.sh --flavour "$preset"
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "${KSTUDY_JOBS:-$(nproc)}" --target kstudy
+mkdir -p results
+out=results/quick-$preset-$(date -u +%Y%m%dT%H%M%SZ).h5
+"build/$preset/src/app/kstudy" run quick --out "$out" "$@"

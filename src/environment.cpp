@@ -1,0 +1,120 @@
+#include "kstudy/environment.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kstudy/build_info.hpp"
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace kstudy {
+
+namespace {
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+}  // namespace
+
+run_metadata collect_metadata(int argc, char** argv) {
+  run_metadata m;
+  auto& root = m.root;
+  root["schema_version"] = "1";
+  root["kstudy_version"] = build_info::version;
+  root["git_commit"] = build_info::git_commit;
+  root["git_dirty"] = build_info::git_dirty;
+  root["flavour"] = build_info::flavour;
+  root["created_utc"] = utc_now();
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  root["command_line"] = command;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  root["host"] = host;
+
+  auto& env = m.environment;
+  env["kokkos_version"] = std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
+                          "." + std::to_string(KOKKOS_VERSION % 100);
+  std::ostringstream config;
+  Kokkos::print_configuration(config, true);
+  env["kokkos_configuration"] = config.str();
+  env["kokkos_dir"] = build_info::kokkos_dir;
+  std::string backends;
+#ifdef KOKKOS_ENABLE_SERIAL
+  backends += "serial ";
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  backends += "openmp ";
+  env["openmp_threads"] = std::to_string(Kokkos::OpenMP().concurrency());
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  backends += "cuda ";
+#endif
+  env["backends"] = backends.empty() ? backends : backends.substr(0, backends.size() - 1);
+  env["default_execution_space"] = Kokkos::DefaultExecutionSpace::name();
+  env["compiler"] = build_info::cxx_compiler;
+  env["build_type"] = build_info::build_type;
+  env["omp_proc_bind"] = env_or("OMP_PROC_BIND", "unset");
+  env["omp_places"] = env_or("OMP_PLACES", "unset");
+  env["cpu_model"] = cpu_model();
+  env["cpu_cores"] = std::to_string(std::thread::hardware_concurrency());
+#ifdef KOKKOS_ENABLE_CUDA
+  int runtime = 0, driver = 0, device = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  cudaGetDevice(&device);
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+    env["gpu_name"] = prop.name;
+    env["gpu_sm_count"] = std::to_string(prop.multiProcessorCount);
+    env["gpu_memory_bytes"] = std::to_string(prop.totalGlobalMem);
+    env["gpu_compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    env["gpu_l2_bytes"] = std::to_string(prop.l2CacheSize);
+    int clock_khz = 0, memory_clock_khz = 0, bus_width = 0;
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device);
+    cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, device);
+    cudaDeviceGetAttribute(&bus_width, cudaDevAttrGlobalMemoryBusWidth, device);
+    env["gpu_max_sm_clock_khz"] = std::to_string(clock_khz);
+    env["gpu_memory_clock_khz"] = std::to_string(memory_clock_khz);
+    env["gpu_memory_bus_bits"] = std::to_string(bus_width);
+  }
+  env["cuda_runtime_version"] = std::to_string(runtime);
+  env["cuda_driver_version"] = std::to_string(driver);
+#endif
+  return m;
+}
+
+std::string describe_environment(const run_metadata& metadata) {
+  std::ostringstream os;
+  os << "kstudy " << metadata.root.at("kstudy_version") << " (" << metadata.root.at("flavour") << " flavour, commit "
+     << metadata.root.at("git_commit").substr(0, 12) << (metadata.root.at("git_dirty") == "true" ? "+dirty" : "")
+     << ")\n";
+  for (const auto& [key, value] : metadata.environment)
+    if (key != "kokkos_configuration") os << "  " << key << ": " << value << "\n";
+  os << "\nKokkos configuration:\n" << metadata.environment.at("kokkos_configuration");
+  return os.str();
+}
+
+}  // namespace kstudy

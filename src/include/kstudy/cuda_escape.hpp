@@ -1,0 +1,48 @@
+#pragma once
+// Tools around the handwritten CUDA escape path (variants/fused_cuda.cu): NVRTC compile cost of its
+// kernel source, occupancy of its kernels and launch-overhead probes. Kokkos-free and free of CUDA
+// headers; defined only in the CUDA flavour (KSTUDY_HAVE_CUDA_VARIANTS).
+#include <cstdint>
+
+#include "kstudy/views/table_shape.hpp"
+
+namespace kstudy::cuda_escape {
+
+struct nvrtc_timing {
+  double compile_seconds = 0;  // fresh NVRTC program: create, compile, fetch the cubin
+  double load_seconds = 0;     // cuModuleLoadData of that cubin + cuModuleGetFunction of every kernel
+};
+
+// Compute capability of the current device as major * 10 + minor (90 on an H100/H200).
+int device_compute_capability();
+
+// Compiles the embedded kernel source (variants/detail/fused_cuda_kernels.cuh, the same text nvcc
+// compiled ahead of time) for sm_<compute_capability>; returns wall seconds. Throws std::runtime_error
+// with the NVRTC log on failure. Needs no device.
+double nvrtc_compile_seconds(int compute_capability);
+// The same compile, then loads the cubin into the current device's context and looks up every kernel,
+// proving the run-time-compiled code is usable; the load is timed separately.
+nvrtc_timing nvrtc_compile_and_load(int compute_capability);
+
+// Active warps / the SM's maximum warps for the one-thread-per-row kernel of the layout at this block
+// size, from cudaOccupancyMaxActiveBlocksPerMultiprocessor; in [0, 1].
+double calculated_occupancy(table_layout layout, int block_size);
+// The same for fused_cuda_row_major_tiled, whose shared memory per block depends on the feature count.
+double calculated_occupancy_tiled(int block_size, std::int64_t features);
+
+// Launch-overhead probes, queued on a cudaStream_t (nullptr: the legacy default stream); not fenced.
+void launch_empty_kernel(void* stream);
+// One block that reads and writes a small device scratch buffer (allocated on first use).
+void launch_touch_kernel(void* stream);
+void synchronize(void* stream);
+
+namespace detail {
+// Throws std::runtime_error naming the call, file, line and cudaGetErrorString(code) unless code is 0.
+void check_cuda(int code, const char* call, const char* file, int line);
+}  // namespace detail
+
+}  // namespace kstudy::cuda_escape
+
+// Checks a CUDA runtime call (cudaError_t): throws std::runtime_error on failure.
+#define KSTUDY_CUDA_CHECK(call) \
+  ::kstudy::cuda_escape::detail::check_cuda(static_cast<int>(call), #call, __FILE__, __LINE__)

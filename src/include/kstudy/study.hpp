@@ -1,0 +1,41 @@
+#pragma once
+// The study runner: experiments -> gated samples -> archive. The parent process measures the
+// ceilings and writes provenance, then re-executes itself once per replication (a fresh process each,
+// as the protocol requires) and finally summarises what the children appended.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kstudy/experiment.hpp"
+#include "kstudy/records.hpp"
+
+namespace kstudy {
+
+struct run_request {
+  std::vector<std::string> experiments;  // built-in names or paths
+  std::string out;                       // archive path
+  int trials = 0;                        // overrides when > 0
+  int replications = 0;
+  int warmups = -1;                      // override when >= 0
+  std::vector<std::string> variants;     // restricts every experiment's variant list when non-empty
+  bool resume = false;
+  bool overwrite = false;
+  bool quiet = false;
+  std::string json_out;                  // optional JSON copy of the results
+};
+
+// Parent: returns the process exit code. argv0 is re-executed for replications.
+int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv);
+
+// Child: `kstudy __replicate ARCHIVE DEFINITION_FILE REPLICATION`.
+int run_replication(const std::string& archive, const std::string& definition_file, int replication);
+
+// Parses an experiment file and applies the request's overrides (which become part of the
+// definition, so resume and merge see them).
+experiment prepare_experiment(const std::string& name_or_path, const run_request& request);
+
+// Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings.
+std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
+                                      const std::vector<ceiling_record>& ceilings);
+
+}  // namespace kstudy

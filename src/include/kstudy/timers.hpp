@@ -1,0 +1,39 @@
+#pragma once
+// Timers for the study's boundaries. A wall timer brackets fenced work on the host clock; a device
+// event timer records CUDA events on the variant's own stream (the Kokkos instance's stream, or the
+// escape path's), so nothing else on the device is waited for.
+#include <chrono>
+
+namespace kstudy {
+
+class wall_timer {
+ public:
+  void start() { m_start = std::chrono::steady_clock::now(); }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count(); }
+
+ private:
+  std::chrono::steady_clock::time_point m_start{};
+};
+
+// CUDA events on a stream (cudaStream_t passed as void*; null is the legacy default stream, which is
+// what Kokkos' default Cuda instance uses). Without CUDA, or for host work, available() is false and
+// seconds() returns a negative value.
+class device_event_timer {
+ public:
+  device_event_timer(bool on_device, void* stream);
+  ~device_event_timer();
+  device_event_timer(const device_event_timer&) = delete;
+  device_event_timer& operator=(const device_event_timer&) = delete;
+  bool available() const { return m_start != nullptr; }
+  void start();
+  void stop();
+  // Waits for the stop event; seconds between the two events.
+  double seconds();
+
+ private:
+  void* m_stream = nullptr;
+  void* m_start = nullptr;
+  void* m_stop = nullptr;
+};
+
+}  // namespace kstudy

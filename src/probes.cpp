@@ -1,0 +1,119 @@
+#include "kstudy/probes.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <stdexcept>
+
+#include "kstudy/timers.hpp"
+#include "kstudy/views/layout_conversion.hpp"
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+#include "kstudy/cuda_escape.hpp"
+#endif
+
+namespace kstudy::probes {
+
+std::int64_t device_memory_free() {
+#ifdef KOKKOS_ENABLE_CUDA
+  std::size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
+  return static_cast<std::int64_t>(free_bytes);
+#else
+  return INT64_MAX;
+#endif
+}
+
+namespace {
+template <class F>
+std::vector<double> repeat(int warmups, int trials, F&& op) {
+  for (int w = 0; w < warmups; ++w) op();
+  std::vector<double> out;
+  for (int t = 0; t < trials; ++t) {
+    wall_timer timer;
+    timer.start();
+    op();
+    out.push_back(timer.seconds());
+  }
+  return out;
+}
+
+void launch_one_element(const Kokkos::View<int*>& touch) {
+  Kokkos::parallel_for(
+      "kstudy::probe::launch", Kokkos::RangePolicy<>(0, 1), KOKKOS_LAMBDA(const int i) { touch(i) += 1; });
+}
+}  // namespace
+
+std::vector<double> time_transfers(std::int64_t bytes, host_memory kind, bool host_to_device, int warmups, int trials) {
+#ifdef KOKKOS_ENABLE_CUDA
+  host_buffer host(kind, bytes);
+  Kokkos::View<std::byte*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(host.data(), bytes);
+  Kokkos::View<std::byte*> d(Kokkos::view_alloc("kstudy::probe::transfer", Kokkos::WithoutInitializing), bytes);
+  std::fill(host.data(), host.data() + bytes, std::byte{1});  // first touch outside the timed region
+  return repeat(warmups, trials, [&] {
+    if (host_to_device) Kokkos::deep_copy(d, h);
+    else Kokkos::deep_copy(h, d);
+    Kokkos::fence();
+  });
+#else
+  (void)bytes, (void)kind, (void)host_to_device, (void)warmups, (void)trials;
+  throw std::runtime_error("transfer calibration needs a device backend (cuda flavour)");
+#endif
+}
+
+std::vector<std::string> launch_probe_names() {
+  std::vector<std::string> names = {"kokkos_for_1_sync", "kokkos_for_1000_queued"};
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  names.push_back("cuda_empty_sync");
+  names.push_back("cuda_empty_1000_queued");
+#endif
+  return names;
+}
+
+std::vector<double> time_launch_probe(const std::string& name, int warmups, int trials) {
+  Kokkos::View<int*> touch("kstudy::probe::touch", 1);
+  Kokkos::DefaultExecutionSpace space;
+  if (name == "kokkos_for_1_sync")
+    return repeat(warmups, trials, [&] {
+      launch_one_element(touch);
+      space.fence();
+    });
+  if (name == "kokkos_for_1000_queued") {
+    auto t = repeat(warmups, trials, [&] {
+      for (int i = 0; i < 1000; ++i) launch_one_element(touch);
+      space.fence();
+    });
+    for (auto& s : t) s /= 1000.0;
+    return t;
+  }
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  if (name == "cuda_empty_sync")
+    return repeat(warmups, trials, [&] {
+      cuda_escape::launch_empty_kernel(nullptr);
+      cuda_escape::synchronize(nullptr);
+    });
+  if (name == "cuda_empty_1000_queued") {
+    auto t = repeat(warmups, trials, [&] {
+      for (int i = 0; i < 1000; ++i) cuda_escape::launch_empty_kernel(nullptr);
+      cuda_escape::synchronize(nullptr);
+    });
+    for (auto& s : t) s /= 1000.0;
+    return t;
+  }
+#endif
+  throw std::invalid_argument("unknown launch probe '" + name + "'");
+}
+
+std::vector<double> time_transpose(std::int64_t rows, std::int64_t features, int warmups, int trials) {
+  Kokkos::View<float**, Kokkos::LayoutRight> source(Kokkos::view_alloc("kstudy::probe::row_major", Kokkos::WithoutInitializing),
+                                                    rows, features);
+  Kokkos::View<float**, Kokkos::LayoutLeft> destination(
+      Kokkos::view_alloc("kstudy::probe::feature_major", Kokkos::WithoutInitializing), rows, features);
+  Kokkos::deep_copy(source, 1.0f);
+  Kokkos::DefaultExecutionSpace space;
+  return repeat(warmups, trials, [&] { convert_to_feature_major(space, source, destination); });
+}
+
+}  // namespace kstudy::probes

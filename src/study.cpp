@@ -1,0 +1,682 @@
+#include "kstudy/study.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "kstudy/archive.hpp"
+#include "kstudy/ceilings.hpp"
+#include "kstudy/environment.hpp"
+#include "kstudy/gate.hpp"
+#include "kstudy/probes.hpp"
+#include "kstudy/sink.hpp"
+#include "kstudy/timers.hpp"
+#include "kstudy/variant.hpp"
+#include "kstudy/views/data_generator.hpp"
+#include "kstudy/views/host_buffers.hpp"
+
+namespace kstudy {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::atomic<int> g_stop_signal{0};
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Variants an experiment names that this build provides; names this build lacks but another flavour
+// has (fused_cuda_* on a CPU build) are reported and skipped, unknown names are an error.
+std::vector<const registered_variant*> select_variants(const experiment& e) {
+  auto& registry = variant_registry::instance();
+  std::vector<const registered_variant*> out;
+  std::set<std::string> seen;
+  for (const auto& pattern : e.variants) {
+    auto matches = pattern == "all" ? registry.all() : registry.match(pattern);
+    if (matches.empty()) {
+      static const std::set<std::string> other_flavour = {"fused_cuda", "fused_cuda_row_major", "fused_cuda_feature_major",
+                                                          "fused_cuda_padded", "fused_cuda_row_major_tiled"};
+      const std::string base = pattern.substr(0, pattern.find('@'));
+      if (other_flavour.count(base) || pattern.find("@cuda") != std::string::npos) {
+        std::cerr << "kstudy: " << e.source << ": variant '" << pattern << "' needs the cuda flavour; skipped here\n";
+        continue;
+      }
+      throw experiment_error(e.source + ": field 'variants': unknown variant '" + pattern + "' (see `kstudy list`)");
+    }
+    for (const auto* v : matches)
+      if (seen.insert(v->info.id()).second) out.push_back(v);
+  }
+  return out;
+}
+
+bool wants(const experiment& e, timer_kind t) { return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end(); }
+
+struct point_spec {
+  std::int64_t index, rows, features, block_size;
+};
+
+std::vector<point_spec> scoring_points(const experiment& e) {
+  std::vector<point_spec> points;
+  std::int64_t i = 0;
+  for (const auto rows : e.rows)
+    for (const auto features : e.features)
+      for (const auto block : e.block_sizes) points.push_back({i++, rows, features, block});
+  return points;
+}
+
+// Device bytes a variant needs for a shape: its traffic model counts every buffer it touches.
+std::int64_t device_bytes_needed(const registered_variant& v, const table_shape& shape) {
+  const auto t = v.info.traffic(shape);
+  return t.total();
+}
+
+std::int64_t device_bytes_free() {
+#ifdef KOKKOS_ENABLE_CUDA
+  return probes::device_memory_free();
+#else
+  return std::numeric_limits<std::int64_t>::max();
+#endif
+}
+
+class progress_line {
+ public:
+  progress_line(std::string label, std::int64_t total, bool quiet) : m_label(std::move(label)), m_total(total), m_quiet(quiet) {
+    m_timer.start();
+  }
+  void step(std::int64_t done) const {
+    if (m_quiet) return;
+    const double elapsed = m_timer.seconds();
+    const double eta = done > 0 ? elapsed / double(done) * double(m_total - done) : 0.0;
+    std::fprintf(stderr, "\r%s: point %lld of %lld, %.1f s elapsed, ~%.0f s left   ", m_label.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(m_total), elapsed, eta);
+    if (done == m_total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string m_label;
+  std::int64_t m_total;
+  bool m_quiet;
+  wall_timer m_timer;
+};
+
+// ------------------------------------------------------------------------------------------------
+// One replication of a scoring experiment (runs in its own process).
+
+struct prepared_variant {
+  const registered_variant* entry;
+  std::unique_ptr<scoring_variant> impl;
+  bool gate_passed = false;
+  std::string failure;  // non-empty: no samples can be taken
+  table_shape shape;
+  std::int64_t bytes = 0;
+};
+
+sample_record base_sample(const experiment& e, const point_spec& p, const prepared_variant& v, int replication) {
+  sample_record s;
+  s.experiment = e.name;
+  s.variant = v.entry->info.id();
+  s.layout = std::string(to_string(v.shape.layout));
+  s.rows = p.rows;
+  s.features = p.features;
+  s.pitch = v.shape.pitch;
+  s.block_size = p.block_size;
+  s.bytes = v.bytes;
+  s.point = p.index;
+  s.replication = replication;
+  s.gate_passed = v.gate_passed;
+  s.status = v.gate_passed ? "ok" : "rejected";
+  return s;
+}
+
+void run_scoring_point(const experiment& e, const point_spec& p, int replication, result_sink& sink) {
+  const auto selected = select_variants(e);
+  dataset_options data_options;
+  data_options.seed = e.protocol.seed;
+  std::map<table_layout, std::unique_ptr<host_dataset>> datasets;
+  const auto dataset_for = [&](table_layout layout) -> const host_dataset& {
+    auto& slot = datasets[layout];
+    if (!slot) slot = std::make_unique<host_dataset>(make_shape(p.rows, p.features, layout, e.row_padding), data_options);
+    return *slot;
+  };
+  std::unique_ptr<reference_result> reference;
+
+  std::vector<sample_record> samples;
+  std::vector<gate_record> gates;
+  std::vector<prepared_variant> variants;
+  for (const auto* entry : selected) {
+    if (p.block_size != 0 && !entry->info.tunable_block_size) continue;  // a block-size axis only applies to tunable variants
+    prepared_variant v{entry, nullptr};
+    v.shape = make_shape(p.rows, p.features, entry->info.layout, e.row_padding);
+    v.bytes = entry->info.traffic(v.shape).total();
+    if (entry->info.on_device && device_bytes_needed(*entry, v.shape) > device_bytes_free() * 9 / 10) {
+      v.failure = "skipped: needs " + std::to_string(device_bytes_needed(*entry, v.shape)) + " device bytes, " +
+                  std::to_string(device_bytes_free()) + " free";
+    } else {
+      try {
+        const auto& data = dataset_for(entry->info.layout);
+        if (!reference) reference = std::make_unique<reference_result>(compute_reference(data.problem()));
+        v.impl = entry->make();
+        v.impl->prepare(data.problem(), run_options{static_cast<int>(p.block_size)});
+        v.impl->poison();
+        v.impl->run();
+        scoring_results out;
+        out.resize(p.rows);
+        v.impl->download(out.score.data(), out.flag.data());
+        const auto g = check_results(data.problem(), *reference, out.score.data(), out.flag.data(), v.impl->flagged_count());
+        v.gate_passed = g.passed;
+        gates.push_back({e.name, entry->info.id(), std::string(to_string(v.shape.layout)), p.rows, p.features, p.block_size,
+                         g.passed, g.max_abs_error, g.max_relative_error, g.rtol, g.atol, g.score_failures,
+                         g.flag_mismatches, g.ambiguous_rows, g.message});
+        if (!g.passed) std::cerr << "\nkstudy: gate FAILED for " << entry->info.id() << " at " << p.rows << "x" << p.features << ": " << g.message << "\n";
+      } catch (const std::exception& ex) {
+        v.failure = std::string("failed: ") + ex.what();
+        v.impl.reset();
+      }
+    }
+    if (!v.failure.empty()) {
+      auto s = base_sample(e, p, v, replication);
+      s.status = v.failure;
+      s.gate_passed = false;
+      s.trial = -1;
+      samples.push_back(s);
+    }
+    variants.push_back(std::move(v));
+  }
+
+  // Host buffers for one-shot timers, per (layout, memory kind): input table and outputs, reused.
+  struct one_shot_buffers {
+    host_buffer x, score, flag;
+  };
+  std::map<std::pair<table_layout, host_memory>, one_shot_buffers> host_io;
+  const auto buffers_for = [&](const prepared_variant& v, host_memory kind) -> one_shot_buffers& {
+    auto& b = host_io[{v.shape.layout, kind}];
+    if (b.x.bytes() == 0) {
+      const auto& data = dataset_for(v.shape.layout);
+      b.x = host_buffer(kind, std::int64_t(data.x().size() * sizeof(float)));
+      std::copy(data.x().begin(), data.x().end(), b.x.as<float>());
+      b.score = host_buffer(kind, p.rows * std::int64_t(sizeof(float)));
+      b.flag = host_buffer(kind, p.rows);
+    }
+    return b;
+  };
+  std::vector<host_memory> memory_kinds;
+  for (const auto& m : e.memory) {
+    const auto kind = parse_host_memory(m);
+    if (kind == host_memory::pinned && !pinned_memory_available()) continue;
+    memory_kinds.push_back(kind);
+  }
+
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < variants.size(); ++i)
+    if (variants[i].impl) order.push_back(i);
+  for (auto i : order)
+    for (int w = 0; w < e.protocol.warmups; ++w) variants[i].impl->run();
+
+  std::mt19937_64 rng(e.protocol.seed ^ (std::uint64_t(replication) << 32) ^ std::uint64_t(p.index));
+  for (int trial = 0; trial < e.protocol.trials; ++trial) {
+    if (e.protocol.shuffle) std::shuffle(order.begin(), order.end(), rng);
+    for (const auto i : order) {
+      auto& v = variants[i];
+      auto base = base_sample(e, p, v, replication);
+      base.trial = trial;
+      const bool device = v.entry->info.on_device;
+      // Resident: host clock through the fence, CUDA events on the variant's stream around the same run.
+      v.impl->poison();
+      device_event_timer events(device, v.impl->stream());
+      wall_timer wall;
+      wall.start();
+      events.start();
+      v.impl->run();
+      events.stop();
+      const double wall_seconds = wall.seconds();
+      if (!device && wants(e, timer_kind::host_wall)) {
+        auto s = base;
+        s.timer = timer_kind::host_wall;
+        s.memory_kind = "host";
+        s.seconds = wall_seconds;
+        samples.push_back(s);
+      }
+      if (device && wants(e, timer_kind::resident_wall)) {
+        auto s = base;
+        s.timer = timer_kind::resident_wall;
+        s.memory_kind = "device";
+        s.seconds = wall_seconds;
+        samples.push_back(s);
+      }
+      if (device && events.available() && wants(e, timer_kind::device_events)) {
+        auto s = base;
+        s.timer = timer_kind::device_events;
+        s.memory_kind = "device";
+        s.seconds = events.seconds();
+        samples.push_back(s);
+      }
+      if (!device) continue;
+      // One-shot: host input -> host-visible scores and flags, from each host memory kind.
+      for (const auto kind : memory_kinds) {
+        if (wants(e, timer_kind::one_shot)) {
+          auto& b = buffers_for(v, kind);
+          v.impl->poison();
+          wall_timer t;
+          t.start();
+          v.impl->upload(b.x.as<float>());
+          v.impl->run();
+          v.impl->download(b.score.as<float>(), b.flag.as<std::uint8_t>());
+          auto s = base;
+          s.timer = timer_kind::one_shot;
+          s.memory_kind = std::string(to_string(kind));
+          s.seconds = t.seconds();
+          s.bytes = v.bytes + std::int64_t(dataset_for(v.shape.layout).x().size() * sizeof(float)) + p.rows * 5;
+          samples.push_back(s);
+        }
+        if (wants(e, timer_kind::one_shot_alloc)) {
+          auto& b = buffers_for(v, kind);
+          auto problem = dataset_for(v.shape.layout).problem();
+          problem.x = b.x.as<float>();
+          wall_timer t;
+          t.start();
+          {
+            auto fresh = v.entry->make();
+            fresh->prepare(problem, run_options{static_cast<int>(p.block_size)});
+            fresh->run();
+            fresh->download(b.score.as<float>(), b.flag.as<std::uint8_t>());
+          }
+          auto s = base;
+          s.timer = timer_kind::one_shot_alloc;
+          s.memory_kind = std::string(to_string(kind));
+          s.seconds = t.seconds();
+          samples.push_back(s);
+        }
+      }
+    }
+  }
+  if (replication == 0) sink.write_gates(gates);
+  sink.write_samples(samples);
+  sink.flush();
+}
+
+// Host<->device copies of one size from one memory kind; allocation excluded.
+void run_transfer_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done,
+                         bool quiet) {
+  std::int64_t index = 0;
+  const std::int64_t total = std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
+  progress_line progress(e.name, total, quiet);
+  for (const auto bytes : e.sizes_bytes)
+    for (const auto& memory : e.memory)
+      for (const auto& direction : e.directions) {
+        const std::int64_t point = index++;
+        if (g_stop_signal) return;
+        if (done.count(point)) continue;
+        std::vector<sample_record> samples;
+        sample_record base;
+        base.experiment = e.name;
+        base.variant = "transfer";
+        base.memory_kind = memory;
+        base.direction = direction;
+        base.bytes = bytes;
+        base.point = point;
+        base.replication = replication;
+        base.timer = timer_kind::transfer;
+        base.gate_passed = true;
+        base.status = "ok";
+        try {
+          const auto seconds = probes::time_transfers(bytes, parse_host_memory(memory), direction == "h2d",
+                                                      e.protocol.warmups, e.protocol.trials);
+          for (std::size_t t = 0; t < seconds.size(); ++t) {
+            auto s = base;
+            s.trial = static_cast<int>(t);
+            s.seconds = seconds[t];
+            samples.push_back(s);
+          }
+        } catch (const std::exception& ex) {
+          base.status = std::string("failed: ") + ex.what();
+          base.gate_passed = false;
+          base.trial = -1;
+          samples.push_back(base);
+        }
+        sink.write_samples(samples);
+        sink.flush();
+        progress.step(point + 1);
+      }
+}
+
+void run_launch_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done) {
+  std::int64_t point = 0;
+  for (const auto& probe : probes::launch_probe_names()) {
+    const std::int64_t this_point = point++;
+    if (done.count(this_point)) continue;
+    std::vector<sample_record> samples;
+    const auto seconds = probes::time_launch_probe(probe, e.protocol.warmups, e.protocol.trials);
+    for (std::size_t t = 0; t < seconds.size(); ++t) {
+      sample_record s;
+      s.experiment = e.name;
+      s.variant = probe;
+      s.point = this_point;
+      s.replication = replication;
+      s.trial = static_cast<int>(t);
+      s.timer = timer_kind::launch;
+      s.seconds = seconds[t];
+      s.gate_passed = true;
+      s.status = "ok";
+      samples.push_back(s);
+    }
+    sink.write_samples(samples);
+    sink.flush();
+  }
+}
+
+void run_transpose_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done) {
+  std::int64_t point = 0;
+  for (const auto rows : e.rows)
+    for (const auto features : e.features) {
+      const std::int64_t this_point = point++;
+      if (done.count(this_point)) continue;
+      std::vector<sample_record> samples;
+      const auto seconds = probes::time_transpose(rows, features, e.protocol.warmups, e.protocol.trials);
+      for (std::size_t t = 0; t < seconds.size(); ++t) {
+        sample_record s;
+        s.experiment = e.name;
+        s.variant = "convert_to_feature_major";
+        s.layout = "row_major";
+        s.memory_kind = "device";
+        s.rows = rows;
+        s.features = features;
+        s.bytes = 2 * rows * features * std::int64_t(sizeof(float));
+        s.point = this_point;
+        s.replication = replication;
+        s.trial = static_cast<int>(t);
+        s.timer = timer_kind::transpose;
+        s.seconds = seconds[t];
+        s.gate_passed = true;
+        s.status = "ok";
+        samples.push_back(s);
+      }
+      sink.write_samples(samples);
+      sink.flush();
+    }
+}
+
+// Points of this replication already in the archive (a resumed run skips them).
+std::set<std::int64_t> finished_points(const std::string& archive, const experiment& e, int replication) {
+  std::set<std::int64_t> done;
+  for (const auto& s : read_samples(archive, e.name))
+    if (s.replication == replication) done.insert(s.point);
+  return done;
+}
+
+std::string write_definition_file(const experiment& e) {
+  char path[] = "/tmp/kstudy-definition-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) throw std::runtime_error("cannot create a temporary file for the experiment definition");
+  close(fd);
+  json doc;
+  doc["definition"] = json::parse(e.definition_json);
+  doc["source"] = e.source;
+  std::ofstream(path) << doc.dump();
+  return path;
+}
+
+experiment read_definition_file(const std::string& path) {
+  std::ifstream in(path);
+  const auto doc = json::parse(in);
+  auto e = parse_experiment(doc["definition"].dump(), doc["source"].get<std::string>());
+  return e;
+}
+
+int spawn_and_wait(const std::string& exe, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    execv(exe.c_str(), argv.data());
+    std::perror("kstudy: exec of replication process failed");
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
+    if (g_stop_signal) kill(pid, g_stop_signal);  // pass the stop request on; the child finishes its point
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// The archive's content as one JSON document (same records, read back from the archive).
+void write_json_copy(const std::string& archive, const std::string& path) {
+  json_sink sink(path);
+  sink.begin(read_metadata(archive));
+  for (const auto& name : list_experiments(archive)) {
+    sink.begin_experiment(read_experiment(archive, name));
+    sink.write_ceilings(read_ceilings(archive, name));
+    sink.write_gates(read_gates(archive, name));
+    sink.write_samples(read_samples(archive, name));
+    sink.write_summaries(read_summaries(archive, name));
+    sink.end_experiment(name);
+  }
+  sink.finish();
+}
+
+}  // namespace
+
+experiment prepare_experiment(const std::string& name_or_path, const run_request& request) {
+  const auto path = resolve_experiment_path(name_or_path);
+  auto e = load_experiment(path);
+  if (request.trials <= 0 && request.replications <= 0 && request.warmups < 0 && request.variants.empty()) return e;
+  auto doc = json::parse(e.definition_json);
+  if (request.trials > 0) doc["protocol"]["trials"] = request.trials;
+  if (request.replications > 0) doc["protocol"]["replications"] = request.replications;
+  if (request.warmups >= 0) doc["protocol"]["warmups"] = request.warmups;
+  if (!request.variants.empty()) doc["variants"] = request.variants;
+  return parse_experiment(doc.dump(), path);
+}
+
+std::vector<summary_record> summarise(const std::vector<sample_record>& samples, const std::vector<ceiling_record>& ceilings) {
+  using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,
+                         std::int64_t, int>;
+  std::map<key, std::vector<const sample_record*>> groups;
+  for (const auto& s : samples)
+    if (s.gate_passed && s.status == "ok" && s.trial >= 0)
+      groups[{s.experiment, s.variant, s.layout, s.memory_kind, s.direction, s.rows, s.features, s.block_size,
+              static_cast<int>(s.timer)}]
+          .push_back(&s);
+  std::vector<summary_record> out;
+  for (const auto& [k, group] : groups) {
+    std::vector<double> t;
+    for (const auto* s : group) t.push_back(s->seconds);
+    std::sort(t.begin(), t.end());
+    const auto quantile = [&](double q) {
+      const double pos = q * double(t.size() - 1);
+      const std::size_t lo = static_cast<std::size_t>(pos);
+      const std::size_t hi = std::min(lo + 1, t.size() - 1);
+      return t[lo] + (pos - double(lo)) * (t[hi] - t[lo]);
+    };
+    const auto* first = group.front();
+    summary_record r;
+    r.experiment = first->experiment;
+    r.variant = first->variant;
+    r.layout = first->layout;
+    r.memory_kind = first->memory_kind;
+    r.direction = first->direction;
+    r.rows = first->rows;
+    r.features = first->features;
+    r.block_size = first->block_size;
+    r.timer = first->timer;
+    r.samples = static_cast<std::int64_t>(t.size());
+    r.median = quantile(0.5);
+    r.min = t.front();
+    r.max = t.back();
+    r.q1 = quantile(0.25);
+    r.q3 = quantile(0.75);
+    r.bytes_per_second = r.median > 0 ? double(first->bytes) / r.median : 0.0;
+    const ceiling_record* roof = nullptr;
+    if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events) roof = roof_for(ceilings, true);
+    else if (r.timer == timer_kind::host_wall) roof = roof_for(ceilings, false);
+    else if (r.timer == timer_kind::transfer)
+      roof = find_ceiling(ceilings, r.direction + "_" + r.memory_kind);
+    else if (r.timer == timer_kind::transpose) roof = find_ceiling(ceilings, "device_copy");
+    if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;
+    out.push_back(r);
+  }
+  return out;
+}
+
+int run_replication(const std::string& archive, const std::string& definition_file, int replication) {
+  install_stop_handlers();
+  const auto e = read_definition_file(definition_file);
+  const auto done = finished_points(archive, e, replication);
+  hdf5_sink sink(archive, open_mode::append);
+  sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+  const bool quiet = std::getenv("KSTUDY_QUIET") != nullptr;
+  if (e.kind == "scoring") {
+    const auto points = scoring_points(e);
+    progress_line progress(e.name + " rep " + std::to_string(replication), std::int64_t(points.size()), quiet);
+    for (const auto& p : points) {
+      if (g_stop_signal) break;
+      if (!done.count(p.index)) run_scoring_point(e, p, replication, sink);
+      progress.step(p.index + 1);
+    }
+  } else if (e.kind == "transfer") {
+    run_transfer_points(e, replication, sink, done, quiet);
+  } else if (e.kind == "launch") {
+    run_launch_points(e, replication, sink, done);
+  } else if (e.kind == "transpose") {
+    run_transpose_points(e, replication, sink, done);
+  } else {
+    throw experiment_error(e.source + ": kind '" + e.kind + "' is not run by this build");
+  }
+  sink.end_experiment(e.name);
+  sink.finish();
+  if (g_stop_signal) {
+    std::cerr << "kstudy: stopped by signal " << g_stop_signal << " after the current point; finished points are in "
+              << archive << " (kstudy run --resume completes it)\n";
+    return 130;
+  }
+  return 0;
+}
+
+int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv) {
+  install_stop_handlers();
+  // Everything that can be wrong with the request is found before any measurement.
+  std::vector<experiment> experiments;
+  for (const auto& name : request.experiments) experiments.push_back(prepare_experiment(name, request));
+  for (const auto& e : experiments) select_variants(e);
+  const bool exists = fs::exists(request.out);
+  if (exists && !request.resume && !request.overwrite)
+    throw std::runtime_error(request.out + " already exists: pass --resume to complete it or --overwrite to replace it");
+  if (!exists || request.overwrite) hdf5_sink::check_writable(request.out);
+
+  std::vector<ceiling_record> ceilings;
+  {
+    const auto metadata = collect_metadata(argc, argv);
+    if (request.resume && exists) {
+      for (const auto& e : experiments) {
+        hdf5_sink check(request.out, open_mode::append);
+        check.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});  // refuses a different definition
+        check.finish();
+        if (ceilings.empty()) ceilings = read_ceilings(request.out, e.name);
+      }
+    } else {
+      if (!request.quiet) std::cerr << "kstudy: measuring ceilings (device read/copy, host read, transfers)\n";
+      ceiling_options options;
+      if (const char* small = std::getenv("KSTUDY_CEILING_BYTES")) {
+        options.device_bytes = options.host_bytes = std::atoll(small);
+        options.transfer_bytes = std::min<std::int64_t>(options.transfer_bytes, std::atoll(small));
+      }
+      ceilings = measure_ceilings(options);
+      hdf5_sink sink(request.out, request.overwrite ? open_mode::overwrite : open_mode::create);
+      sink.begin(metadata);
+      for (const auto& e : experiments) {
+        json protocol = json::parse(e.definition_json)["protocol"];
+        sink.begin_experiment({e.name, e.definition_json, protocol.dump(), e.fingerprint()});
+        sink.write_ceilings(ceilings);
+        sink.end_experiment(e.name);
+      }
+      sink.finish();
+    }
+  }
+
+  int rc = 0;
+  for (const auto& e : experiments) {
+    const auto definition = write_definition_file(e);
+    for (int r = 0; r < e.protocol.replications && !g_stop_signal; ++r) {
+      const int threads = std::min<int>(e.protocol.threads, std::max(1u, std::thread::hardware_concurrency()));
+#if KOKKOS_VERSION >= 30700
+      const std::string threads_flag = "--kokkos-num-threads=" + std::to_string(threads);
+#else
+      const std::string threads_flag = "--kokkos-threads=" + std::to_string(threads);
+#endif
+      const int child = spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
+      if (child != 0) {
+        std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
+        rc = child;
+        if (child >= 128 || g_stop_signal) break;
+      }
+    }
+    std::remove(definition.c_str());
+    if (g_stop_signal || rc >= 128) break;
+  }
+
+  // Summaries over everything the archive holds for these experiments, written once: an interrupted
+  // run leaves none (its resume writes them), and a completed archive keeps the ones it has.
+  std::vector<summary_record> all_summaries;
+  for (const auto& e : experiments) {
+    const auto samples = read_samples(request.out, e.name);
+    auto summaries = summarise(samples, ceilings);
+    all_summaries.insert(all_summaries.end(), summaries.begin(), summaries.end());
+    if (g_stop_signal || rc != 0 || !read_summaries(request.out, e.name).empty()) continue;
+    hdf5_sink sink(request.out, open_mode::append);
+    sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+    sink.write_summaries(summaries);
+    sink.end_experiment(e.name);
+    sink.finish();
+  }
+  if (!request.quiet) {
+    console_sink console(std::cout);
+    for (const auto& e : experiments) {
+      console.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+      std::vector<summary_record> mine;
+      for (const auto& s : all_summaries)
+        if (s.experiment == e.name) mine.push_back(s);
+      console.write_ceilings(ceilings);
+      console.write_summaries(mine);
+      console.end_experiment(e.name);
+    }
+    console.finish();
+  }
+  if (!request.json_out.empty()) write_json_copy(request.out, request.json_out);
+  std::cout << "results: " << fs::absolute(request.out).string() << "\n";
+  if (g_stop_signal) {
+    std::cerr << "kstudy: interrupted; finished points are kept. Complete with: kstudy run --resume --out " << request.out
+              << " ...\n";
+    return 130;
+  }
+  return rc;
+}
+
+}  // namespace kstudy

@@ -1,0 +1,229 @@
+// fused_cuda: the handwritten CUDA escape path. Plain CUDA runtime code (no Kokkos) around the kernels of
+// detail/fused_cuda_kernels.cuh, which NVRTC also compiles at run time (cuda_escape_tools.cu).
+//
+// One class template serves every kernel: the layout (and, for row-major, the tiled kernel) only picks
+// which extern "C" kernel is launched. Each variant queues its work on its own non-blocking stream and
+// launches one resident wave of blocks that grid-stride over the rows (or tiles of rows).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "detail/fused_cuda_kernels.cuh"
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/variant.hpp"
+
+namespace kstudy {
+namespace {
+
+using kernel_fn = void (*)(kstudy_fused_args);
+
+constexpr int default_block_size = 256;
+
+kernel_fn kernel_for(table_layout layout, bool tiled) {
+  if (tiled) return fused_cuda_row_major_tiled;
+  switch (layout) {
+    case table_layout::feature_major: return fused_cuda_feature_major;
+    case table_layout::padded_row_major: return fused_cuda_padded;
+    case table_layout::row_major: break;
+  }
+  return fused_cuda_row_major;
+}
+
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+int resident_blocks_per_sm(kernel_fn kernel, int block, int smem_bytes) {
+  int blocks = 0;
+  KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block, smem_bytes));
+  return blocks;
+}
+
+double occupancy(kernel_fn kernel, int block, int smem_bytes) {
+  const int warps = resident_blocks_per_sm(kernel, block, smem_bytes) * (block / 32);
+  return double(warps) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
+}
+
+struct launch_geometry {
+  int grid = 0;
+  int block = 0;
+  int smem_bytes = 0;
+};
+
+// One resident wave (or fewer blocks when there is less work): the kernels grid-stride, so bigger grids
+// would only add flagged-count atomics.
+launch_geometry plan_launch(kernel_fn kernel, bool tiled, const table_shape& shape, int block) {
+  launch_geometry g;
+  g.block = block;
+  std::int64_t work_blocks = (shape.rows + block - 1) / block;
+  if (tiled) {
+    const kstudy_tile_plan plan = kstudy_plan_tile(shape.features, block);
+    g.smem_bytes = plan.smem_bytes;
+    const std::int64_t rows_per_step = plan.mode == kstudy_global_warp_per_row ? block / 32 : plan.tile_rows;
+    work_blocks = (shape.rows + rows_per_step - 1) / rows_per_step;
+  }
+  const int per_sm = resident_blocks_per_sm(kernel, block, g.smem_bytes);
+  if (per_sm < 1)
+    throw std::runtime_error("fused_cuda: a block of " + std::to_string(block) + " threads does not fit an SM");
+  const std::int64_t resident = std::int64_t(per_sm) * device_attribute(cudaDevAttrMultiProcessorCount);
+  g.grid = static_cast<int>(std::max<std::int64_t>(1, std::min(work_blocks, resident)));
+  return g;
+}
+
+template <class T>
+void device_alloc(T*& pointer, std::int64_t count) {
+  void* p = nullptr;
+  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(count) * sizeof(T)));
+  pointer = static_cast<T*>(p);
+}
+
+template <table_layout L, bool Tiled = false>
+class fused_cuda final : public scoring_variant {
+  static_assert(!Tiled || L == table_layout::row_major, "the tiled kernel reads row-major tables");
+
+ public:
+  fused_cuda() = default;
+  fused_cuda(const fused_cuda&) = delete;
+  fused_cuda& operator=(const fused_cuda&) = delete;
+  ~fused_cuda() override {
+    release();
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+
+  void prepare(const scoring_problem& problem, const run_options& options) override {
+    problem.validate();
+    if (problem.shape.layout != L)
+      throw std::invalid_argument("fused_cuda expects a " + std::string(to_string(L)) + " table, got " +
+                                  std::string(to_string(problem.shape.layout)));
+    const int block = options.block_size == 0 ? default_block_size : options.block_size;
+    if (block < 32 || block > 1024 || block % 32 != 0)
+      throw std::invalid_argument("block_size must be a multiple of 32 in [32, 1024], got " +
+                                  std::to_string(options.block_size));
+    release();
+    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    m_shape = problem.shape;
+    m_geometry = plan_launch(kernel_for(L, Tiled), Tiled, m_shape, block);
+    const std::int64_t rows = m_shape.rows, features = m_shape.features;
+    device_alloc(m_x, m_shape.allocated_elements());
+    device_alloc(m_mean, features);
+    device_alloc(m_inv_std, features);
+    device_alloc(m_weight, features);
+    device_alloc(m_score, rows);
+    device_alloc(m_flag, rows);
+    device_alloc(m_counter, 1);
+    KSTUDY_CUDA_CHECK(cudaMallocHost(&m_host_counter, sizeof(unsigned long long)));
+    const std::size_t vector_bytes = static_cast<std::size_t>(features) * sizeof(float);
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_mean, problem.mean.data, vector_bytes, cudaMemcpyHostToDevice, m_stream));
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_inv_std, problem.inv_std.data, vector_bytes, cudaMemcpyHostToDevice, m_stream));
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_weight, problem.weight.data, vector_bytes, cudaMemcpyHostToDevice, m_stream));
+    m_args = kstudy_fused_args{m_x,     m_mean,  m_inv_std,       m_weight,      m_score,      m_flag,
+                               m_counter, rows, features, m_shape.pitch, problem.clip, problem.threshold};
+    upload(problem.x);  // fences the stream, vectors included
+    m_flagged = -1;
+  }
+
+  void run() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_counter, 0, sizeof(unsigned long long), m_stream));
+    void* args[] = {&m_args};
+    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_for(L, Tiled)), dim3(m_geometry.grid),
+                                       dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+    KSTUDY_CUDA_CHECK(
+        cudaMemcpyAsync(m_host_counter, m_counter, sizeof(unsigned long long), cudaMemcpyDeviceToHost, m_stream));
+    KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    m_flagged = static_cast<std::int64_t>(*m_host_counter);
+  }
+
+  void upload(const float* host_x) override {
+    const auto bytes = static_cast<std::size_t>(m_shape.allocated_elements()) * sizeof(float);
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, host_x, bytes, cudaMemcpyHostToDevice, m_stream));
+    KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  }
+
+  void download(float* host_score, std::uint8_t* host_flag) override {
+    const auto rows = static_cast<std::size_t>(m_shape.rows);
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_score, m_score, rows * sizeof(float), cudaMemcpyDeviceToHost, m_stream));
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_flag, m_flag, rows, cudaMemcpyDeviceToHost, m_stream));
+    KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  }
+
+  std::int64_t flagged_count() const override { return m_flagged; }
+
+  void poison() override {
+    const auto rows = static_cast<std::size_t>(m_shape.rows);
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_score, 0xFF, rows * sizeof(float), m_stream));  // all-ones: a NaN
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_flag, 0xAB, rows, m_stream));
+    KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    m_flagged = -1;
+  }
+
+  void* stream() const override { return static_cast<void*>(m_stream); }
+
+ private:
+  // Frees the buffers, never throws (also runs from the destructor); the stream is kept for reuse.
+  void release() noexcept {
+    for (void* p : {static_cast<void*>(m_x), static_cast<void*>(m_mean), static_cast<void*>(m_inv_std),
+                    static_cast<void*>(m_weight), static_cast<void*>(m_score), static_cast<void*>(m_flag),
+                    static_cast<void*>(m_counter)})
+      if (p != nullptr) cudaFree(p);
+    if (m_host_counter != nullptr) cudaFreeHost(m_host_counter);
+    m_x = m_mean = m_inv_std = m_weight = m_score = nullptr;
+    m_flag = nullptr;
+    m_counter = m_host_counter = nullptr;
+  }
+
+  cudaStream_t m_stream = nullptr;
+  table_shape m_shape{};
+  launch_geometry m_geometry{};
+  kstudy_fused_args m_args{};
+  float* m_x = nullptr;
+  float* m_mean = nullptr;
+  float* m_inv_std = nullptr;
+  float* m_weight = nullptr;
+  float* m_score = nullptr;
+  std::uint8_t* m_flag = nullptr;
+  unsigned long long* m_counter = nullptr;
+  unsigned long long* m_host_counter = nullptr;  // pinned, so the count's copy is a true async copy
+  std::int64_t m_flagged = -1;
+};
+
+variant_info cuda_info(std::string name, std::string description, table_layout layout) {
+  return variant_info{std::move(name), "fused_cuda", "full", "cuda", std::move(description), layout,
+                      true, 1, true, essential_traffic};
+}
+
+const variant_registration<fused_cuda<table_layout::row_major>> register_fused_cuda_row_major{
+    cuda_info("fused_cuda_row_major", "handwritten CUDA, one thread per row: the seed's strided row-major reads",
+              table_layout::row_major)};
+const variant_registration<fused_cuda<table_layout::feature_major>> register_fused_cuda_feature_major{
+    cuda_info("fused_cuda_feature_major", "handwritten CUDA, one thread per row, coalesced across rows",
+              table_layout::feature_major)};
+const variant_registration<fused_cuda<table_layout::padded_row_major>> register_fused_cuda_padded{
+    cuda_info("fused_cuda_padded", "handwritten CUDA, one thread per row over a padded row pitch",
+              table_layout::padded_row_major)};
+const variant_registration<fused_cuda<table_layout::row_major, true>> register_fused_cuda_row_major_tiled{
+    cuda_info("fused_cuda_row_major_tiled",
+              "handwritten CUDA, coalesced tile copy of whole rows to shared memory, then a thread (or warp) per row",
+              table_layout::row_major)};
+
+}  // namespace
+
+namespace cuda_escape {
+
+double calculated_occupancy(table_layout layout, int block_size) {
+  return occupancy(kernel_for(layout, false), block_size, 0);
+}
+
+double calculated_occupancy_tiled(int block_size, std::int64_t features) {
+  return occupancy(kernel_for(table_layout::row_major, true), block_size,
+                   kstudy_plan_tile(features, block_size).smem_bytes);
+}
+
+}  // namespace cuda_escape
+}  // namespace kstudy
