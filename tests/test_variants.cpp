@@ -4,6 +4,7 @@
 // registry supplies the variants of whatever flavour is built.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,7 @@
 
 #include "kokkos_test_support.hpp"
 #include "kstudy/gate.hpp"
+#include "kstudy/pipeline.hpp"
 #include "kstudy/variant.hpp"
 #include "kstudy/views/data_generator.hpp"
 
@@ -206,5 +208,34 @@ TEST(VariantRegistry, EveryFamilyIsPresentWithMetadata) {
     EXPECT_GE(v->info.kernels_launched, 1);
   }
 }
+
+}  // namespace
+
+namespace {
+
+// The pipelined one-shot strategy over every variant: chunks that do not divide the rows (a tail slot),
+// more chunks than slots (slot reuse), pageable input, every layout; the output must pass the gate.
+class PipelinedOneShot : public VariantCorrectness {};
+
+TEST_P(PipelinedOneShot, MatchesReference) {
+  KSTUDY_REQUIRE_KOKKOS();
+  for (const std::int64_t chunk : {std::int64_t(1000), std::int64_t(4096), std::int64_t(1) << 20}) {
+    const host_dataset data(shape_for(10007, 13));
+    const auto problem = data.problem();
+    kstudy::pipelined_one_shot pipeline(entry(), problem, kstudy::host_memory::pageable, {}, {chunk, 3});
+    kstudy::scoring_results out;
+    out.resize(problem.shape.rows);
+    std::fill(out.score.begin(), out.score.end(), std::numeric_limits<float>::quiet_NaN());
+    std::fill(out.flag.begin(), out.flag.end(), std::uint8_t(0xAB));
+    for (int repeat = 0; repeat < 2; ++repeat) {  // slots are reused across runs
+      const auto flagged = pipeline.run(problem.x, out.score.data(), out.flag.data());
+      const auto gate = kstudy::check_results(problem, kstudy::compute_reference(problem), out.score.data(),
+                                              out.flag.data(), flagged);
+      EXPECT_TRUE(gate.passed) << GetParam() << " chunk " << chunk << ": " << gate.message;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, PipelinedOneShot, ::testing::ValuesIn(variant_ids()), test_name);
 
 }  // namespace

@@ -41,12 +41,20 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
 
   // The resident run: the queued kernel, then its count copied back and the stream fenced.
   void run() override {
-    enqueue_run();
+    launch();
     Kokkos::deep_copy(this->m_space, this->m_count_host, this->m_count);
-    this->wait();
+    this->m_space.fence();
+    this->m_flagged = this->m_count_host();
   }
 
+  // Host spaces run synchronously (queues_asynchronously() is false there).
   void enqueue_run() override {
+    if constexpr (on_host) run();
+    else launch();
+  }
+
+  // Queues the kernel; its flagged count lands in m_count.
+  void launch() {
     if constexpr (on_host) {
       if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();
       else run_row_per_thread("kstudy::fused_kokkos<row_major,host>");

@@ -155,10 +155,12 @@ class kokkos_variant : public scoring_variant {
   // Queued transfers for the pipelined strategy (see scoring_variant); the kernels are queued by the
   // derived variant's enqueue_run(), reducing its count into m_count.
   void enqueue_upload(const float* host_x) override {
+    if (!this->queues_asynchronously()) return upload(host_x);
     auto host = host_table_view<Layout>(host_x, m_shape);
     Kokkos::deep_copy(m_space, contiguous_span(m_x, m_shape), host);
   }
   void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
+    if (!this->queues_asynchronously()) return download(host_score, host_flag);
     using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
     Kokkos::View<float*, Kokkos::HostSpace, unmanaged> score(host_score, m_shape.rows);
     Kokkos::View<std::uint8_t*, Kokkos::HostSpace, unmanaged> flag(host_flag, m_shape.rows);
@@ -168,6 +170,7 @@ class kokkos_variant : public scoring_variant {
   }
   void wait() override {
     m_space.fence();
+    if (!this->queues_asynchronously()) return;  // synchronous variants set m_flagged in run()
     m_flagged = m_count_host();
   }
 
