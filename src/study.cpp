@@ -32,6 +32,9 @@
 #include "kstudy/variant.hpp"
 #include "kstudy/views/data_generator.hpp"
 #include "kstudy/views/host_buffers.hpp"
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+#include "kstudy/cuda_escape.hpp"
+#endif
 
 namespace kstudy {
 namespace {
@@ -459,6 +462,92 @@ void run_transpose_points(const experiment& e, int replication, result_sink& sin
     }
 }
 
+// Reads the one JSON line a __first_call child prints.
+json run_child_for_json(const std::string& exe, const std::vector<std::string>& args) {
+  std::string command = "'" + exe + "'";
+  for (const auto& a : args) command += " '" + a + "'";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot start " + command);
+  std::string out;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+  const int status = pclose(pipe);
+  const auto brace = out.rfind('{');
+  if (status != 0 || brace == std::string::npos)
+    throw std::runtime_error("first-call process failed (status " + std::to_string(status) + "): " + out);
+  return json::parse(out.substr(brace));
+}
+
+std::string g_self_exe;
+
+// Cold start: every variant's first call in a fresh process (one process per variant per trial), and
+// NVRTC compilation of the CUDA escape-path source with an empty cache.
+void run_cold_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done) {
+  std::int64_t point = 0;
+  for (const auto rows : e.rows)
+    for (const auto features : e.features) {
+      const std::int64_t this_point = point++;
+      if (done.count(this_point) || g_stop_signal) continue;
+      std::vector<sample_record> samples;
+      for (int trial = 0; trial < e.protocol.trials; ++trial) {
+        for (const auto* entry : select_variants(e)) {
+          sample_record s;
+          s.experiment = e.name;
+          s.variant = entry->info.id();
+          s.layout = std::string(to_string(entry->info.layout));
+          s.memory_kind = entry->info.on_device ? "device" : "host";
+          s.rows = rows;
+          s.features = features;
+          s.point = this_point;
+          s.replication = replication;
+          s.trial = trial;
+          s.timer = timer_kind::cold;
+          try {
+            const auto r = run_child_for_json(g_self_exe, {"__first_call", entry->info.id(), std::to_string(rows),
+                                                           std::to_string(features)});
+            s.gate_passed = r["gate"].get<bool>();
+            s.status = s.gate_passed ? "ok" : "rejected";
+            s.seconds = r["first"].get<double>();
+            samples.push_back(s);
+            auto warm = s;  // the same process's second call, for contrast
+            warm.timer = entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
+            warm.seconds = r["second"].get<double>();
+            samples.push_back(warm);
+            auto init = s;
+            init.variant = "kokkos_initialize";
+            init.layout = "";
+            init.gate_passed = true;
+            init.status = "ok";
+            init.seconds = r["initialize"].get<double>();
+            samples.push_back(init);
+          } catch (const std::exception& ex) {
+            s.status = std::string("failed: ") + ex.what();
+            samples.push_back(s);
+          }
+        }
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+        const auto nvrtc = cuda_escape::nvrtc_compile_and_load(cuda_escape::device_compute_capability());
+        sample_record c;
+        c.experiment = e.name;
+        c.variant = "nvrtc_fused_cuda_kernels";
+        c.point = this_point;
+        c.replication = replication;
+        c.trial = trial;
+        c.timer = timer_kind::compile;
+        c.seconds = nvrtc.compile_seconds;
+        c.gate_passed = true;
+        c.status = "ok";
+        samples.push_back(c);
+        c.variant = "module_load_fused_cuda_kernels";
+        c.seconds = nvrtc.load_seconds;
+        samples.push_back(c);
+#endif
+      }
+      sink.write_samples(samples);
+      sink.flush();
+    }
+}
+
 // Points of this replication already in the archive (a resumed run skips them).
 std::set<std::int64_t> finished_points(const std::string& archive, const experiment& e, int replication) {
   std::set<std::int64_t> done;
@@ -586,8 +675,37 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
   return out;
 }
 
+int run_first_call(const std::string& variant_id, std::int64_t rows, std::int64_t features, double initialize_seconds) {
+  const auto* entry = variant_registry::instance().find(variant_id);
+  if (!entry) throw std::invalid_argument("unknown variant '" + variant_id + "'");
+  dataset_options options;
+  const host_dataset data(make_shape(rows, features, entry->info.layout, 3), options);
+  auto variant = entry->make();
+  variant->prepare(data.problem(), {});
+  variant->poison();
+  wall_timer first;
+  first.start();
+  variant->run();
+  const double first_seconds = first.seconds();
+  scoring_results out;
+  out.resize(rows);
+  variant->download(out.score.data(), out.flag.data());
+  const auto gate = check_results(data.problem(), compute_reference(data.problem()), out.score.data(), out.flag.data(),
+                                  variant->flagged_count());
+  wall_timer second;
+  second.start();
+  variant->run();
+  const double second_seconds = second.seconds();
+  json r = {{"variant", variant_id},     {"initialize", initialize_seconds}, {"first", first_seconds},
+            {"second", second_seconds}, {"gate", gate.passed},               {"message", gate.message}};
+  std::cout << r.dump() << std::endl;
+  return 0;
+}
+
 int run_replication(const std::string& archive, const std::string& definition_file, int replication) {
   install_stop_handlers();
+  std::error_code ec;
+  g_self_exe = fs::read_symlink("/proc/self/exe", ec).string();
   const auto e = read_definition_file(definition_file);
   const auto done = finished_points(archive, e, replication);
   hdf5_sink sink(archive, open_mode::append);
@@ -605,6 +723,8 @@ int run_replication(const std::string& archive, const std::string& definition_fi
     run_transfer_points(e, replication, sink, done, quiet);
   } else if (e.kind == "launch") {
     run_launch_points(e, replication, sink, done);
+  } else if (e.kind == "cold_compile") {
+    run_cold_points(e, replication, sink, done);
   } else if (e.kind == "transpose") {
     run_transpose_points(e, replication, sink, done);
   } else {
@@ -622,6 +742,7 @@ int run_replication(const std::string& archive, const std::string& definition_fi
 
 int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv) {
   install_stop_handlers();
+  g_self_exe = self_exe;
   // Everything that can be wrong with the request is found before any measurement.
   std::vector<experiment> experiments;
   for (const auto& name : request.experiments) experiments.push_back(prepare_experiment(name, request));
@@ -704,6 +825,8 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
       for (const auto& s : all_summaries)
         if (s.experiment == e.name) mine.push_back(s);
       console.write_ceilings(ceilings);
+      console.write_gates(read_gates(request.out, e.name));
+      console.write_samples(read_samples(request.out, e.name));
       console.write_summaries(mine);
       console.end_experiment(e.name);
     }

@@ -13,6 +13,7 @@
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/study.hpp"
+#include "kstudy/timers.hpp"
 #include "kstudy/variant.hpp"
 
 namespace {
@@ -71,6 +72,19 @@ int main(int argc, char** argv) {
     Kokkos::ScopeGuard guard(argc, argv);
     try {
       return kstudy::run_replication(argv[2], argv[3], std::atoi(argv[4]));
+    } catch (const std::exception& e) {
+      std::cerr << "kstudy: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+
+  if (argc >= 5 && std::string(argv[1]) == "__first_call") {
+    kstudy::wall_timer init;
+    init.start();
+    Kokkos::ScopeGuard guard(argc, argv);
+    const double initialize_seconds = init.seconds();
+    try {
+      return kstudy::run_first_call(argv[2], std::atoll(argv[3]), std::atoll(argv[4]), initialize_seconds);
     } catch (const std::exception& e) {
       std::cerr << "kstudy: error: " << e.what() << "\n";
       return 1;

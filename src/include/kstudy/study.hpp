@@ -30,6 +30,11 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
 // Child: `kstudy __replicate ARCHIVE DEFINITION_FILE REPLICATION`.
 int run_replication(const std::string& archive, const std::string& definition_file, int replication);
 
+// Child of a cold_compile replication: `kstudy __first_call VARIANT ROWS FEATURES` in a fresh process.
+// Prints one JSON line: Kokkos initialisation, the first run (module load, first launch), a warm second
+// run, and the gate verdict of the first run's output. `initialize_seconds` is measured by the caller.
+int run_first_call(const std::string& variant_id, std::int64_t rows, std::int64_t features, double initialize_seconds);
+
 // Parses an experiment file and applies the request's overrides (which become part of the
 // definition, so resume and merge see them).
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request);
