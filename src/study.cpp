@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "kstudy/archive.hpp"
+#include "kstudy/attribution.hpp"
 #include "kstudy/ceilings.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/gate.hpp"
@@ -355,6 +356,16 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
         }
       }
     }
+  }
+  // Attribution pass, after (never among) the timed trials: per-kernel cost of multi-kernel variants.
+  if (replication == 0) {
+    std::vector<attribution_record> attribution;
+    for (const auto& v : variants)
+      if (v.impl && v.entry->info.kernels_launched > 1) {
+        auto rows = attribute_kernels(*v.impl, e.name, v.entry->info.id(), v.shape, std::max(1, e.protocol.trials));
+        attribution.insert(attribution.end(), rows.begin(), rows.end());
+      }
+    sink.write_attribution(attribution);
   }
   if (replication == 0) sink.write_gates(gates);
   sink.write_samples(samples);
