@@ -14,7 +14,9 @@ done
 rm -rf "$bundle"; mkdir -p "$bundle/lib"
 cp "$build/src/app/kstudy" "$build/src/app/kstudy_bench" "$build/tests/kstudy_tests" "$bundle/"
 cp -r "$repo/experiments" "$bundle/experiments"
-skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libcuda\.so|libnvidia)'
+# Left to the target: the C library family, the driver, and the CUDA toolkit's own libraries (cuBLAS,
+# NVRTC, the runtime), which a GPU machine with the same CUDA major version provides.
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcu|libnvrtc|libnvJitLink)'
 for exe in kstudy kstudy_bench kstudy_tests; do
   ldd "$bundle/$exe" | awk '/=> \// {print $1, $3}' | while read -r name path; do
     [[ $name =~ $skip ]] && continue
@@ -25,13 +27,19 @@ for exe in kstudy kstudy_bench kstudy_tests; do
   # The binaries look in lib/ first ($ORIGIN/lib); patch it in where the build did not.
   if command -v patchelf >/dev/null; then patchelf --set-rpath '$ORIGIN/lib' "$bundle/$exe"; fi
 done
+cat > "$bundle/env.sh" <<'ENV'
+# Source me: the bundle's libraries first, then the machine's CUDA toolkit.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64
+export LD_LIBRARY_PATH="$here/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+export KSTUDY_EXPERIMENTS_DIR="$here/experiments"
+ENV
 cat > "$bundle/run_tests.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the whole test suite of this cuda build on this machine's GPU.
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 exec "$here/kstudy_tests" "$@"
 RUN
 chmod +x "$bundle/run_tests.sh"

@@ -32,9 +32,14 @@ std::vector<const registered_variant*> variant_registry::all() const {
 }
 
 std::vector<const registered_variant*> variant_registry::match(const std::string& pattern) const {
+  // name, family, or either restricted to one backend with "@backend".
+  const auto at = pattern.find('@');
+  const std::string name = pattern.substr(0, at);
+  const std::string backend = at == std::string::npos ? "" : pattern.substr(at + 1);
   std::vector<const registered_variant*> out;
   for (const auto* v : all())
-    if (v->info.id() == pattern || v->info.name == pattern || v->info.implementation == pattern) out.push_back(v);
+    if ((v->info.name == name || v->info.implementation == name) && (backend.empty() || v->info.backend == backend))
+      out.push_back(v);
   return out;
 }
 

@@ -91,7 +91,7 @@ class variant_registry {
   void add(variant_info info, variant_factory factory);
   // Sorted by id.
   std::vector<const registered_variant*> all() const;
-  // Matches "name@backend" exactly, or "name" on every backend.
+  // Matches a name or a family ("fused_kokkos"), on every backend or on one ("fused_kokkos@cuda").
   std::vector<const registered_variant*> match(const std::string& pattern) const;
   const registered_variant* find(const std::string& id) const;
 
