@@ -18,7 +18,7 @@ struct kstudy_fused_args {
   const float* weight;
   float* score;
   unsigned char* flag;
-  unsigned long long* flagged;  // zeroed by the host before the launch
+  unsigned long long* flagged;  // the kernels add the flagged rows to it; the host resets or diffs it
   long long rows;
   long long features;
   long long pitch;  // elements between rows; only the padded kernel reads it
@@ -28,58 +28,101 @@ struct kstudy_fused_args {
 
 // Tile plan of fused_cuda_row_major_tiled, shared by the kernel and the host (launch geometry and
 // dynamic shared memory come from the same function).
+//
+// The tile is moved in chunks of W floats: float4 (W = 4) when rows are whole float4s and x is 16-byte
+// aligned, single floats otherwise. Each row is reduced by a group of G lanes (G a power of two), G
+// chosen so a lane takes at most KSTUDY_TILE_LOADS floats of a row: one thread per row for narrow rows.
+// The tile's row pitch (in chunks) is padded so the groups of one shared-memory wavefront (32 lanes for
+// floats, 8 for float4) hit distinct banks: pitch = G (mod 2G).
 #define KSTUDY_TILE_SMEM_FLOATS 12288  // 48 KiB: the dynamic shared-memory size every device grants
-#define KSTUDY_TILE_LOADS 16           // loads each thread keeps in flight while copying a tile
+#define KSTUDY_TILE_LOADS 16           // floats each thread keeps in flight while copying a tile
 
 enum kstudy_tile_mode {
-  kstudy_tile_thread_per_row = 0,  // features < 32: odd-pitch tile, one thread per row
-  kstudy_tile_warp_per_row = 1,    // wider rows: unpadded tile, a warp reduces each row
-  kstudy_global_warp_per_row = 2,  // a row does not fit the tile: a warp per row straight from global memory
+  kstudy_tile_shared = 0,          // tile in shared memory, G lanes per row
+  kstudy_global_rows = 1,  // a row does not fit the tile: warps reduce rows straight from global memory
 };
 
 struct kstudy_tile_plan {
   int mode;
+  int width;        // floats per chunk: 4 or 1
+  int group;        // lanes per row
   int tile_rows;    // rows per tile
-  int tile_pitch;   // shared-memory floats between tile rows
-  int smem_bytes;   // dynamic shared memory per block
+  int tile_pitch;   // chunks between tile rows in shared memory
+  int smem_bytes;   // dynamic shared memory per block: mean, inv_std, weight, then the tile
 };
 
-__host__ __device__ inline kstudy_tile_plan kstudy_plan_tile(long long features, int block) {
+__host__ __device__ inline kstudy_tile_plan kstudy_plan_tile(long long features, int block, bool x_aligned16) {
   kstudy_tile_plan p;
-  const long long budget = (long long)block * KSTUDY_TILE_LOADS;
-  if (features < 32) {
-    // An odd pitch puts the 32 rows a warp reads at one feature step in 32 different banks.
-    const long long pitch = features | 1;
-    const long long params = 4 * features;  // float4 {mean, inv_std, weight, 0} per feature
-    long long rows = budget / features;
-    const long long fit = (KSTUDY_TILE_SMEM_FLOATS - params) / pitch;
-    if (rows > fit) rows = fit;
-    p.mode = kstudy_tile_thread_per_row;
-    p.tile_rows = (int)rows;
-    p.tile_pitch = (int)pitch;
-    p.smem_bytes = (int)((params + rows * pitch) * 4);
-    return p;
-  }
-  long long rows = (budget < KSTUDY_TILE_SMEM_FLOATS ? budget : KSTUDY_TILE_SMEM_FLOATS) / features;
+  p.width = (x_aligned16 && features % 4 == 0) ? 4 : 1;
+  const long long chunks = features / p.width;                 // per row
+  const long long lane_chunks = KSTUDY_TILE_LOADS / p.width;   // per lane, per row and per copy
+  int group = 1;
+  while (group < 32 && group * lane_chunks < chunks) group *= 2;
+  p.group = group;
+  const int wavefront_lanes = 32 / p.width;
+  long long pitch = chunks;
+  if (group < wavefront_lanes)
+    while (pitch % (2 * group) != group) ++pitch;
+  p.tile_pitch = (int)pitch;
+  long long rows = (long long)block * lane_chunks / chunks;
+  const long long free_floats = KSTUDY_TILE_SMEM_FLOATS - 3 * features;
+  const long long fit = free_floats > 0 ? free_floats / (pitch * p.width) : 0;
+  if (rows > fit) rows = fit;
   if (rows < 1) {
-    p.mode = kstudy_global_warp_per_row;
+    p.mode = kstudy_global_rows;
+    p.width = 1;
+    p.group = 32;
     p.tile_rows = 0;
     p.tile_pitch = 0;
     p.smem_bytes = 0;
     return p;
   }
-  p.mode = kstudy_tile_warp_per_row;
+  p.mode = kstudy_tile_shared;
   p.tile_rows = (int)rows;
-  p.tile_pitch = (int)features;  // lanes read consecutive features: conflict-free without padding
-  p.smem_bytes = (int)(rows * features * 4);
+  p.smem_bytes = (int)((3 * features + rows * pitch * p.width) * 4);
   return p;
 }
 
-__device__ __forceinline__ float kstudy_term(float v, float mean, float inv_std, float weight, float clip) {
-  float z = (v - mean) * inv_std;
-  z = z < -clip ? -clip : (z > clip ? clip : z);  // not fminf/fmaxf: those would drop a NaN
-  return z * weight;
+// clamp with NaN passing through: v < -c ? -c : (v > c ? c : v). Not fminf/fmaxf, which drop a NaN; on
+// sm_80+ the NaN-propagating min/max do it in two instructions.
+__device__ __forceinline__ float kstudy_clamp(float v, float clip) {
+#if __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(v), "f"(-clip));
+  asm("min.NaN.f32 %0, %0, %1;" : "+f"(r) : "f"(clip));
+  return r;
+#else
+  return v < -clip ? -clip : (v > clip ? clip : v);
+#endif
 }
+
+__device__ __forceinline__ float kstudy_term(float v, float mean, float inv_std, float weight, float clip) {
+  return kstudy_clamp((v - mean) * inv_std, clip) * weight;
+}
+
+// acc + the terms of one chunk, in feature order.
+__device__ __forceinline__ float kstudy_add_terms(float acc, float x, float m, float s, float w, float clip) {
+  return acc + kstudy_term(x, m, s, w, clip);
+}
+__device__ __forceinline__ float kstudy_add_terms(float acc, float4 x, float4 m, float4 s, float4 w, float clip) {
+  acc += kstudy_term(x.x, m.x, s.x, w.x, clip);
+  acc += kstudy_term(x.y, m.y, s.y, w.y, clip);
+  acc += kstudy_term(x.z, m.z, s.z, w.z, clip);
+  return acc + kstudy_term(x.w, m.w, s.w, w.w, clip);
+}
+
+template <int W>
+struct kstudy_chunk;
+template <>
+struct kstudy_chunk<1> {
+  typedef float type;
+  __device__ static float zero() { return 0.0f; }
+};
+template <>
+struct kstudy_chunk<4> {
+  typedef float4 type;
+  __device__ static float4 zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+};
 
 // Warp sum of per-thread flag counts, then one atomic per warp. Every lane of every (full) warp must call it.
 __device__ __forceinline__ void kstudy_add_flagged(unsigned long long* flagged, unsigned int count) {
@@ -120,33 +163,48 @@ __device__ __forceinline__ void kstudy_row_per_thread(const kstudy_fused_args& a
       for (int k = 0; k < 8; ++k)
         sum += kstudy_term(v[k], __ldg(mean + f + k), __ldg(inv_std + f + k), __ldg(weight + f + k), a.clip);
     }
-    for (; f < features; ++f)
-      sum += kstudy_term(__ldg(row + f * feature_stride), __ldg(mean + f), __ldg(inv_std + f), __ldg(weight + f), a.clip);
+    for (; f < features; ++f) {
+      const float v = __ldg(row + f * feature_stride);
+      sum += kstudy_term(v, __ldg(mean + f), __ldg(inv_std + f), __ldg(weight + f), a.clip);
+    }
     count += kstudy_store_row(a, r, sum);
   }
   kstudy_add_flagged(a.flagged, count);
 }
 
-// Sum of one row by a whole warp: lane l takes features l, l + 32, ... (consecutive lanes read consecutive
-// addresses), eight loads in flight per lane, then a butterfly so every lane holds the same total.
-__device__ __forceinline__ float kstudy_warp_row_sum(const kstudy_fused_args& a, const float* row, int lane) {
+// Rows too wide for a tile: a warp reduces kstudy_warp_rows rows at once straight from global memory, lane l
+// taking features l, l + 32, ... (consecutive lanes, consecutive addresses), so each feature-vector load
+// serves several rows; a butterfly then leaves every row's total in every lane.
+#define kstudy_warp_rows 4
+__device__ __forceinline__ void kstudy_global_warp_rows(const kstudy_fused_args& a) {
+  const int lane = (int)threadIdx.x & 31, warps = (int)blockDim.x >> 5;
   const long long features = a.features;
-  float partial = 0.0f;
-  for (long long f0 = 0; f0 < features; f0 += 256) {
-    float v[8];
+  const long long step = (long long)gridDim.x * warps * kstudy_warp_rows;
+  unsigned int count = 0;
+  for (long long r0 = ((long long)blockIdx.x * warps + ((int)threadIdx.x >> 5)) * kstudy_warp_rows; r0 < a.rows;
+       r0 += step) {
+    const float* rows[kstudy_warp_rows];
+    float sum[kstudy_warp_rows];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const long long f = f0 + lane + 32 * k;
-      v[k] = f < features ? row[f] : 0.0f;
+    for (int j = 0; j < kstudy_warp_rows; ++j) {
+      rows[j] = a.x + (r0 + j < a.rows ? r0 + j : r0) * features;  // past the end: reread row r0, discarded
+      sum[j] = 0.0f;
+    }
+    for (long long f = lane; f < features; f += 32) {
+      const float m = __ldg(a.mean + f), s = __ldg(a.inv_std + f), w = __ldg(a.weight + f);
+      float v[kstudy_warp_rows];
+#pragma unroll
+      for (int j = 0; j < kstudy_warp_rows; ++j) v[j] = __ldg(rows[j] + f);
+#pragma unroll
+      for (int j = 0; j < kstudy_warp_rows; ++j) sum[j] += kstudy_term(v[j], m, s, w, a.clip);
     }
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const long long f = f0 + lane + 32 * k;
-      if (f < features) partial += kstudy_term(v[k], __ldg(a.mean + f), __ldg(a.inv_std + f), __ldg(a.weight + f), a.clip);
+    for (int j = 0; j < kstudy_warp_rows; ++j) {
+      for (int offset = 16; offset > 0; offset >>= 1) sum[j] += __shfl_xor_sync(0xffffffffu, sum[j], offset);
+      if (lane == 0 && r0 + j < a.rows) count += kstudy_store_row(a, r0 + j, sum[j]);
     }
   }
-  for (int offset = 16; offset > 0; offset >>= 1) partial += __shfl_xor_sync(0xffffffffu, partial, offset);
-  return partial;
+  kstudy_add_flagged(a.flagged, count);
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_row_major(kstudy_fused_args a) {
@@ -161,86 +219,92 @@ extern "C" __global__ void __launch_bounds__(1024) fused_cuda_padded(kstudy_fuse
   kstudy_row_per_thread(a, a.pitch, 1);
 }
 
-// Row-major, coalesced. A block copies a contiguous tile of whole rows (contiguous in a row-major table)
-// into shared memory with flat loads -- consecutive threads, consecutive addresses; each thread issues all
-// its KSTUDY_TILE_LOADS loads before storing any -- then reduces the rows from shared memory: one thread
-// per row for narrow rows, a warp per row for wide ones. Rows too wide for a tile are reduced by a warp
-// each straight from global memory (already coalesced at that width).
-extern "C" __global__ void __launch_bounds__(1024) fused_cuda_row_major_tiled(kstudy_fused_args a) {
-  extern __shared__ float4 kstudy_smem[];
-  const kstudy_tile_plan plan = kstudy_plan_tile(a.features, (int)blockDim.x);
-  const int tid = (int)threadIdx.x, block = (int)blockDim.x, lane = tid & 31, warp = tid >> 5, warps = block >> 5;
-  const int features = (int)a.features;  // < KSTUDY_TILE_SMEM_FLOATS on the tile paths
-  unsigned int count = 0;
-
-  if (plan.mode == kstudy_global_warp_per_row) {
-    const long long step = (long long)gridDim.x * warps;
-    for (long long r = (long long)blockIdx.x * warps + warp; r < a.rows; r += step) {
-      const float sum = kstudy_warp_row_sum(a, a.x + r * a.features, lane);
-      if (lane == 0) count += kstudy_store_row(a, r, sum);
-    }
-    kstudy_add_flagged(a.flagged, count);
-    return;
+// Row-major, coalesced: one tile of whole rows (contiguous in a row-major table) after another. The block
+// copies a tile into shared memory with flat loads -- consecutive threads, consecutive float4s (or floats);
+// each thread issues all its loads before storing any -- then groups of G lanes reduce the rows from
+// shared memory, where the padded pitch keeps the reads free of bank conflicts.
+template <int W>
+__device__ __forceinline__ void kstudy_tiled(const kstudy_fused_args& a, const kstudy_tile_plan& plan, float* smem) {
+  typedef typename kstudy_chunk<W>::type chunk;
+  const int tid = (int)threadIdx.x, block = (int)blockDim.x;
+  const int features = (int)a.features;  // < KSTUDY_TILE_SMEM_FLOATS on this path
+  const int row_chunks = features / W, pitch = plan.tile_pitch, group = plan.group;
+  float* mean = smem;
+  float* inv_std = smem + features;
+  float* weight = smem + 2 * features;
+  chunk* tile = reinterpret_cast<chunk*>(smem + 3 * features);  // 16-byte aligned when W = 4
+  for (int f = tid; f < features; f += block) {
+    mean[f] = a.mean[f];
+    inv_std[f] = a.inv_std[f];
+    weight[f] = a.weight[f];
   }
+  const chunk* mean_c = reinterpret_cast<const chunk*>(mean);
+  const chunk* inv_std_c = reinterpret_cast<const chunk*>(inv_std);
+  const chunk* weight_c = reinterpret_cast<const chunk*>(weight);
 
-  const bool narrow = plan.mode == kstudy_tile_thread_per_row;
-  float4* params = kstudy_smem;  // narrow rows only: the feature vectors, read as broadcasts
-  float* tile = reinterpret_cast<float*>(kstudy_smem + (narrow ? features : 0));
-  if (narrow)
-    for (int f = tid; f < features; f += block) params[f] = make_float4(a.mean[f], a.inv_std[f], a.weight[f], 0.0f);
-
-  // Where this thread's k-th element lands: element e = tid + k * block of the tile is (row q, feature m),
-  // stored at q * pitch + m. Tracked incrementally so the copy loop has no integer division.
-  const int q0 = tid / features, m0 = tid - q0 * features;
-  const int dq = block / features, dm = block - dq * features;
-  const int pitch = plan.tile_pitch;
+  // Chunk c = tid + k * block of a tile is (row q, column m), stored at q * pitch + m. Tracked
+  // incrementally so the copy has no integer division.
+  const int q0 = tid / row_chunks, m0 = tid - q0 * row_chunks;
+  const int dq = block / row_chunks, dm = block - dq * row_chunks;
+  // The reduction: lanes [g * group, (g + 1) * group) of a warp share a row.
+  const int lane = tid & 31, member = lane & (group - 1);
+  const int rows_per_warp = 32 / group, rows_per_step = (block >> 5) * rows_per_warp;
+  const int first_row = (tid >> 5) * rows_per_warp + lane / group;
+  unsigned int count = 0;
 
   const long long tiles = (a.rows + plan.tile_rows - 1) / plan.tile_rows;
   for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
     const long long r0 = t * plan.tile_rows;
     const int n_rows = (int)(a.rows - r0 < plan.tile_rows ? a.rows - r0 : plan.tile_rows);
-    const int n = n_rows * features;  // <= block * KSTUDY_TILE_LOADS
-    const float* __restrict__ source = a.x + r0 * a.features;
+    const int n = n_rows * row_chunks;  // <= block * KSTUDY_TILE_LOADS / W
+    const chunk* __restrict__ source = reinterpret_cast<const chunk*>(a.x + r0 * a.features);
 
-    float v[KSTUDY_TILE_LOADS];
+    chunk v[KSTUDY_TILE_LOADS / W];
 #pragma unroll
-    for (int k = 0; k < KSTUDY_TILE_LOADS; ++k) {
-      const int e = tid + k * block;
-      v[k] = e < n ? __ldg(source + e) : 0.0f;
+    for (int k = 0; k < KSTUDY_TILE_LOADS / W; ++k) {
+      const int c = tid + k * block;
+      v[k] = c < n ? __ldg(source + c) : kstudy_chunk<W>::zero();
     }
     int q = q0, m = m0;
 #pragma unroll
-    for (int k = 0; k < KSTUDY_TILE_LOADS; ++k) {
+    for (int k = 0; k < KSTUDY_TILE_LOADS / W; ++k) {
       if (tid + k * block < n) tile[q * pitch + m] = v[k];
       q += dq;
       m += dm;
-      if (m >= features) {
-        m -= features;
+      if (m >= row_chunks) {
+        m -= row_chunks;
         ++q;
       }
     }
-    __syncthreads();
+    __syncthreads();  // also publishes the feature vectors on the first tile
 
-    if (narrow) {
-      for (int i = tid; i < n_rows; i += block) {
-        const float* row = tile + i * pitch;
-        float sum = 0.0f;
-#pragma unroll 4
-        for (int f = 0; f < features; ++f) {
-          const float4 p = params[f];
-          sum += kstudy_term(row[f], p.x, p.y, p.z, a.clip);
-        }
-        count += kstudy_store_row(a, r0 + i, sum);
+    for (int base = 0; base < n_rows; base += rows_per_step) {  // warp-uniform trip count: shuffles below
+      const int i = base + first_row;
+      float sum = 0.0f;
+      if (i < n_rows) {
+        const chunk* row = tile + i * pitch;
+        for (int c = member; c < row_chunks; c += group)
+          sum = kstudy_add_terms(sum, row[c], mean_c[c], inv_std_c[c], weight_c[c], a.clip);
       }
-    } else {
-      for (int i = warp; i < n_rows; i += warps) {
-        const float sum = kstudy_warp_row_sum(a, tile + i * pitch, lane);
-        if (lane == 0) count += kstudy_store_row(a, r0 + i, sum);
-      }
+      for (int offset = group >> 1; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      if (i < n_rows && member == 0) count += kstudy_store_row(a, r0 + i, sum);
     }
     __syncthreads();  // the next tile overwrites this one
   }
   kstudy_add_flagged(a.flagged, count);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) fused_cuda_row_major_tiled(kstudy_fused_args a) {
+  extern __shared__ float4 kstudy_smem[];
+  const bool aligned = ((unsigned long long)a.x & 15) == 0;
+  const kstudy_tile_plan plan = kstudy_plan_tile(a.features, (int)blockDim.x, aligned);
+  if (plan.mode == kstudy_global_rows) {
+    kstudy_global_warp_rows(a);
+  } else if (plan.width == 4) {
+    kstudy_tiled<4>(a, plan, reinterpret_cast<float*>(kstudy_smem));
+  } else {
+    kstudy_tiled<1>(a, plan, reinterpret_cast<float*>(kstudy_smem));
+  }
 }
 
 #endif  // KSTUDY_FUSED_CUDA_KERNELS_CUH
