@@ -1,27 +1,53 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine from a GPU bundle tarball (scripts/make_gpu_bundle.sh + tar): the GPU test
-# suite, the environment, the Google Benchmark targets and/or studies, with every output under $OUT.
-#   scripts/device_run.sh BUNDLE.tar.xz check            # tests + info + kstudy_bench + quick study
-#   scripts/device_run.sh BUNDLE.tar.xz study EXP...     # the given experiments into one archive
+# suite, the environment, the Google Benchmark targets and studies, every output under $OUT.
+#   scripts/device_run.sh BUNDLE.tar.xz check              # tests + info + kstudy_bench + quick study
+#   scripts/device_run.sh BUNDLE.tar.xz study ARGS...      # `kstudy run ARGS` into $OUT/study.h5
+#   scripts/device_run.sh BUNDLE.tar.xz all                # check, then every built-in experiment
+# Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the studies of `all` (defaults: the files').
 set -uo pipefail
 tarball=$1; mode=$2; shift 2
 out=${OUT:-$PWD/device-out}; mkdir -p "$out"
 work=$(mktemp -d); tar -xJf "$tarball" -C "$work"
-bundle=$(find "$work" -maxdepth 2 -name env.sh -printf '%h\n' | head -1)
+bundle=$(dirname "$(find "$work" -maxdepth 2 -name env.sh | head -1)")
 source "$bundle/env.sh"
-gpu_state() { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader; }
-echo "gpu before: $(gpu_state)" | tee -a "$out/gpu.txt"
+gpu_state() {
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
+    --format=csv,noheader 2>&1
+}
+step() { echo "== $* ($(date -u +%T))"; }
+overrides=()
+[[ -n ${KSTUDY_TRIALS:-} ]] && overrides+=(--trials "$KSTUDY_TRIALS")
+[[ -n ${KSTUDY_REPLICATIONS:-} ]] && overrides+=(--replications "$KSTUDY_REPLICATIONS")
+
+check() {
+  step info
+  "$bundle/kstudy" info > "$out/info.txt" 2>&1
+  grep -E "HOPPER|KOKKOS_ENABLE_CUDA|gpu_name|Kokkos::OpenMP|kokkos_version" "$out/info.txt" | head -8
+  step tests
+  timeout 240 "$bundle/run_tests.sh" --gtest_brief=1 > "$out/tests.txt" 2>&1
+  echo "tests rc=$?"; grep -E "FAILED|PASSED|SKIPPED|tests from" "$out/tests.txt" | tail -12
+  step bench
+  timeout 200 "$bundle/kstudy_bench" --benchmark_filter='@(cuda|openmp)/' --benchmark_min_time=0.05 \
+    --benchmark_out="$out/bench.json" --benchmark_out_format=json > "$out/bench.txt" 2>&1
+  echo "bench rc=$?"; grep -E "_median|ceiling" "$out/bench.txt" | sed -E 's/ +/ /g'
+}
+
+echo "gpu before: $(gpu_state)" | tee "$out/gpu.txt"
 case $mode in
-  check)
-    "$bundle/kstudy" info > "$out/info.txt" 2>&1; grep -E "HOPPER|KOKKOS_ENABLE_CUDA|gpu_name|OpenMP" "$out/info.txt" | head -8
-    "$bundle/run_tests.sh" --gtest_brief=1 > "$out/tests.txt" 2>&1; echo "tests rc=$?"; tail -4 "$out/tests.txt"
-    "$bundle/kstudy_bench" --benchmark_filter='@(cuda|openmp)/' --benchmark_min_time=0.2 \
-      --benchmark_out="$out/bench.json" --benchmark_out_format=json > "$out/bench.txt" 2>&1; echo "bench rc=$?"
-    grep -E "median|ceiling" "$out/bench.txt" | sed -E 's/ +/ /g' | head -80
-    ;;
-  study)
-    "$bundle/kstudy" run "$@" --out "$out/study.h5" > "$out/study.txt" 2>&1; echo "study rc=$?"
-    tail -60 "$out/study.txt"
+  check) check ;;
+  study) step study; "$bundle/kstudy" run "$@" --out "$out/study.h5" > "$out/study.txt" 2>&1; echo "study rc=$?"; tail -40 "$out/study.txt" ;;
+  all)
+    check
+    step studies
+    timeout ${KSTUDY_STUDY_SECONDS:-330} "$bundle/kstudy" run launch_overhead transfer_calibration layout_transpose \
+      rows_sweep feature_sweep block_size "${overrides[@]}" --out "$out/study.h5" > "$out/study.txt" 2>&1
+    echo "studies rc=$?"
+    step cold
+    timeout ${KSTUDY_COLD_SECONDS:-90} "$bundle/kstudy" run cold_compile --trials 1 --replications 1 --out "$out/cold.h5" \
+      >> "$out/study.txt" 2>&1
+    echo "cold rc=$?"
+    grep -E "GATE|error|results:" "$out/study.txt" | head -20
     ;;
 esac
 echo "gpu after: $(gpu_state)" | tee -a "$out/gpu.txt"

@@ -180,8 +180,8 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
   // The normalised definition is what the archive keeps and what resume/merge compare.
   json norm = doc;
   norm["kind"] = e.kind;
-  norm["rows"] = e.rows;
-  norm["features"] = e.features;
+  if (!e.rows.empty()) norm["rows"] = e.rows;
+  if (!e.features.empty()) norm["features"] = e.features;
   norm["block_sizes"] = e.block_sizes;
   norm["variants"] = e.variants;
   norm["memory"] = e.memory;

@@ -96,6 +96,19 @@ __global__ void touch_kernel(float* data, int elements) {
   for (int i = threadIdx.x; i < elements; i += blockDim.x) data[i] += 1.0f;
 }
 
+// The device read roof: float4 loads over the buffer, a per-thread sum, one atomic per warp. This is
+// how the best fused kernels read, so their bandwidth is quoted against what reading can reach.
+__global__ void read_sum_kernel(const float4* data, long long count4, float* sink) {
+  float acc = 0.0f;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count4; i += stride) {
+    const float4 v = data[i];
+    acc += (v.x + v.y) + (v.z + v.w);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+  if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
+}
+
 constexpr int touch_elements = 1024;
 
 // Scratch for the touch kernel, allocated once per process.
@@ -165,6 +178,18 @@ void launch_touch_kernel(void* stream) {
   float* data = touch_scratch();
   touch_kernel<<<1, 256, 0, static_cast<cudaStream_t>(stream)>>>(data, touch_elements);
   KSTUDY_CUDA_CHECK(cudaGetLastError());
+}
+
+void read_buffer(const float* data, std::int64_t count) {
+  static float* sink = nullptr;
+  if (sink == nullptr) KSTUDY_CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
+  int device = 0, sms = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const long long count4 = count / 4;  // the tail of a buffer not a multiple of 4 floats is not read
+  read_sum_kernel<<<sms * 8, 256>>>(reinterpret_cast<const float4*>(data), count4, sink);
+  KSTUDY_CUDA_CHECK(cudaGetLastError());
+  KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void synchronize(void* stream) { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }

@@ -134,15 +134,8 @@ class fused_cuda final : public scoring_variant {
   // The counter is never reset: the run's count is the difference to the last total read, which saves a
   // memset on the stream per run.
   void run() override {
-    void* args[] = {&m_args};
-    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_for(L, Tiled)), dim3(m_geometry.grid),
-                                       dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
-    KSTUDY_CUDA_CHECK(cudaGetLastError());
-    KSTUDY_CUDA_CHECK(
-        cudaMemcpyAsync(m_host_counter, m_counter, sizeof(unsigned long long), cudaMemcpyDeviceToHost, m_stream));
-    KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
-    m_flagged = static_cast<std::int64_t>(*m_host_counter - m_counter_total);
-    m_counter_total = *m_host_counter;
+    enqueue_run();
+    wait();
   }
 
   void upload(const float* host_x) override {
@@ -169,6 +162,31 @@ class fused_cuda final : public scoring_variant {
   }
 
   void* stream() const override { return static_cast<void*>(m_stream); }
+
+  // Queued pieces for the pipelined one-shot: the same calls without the stream synchronisation.
+  bool queues_asynchronously() const override { return true; }
+  void enqueue_upload(const float* host_x) override {
+    const auto bytes = static_cast<std::size_t>(m_shape.allocated_elements()) * sizeof(float);
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, host_x, bytes, cudaMemcpyHostToDevice, m_stream));
+  }
+  void enqueue_run() override {
+    void* args[] = {&m_args};
+    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_for(L, Tiled)), dim3(m_geometry.grid),
+                                       dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+    KSTUDY_CUDA_CHECK(
+        cudaMemcpyAsync(m_host_counter, m_counter, sizeof(unsigned long long), cudaMemcpyDeviceToHost, m_stream));
+  }
+  void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
+    const auto rows = static_cast<std::size_t>(m_shape.rows);
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_score, m_score, rows * sizeof(float), cudaMemcpyDeviceToHost, m_stream));
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_flag, m_flag, rows, cudaMemcpyDeviceToHost, m_stream));
+  }
+  void wait() override {
+    KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    m_flagged = static_cast<std::int64_t>(*m_host_counter - m_counter_total);
+    m_counter_total = *m_host_counter;
+  }
 
  private:
   // Frees the buffers, never throws (also runs from the destructor); the stream is kept for reuse.

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "detail/kokkos_variant.hpp"
 
@@ -26,8 +28,8 @@ using detail::clamp_nan_through;
 
 // Rows per block on host spaces for the feature-major walk.
 constexpr int host_row_block = 256;
-// Device row-major tile: each lane loads this many elements before storing them to scratch.
-constexpr int loads_per_lane = 16;
+// Device row-major tile: at most this many loads per thread, all issued before any store to scratch.
+constexpr int max_loads = 32;
 
 template <class ExecutionSpace, class Layout, class Value = float>
 class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
@@ -61,9 +63,45 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight>) {
       run_device_row_major_tiled();
     } else {
-      run_row_per_thread(std::is_same_v<Layout, Kokkos::LayoutLeft> ? "kstudy::fused_kokkos<feature_major>"
-                                                                     : "kstudy::fused_kokkos<padded_row_major>");
+      run_device_row_per_thread(std::is_same_v<Layout, Kokkos::LayoutLeft> ? "kstudy::fused_kokkos<feature_major>"
+                                                                            : "kstudy::fused_kokkos<padded_row_major>");
     }
+  }
+
+  // Device, one row per thread through a TeamPolicy: Kokkos 3.4 caps a RangePolicy reduction's grid
+  // at its block size (a few hundred blocks), which leaves HBM far from saturated; a team reduction's
+  // grid follows the league.
+  void run_device_row_per_thread(const char* label) {
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
+    using member_type = typename policy_type::member_type;
+    const auto x = this->m_x;
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const auto score = this->m_score;
+    const auto flag = this->m_flag;
+    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
+    const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
+    const std::int64_t teams = (rows + team_size - 1) / team_size;
+    Kokkos::parallel_reduce(
+        label, policy_type(this->m_space, static_cast<int>(teams), team_size),
+        KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
+          const std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank();
+          if (r >= rows) return;
+          Value sum = 0;
+          std::int64_t f = 0;
+          for (; f + 8 <= features; f += 8) {
+            Value v[8];
+            for (int k = 0; k < 8; ++k) v[k] = x(r, f + k);
+            for (int k = 0; k < 8; ++k)
+              sum += clamp_nan_through((v[k] - mean(f + k)) * inv_std(f + k), clip) * weight(f + k);
+          }
+          for (; f < features; ++f) sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+          score(r) = sum;
+          const bool flagged_row = sum > threshold;
+          flag(r) = flagged_row;
+          count += flagged_row;
+        },
+        this->m_count);
   }
 
  // Public: CUDA extended lambdas may not live in private member functions.
@@ -125,70 +163,77 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
         this->m_count);
   }
 
-  // Device, row-major: coalesced tile copy into team scratch, then a vector-lane reduction per row.
+  // Device, row-major: a team copies a contiguous tile of whole rows into scratch with flat, coalesced
+  // loads (each thread issues all its loads before storing any, so they overlap), storing them at an
+  // odd row pitch so that in the second phase one thread per row reads scratch without bank conflicts.
   void run_device_row_major_tiled() {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
+    // Bounds for 1,024-thread teams: the compiler keeps the kernel within 64 registers, so every block
+    // size a study asks for can launch.
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
-    const int threads = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
-    int vector_length = 1;
-    while (vector_length < features && vector_length < 32) vector_length *= 2;
-    const int team_size = std::max(1, threads / vector_length);
-    const std::int64_t tile_capacity = std::int64_t(team_size) * vector_length * loads_per_lane;
-    if (features > tile_capacity) {
-      // A single row would not fit the tile: read global memory directly with the same mapping.
-      run_device_row_major_direct(team_size, vector_length);
+    const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
+    const std::int64_t pitch = features | 1;  // odd: consecutive rows start in different banks
+    // Rows per team: one per thread, fewer when the tile would pass 32 KiB of scratch.
+    const std::int64_t max_elements = 8192;
+    const std::int64_t rows_per_team = std::min<std::int64_t>(team_size, max_elements / pitch);
+    if (rows_per_team < 1 || (rows_per_team * features + team_size - 1) / team_size > max_loads) {
+      run_device_row_major_direct(std::max(1, team_size / 32), 32);  // rows wider than a tile
       return;
     }
-    const std::int64_t rows_per_team = tile_capacity / features;
     const std::int64_t teams = (rows + rows_per_team - 1) / rows_per_team;
     const Value* x = this->m_x.data();
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const auto score = this->m_score;
     const auto flag = this->m_flag;
     const Value clip = this->m_clip, threshold = this->m_threshold;
-    const int lanes = vector_length;
-    policy_type policy(this->m_space, static_cast<int>(teams), team_size, vector_length);
-    policy.set_scratch_size(0, Kokkos::PerTeam(std::size_t(tile_capacity) * sizeof(Value)));
-    Kokkos::parallel_reduce(
-        "kstudy::fused_kokkos<row_major>", policy,
-        KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
-          Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(std::size_t(tile_capacity) * sizeof(Value)));
+    const std::size_t scratch_bytes = std::size_t(rows_per_team * pitch) * sizeof(Value);
+    const auto body = KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
+          Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(scratch_bytes));
           const std::int64_t r0 = std::int64_t(team.league_rank()) * rows_per_team;
           const std::int64_t n_rows = rows - r0 < rows_per_team ? rows - r0 : rows_per_team;
           const std::int64_t n = n_rows * features;  // the tile is contiguous in a row-major table
           const Value* source = x + r0 * features;
-          const int stride = team.team_size() * lanes;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
-            const int first = team.team_rank() * lanes + lane;
-            Value v[loads_per_lane];
-            for (int k = 0; k < loads_per_lane; ++k) {
-              const std::int64_t e = first + std::int64_t(k) * stride;
-              v[k] = e < n ? source[e] : Value(0);
+          const int threads = team.team_size();
+          const int t = team.team_rank();
+          // Row and column of element e = t + k * threads, advanced without a division per element.
+          const std::int64_t step_rows = threads / features, step_cols = threads % features;
+          std::int64_t row = t / features, col = t % features;
+          Value v[max_loads];
+          for (int k = 0; k < max_loads; ++k) {
+            const std::int64_t e = t + std::int64_t(k) * threads;
+            v[k] = e < n ? source[e] : Value(0);
+          }
+          for (int k = 0; k < max_loads; ++k) {
+            const std::int64_t e = t + std::int64_t(k) * threads;
+            if (e < n) tile[row * pitch + col] = v[k];
+            row += step_rows;
+            col += step_cols;
+            if (col >= features) {
+              col -= features;
+              ++row;
             }
-            for (int k = 0; k < loads_per_lane; ++k) {
-              const std::int64_t e = first + std::int64_t(k) * stride;
-              if (e < n) tile[e] = v[k];
-            }
-          });
+          }
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_rows), [&](const std::int64_t i) {
+          if (t < n_rows) {
+            const Value* own = tile + t * pitch;
             Value sum = 0;
-            Kokkos::parallel_reduce(
-                Kokkos::ThreadVectorRange(team, features),
-                [&](const std::int64_t f, Value& partial) {
-                  partial += clamp_nan_through((tile[i * features + f] - mean(f)) * inv_std(f), clip) * weight(f);
-                },
-                sum);
-            Kokkos::single(Kokkos::PerThread(team), [&]() {
-              score(r0 + i) = sum;
-              const bool flagged_row = sum > threshold;
-              flag(r0 + i) = flagged_row;
-              count += flagged_row;
-            });
-          });
-        },
-        this->m_count);
+            for (std::int64_t f = 0; f < features; ++f)
+              sum += clamp_nan_through((own[f] - mean(f)) * inv_std(f), clip) * weight(f);
+            score(r0 + t) = sum;
+            const bool flagged_row = sum > threshold;
+            flag(r0 + t) = flagged_row;
+            count += flagged_row;
+          }
+        };
+    policy_type policy(this->m_space, static_cast<int>(teams), team_size);
+    policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
+    // The kernel's registers may not allow the largest blocks; Kokkos would refuse them.
+    const int allowed = policy.team_size_max(body, Kokkos::ParallelReduceTag());
+    if (team_size > allowed)
+      throw std::invalid_argument("block size " + std::to_string(team_size) + " exceeds the " +
+                                  std::to_string(allowed) + " threads this kernel's registers allow");
+    Kokkos::parallel_reduce("kstudy::fused_kokkos<row_major>", policy, body, this->m_count);
   }
 
   // Rows wider than a tile: vector lanes stride over the features of one row in global memory.

@@ -35,6 +35,8 @@ void launch_empty_kernel(void* stream);
 // One block that reads and writes a small device scratch buffer (allocated on first use).
 void launch_touch_kernel(void* stream);
 void synchronize(void* stream);
+// Reads `count` floats of device memory (16-byte aligned) with float4 loads, synchronised: the read roof.
+void read_buffer(const float* data, std::int64_t count);
 
 namespace detail {
 // Throws std::runtime_error naming the call, file, line and cudaGetErrorString(code) unless code is 0.
