@@ -1,5 +1,7 @@
 #include "kstudy/pipeline.hpp"
 
+#include <Kokkos_Core.hpp>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -20,21 +22,25 @@ namespace {
 // Copies rows [r0, r0 + n) of a table into a contiguous chunk table of the same layout, with host
 // threads (a single thread copies pageable memory at a fraction of the bus rate).
 void gather_chunk(const table_shape& whole, const float* x, std::int64_t r0, std::int64_t n, float* chunk) {
+  // Kokkos' host threads rather than a raw OpenMP region: the process's OpenMP pool belongs to Kokkos.
+  using host_policy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
   if (whole.layout == table_layout::feature_major) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t f = 0; f < whole.features; ++f)
-      std::memcpy(chunk + f * n, x + f * whole.rows + r0, std::size_t(n) * sizeof(float));
+    Kokkos::parallel_for(
+        "kstudy::pipeline::gather_feature_major", host_policy(0, whole.features), [=](const std::int64_t f) {
+          std::memcpy(chunk + f * n, x + f * whole.rows + r0, std::size_t(n) * sizeof(float));
+        });
   } else {
     const std::int64_t pitch = whole.layout == table_layout::padded_row_major ? whole.pitch : whole.features;
     const std::int64_t elements = n * pitch;
-    const std::int64_t block = std::int64_t(1) << 18;
+    const std::int64_t block = std::int64_t(1) << 16;
     const float* src = x + r0 * pitch;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t b = 0; b < (elements + block - 1) / block; ++b) {
-      const std::int64_t begin = b * block, count = std::min(block, elements - begin);
-      std::memcpy(chunk + begin, src + begin, std::size_t(count) * sizeof(float));
-    }
+    Kokkos::parallel_for(
+        "kstudy::pipeline::gather_rows", host_policy(0, (elements + block - 1) / block), [=](const std::int64_t b) {
+          const std::int64_t begin = b * block, count = std::min(block, elements - begin);
+          std::memcpy(chunk + begin, src + begin, std::size_t(count) * sizeof(float));
+        });
   }
+  Kokkos::DefaultHostExecutionSpace().fence();
 }
 
 }  // namespace
@@ -44,9 +50,11 @@ pipelined_one_shot::pipelined_one_shot(const registered_variant& entry, const sc
                                        const pipeline_options& pipeline)
     : m_shape(problem.shape), m_input_kind(input_kind), m_pipeline(pipeline) {
   problem.validate();
-  if (pipeline.chunk_rows <= 0 || pipeline.slots <= 0)
-    throw std::invalid_argument("pipelined one-shot needs a positive chunk size and slot count");
-  const std::int64_t chunk = std::min(pipeline.chunk_rows, m_shape.rows);
+  if (pipeline.chunk_rows < 0 || pipeline.slots <= 0)
+    throw std::invalid_argument("pipelined one-shot needs a positive chunk size (or 0: automatic) and slot count");
+  m_chunk_rows = pipeline.chunk_rows > 0 ? pipeline.chunk_rows
+                                         : std::max<std::int64_t>(65536, (m_shape.rows + 7) / 8);
+  const std::int64_t chunk = std::min(m_chunk_rows, m_shape.rows);
   const std::int64_t full_chunks = m_shape.rows / chunk;
   const std::int64_t tail = m_shape.rows - full_chunks * chunk;
   const int regular = static_cast<int>(std::min<std::int64_t>(pipeline.slots, full_chunks));
@@ -67,8 +75,10 @@ pipelined_one_shot::pipelined_one_shot(const registered_variant& entry, const sc
     // in pageable memory).
     const host_memory staging = pinned_memory_available() ? host_memory::pinned : host_memory::pageable;
     if (!direct) s->x = host_buffer(staging, s->shape.allocated_elements() * std::int64_t(sizeof(float)));
-    s->score = host_buffer(staging, rows * std::int64_t(sizeof(float)));
-    s->flag = host_buffer(staging, rows);
+    if (input_kind != host_memory::pinned) {  // page-locked outputs take the downloads directly
+      s->score = host_buffer(staging, rows * std::int64_t(sizeof(float)));
+      s->flag = host_buffer(staging, rows);
+    }
     return s;
   };
   for (int i = 0; i < regular; ++i) m_slots.push_back(make_slot(chunk));
@@ -81,21 +91,23 @@ pipelined_one_shot::~pipelined_one_shot() {
 }
 
 std::int64_t pipelined_one_shot::chunks() const {
-  const std::int64_t chunk = std::min(m_pipeline.chunk_rows, m_shape.rows);
+  const std::int64_t chunk = std::min(m_chunk_rows, m_shape.rows);
   return (m_shape.rows + chunk - 1) / chunk;
 }
 
 void pipelined_one_shot::finish(slot& s, float* score, std::uint8_t* flag) {
   s.variant->wait();
-  std::memcpy(score + s.row_begin, s.score.data(), std::size_t(s.rows) * sizeof(float));
-  std::memcpy(flag + s.row_begin, s.flag.data(), std::size_t(s.rows));
+  if (s.score.bytes() > 0) {
+    std::memcpy(score + s.row_begin, s.score.data(), std::size_t(s.rows) * sizeof(float));
+    std::memcpy(flag + s.row_begin, s.flag.data(), std::size_t(s.rows));
+  }
   m_flagged += s.variant->flagged_count();
   s.busy = false;
 }
 
 std::int64_t pipelined_one_shot::run(const float* host_x, float* score, std::uint8_t* flag) {
   m_flagged = 0;
-  const std::int64_t chunk = std::min(m_pipeline.chunk_rows, m_shape.rows);
+  const std::int64_t chunk = std::min(m_chunk_rows, m_shape.rows);
   const std::int64_t n_chunks = chunks();
   const bool has_tail = m_shape.rows % chunk != 0;
   const std::int64_t regular = static_cast<std::int64_t>(m_slots.size()) - (has_tail ? 1 : 0);
@@ -115,7 +127,8 @@ std::int64_t pipelined_one_shot::run(const float* host_x, float* score, std::uin
     s.row_begin = r0;
     s.variant->enqueue_upload(source);
     s.variant->enqueue_run();
-    s.variant->enqueue_download(s.score.as<float>(), s.flag.as<std::uint8_t>());
+    if (s.score.bytes() > 0) s.variant->enqueue_download(s.score.as<float>(), s.flag.as<std::uint8_t>());
+    else s.variant->enqueue_download(score + r0, flag + r0);
     s.busy = true;
   }
   // Drain in chunk order.

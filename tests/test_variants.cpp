@@ -219,7 +219,7 @@ class PipelinedOneShot : public VariantCorrectness {};
 
 TEST_P(PipelinedOneShot, MatchesReference) {
   KSTUDY_REQUIRE_KOKKOS();
-  for (const std::int64_t chunk : {std::int64_t(1000), std::int64_t(4096), std::int64_t(1) << 20}) {
+  for (const std::int64_t chunk : {std::int64_t(0), std::int64_t(1000), std::int64_t(4096), std::int64_t(1) << 20}) {
     const host_dataset data(shape_for(10007, 13));
     const auto problem = data.problem();
     kstudy::pipelined_one_shot pipeline(entry(), problem, kstudy::host_memory::pageable, {}, {chunk, 3});

@@ -187,7 +187,9 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const auto score = this->m_score;
     const auto flag = this->m_flag;
     const Value clip = this->m_clip, threshold = this->m_threshold;
-    const std::size_t scratch_bytes = std::size_t(rows_per_team * pitch) * sizeof(Value);
+    // Rounded up to 16 bytes: Kokkos' scratch allocator aligns requests, and an odd pitch times an odd
+    // row count would otherwise ask get_shmem for more than was reserved (it then returns null).
+    const std::size_t scratch_bytes = (std::size_t(rows_per_team * pitch) * sizeof(Value) + 15) / 16 * 16;
     const auto body = KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
           Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(scratch_bytes));
           const std::int64_t r0 = std::int64_t(team.league_rank()) * rows_per_team;

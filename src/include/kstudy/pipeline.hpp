@@ -14,14 +14,17 @@
 namespace kstudy {
 
 struct pipeline_options {
-  std::int64_t chunk_rows = std::int64_t(1) << 20;
+  // Rows per chunk; 0 picks max(65,536, rows / 8) so that even a mid-sized table is cut into enough
+  // chunks for uploads, kernels and downloads to overlap.
+  std::int64_t chunk_rows = 0;
   int slots = 3;
 };
 
 class pipelined_one_shot {
  public:
   // Prepares every slot (allocation, feature vectors: not part of a timed run). The problem gives the
-  // shape and the feature vectors; its x is not read here.
+  // shape and the feature vectors; its x is not read here. The outputs given to run() are of the same
+  // memory kind as the input: page-locked outputs receive the downloads directly.
   pipelined_one_shot(const registered_variant& entry, const scoring_problem& problem, host_memory input_kind,
                      const run_options& options = {}, const pipeline_options& pipeline = {});
   ~pipelined_one_shot();
@@ -38,6 +41,7 @@ class pipelined_one_shot {
 
   table_shape m_shape;
   host_memory m_input_kind;
+  std::int64_t m_chunk_rows = 0;
   pipeline_options m_pipeline;
   std::vector<std::unique_ptr<slot>> m_slots;  // regular slots, then a tail slot when rows % chunk != 0
   std::int64_t m_flagged = 0;
