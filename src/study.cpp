@@ -2,6 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <nlohmann/json.hpp>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -475,21 +476,7 @@ void run_transpose_points(const experiment& e, int replication, result_sink& sin
     }
 }
 
-// Reads the one JSON line a __first_call child prints.
-json run_child_for_json(const std::string& exe, const std::vector<std::string>& args) {
-  std::string command = "'" + exe + "'";
-  for (const auto& a : args) command += " '" + a + "'";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot start " + command);
-  std::string out;
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
-  const int status = pclose(pipe);
-  const auto brace = out.rfind('{');
-  if (status != 0 || brace == std::string::npos)
-    throw std::runtime_error("first-call process failed (status " + std::to_string(status) + "): " + out);
-  return json::parse(out.substr(brace));
-}
+json run_child_for_json(const std::string& exe, const std::vector<std::string>& args);
 
 std::string g_self_exe;
 
@@ -588,17 +575,41 @@ experiment read_definition_file(const std::string& path) {
   return e;
 }
 
-int spawn_and_wait(const std::string& exe, const std::vector<std::string>& args) {
+// Starts `exe args` as a fresh process and waits for it; with `output`, captures its stdout. The child
+// starts from every CPU: a forked process inherits the affinity of the calling thread, which OpenMP's
+// binding pinned to one core, and OpenMP sizes its places from that mask when the new image loads (seen
+// on the H200 machine: a 16-thread CPU baseline confined to one core ran 10x slow).
+int spawn_and_wait(const std::string& exe, const std::vector<std::string>& args, std::string* output = nullptr) {
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  int pipe_fds[2] = {-1, -1};
+  if (output && pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all);
+    sched_setaffinity(0, sizeof all, &all);
+    if (output) {
+      dup2(pipe_fds[1], STDOUT_FILENO);
+      close(pipe_fds[0]);
+      close(pipe_fds[1]);
+    }
     execv(exe.c_str(), argv.data());
-    std::perror("kstudy: exec of replication process failed");
+    std::perror("kstudy: exec of child process failed");
     _exit(127);
+  }
+  if (output) {
+    close(pipe_fds[1]);
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(pipe_fds[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR))
+      if (n > 0) output->append(buffer, static_cast<std::size_t>(n));
+    close(pipe_fds[0]);
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
@@ -607,6 +618,16 @@ int spawn_and_wait(const std::string& exe, const std::vector<std::string>& args)
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// Runs a __first_call child and parses the one JSON line it prints.
+json run_child_for_json(const std::string& exe, const std::vector<std::string>& args) {
+  std::string out;
+  const int status = spawn_and_wait(exe, args, &out);
+  const auto brace = out.rfind('{');
+  if (status != 0 || brace == std::string::npos)
+    throw std::runtime_error("first-call process failed (status " + std::to_string(status) + "): " + out);
+  return json::parse(out.substr(brace));
 }
 
 // The archive's content as one JSON document (same records, read back from the archive).
