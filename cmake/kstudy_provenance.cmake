@@ -1,20 +1,19 @@
-# Build provenance baked into the binaries and written to every archive's root attributes.
-find_package(Git QUIET)
-set(KSTUDY_GIT_COMMIT "unknown")
-set(KSTUDY_GIT_DIRTY "unknown")
-if(GIT_FOUND AND EXISTS "${PROJECT_SOURCE_DIR}/.git")
-  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse HEAD WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-                  OUTPUT_VARIABLE KSTUDY_GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  execute_process(COMMAND ${GIT_EXECUTABLE} status --porcelain --untracked-files=no WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-                  OUTPUT_VARIABLE _kstudy_status OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  if(_kstudy_status STREQUAL "")
-    set(KSTUDY_GIT_DIRTY "false")
-  else()
-    set(KSTUDY_GIT_DIRTY "true")
-  endif()
-endif()
+# Build provenance baked into the binaries and written to every archive's root attributes. The git
+# commit and dirty flag are read at build time (not configure time), so a binary names the tree it was
+# built from; the header is rewritten only when its content changes.
 set(KSTUDY_FLAVOUR cpu)
 if(KSTUDY_ENABLE_CUDA)
   set(KSTUDY_FLAVOUR cuda)
 endif()
-configure_file(${PROJECT_SOURCE_DIR}/src/build_info.hpp.in ${PROJECT_BINARY_DIR}/generated/kstudy/build_info.hpp @ONLY)
+set(_kstudy_build_info ${PROJECT_BINARY_DIR}/generated/kstudy/build_info.hpp)
+add_custom_target(kstudy_build_info ALL
+  COMMAND ${CMAKE_COMMAND}
+    -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DOUTPUT=${_kstudy_build_info}
+    -DTEMPLATE=${PROJECT_SOURCE_DIR}/src/build_info.hpp.in
+    -DPROJECT_VERSION=${PROJECT_VERSION} -DKSTUDY_FLAVOUR=${KSTUDY_FLAVOUR}
+    "-DCXX_COMPILER=${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} (${CMAKE_CXX_COMPILER})"
+    -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE} -DKokkos_DIR=${Kokkos_DIR}
+    -P ${PROJECT_SOURCE_DIR}/cmake/kstudy_write_build_info.cmake
+  BYPRODUCTS ${_kstudy_build_info}
+  COMMENT "kstudy: build provenance"
+  VERBATIM)

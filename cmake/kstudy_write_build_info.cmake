@@ -1,0 +1,20 @@
+# Script mode (cmake -P): writes build_info.hpp from the template with the current git state.
+set(KSTUDY_GIT_COMMIT "unknown")
+set(KSTUDY_GIT_DIRTY "unknown")
+find_package(Git QUIET)
+if(GIT_FOUND AND EXISTS "${SOURCE_DIR}/.git")
+  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse HEAD WORKING_DIRECTORY ${SOURCE_DIR}
+                  OUTPUT_VARIABLE KSTUDY_GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  execute_process(COMMAND ${GIT_EXECUTABLE} status --porcelain --untracked-files=no WORKING_DIRECTORY ${SOURCE_DIR}
+                  OUTPUT_VARIABLE _status OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_status STREQUAL "")
+    set(KSTUDY_GIT_DIRTY "false")
+  else()
+    set(KSTUDY_GIT_DIRTY "true")
+  endif()
+endif()
+set(CMAKE_CXX_COMPILER_ID "")
+set(CMAKE_CXX_COMPILER_VERSION "")
+configure_file(${TEMPLATE} ${OUTPUT}.tmp @ONLY)
+file(COPY_FILE ${OUTPUT}.tmp ${OUTPUT} ONLY_IF_DIFFERENT)
+file(REMOVE ${OUTPUT}.tmp)
