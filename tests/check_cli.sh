@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# End-to-end checks of the kstudy CLI on the CPU flavour:
+#   bad input   -> clear error naming the file and field, non-zero exit, no archive
+#   run quick   -> an archive that passes the schema check
+#   kill -9     -> an archive that opens; --resume completes it to exactly the samples of a clean run
+#   SIGTERM     -> stops after the current point, exits non-zero, keeps the finished points
+# Usage: check_cli.sh KSTUDY_EXE SOURCE_DIR FLAVOUR   (exit 77 = skipped: a cuda build without a GPU)
+set -uo pipefail
+kstudy=$1; src=$2; flavour=${3:-cpu}
+if [[ $flavour == cuda ]] && ! nvidia-smi -L > /dev/null 2>&1; then
+  echo "skipped: the cuda flavour cannot initialise Kokkos without a GPU"
+  exit 77
+fi
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+export KSTUDY_CEILING_BYTES=33554432 OMP_NUM_THREADS=2 OMP_PROC_BIND=false
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+expect_refusal() {  # FILE FIELD-SUBSTRING
+  local file=$1 field=$2 out=$work/refused.h5
+  rm -f "$out"
+  "$kstudy" run "$file" --out "$out" -q > "$work/stdout" 2> "$work/stderr"
+  local rc=$?
+  if [[ $rc -eq 0 ]]; then fail "$file accepted"; return; fi
+  grep -qF "$file" "$work/stderr" || { fail "$file: error does not name the file: $(cat "$work/stderr")"; return; }
+  grep -qF "$field" "$work/stderr" || { fail "$file: error does not say '$field': $(cat "$work/stderr")"; return; }
+  [[ -e $out ]] && { fail "$file: an archive was written"; return; }
+  pass "refused $(basename "$file") (rc=$rc)"
+}
+
+corpus=$src/tests/malformed_experiments
+expect_refusal "$corpus/unknown_key.json" "field 'colour'"
+expect_refusal "$corpus/rows_zero.json" "field 'rows[0]'"
+expect_refusal "$corpus/bytes_overflow.json" "overflows a 64-bit byte count"
+expect_refusal "$corpus/syntax_error.json" "not valid JSON"
+expect_refusal "$src/tests/cli_unknown_variant.json" "unknown variant 'no_such_variant'"
+
+# An unwritable output fails before any measurement.
+start=$(date +%s)
+if "$kstudy" run quick --out /proc/kstudy-test.h5 -q 2> "$work/stderr"; then fail "unwritable output accepted"
+elif (( $(date +%s) - start > 10 )); then fail "unwritable output refused only after measuring"
+else pass "unwritable output refused up front: $(head -c 160 "$work/stderr")"; fi
+
+# The main job and its archive's schema.
+tiny=$work/tiny.json
+cat > "$tiny" <<'JSON'
+{"name": "tiny", "rows": [1000, 3001, 9000], "features": [7, 16],
+ "variants": ["cpu_reference", "composed", "fused_kokkos_feature_major", "fused_kokkos_row_major"],
+ "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],
+ "protocol": {"warmups": 1, "trials": 3, "replications": 2, "seed": 7, "threads": 2, "shuffle": true}}
+JSON
+if "$kstudy" run quick --trials 2 --replications 2 --out "$work/quick.h5" > "$work/quick.log" 2>&1; then
+  /usr/bin/python3 "$src/tests/check_run_archive.py" schema "$work/quick.h5" quick || fail "quick archive schema"
+  grep -q "results: " "$work/quick.log" || fail "run quick does not print where the results went"
+else
+  fail "kstudy run quick failed: $(tail -5 "$work/quick.log")"
+fi
+if "$kstudy" run quick --trials 2 --replications 2 --out "$work/quick.h5" -q 2> "$work/stderr"; then
+  fail "an existing archive was overwritten without --resume/--overwrite"
+else pass "existing archive refused: $(head -c 120 "$work/stderr")"; fi
+
+# Uninterrupted reference run of the tiny experiment.
+"$kstudy" run "$tiny" --out "$work/clean.h5" -q > /dev/null 2>&1 || fail "clean tiny run failed"
+
+# kill -9 of the whole run at some moment, then --resume.
+setsid "$kstudy" run "$tiny" --out "$work/killed.h5" -q > /dev/null 2>&1 &
+leader=$!
+sleep 3
+kill -9 -- -"$leader" 2> /dev/null
+wait "$leader" 2> /dev/null
+if /usr/bin/python3 -c "import h5py,sys; h5py.File(sys.argv[1],'r')['/experiments/tiny/samples'][:]" "$work/killed.h5" 2> "$work/stderr"; then
+  pass "archive opens after kill -9"
+else
+  fail "archive unreadable after kill -9: $(tail -2 "$work/stderr")"
+fi
+if "$kstudy" run "$tiny" --resume --out "$work/killed.h5" -q > /dev/null 2> "$work/stderr"; then
+  /usr/bin/python3 "$src/tests/check_run_archive.py" same-points "$work/killed.h5" "$work/clean.h5" tiny ||
+    fail "resumed archive differs from an uninterrupted run"
+else
+  fail "--resume failed: $(tail -3 "$work/stderr")"
+fi
+
+# SIGTERM: stop after the current point, non-zero exit, finished points kept; --resume completes.
+"$kstudy" run "$tiny" --out "$work/term.h5" -q > /dev/null 2> "$work/term.err" &
+runner=$!
+sleep 3
+kill -TERM "$runner"
+wait "$runner"; rc=$?
+if [[ $rc -eq 0 ]]; then fail "SIGTERM: exit status 0"
+elif grep -q "resume" "$work/term.err"; then pass "SIGTERM stopped with rc=$rc and a resume hint"
+else fail "SIGTERM: no message: $(cat "$work/term.err")"; fi
+"$kstudy" run "$tiny" --resume --out "$work/term.h5" -q > /dev/null 2>&1 || fail "resume after SIGTERM failed"
+/usr/bin/python3 "$src/tests/check_run_archive.py" same-points "$work/term.h5" "$work/clean.h5" tiny ||
+  fail "archive resumed after SIGTERM differs from an uninterrupted run"
+
+echo "$failures failure(s)"
+exit $((failures > 0))

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""Checks archives written by `kstudy run` (system python: Debian's h5py and pandas).
+
+  check_run_archive.py schema ARCHIVE EXPERIMENT         the schema a study archive must follow
+  check_run_archive.py same-points A B EXPERIMENT        A holds exactly B's samples (keys), once each
+"""
+import sys
+
+import h5py
+import pandas as pd
+
+KEY = ["variant", "layout", "memory_kind", "direction", "rows", "features", "block_size", "point", "replication",
+       "trial", "timer"]
+
+
+def frame(f, path):
+    df = pd.DataFrame(f[path][:])  # no custom code needed to open a table
+    for c in df.columns:
+        if df[c].dtype == object:
+            df[c] = df[c].str.decode("utf-8")
+    return df
+
+
+def fail(message):
+    print("FAIL:", message)
+    sys.exit(1)
+
+
+def schema(archive, experiment):
+    with h5py.File(archive, "r") as f:
+        for attr in ["schema_version", "kstudy_version", "git_commit", "git_dirty", "created_utc", "command_line",
+                     "host", "flavour"]:
+            if attr not in f.attrs:
+                fail(f"root attribute {attr} missing")
+        if f.attrs["schema_version"] != "1":
+            fail("schema_version is not 1")
+        env = f["/environment"].attrs
+        for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
+                     "omp_proc_bind", "default_execution_space"]:
+            if attr not in env:
+                fail(f"/environment attribute {attr} missing")
+        g = f[f"/experiments/{experiment}"]
+        for attr in ["definition", "protocol", "fingerprint"]:
+            if attr not in g.attrs:
+                fail(f"experiment attribute {attr} missing")
+        samples = frame(f, f"/experiments/{experiment}/samples")
+        gate = frame(f, f"/experiments/{experiment}/gate")
+        summary = frame(f, f"/experiments/{experiment}/summary")
+        ceilings = frame(f, f"/experiments/{experiment}/ceilings")
+        attribution = frame(f, f"/experiments/{experiment}/attribution")
+        for name in ["samples", "gate", "ceilings", "summary", "attribution"]:
+            ds = g[name]
+            if ds.chunks is None:
+                fail(f"{name} is not chunked")
+            if "units" not in ds.attrs:
+                fail(f"{name} has no units attribute")
+    if samples.empty or gate.empty or summary.empty or ceilings.empty:
+        fail("an empty table: samples/gate/summary/ceilings must all have rows")
+    if not gate.passed.all():
+        fail(f"gate failures: {gate[gate.passed == 0].message.tolist()[:3]}")
+    if not (samples[samples.trial >= 0].gate_passed == 1).all():
+        fail("timed samples without a passed gate")
+    if (samples.seconds[samples.trial >= 0] <= 0).any():
+        fail("non-positive timings")
+    dupes = samples.duplicated(KEY).sum()
+    if dupes:
+        fail(f"{dupes} duplicated samples")
+    if not {"device_read", "host_read", "device_copy"} <= set(ceilings.name):
+        fail(f"ceilings incomplete: {sorted(ceilings.name)}")
+    # Above 1 is possible for tables that fit in a cache; negative or non-finite never is.
+    if not ((summary.fraction_of_roof >= 0) & (summary.fraction_of_roof < float("inf"))).all():
+        fail("fraction_of_roof negative or not finite")
+    if not ((summary.q1 <= summary["median"]) & (summary["median"] <= summary.q3)).all():
+        fail("median outside its interquartile range")
+    expected_samples = summary.samples.sum()
+    if expected_samples != len(samples[(samples.trial >= 0) & (samples.status == "ok")]):
+        fail("summary sample counts do not add up to the accepted samples")
+    composed = attribution[attribution.variant.str.startswith("composed")]
+    if composed.empty or not composed.kernel.str.contains("composed::standardize").any():
+        fail("no per-kernel attribution of the composed variants")
+    print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
+
+
+def same_points(a, b, experiment):
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        sa = frame(fa, f"/experiments/{experiment}/samples")
+        sb = frame(fb, f"/experiments/{experiment}/samples")
+    if sa.duplicated(KEY).any():
+        fail(f"{a} has duplicated samples")
+    ka = set(map(tuple, sa[KEY].values.tolist()))
+    kb = set(map(tuple, sb[KEY].values.tolist()))
+    if ka != kb:
+        fail(f"sample keys differ: {len(ka - kb)} only in {a}, {len(kb - ka)} only in {b}")
+    print(f"ok: {len(ka)} samples, same keys, no duplicates")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "schema":
+        schema(sys.argv[2], sys.argv[3])
+    elif mode == "same-points":
+        same_points(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        fail(f"unknown mode {mode}")

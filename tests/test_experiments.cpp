@@ -1,0 +1,96 @@
+// Experiment files: every malformed file of the corpus is refused with an error naming the file, the
+// field and the problem; the built-in experiments parse, expand and fingerprint as documented.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "kstudy/experiment.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path source_dir = KSTUDY_SOURCE_DIR;
+
+TEST(Experiments, EveryMalformedFileIsRefusedNamingFileAndField) {
+  std::ifstream manifest(source_dir / "tests/malformed_experiments/expected.tsv");
+  ASSERT_TRUE(manifest) << "missing tests/malformed_experiments/expected.tsv";
+  std::string line;
+  int checked = 0;
+  while (std::getline(manifest, line)) {
+    const auto tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos) << line;
+    const auto path = (source_dir / "tests/malformed_experiments" / line.substr(0, tab)).string();
+    const auto expected = line.substr(tab + 1);
+    try {
+      kstudy::load_experiment(path);
+      ADD_FAILURE() << path << " was accepted";
+    } catch (const kstudy::experiment_error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(path), std::string::npos) << "error does not name the file: " << message;
+      EXPECT_NE(message.find(expected), std::string::npos) << "expected '" << expected << "' in: " << message;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 30);
+}
+
+TEST(Experiments, HugeFileIsRefusedBeforeParsing) {
+  const auto path = fs::temp_directory_path() / "kstudy_huge_experiment.json";
+  {
+    std::ofstream out(path);
+    out << R"({"name": "huge", "rows": [1], "features": [1], "description": ")" << std::string(1100000, 'a') << "\"}";
+  }
+  try {
+    kstudy::load_experiment(path.string());
+    ADD_FAILURE() << "a 1.1 MB experiment file was accepted";
+  } catch (const kstudy::experiment_error& e) {
+    EXPECT_NE(std::string(e.what()).find("limited to 1 MiB"), std::string::npos) << e.what();
+  }
+  fs::remove(path);
+}
+
+TEST(Experiments, MissingFileIsNamed) {
+  EXPECT_THROW(kstudy::load_experiment("/nonexistent/experiment.json"), kstudy::experiment_error);
+  EXPECT_THROW(kstudy::resolve_experiment_path("no_such_builtin"), kstudy::experiment_error);
+}
+
+TEST(Experiments, BuiltinsParseWithDistinctFingerprints) {
+  const auto names = kstudy::builtin_experiment_names();
+  for (const char* required : {"quick", "rows_sweep", "feature_sweep", "transfer_calibration", "launch_overhead",
+                               "layout_transpose", "block_size", "cold_compile"})
+    EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
+  std::set<std::string> fingerprints;
+  for (const auto& name : names) {
+    const auto e = kstudy::load_experiment(kstudy::resolve_experiment_path(name));
+    EXPECT_EQ(e.name, name);
+    EXPECT_TRUE(fingerprints.insert(e.fingerprint()).second) << name;
+    // Stable: parsing the normalised definition again gives the same fingerprint.
+    EXPECT_EQ(kstudy::parse_experiment(e.definition_json, "again").fingerprint(), e.fingerprint());
+  }
+}
+
+TEST(Experiments, RowsSweepExpandsTheSeedsDoublingRange) {
+  const auto e = kstudy::load_experiment(kstudy::resolve_experiment_path("rows_sweep"));
+  ASSERT_EQ(e.rows.size(), 15u);
+  EXPECT_EQ(e.rows.front(), 1024);
+  EXPECT_EQ(e.rows.back(), 16777216);
+  EXPECT_EQ(e.protocol.warmups, 2);
+  EXPECT_EQ(e.protocol.trials, 7);
+  EXPECT_EQ(e.protocol.replications, 3);
+}
+
+TEST(Experiments, DefaultsAndFingerprintFollowTheDefinition) {
+  const auto a = kstudy::parse_experiment(R"({"name": "a", "rows": [8], "features": [3]})", "a.json");
+  EXPECT_EQ(a.kind, "scoring");
+  EXPECT_EQ(a.block_sizes, std::vector<std::int64_t>{0});
+  const auto b = kstudy::parse_experiment(R"({"name": "a", "rows": [8], "features": [3], "protocol": {"trials": 3}})",
+                                          "b.json");
+  EXPECT_NE(a.fingerprint(), b.fingerprint());
+}
+
+}  // namespace
