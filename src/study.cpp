@@ -420,28 +420,32 @@ void run_transfer_points(const experiment& e, int replication, result_sink& sink
       }
 }
 
+// One accepted sample per measured trial of a calibration probe, written and flushed as one point.
+void write_probe_point(result_sink& sink, sample_record base, const std::vector<double>& seconds) {
+  base.gate_passed = true;
+  base.status = "ok";
+  std::vector<sample_record> samples;
+  for (std::size_t t = 0; t < seconds.size(); ++t) {
+    base.trial = static_cast<int>(t);
+    base.seconds = seconds[t];
+    samples.push_back(base);
+  }
+  sink.write_samples(samples);
+  sink.flush();
+}
+
 void run_launch_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done) {
   std::int64_t point = 0;
   for (const auto& probe : probes::launch_probe_names()) {
     const std::int64_t this_point = point++;
     if (done.count(this_point)) continue;
-    std::vector<sample_record> samples;
-    const auto seconds = probes::time_launch_probe(probe, e.protocol.warmups, e.protocol.trials);
-    for (std::size_t t = 0; t < seconds.size(); ++t) {
-      sample_record s;
-      s.experiment = e.name;
-      s.variant = probe;
-      s.point = this_point;
-      s.replication = replication;
-      s.trial = static_cast<int>(t);
-      s.timer = timer_kind::launch;
-      s.seconds = seconds[t];
-      s.gate_passed = true;
-      s.status = "ok";
-      samples.push_back(s);
-    }
-    sink.write_samples(samples);
-    sink.flush();
+    sample_record base;
+    base.experiment = e.name;
+    base.variant = probe;
+    base.point = this_point;
+    base.replication = replication;
+    base.timer = timer_kind::launch;
+    write_probe_point(sink, base, probes::time_launch_probe(probe, e.protocol.warmups, e.protocol.trials));
   }
 }
 
@@ -451,28 +455,18 @@ void run_transpose_points(const experiment& e, int replication, result_sink& sin
     for (const auto features : e.features) {
       const std::int64_t this_point = point++;
       if (done.count(this_point)) continue;
-      std::vector<sample_record> samples;
-      const auto seconds = probes::time_transpose(rows, features, e.protocol.warmups, e.protocol.trials);
-      for (std::size_t t = 0; t < seconds.size(); ++t) {
-        sample_record s;
-        s.experiment = e.name;
-        s.variant = "convert_to_feature_major";
-        s.layout = "row_major";
-        s.memory_kind = "device";
-        s.rows = rows;
-        s.features = features;
-        s.bytes = 2 * rows * features * std::int64_t(sizeof(float));
-        s.point = this_point;
-        s.replication = replication;
-        s.trial = static_cast<int>(t);
-        s.timer = timer_kind::transpose;
-        s.seconds = seconds[t];
-        s.gate_passed = true;
-        s.status = "ok";
-        samples.push_back(s);
-      }
-      sink.write_samples(samples);
-      sink.flush();
+      sample_record base;
+      base.experiment = e.name;
+      base.variant = "convert_to_feature_major";
+      base.layout = "row_major";
+      base.memory_kind = "device";
+      base.rows = rows;
+      base.features = features;
+      base.bytes = 2 * rows * features * std::int64_t(sizeof(float));
+      base.point = this_point;
+      base.replication = replication;
+      base.timer = timer_kind::transpose;
+      write_probe_point(sink, base, probes::time_transpose(rows, features, e.protocol.warmups, e.protocol.trials));
     }
 }
 

@@ -31,6 +31,21 @@ constexpr int host_row_block = 256;
 // Device row-major tile: at most this many loads per thread, all issued before any store to scratch.
 constexpr int max_loads = 32;
 
+// score of row r, reading its features eight at a time so each thread has independent loads in flight.
+template <class Table, class Vector, class Value>
+KOKKOS_INLINE_FUNCTION Value row_score(const Table& x, std::int64_t r, std::int64_t features, const Vector& mean,
+                                       const Vector& inv_std, const Vector& weight, Value clip) {
+  Value sum = 0;
+  std::int64_t f = 0;
+  for (; f + 8 <= features; f += 8) {
+    Value v[8];
+    for (int k = 0; k < 8; ++k) v[k] = x(r, f + k);
+    for (int k = 0; k < 8; ++k) sum += clamp_nan_through((v[k] - mean(f + k)) * inv_std(f + k), clip) * weight(f + k);
+  }
+  for (; f < features; ++f) sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+  return sum;
+}
+
 template <class ExecutionSpace, class Layout, class Value = float>
 class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
   using base = detail::kokkos_variant<ExecutionSpace, Layout, Value>;
@@ -87,15 +102,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
           const std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank();
           if (r >= rows) return;
-          Value sum = 0;
-          std::int64_t f = 0;
-          for (; f + 8 <= features; f += 8) {
-            Value v[8];
-            for (int k = 0; k < 8; ++k) v[k] = x(r, f + k);
-            for (int k = 0; k < 8; ++k)
-              sum += clamp_nan_through((v[k] - mean(f + k)) * inv_std(f + k), clip) * weight(f + k);
-          }
-          for (; f < features; ++f) sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+          const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
           score(r) = sum;
           const bool flagged_row = sum > threshold;
           flag(r) = flagged_row;
@@ -116,15 +123,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     Kokkos::parallel_reduce(
         label, Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
         KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& count) {
-          Value sum = 0;
-          std::int64_t f = 0;
-          for (; f + 8 <= features; f += 8) {
-            Value v[8];
-            for (int k = 0; k < 8; ++k) v[k] = x(r, f + k);
-            for (int k = 0; k < 8; ++k)
-              sum += clamp_nan_through((v[k] - mean(f + k)) * inv_std(f + k), clip) * weight(f + k);
-          }
-          for (; f < features; ++f) sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+          const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
           score(r) = sum;
           const bool flagged_row = sum > threshold;
           flag(r) = flagged_row;
