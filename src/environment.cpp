@@ -74,6 +74,25 @@ run_metadata collect_metadata(int argc, char** argv) {
 #endif
   env["backends"] = backends.empty() ? backends : backends.substr(0, backends.size() - 1);
   env["default_execution_space"] = Kokkos::DefaultExecutionSpace::name();
+  // Kokkos 3.4's print_configuration omits GPU architectures it did not know (HOPPER90 is our patch),
+  // so name the one this build was compiled for from its macros.
+  std::string arch;
+#ifdef KOKKOS_ARCH_VOLTA70
+  arch += "VOLTA70 ";
+#endif
+#ifdef KOKKOS_ARCH_TURING75
+  arch += "TURING75 ";
+#endif
+#ifdef KOKKOS_ARCH_AMPERE80
+  arch += "AMPERE80 ";
+#endif
+#ifdef KOKKOS_ARCH_AMPERE86
+  arch += "AMPERE86 ";
+#endif
+#ifdef KOKKOS_ARCH_HOPPER90
+  arch += "HOPPER90 ";
+#endif
+  env["kokkos_gpu_arch"] = arch.empty() ? "none" : arch.substr(0, arch.size() - 1);
   env["compiler"] = build_info::cxx_compiler;
   env["build_type"] = build_info::build_type;
   env["omp_proc_bind"] = env_or("OMP_PROC_BIND", "unset");

@@ -158,6 +158,7 @@ sample_record base_sample(const experiment& e, const point_spec& p, const prepar
   s.replication = replication;
   s.gate_passed = v.gate_passed;
   s.status = v.gate_passed ? "ok" : "rejected";
+  s.occupancy = v.impl ? v.impl->calculated_occupancy() : 0.0;
   return s;
 }
 
@@ -691,6 +692,7 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     r.q1 = quantile(0.25);
     r.q3 = quantile(0.75);
     r.bytes_per_second = r.median > 0 ? double(first->bytes) / r.median : 0.0;
+    r.occupancy = first->occupancy;
     const ceiling_record* roof = nullptr;
     if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events) roof = roof_for(ceilings, true);
     else if (r.timer == timer_kind::host_wall) roof = roof_for(ceilings, false);

@@ -163,6 +163,10 @@ class fused_cuda final : public scoring_variant {
 
   void* stream() const override { return static_cast<void*>(m_stream); }
 
+  double calculated_occupancy() const override {
+    return occupancy(kernel_for(L, Tiled), m_geometry.block, m_geometry.smem_bytes);
+  }
+
   // Queued pieces for the pipelined one-shot: the same calls without the stream synchronisation.
   bool queues_asynchronously() const override { return true; }
   void enqueue_upload(const float* host_x) override {

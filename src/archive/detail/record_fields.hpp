@@ -28,7 +28,7 @@ template <>
 struct record_table<sample_record> {
   using R = sample_record;
   static constexpr const char* dataset = "samples";
-  static constexpr const char* units = "seconds: s; bytes: B";
+  static constexpr const char* units = "seconds: s; bytes: B; occupancy: 1 (calculated active warps / maximum, 0 = not applicable)";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment}, {"variant", &R::variant},         {"layout", &R::layout},
@@ -37,6 +37,7 @@ struct record_table<sample_record> {
         {"bytes", &R::bytes},           {"point", &R::point},             {"replication", &R::replication},
         {"trial", &R::trial},           {"timer", &R::timer},             {"seconds", &R::seconds},
         {"gate_passed", &R::gate_passed}, {"throttled", &R::throttled},   {"status", &R::status},
+        {"occupancy", &R::occupancy},
     };
     return table;
   }
@@ -111,6 +112,7 @@ struct record_table<summary_record> {
         {"q3", &R::q3},
         {"bytes_per_second", &R::bytes_per_second},
         {"fraction_of_roof", &R::fraction_of_roof},
+        {"occupancy", &R::occupancy},
     };
     return table;
   }

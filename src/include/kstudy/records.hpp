@@ -45,6 +45,7 @@ struct sample_record {
   bool gate_passed = false;     // false: kept as rejected, never summarised
   bool throttled = false;       // GPU reported throttling during the point
   std::string status;           // ok | rejected | failed: <reason> | skipped: <reason>
+  double occupancy = 0.0;       // calculated occupancy of the variant's kernel at this block size (0: n/a)
 };
 
 // Gate verdict for one (variant, shape).
@@ -93,6 +94,7 @@ struct summary_record {
   double q3 = 0.0;
   double bytes_per_second = 0.0;  // variant traffic / median
   double fraction_of_roof = 0.0;  // against the matching ceiling of the same run (0 if none)
+  double occupancy = 0.0;         // calculated occupancy (block-size studies; 0: n/a)
 };
 
 // Per-kernel breakdown of composed variants from Kokkos' profiling callbacks (attribution pass).

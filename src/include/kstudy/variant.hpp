@@ -76,6 +76,10 @@ class scoring_variant {
   virtual void enqueue_run() { run(); }
   virtual void enqueue_download(float* host_score, std::uint8_t* host_flag) { download(host_score, host_flag); }
   virtual void wait() {}
+
+  // Calculated occupancy (active warps / maximum per SM) of the variant's kernel as prepared; 0 where
+  // the variant cannot tell (host backends, Kokkos-launched kernels).
+  virtual double calculated_occupancy() const { return 0.0; }
 };
 
 using variant_factory = std::function<std::unique_ptr<scoring_variant>()>;
