@@ -56,7 +56,7 @@ as_root() {
 readonly packages=(
   build-essential cmake ninja-build pkg-config patch xz-utils dpkg-dev
   libhdf5-dev hdf5-tools libbenchmark-dev libgtest-dev libgmock-dev
-  libcli11-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev clang libclang-rt-dev
   python3 python3-h5py python3-pandas python3-matplotlib python3-numpy python3-scipy
 )
 

@@ -90,7 +90,7 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers beyond a double
     fail(source, "", std::string("not valid JSON: ") + e.what());
   }
   if (!doc.is_object()) fail(source, "", "the top level must be a JSON object, got " + type_name(doc));

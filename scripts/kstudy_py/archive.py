@@ -1,0 +1,206 @@
+"""Loading kstudy archives (schema 1) into pandas, and the statistics every table shares."""
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+
+SCHEMA_VERSIONS = {"1"}
+TABLES = ("samples", "gate", "ceilings", "summary", "attribution")
+REFERENCE = "cpu_reference"
+FLOPS_PER_ELEMENT = 5  # sub, mul, 2 compares (clip), fma (weight + row sum)
+FLOAT_BYTES = 4
+OUTPUT_BYTES_PER_ROW = 4 + 1  # float score + uint8 flag
+
+
+class ArchiveError(Exception):
+    """An archive that cannot be read as a kstudy archive; exit code 2."""
+
+
+def text(value):
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def frame(dataset):
+    """A compound dataset as a DataFrame; h5py 3 returns variable-length strings in compound rows as bytes."""
+    df = pd.DataFrame(dataset[:])
+    for column in df.columns:
+        if df[column].dtype == object:
+            df[column] = df[column].map(text)
+    return df
+
+
+class Experiment:
+    def __init__(self, archive, name, group):
+        self.archive = archive
+        self.name = name
+        self.definition_text = text(group.attrs.get("definition", "{}"))
+        self.protocol_text = text(group.attrs.get("protocol", "{}"))
+        self.fingerprint = text(group.attrs.get("fingerprint", ""))
+        try:
+            self.definition = json.loads(self.definition_text)
+        except ValueError:
+            self.definition = {}
+        self.kind = self.definition.get("kind", "")
+        tables = {t: frame(group[t]) if t in group else pd.DataFrame() for t in TABLES}
+        self.samples = tables["samples"]
+        self.gate = tables["gate"]
+        self.ceilings = tables["ceilings"]
+        self.summary = tables["summary"]
+        self.attribution = tables["attribution"]
+        if not self.samples.empty:
+            self.samples.insert(0, "archive", archive.label)
+
+    def accepted(self):
+        """Samples that count: gate passed, status ok, measured trial (trial < 0 would be a warm-up)."""
+        s = self.samples
+        if s.empty:
+            return s
+        return s[(s.gate_passed == 1) & (s.status == "ok") & (s.trial >= 0)]
+
+
+class Archive:
+    def __init__(self, path, label=None):
+        self.path = Path(path)
+        self.label = label or self.path.stem
+        try:
+            f = h5py.File(self.path, "r")
+        except OSError as error:
+            raise ArchiveError(f"{self.path}: cannot be opened as HDF5 ({error})")
+        with f:
+            self.attrs = {k: text(v) for k, v in f.attrs.items()}
+            self.schema_version = self.attrs.get("schema_version")
+            if self.schema_version is None:
+                raise ArchiveError(f"{self.path}: not a kstudy archive (no schema_version attribute)")
+            self.environment = {k: text(v) for k, v in f["environment"].attrs.items()} if "environment" in f else {}
+            self.experiments = {}
+            if "experiments" in f:
+                for name, group in f["experiments"].items():
+                    self.experiments[name] = Experiment(self, name, group)
+
+    def ceilings(self):
+        """The archive's ceilings (every experiment carries the run's; the first non-empty one wins)."""
+        for e in self.experiments.values():
+            if not e.ceilings.empty:
+                return e.ceilings
+        return pd.DataFrame(columns=["name", "bytes", "seconds", "bytes_per_second"])
+
+    def ceiling(self, name):
+        c = self.ceilings()
+        hit = c[c.name == name]
+        return float(hit.bytes_per_second.iloc[0]) if len(hit) else None
+
+    def platform(self):
+        env = self.environment
+        gpu = env.get("gpu_name")
+        cpu = env.get("cpu_model")
+        return gpu if gpu else (cpu or self.attrs.get("host", self.label))
+
+
+def load(paths, check_schema=True):
+    archives = []
+    labels = set()
+    for p in paths:
+        a = Archive(p)
+        # Two archives with the same stem (run/a/study.h5, run/b/study.h5) need distinct labels.
+        label, n = a.label, 2
+        while label in labels:
+            label = f"{a.label}#{n}"
+            n += 1
+        a.label = label
+        for e in a.experiments.values():
+            if not e.samples.empty:
+                e.samples["archive"] = label
+        labels.add(label)
+        if check_schema and a.schema_version not in SCHEMA_VERSIONS:
+            raise ArchiveError(f"{a.path}: schema_version {a.schema_version!r} is not one this reader knows "
+                               f"({', '.join(sorted(SCHEMA_VERSIONS))})")
+        archives.append(a)
+    return archives
+
+
+def stats(samples, keys):
+    """Median, quartiles (linear interpolation, as the C++ summary), min, max and count per group."""
+    if samples.empty:
+        return pd.DataFrame(columns=list(keys) + ["n", "median", "q1", "q3", "min", "max"])
+    g = samples.groupby(list(keys), dropna=False).seconds
+    out = pd.DataFrame({
+        "n": g.size(),
+        "median": g.median(),
+        "q1": g.quantile(0.25),
+        "q3": g.quantile(0.75),
+        "min": g.min(),
+        "max": g.max(),
+    }).reset_index()
+    return out
+
+
+def family(variant):
+    """Variant name without its @backend."""
+    return variant.split("@", 1)[0]
+
+
+def backend(variant):
+    return variant.split("@", 1)[1] if "@" in variant else ""
+
+
+LAYOUT_TOKENS = ("row_major", "feature_major", "padded")
+
+
+def split_layout(variant):
+    """fused_cuda_row_major_tiled@cuda -> ('fused_cuda', 'row_major', 'tiled', 'cuda')."""
+    name, back = family(variant), backend(variant)
+    for token in LAYOUT_TOKENS:
+        marker = "_" + token
+        i = name.find(marker)
+        if i >= 0:
+            rest = name[i + len(marker):].lstrip("_")
+            return name[:i], token, rest, back
+    return name, "", "", back
+
+
+def is_reference(variant):
+    return family(variant) == REFERENCE
+
+
+def is_device_timer(timer):
+    return timer in ("resident_wall", "device_events", "one_shot", "one_shot_alloc", "pipelined")
+
+
+def boundary(timer, memory_kind):
+    """A timing boundary label: the timer, plus the host memory kind for host-in/host-out timers."""
+    if memory_kind in ("pageable", "pinned") and timer in ("one_shot", "one_shot_alloc", "pipelined"):
+        return f"{timer} {memory_kind}"
+    return timer
+
+
+def essential_bytes(rows, features):
+    """x read once, the three feature vectors read once, score and flag written once (variant_registry.cpp)."""
+    return rows * features * FLOAT_BYTES + 3 * features * FLOAT_BYTES + rows * OUTPUT_BYTES_PER_ROW
+
+
+def flops(rows, features):
+    return FLOPS_PER_ELEMENT * rows * features
+
+
+def upload_bytes(rows, features, pitch):
+    return rows * max(pitch, features) * FLOAT_BYTES + 3 * features * FLOAT_BYTES
+
+
+def download_bytes(rows):
+    return rows * OUTPUT_BYTES_PER_ROW
+
+
+def fmt_seconds(s):
+    if s is None or not np.isfinite(s):
+        return "n/a"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def fmt_rows(n):
+    return f"{int(n):,}"

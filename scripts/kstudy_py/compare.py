@@ -1,0 +1,190 @@
+"""`kstudy compare A.h5 B.h5 [...]`: medians, ratio B/A and a Mann-Whitney U flag per aligned point;
+`--by backend|machine`: efficiency per platform and the Pennycook performance-portability metric."""
+import sys
+
+import numpy as np
+import pandas as pd
+
+from . import archive as A
+
+KEYS = ["experiment", "variant", "rows", "features", "timer", "memory_kind", "block_size", "direction", "size_bytes"]
+MIN_SAMPLES = 5
+ALPHA = 0.05
+EFFICIENCY = ("efficiency eff = t_best / t_variant: t_best is the fastest median of any variant observed on that "
+              "platform at that point, t_variant the variant family's median there (application efficiency); "
+              "PP = harmonic mean of eff over the platforms {platforms} (Pennycook et al.), 0 where the family is "
+              "missing on any of them")
+
+
+def check(archives, force):
+    """Problems that make a comparison meaningless; returns the list (empty: fine)."""
+    problems = []
+    versions = {a.label: a.schema_version for a in archives}
+    if len(set(versions.values())) > 1:
+        problems.append("schema versions differ: " + ", ".join(f"{k} has {v!r}" for k, v in versions.items()))
+    names = sorted({n for a in archives for n in a.experiments})
+    for name in names:
+        prints = {a.label: a.experiments[name].fingerprint for a in archives if name in a.experiments}
+        if len(set(prints.values())) > 1:
+            problems.append(f"experiment '{name}' was defined differently (fingerprints "
+                            + ", ".join(f"{k}: {v}" for k, v in prints.items()) + ")")
+    return problems
+
+
+def accepted(archive):
+    frames = [e.accepted() for e in archive.experiments.values()]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=KEYS + ["seconds"])
+    s = pd.concat(frames, ignore_index=True)
+    # Calibration points (transfers, probes) have no shape: their size is what tells them apart.
+    s["size_bytes"] = np.where(s.rows == 0, s.bytes, 0)
+    return s
+
+
+def significance(a, b):
+    from scipy.stats import mannwhitneyu
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return np.nan, "too few samples"
+    if np.array_equal(np.sort(a), np.sort(b)):
+        return 1.0, "not significant"
+    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    return p, "significant" if p < ALPHA else "not significant"
+
+
+def pairwise(archives):
+    base = archives[0]
+    sa = accepted(base)
+    ga = {k: g.seconds.to_numpy() for k, g in sa.groupby(KEYS)}
+    rows = []
+    for other in archives[1:]:
+        sb = accepted(other)
+        gb = {k: g.seconds.to_numpy() for k, g in sb.groupby(KEYS)}
+        only_a = len(set(ga) - set(gb))
+        only_b = len(set(gb) - set(ga))
+        for key in sorted(set(ga) & set(gb), key=lambda k: tuple(str(x) for x in k)):
+            a, b = ga[key], gb[key]
+            p, flag = significance(a, b)
+            ma, mb = float(np.median(a)), float(np.median(b))
+            rows.append(dict(zip(KEYS, key), A=base.label, B=other.label, n_A=len(a), n_B=len(b), median_A=ma,
+                             median_B=mb, ratio_B_over_A=mb / ma if ma > 0 else np.nan, p_value=p, significance=flag))
+        print(f"compare: {base.label} vs {other.label}: {len(set(ga) & set(gb))} aligned points, "
+              f"{only_a} only in {base.label}, {only_b} only in {other.label}", file=sys.stderr)
+    return pd.DataFrame(rows)
+
+
+def regimes(s):
+    """Timing regimes that are comparable across platforms. Resident: a host variant's host_wall, a device
+    variant's resident_wall. Host-in/host-out (per memory kind): a device variant's one_shot, a host
+    variant's host_wall (its input already is where it computes)."""
+    out = []
+    host = s[s.timer == "host_wall"]
+    out.append(pd.concat([host, s[s.timer == "resident_wall"]]).assign(regime="resident"))
+    for memory in ("pinned", "pageable"):
+        one = s[(s.timer == "one_shot") & (s.memory_kind == memory)]
+        if len(one):
+            out.append(pd.concat([host, one]).assign(regime=f"host-in/host-out ({memory})"))
+    return pd.concat(out, ignore_index=True)
+
+
+def portability(archives, by):
+    frames = []
+    for a in archives:
+        s = accepted(a)
+        s = s[(s.rows > 0) & (s.variant.str.contains("@"))]
+        if s.empty:
+            continue
+        s = s.assign(family=s.variant.map(A.family))
+        s = s.assign(platform=s.variant.map(A.backend) if by == "backend" else f"{a.label} ({a.platform()})",
+                     archive=a.label)
+        frames.append(s)
+    if not frames:
+        return None, []
+    s = regimes(pd.concat(frames, ignore_index=True))
+    point = ["experiment", "rows", "features", "block_size", "regime"]
+    if by == "backend":
+        point = ["archive"] + point
+    med = s.groupby(point + ["platform", "family", "variant"]).seconds.median().reset_index()
+    # A family on a platform: its best backend there (only one when by=backend).
+    fam = med.groupby(point + ["platform", "family"]).seconds.min().rename("t").reset_index()
+    best = fam.groupby(point + ["platform"]).t.min().rename("t_best").reset_index()
+    fam = fam.merge(best, on=point + ["platform"])
+    fam["eff"] = fam.t_best / fam.t
+    platforms = sorted(fam.platform.unique())
+    out = []
+    dropped = 0
+    for key, g in fam.groupby(point):
+        if set(g.platform) != set(platforms):
+            dropped += 1
+            continue
+        for f, h in g.groupby("family"):
+            effs = {p: float(h[h.platform == p].eff.iloc[0]) if p in set(h.platform) else 0.0 for p in platforms}
+            pp = 0.0 if min(effs.values()) == 0 else len(effs) / sum(1 / e for e in effs.values())
+            row = dict(zip(point, key), family=f)
+            row.update({f"eff[{p}]": e for p, e in effs.items()})
+            row["PP"] = pp
+            out.append(row)
+    if dropped:
+        print(f"compare: {dropped} point(s) skipped: not every platform has data there", file=sys.stderr)
+    return pd.DataFrame(out), platforms
+
+
+def show(df, columns):
+    with pd.option_context("display.width", 250, "display.max_rows", 100000, "display.max_columns", 50,
+                           "display.max_colwidth", 60):
+        print(df[columns].to_string(index=False))
+
+
+def main(args):
+    archives = A.load(args.archives, check_schema=False)
+    if len(archives) < 2 and not args.by:
+        print("kstudy compare: needs at least two archives (or --by backend with one)", file=sys.stderr)
+        return 2
+    problems = check(archives, args.force)
+    if problems:
+        for p in problems:
+            print(f"kstudy compare: {'warning' if args.force else 'refusing'}: {p}", file=sys.stderr)
+        if not args.force:
+            print("kstudy compare: these archives do not measure the same thing; pass --force to compare anyway",
+                  file=sys.stderr)
+            return 2
+    if args.by:
+        df, platforms = portability(archives, args.by)
+        if df is None or df.empty:
+            print(f"kstudy compare: no point is measured on every {args.by} ({', '.join(platforms) or 'none found'})",
+                  file=sys.stderr)
+            return 1
+        print(EFFICIENCY.format(platforms=", ".join(platforms)))
+        print()
+        df = df.sort_values([c for c in ("archive", "experiment", "regime", "rows", "features") if c in df.columns]
+                            + ["PP"], ascending=[True] * (len([c for c in ("archive", "experiment", "regime", "rows",
+                                                                          "features") if c in df.columns])) + [False])
+        cols = [c for c in df.columns]
+        shown = df.copy()
+        for c in cols:
+            if c.startswith("eff[") or c == "PP":
+                shown[c] = shown[c].map(lambda v: f"{v:.3f}")
+        show(shown, cols)
+        if args.out:
+            df.to_csv(args.out, index=False, float_format="%.9g")
+            print(f"compare: wrote {args.out}", file=sys.stderr)
+        return 0
+    df = pairwise(archives)
+    if df.empty:
+        print("kstudy compare: no aligned point (same experiment, variant, shape, timer, memory kind, block size)",
+              file=sys.stderr)
+        return 1
+    shown = df.copy()
+    shown["median_A"] = shown.median_A.map(A.fmt_seconds)
+    shown["median_B"] = shown.median_B.map(A.fmt_seconds)
+    shown["ratio_B_over_A"] = shown.ratio_B_over_A.map(lambda v: f"{v:.3f}")
+    shown["p_value"] = shown.p_value.map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
+    print("Aligned on (experiment, variant, rows, features, timer, memory_kind, block_size; direction and size "
+          "for calibration points). Ratio = median B / median A; Mann-Whitney U two-sided, significant if "
+          f"p < {ALPHA}; under {MIN_SAMPLES} samples per side: too few samples.")
+    show(shown, ["A", "B"] + [k for k in KEYS if shown[k].astype(str).nunique() > 1 or k in ("experiment", "variant")]
+         + ["n_A", "n_B", "median_A", "median_B", "ratio_B_over_A", "p_value", "significance"])
+    if args.out:
+        df.to_csv(args.out, index=False, float_format="%.9g")
+        print(f"compare: wrote {args.out}", file=sys.stderr)
+    return 0

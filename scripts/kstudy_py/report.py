@@ -1,0 +1,772 @@
+"""`kstudy report ARCHIVE... --out DIR`: evidence tables (CSV), figures (PNG) and report.md from archives.
+
+Every number is computed from the archives' samples (gate passed, status ok, trial >= 0); a summary table
+in the archive, if any, is not used. Sections whose experiment is missing are skipped with a note.
+"""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import archive as A
+
+SCORING_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "block_size", "timer"]
+HOST_IN_HOST_OUT = ("one_shot", "one_shot_alloc", "pipelined")
+RESIDENT = ("host_wall", "resident_wall")
+
+
+def reuse_words(value):
+    try:
+        return f"the transpose pays back after {float(value):.3g} reuses"
+    except ValueError:
+        if value == "never":
+            return "the transpose never pays back (row-major is already as fast)"
+        return f"break-even: {value}"
+
+
+class Section:
+    """One part of the report: its tables, figures, findings, or why it was skipped."""
+
+    def __init__(self, title):
+        self.title = title
+        self.tables = []    # (file name, description)
+        self.figures = []   # (file name, caption)
+        self.lines = []     # Markdown lines (findings)
+        self.skipped = None
+
+    def skip(self, why):
+        self.skipped = why
+        return self
+
+
+class Report:
+    def __init__(self, archives, out, shape=(1048576, 16), cpu_baseline=None, notes=()):
+        self.archives = archives
+        self.out = Path(out)
+        self.shape = shape
+        self.cpu_baseline_path = cpu_baseline
+        self.notes = list(notes)
+        self.sections = []
+        self.scoring = self._scoring_stats()
+        self.baselines = self._baselines()
+
+    # ------------------------------------------------------------------ helpers
+    def experiments(self, kind):
+        for a in self.archives:
+            for e in a.experiments.values():
+                if e.kind == kind:
+                    yield a, e
+
+    def write_csv(self, df, name, section, description):
+        path = self.out / name
+        df.to_csv(path, index=False, float_format="%.9g")
+        section.tables.append((name, description))
+        return path
+
+    def _scoring_stats(self):
+        frames = []
+        for a, e in self.experiments("scoring"):
+            s = e.accepted()
+            if s.empty:
+                continue
+            st = A.stats(s, SCORING_KEYS)
+            extra = s.groupby(SCORING_KEYS, dropna=False).agg(pitch=("pitch", "max"), bytes=("bytes", "max")).reset_index()
+            frames.append(st.merge(extra, on=SCORING_KEYS))
+        if not frames:
+            return pd.DataFrame(columns=SCORING_KEYS + ["n", "median", "q1", "q3", "min", "max", "pitch", "bytes"])
+        df = pd.concat(frames, ignore_index=True)
+        df["boundary"] = [A.boundary(t, m) for t, m in zip(df.timer, df.memory_kind)]
+        return df
+
+    def _baselines(self):
+        """CPU reference per (archive, experiment, rows, features): cpu_reference@openmp host_wall preferred."""
+        out = []
+        s = self.scoring
+        for (arch, exp), group in s.groupby(["archive", "experiment"]):
+            ref = group[group.variant.map(A.is_reference) & (group.timer == "host_wall") & (group.block_size == 0)]
+            if ref.empty:
+                continue
+            order = {"openmp": 0, "threads": 1, "serial": 2}
+            chosen = sorted(ref.variant.unique(), key=lambda v: (order.get(A.backend(v), 9), v))[0]
+            r = ref[ref.variant == chosen][["archive", "experiment", "rows", "features", "median", "q1", "q3", "n"]]
+            out.append(r.rename(columns={"median": "cpu_median", "q1": "cpu_q1", "q3": "cpu_q3", "n": "cpu_n"})
+                       .assign(baseline=chosen))
+        if not out:
+            return pd.DataFrame(columns=["archive", "experiment", "rows", "features", "cpu_median", "cpu_q1", "cpu_q3",
+                                         "cpu_n", "baseline"])
+        return pd.concat(out, ignore_index=True)
+
+    def speedups(self):
+        s = self.scoring[self.scoring.block_size == 0]
+        df = s.merge(self.baselines, on=["archive", "experiment", "rows", "features"], how="inner")
+        df["speedup"] = df.cpu_median / df["median"]
+        return df
+
+    def archive_of(self, label):
+        return next(a for a in self.archives if a.label == label)
+
+    # ------------------------------------------------------------------ sections
+    def section_overhead(self):
+        sec = Section("Launch and compile overhead")
+        rows = []
+        for a, e in self.experiments("launch"):
+            st = A.stats(e.accepted(), ["variant"])
+            for _, r in st.iterrows():
+                queued = "queued" in r.variant
+                rows.append({"archive": a.label, "experiment": e.name, "item": r.variant,
+                             "measure": "per launch, 1,000 queued then one fence" if queued else "one launch + fence",
+                             "n": r.n, "median_us": r["median"] * 1e6, "q1_us": r.q1 * 1e6, "q3_us": r.q3 * 1e6})
+        for a, e in self.experiments("cold_compile"):
+            acc = e.accepted()
+            st = A.stats(acc, ["variant", "timer"])
+            for variant, g in st.groupby("variant"):
+                by = {t: r for t, r in zip(g.timer, g.itertuples())}
+                if "compile" in by:
+                    r = by["compile"]
+                    rows.append({"archive": a.label, "experiment": e.name, "item": variant,
+                                 "measure": "NVRTC compile" if variant.startswith("nvrtc") else
+                                 ("module load" if variant.startswith("module_load") else "compile"),
+                                 "n": r.n, "median_us": r.median * 1e6, "q1_us": r.q1 * 1e6, "q3_us": r.q3 * 1e6})
+                if "cold" in by:
+                    r = by["cold"]
+                    measure = "initialisation" if variant == "kokkos_initialize" else "first call (fresh process)"
+                    rows.append({"archive": a.label, "experiment": e.name, "item": variant, "measure": measure,
+                                 "n": r.n, "median_us": r.median * 1e6, "q1_us": r.q1 * 1e6, "q3_us": r.q3 * 1e6})
+                    warm = next((by[t] for t in ("resident_wall", "host_wall") if t in by), None)
+                    if warm is not None:
+                        rows.append({"archive": a.label, "experiment": e.name, "item": variant,
+                                     "measure": "second call (same process)", "n": warm.n,
+                                     "median_us": warm.median * 1e6, "q1_us": warm.q1 * 1e6, "q3_us": warm.q3 * 1e6})
+                        rows.append({"archive": a.label, "experiment": e.name, "item": variant,
+                                     "measure": "first-call overhead (first - second, medians)", "n": min(r.n, warm.n),
+                                     "median_us": (r.median - warm.median) * 1e6, "q1_us": np.nan, "q3_us": np.nan})
+        if not rows:
+            return sec.skip("no `launch` or `cold_compile` experiment in the archives")
+        df = pd.DataFrame(rows)
+        self.write_csv(df, "overhead.csv", sec, "launch overhead and cold start / compile times, µs")
+        for _, r in df[df.measure.str.startswith(("one launch", "per launch"))].iterrows():
+            sec.lines.append(f"- `{r['item']}`: {r.median_us:.2f} µs ({r.measure}; IQR {r.q1_us:.2f}–{r.q3_us:.2f}, n={r.n})")
+        init = df[df.measure == "initialisation"]
+        if len(init):
+            for _, r in init.iterrows():
+                sec.lines.append(f"- Kokkos initialisation: median {r.median_us / 1e3:.1f} ms (IQR "
+                                 f"{r.q1_us / 1e3:.1f}–{r.q3_us / 1e3:.1f}, n={r.n} fresh processes)")
+        over = df[df.measure.str.startswith("first-call overhead")].sort_values("median_us", ascending=False)
+        if len(over):
+            top = over.head(3)
+            sec.lines.append("- Largest first-call overheads (one sample each unless n says otherwise): " + "; ".join(
+                f"`{r['item']}` {r.median_us / 1e3:.2f} ms" for _, r in top.iterrows()))
+        comp = df[df.measure.isin(["NVRTC compile", "module load"])]
+        for _, r in comp.iterrows():
+            sec.lines.append(f"- {r.measure} (`{r['item']}`): {r.median_us / 1e3:.3f} ms (n={r.n})")
+        return sec
+
+    def section_speedups(self):
+        sec = Section("Speedups against the CPU reference")
+        if self.scoring.empty:
+            return sec.skip("no scoring experiment with accepted samples in the archives")
+        if self.baselines.empty:
+            return sec.skip("no `cpu_reference` host_wall samples: no CPU baseline to compare with")
+        sp = self.speedups()
+        cols = ["archive", "experiment", "variant", "layout", "rows", "features", "timer", "memory_kind", "boundary",
+                "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
+        sp = sp.sort_values(["archive", "experiment", "variant", "timer", "memory_kind", "rows", "features"])
+        self.write_csv(sp[cols], "speedups.csv", sec,
+                       "every scoring point: median/IQR (s) per variant and timing boundary, speedup = CPU median / median")
+        rows, features = self.shape
+        at = sp[(sp.rows == rows) & (sp.features == features)]
+        tag = f"{rows}x{features}"
+        if at.empty:
+            sec.lines.append(f"No scoring point at {A.fmt_rows(rows)}×{features}; see `speedups.csv` for every point.")
+        else:
+            self.write_csv(at[cols], f"speedup_{tag}.csv", sec, f"the same at {A.fmt_rows(rows)}×{features}")
+            self.speedup_at = at
+            base = at.baseline.iloc[0]
+            sec.lines.append(f"At {A.fmt_rows(rows)}×{features}, baseline `{base}` (host_wall) "
+                             f"{A.fmt_seconds(at.cpu_median.iloc[0])}:")
+            sec.lines.append("")
+            sec.lines.append("| boundary | best variant | median | speedup |")
+            sec.lines.append("| --- | --- | --- | --- |")
+            for b, g in at[~at.variant.map(A.is_reference)].groupby("boundary"):
+                best = g.loc[g["median"].idxmin()]
+                sec.lines.append(f"| {b} | `{best.variant}` | {A.fmt_seconds(best['median'])} | {best.speedup:.2f}× |")
+        from . import plots
+        name = plots.speedup_vs_rows(sp, self.out)
+        if name:
+            sec.figures.append((name, "Speedup over the CPU reference vs rows (log–log), one panel per timing "
+                                      "boundary, one line per variant; 1 = as fast as the CPU"))
+        return sec
+
+    def section_crossover(self):
+        sec = Section("Crossover brackets")
+        if self.scoring.empty or self.baselines.empty:
+            return sec.skip("needs a scoring experiment with a `cpu_reference` baseline")
+        sp = self.speedups()
+        sp = sp[~sp.variant.map(A.is_reference)]
+        host_in_out = sp[sp.timer.isin(HOST_IN_HOST_OUT)]
+        # A host variant's input is already where it computes: its host_wall is its host-in/host-out time.
+        host_variants = set(sp[sp.timer == "host_wall"].variant) - set(host_in_out.variant)
+        candidates = pd.concat([host_in_out, sp[sp.variant.isin(host_variants) & (sp.timer == "host_wall")]])
+        out = []
+        for (arch, exp, variant, timer, memory, features), g in candidates.groupby(
+                ["archive", "experiment", "variant", "timer", "memory_kind", "features"]):
+            g = g.sort_values("rows")
+            wins = (g.q3 < g.cpu_q1).to_numpy()  # non-overlapping IQRs, variant below the CPU
+            tested = g.rows.to_numpy()
+            if not wins.any():
+                bracket, prev, first, stays = "never", "", "", ""
+            else:
+                i = int(np.argmax(wins))
+                first = int(tested[i])
+                prev = int(tested[i - 1]) if i > 0 else ""
+                bracket = f"({prev if i > 0 else 'none tested below'}, {first})"
+                stays = bool((g["median"].to_numpy()[i:] < g.cpu_median.to_numpy()[i:]).all())
+            out.append({"archive": arch, "experiment": exp, "variant": variant, "timer": timer, "memory_kind": memory,
+                        "features": features, "baseline": g.baseline.iloc[0], "tested_rows_min": int(tested.min()),
+                        "tested_rows_max": int(tested.max()), "points": len(g), "previous_rows": prev,
+                        "first_winning_rows": first, "bracket": bracket, "median_below_cpu_at_all_larger": stays})
+        if not out:
+            return sec.skip("no variant has host-in/host-out timings (one_shot, pipelined, or a host variant's host_wall)")
+        df = pd.DataFrame(out)
+        self.write_csv(df, "crossover.csv", sec,
+                       "first tested row count whose host-in/host-out median beats the CPU reference with "
+                       "non-overlapping IQRs (variant q3 < CPU q1), as (previous tested, this); `never` within the tested rows")
+        self.crossover = df
+        sec.lines.append("Criterion: the variant's third quartile lies below the CPU reference's first quartile "
+                         "(one-shot or pipelined for device variants; host_wall for host variants, whose input is "
+                         "already on the host).")
+        sec.lines.append("")
+        sec.lines.append("| variant | boundary | features | bracket (rows) | stays ahead |")
+        sec.lines.append("| --- | --- | --- | --- | --- |")
+        for _, r in df.iterrows():
+            sec.lines.append(f"| `{r.variant}` | {A.boundary(r.timer, r.memory_kind)} | {r.features} | {r.bracket} | "
+                             f"{'' if r.bracket == 'never' else ('yes' if r.median_below_cpu_at_all_larger else 'no')} |")
+        return sec
+
+    def section_layout(self):
+        sec = Section("Layout: row-major vs feature-major vs padded")
+        s = self.scoring[self.scoring.timer.isin(RESIDENT) & (self.scoring.block_size == 0)]
+        transposes = {}
+        for a, e in self.experiments("transpose"):
+            st = A.stats(e.accepted(), ["rows", "features"])
+            dev = a.environment.get("default_execution_space", "").lower()
+            for _, r in st.iterrows():
+                transposes[(a.label, int(r.rows), int(r.features))] = (r["median"], dev)
+        rows = []
+        for (arch, exp, rows_, feats, timer), g in s.groupby(["archive", "experiment", "rows", "features", "timer"]):
+            parts = {}
+            for _, r in g.iterrows():
+                base, layout, flavour, back = A.split_layout(r.variant)
+                parts.setdefault((base, back), []).append((layout, flavour, r))
+            for (base, back), items in parts.items():
+                feature = next((r for l, f, r in items if l == "feature_major" and not f), None)
+                padded = next((r for l, f, r in items if l == "padded" and not f), None)
+                if feature is None:
+                    continue
+                for layout, flavour, r in items:
+                    if layout != "row_major":
+                        continue
+                    t_row, t_feat = r["median"], feature["median"]
+                    tr = transposes.get((arch, int(rows_), int(feats)))
+                    if tr is None:
+                        transpose_s, reuse = np.nan, "no transpose measured at this shape"
+                    elif tr[1] and tr[1] != back:
+                        transpose_s, reuse = tr[0], f"n/a (transpose measured on {tr[1]})"
+                    else:
+                        transpose_s = tr[0]
+                        reuse = "never" if t_row <= t_feat else f"{tr[0] / (t_row - t_feat):.3g}"
+                    rows.append({"archive": arch, "experiment": exp, "family": f"{base}@{back}", "timer": timer,
+                                 "rows": rows_, "features": feats, "row_variant": r.variant, "t_row_s": t_row,
+                                 "t_feature_s": t_feat, "t_padded_s": padded["median"] if padded is not None else np.nan,
+                                 "row_over_feature": t_row / t_feat,
+                                 "padded_over_feature": padded["median"] / t_feat if padded is not None else np.nan,
+                                 "transpose_s": transpose_s, "break_even_reuses": reuse})
+        if not rows and not transposes:
+            return sec.skip("no scoring experiment with both row-major and feature-major variants, and no "
+                            "`layout_transpose` experiment")
+        if rows:
+            df = pd.DataFrame(rows)
+            self.write_csv(df, "layout.csv", sec,
+                           "resident medians (s) per layout, ratios to feature-major, transpose time and break-even "
+                           "reuses = transpose / (t_row - t_feature), `never` where row-major is already as fast")
+            self.layout = df
+            from . import plots
+            name = plots.layout_ratio(df, self.out)
+            if name:
+                sec.figures.append((name, "Row-major and padded time over feature-major time vs feature width"))
+            else:
+                sec.lines.append(f"Layout-ratio figure skipped: only one feature width "
+                                 f"({', '.join(str(f) for f in sorted(df.features.unique()))}) in the archives "
+                                 "(the `feature_sweep` experiment varies it).")
+            rows_, feats = self.shape
+            at = df[(df.rows == rows_) & (df.features == feats)]
+            for _, r in at.iterrows():
+                sec.lines.append(f"- {A.fmt_rows(rows_)}×{feats}, `{r.row_variant}` ({r.timer}): row/feature "
+                                 f"{r.row_over_feature:.2f}"
+                                 + (f", padded/feature {r.padded_over_feature:.2f}" if np.isfinite(r.padded_over_feature) else "")
+                                 + f"; transpose {A.fmt_seconds(r.transpose_s)}; {reuse_words(r.break_even_reuses)}")
+        else:
+            sec.lines.append("No scoring experiment holds row-major and feature-major variants of one family: "
+                             "ratios and break-even skipped.")
+        if transposes:
+            t = pd.DataFrame([{"archive": k[0], "rows": k[1], "features": k[2], "transpose_s": v[0], "space": v[1]}
+                              for k, v in transposes.items()])
+            self.write_csv(t, "transpose.csv", sec, "resident row-major -> feature-major conversion, median s")
+        return sec
+
+    def section_block_size(self):
+        sec = Section("Block size")
+        s = self.scoring[self.scoring.block_size > 0]
+        if s.empty:
+            return sec.skip("no scoring samples with an explicit block size (the `block_size` experiment)")
+        cols = ["archive", "experiment", "variant", "layout", "rows", "features", "timer", "block_size", "n", "median",
+                "q1", "q3"]
+        df = s[cols].sort_values(cols[:8])
+        self.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout")
+        sec.lines.append("Occupancy is not recorded in schema-1 archives (it needs `kstudy profile` under Nsight "
+                         "Compute); runtime only.")
+        for (v, r, f, t), g in df.groupby(["variant", "rows", "features", "timer"]):
+            best = g.loc[g["median"].idxmin()]
+            worst = g.loc[g["median"].idxmax()]
+            sec.lines.append(f"- `{v}` {A.fmt_rows(r)}×{f} ({t}): best block {best.block_size} "
+                             f"({A.fmt_seconds(best['median'])}), worst {worst.block_size} ({worst['median'] / best['median']:.2f}× slower)")
+        from . import plots
+        name = plots.block_size(df, self.out)
+        if name:
+            sec.figures.append((name, "Runtime vs block size per variant and shape"))
+        return sec
+
+    def transfer_table(self):
+        out = []
+        for a, e in self.experiments("transfer"):
+            all_ = e.samples
+            if all_.empty:
+                continue
+            counts = all_.assign(ok=(all_.gate_passed == 1) & (all_.status == "ok") & (all_.trial >= 0)) \
+                .groupby(["bytes", "direction", "memory_kind"]).ok.agg(n_ok="sum", n_all="size").reset_index()
+            st = A.stats(e.accepted(), ["bytes", "direction", "memory_kind"])
+            df = counts.merge(st, on=["bytes", "direction", "memory_kind"], how="left")
+            df["n_failed"] = df.n_all - df.n_ok
+            df["GiB_per_s"] = df.bytes / df["median"] / 2**30
+            df["GiB_per_s_at_q3"] = df.bytes / df.q3 / 2**30
+            df["GiB_per_s_at_q1"] = df.bytes / df.q1 / 2**30
+            status = all_[all_.status != "ok"].groupby(["bytes", "direction", "memory_kind"]).status.first()
+            df = df.merge(status.rename("failure").reset_index(), on=["bytes", "direction", "memory_kind"], how="left")
+            df.insert(0, "experiment", e.name)
+            df.insert(0, "archive", a.label)
+            out.append(df)
+        if not out:
+            return pd.DataFrame()
+        df = pd.concat(out, ignore_index=True)
+        return df[["archive", "experiment", "bytes", "direction", "memory_kind", "n_ok", "n_failed", "median", "q1",
+                   "q3", "GiB_per_s", "GiB_per_s_at_q3", "GiB_per_s_at_q1", "failure"]]
+
+    def section_transfer(self):
+        sec = Section("Transfer calibration")
+        df = self.transfer_table()
+        if df.empty:
+            return sec.skip("no `transfer_calibration` experiment in the archives")
+        df = df.sort_values(["archive", "direction", "memory_kind", "bytes"])
+        self.write_csv(df, "transfer.csv", sec, "host<->device copy: median seconds and GiB/s by size × direction × memory kind")
+        self.transfers = df
+        ok = df[df.n_ok > 0]
+        if ok.empty:
+            sec.lines.append(f"Every transfer sample failed ({df.failure.dropna().iloc[0] if df.failure.notna().any() else 'no reason recorded'}): "
+                             "no bandwidth to report; the table lists the attempted points.")
+            return sec
+        for (d, m), g in ok.groupby(["direction", "memory_kind"]):
+            big = g.loc[g.bytes.idxmax()]
+            small = g.loc[g.bytes.idxmin()]
+            sec.lines.append(f"- {d} {m}: {big.GiB_per_s:.1f} GiB/s at {big.bytes / 2**20:,.0f} MiB; "
+                             f"{small.GiB_per_s:.2f} GiB/s at {small.bytes / 2**10:,.0f} KiB")
+        from . import plots
+        name = plots.transfer(ok, self.out)
+        if name:
+            sec.figures.append((name, "Copy bandwidth vs size, per direction and host memory kind"))
+        return sec
+
+    def bandwidth(self, arch, direction, memory, nbytes):
+        """Bytes/s for a copy of nbytes: the archive's transfer_calibration medians (log-log interpolated
+        in size), else its ceiling; returns (bytes/s, source)."""
+        t = getattr(self, "transfers", None)
+        if t is not None and not t.empty:
+            g = t[(t.archive == arch) & (t.direction == direction) & (t.memory_kind == memory) & (t.n_ok > 0)]
+            g = g.sort_values("bytes")
+            if len(g) >= 2 and g.bytes.min() <= nbytes <= g.bytes.max():
+                bw = np.exp(np.interp(np.log(nbytes), np.log(g.bytes.to_numpy(float)),
+                                      np.log((g.bytes / g["median"]).to_numpy(float))))
+                return float(bw), "transfer_calibration medians"
+        c = self.archive_of(arch).ceiling(f"{direction}_{memory}")
+        if c:
+            return c, f"ceiling {direction}_{memory}"
+        return None, "none"
+
+    def section_waterfall(self):
+        sec = Section("Where the ratio goes: resident to one-shot")
+        rows, feats = self.shape
+        if self.scoring.empty:
+            return sec.skip("no scoring experiment")
+        s = self.scoring[(self.scoring.rows == rows) & (self.scoring.features == feats) & (self.scoring.block_size == 0)]
+        resident = s[s.timer == "resident_wall"]
+        oneshot = s[s.timer == "one_shot"]
+        if resident.empty or oneshot.empty:
+            return sec.skip(f"needs resident_wall and one_shot samples of a device variant at "
+                            f"{A.fmt_rows(rows)}×{feats}")
+        both = resident[resident.variant.isin(set(oneshot.variant))]
+        if both.empty:
+            return sec.skip("no variant has both resident_wall and one_shot samples at that shape")
+        best = both.loc[both["median"].idxmin()]
+        arch, exp, variant = best.archive, best.experiment, best.variant
+        base = self.baselines[(self.baselines.archive == arch) & (self.baselines.experiment == exp) &
+                              (self.baselines.rows == rows) & (self.baselines.features == feats)]
+        cpu = float(base.cpu_median.iloc[0]) if len(base) else None
+        up_b = A.upload_bytes(rows, feats, int(best.pitch))
+        down_b = A.download_bytes(rows)
+        comps = []
+        for memory in ("pinned", "pageable"):
+            one = oneshot[(oneshot.archive == arch) & (oneshot.experiment == exp) & (oneshot.variant == variant) &
+                          (oneshot.memory_kind == memory)]
+            if one.empty:
+                continue
+            up_bw, up_src = self.bandwidth(arch, "h2d", memory, up_b)
+            down_bw, down_src = self.bandwidth(arch, "d2h", memory, down_b)
+            kernel = float(best["median"])
+            total = float(one["median"].iloc[0])
+            up = up_b / up_bw if up_bw else np.nan
+            down = down_b / down_bw if down_bw else np.nan
+            entries = [("kernel (resident_wall)", kernel, "measured"),
+                       (f"upload {up_b / 2**20:.1f} MiB", up, up_src),
+                       (f"download {down_b / 2**20:.1f} MiB", down, down_src)]
+            alloc = s[(s.archive == arch) & (s.experiment == exp) & (s.variant == variant) &
+                      (s.timer == "one_shot_alloc") & (s.memory_kind == memory)]
+            explained = kernel + np.nansum([up, down])
+            if len(alloc):
+                entries.append(("allocation (one_shot_alloc - one_shot)", float(alloc["median"].iloc[0]) - total, "measured"))
+            entries.append(("other (one_shot - sum of the above)", total - explained, "remainder"))
+            for name, sec_, src in entries:
+                comps.append({"archive": arch, "experiment": exp, "variant": variant, "memory_kind": memory,
+                              "rows": rows, "features": feats, "component": name, "seconds": sec_, "source": src})
+            comps.append({"archive": arch, "experiment": exp, "variant": variant, "memory_kind": memory, "rows": rows,
+                          "features": feats, "component": "one_shot (measured total)", "seconds": total,
+                          "source": "measured"})
+            if len(alloc):
+                comps.append({"archive": arch, "experiment": exp, "variant": variant, "memory_kind": memory, "rows": rows,
+                              "features": feats, "component": "one_shot_alloc (measured total)",
+                              "seconds": float(alloc["median"].iloc[0]), "source": "measured"})
+            line = (f"- `{variant}` from {memory} memory: resident {A.fmt_seconds(kernel)} → one-shot "
+                    f"{A.fmt_seconds(total)} ({total / kernel:.1f}× longer); upload ≈ {A.fmt_seconds(up)} and download ≈ "
+                    f"{A.fmt_seconds(down)} ({up_src if up_src == down_src else up_src + '; ' + down_src})")
+            if cpu:
+                line += (f"; speedup over the CPU reference {cpu / kernel:.1f}× resident → {cpu / total:.2f}× one-shot")
+            sec.lines.append(line)
+        if not comps:
+            return sec.skip("no one_shot samples for the best resident variant")
+        df = pd.DataFrame(comps)
+        self.write_csv(df, f"waterfall_{rows}x{feats}.csv", sec,
+                       "resident → one-shot decomposition; upload/download derived from copy bandwidth (source column)")
+        self.waterfall = (df, cpu)
+        from . import plots
+        cpus = [("archive CPU reference", cpu)] if cpu else []
+        bench = self.bench_cpu_at(rows, feats)
+        if bench:
+            cpus.append((f"CPU reference from {Path(self.cpu_baseline_path).name}", bench))
+        name = plots.waterfall(df, cpus, self.out, rows, feats)
+        sec.figures.append((name, f"Waterfall at {A.fmt_rows(rows)}×{feats} for the fastest resident variant: kernel, "
+                                  "upload, download, remainder, measured one-shot; CPU reference as a line"))
+        sec.lines.insert(0, f"Variant: the fastest resident device variant at {A.fmt_rows(rows)}×{feats} that also has "
+                            f"one-shot samples. Upload = x ({A.fmt_rows(rows)} rows × pitch {int(best.pitch)} floats) + "
+                            "3 feature vectors; download = score (float) + flag (uint8) per row.")
+        return sec
+
+    def section_roofline(self):
+        sec = Section("Roofline")
+        if self.scoring.empty:
+            return sec.skip("no scoring experiment")
+        s = self.scoring[self.scoring.block_size == 0].copy()
+        rows, feats = self.shape
+        picks = []
+        ref = s[(s.rows == rows) & (s.features == feats)]
+        if len(ref):
+            picks.append((f"{A.fmt_rows(rows)}×{feats}", ref))
+        size = s.rows * s.features
+        largest = s[size == size.max()]
+        if largest.rows.iloc[0] != rows or largest.features.iloc[0] != feats:
+            picks.append((f"{A.fmt_rows(largest.rows.iloc[0])}×{largest.features.iloc[0]} (largest tested)", largest))
+        out = []
+        for label, g in picks:
+            for _, r in g.iterrows():
+                a = self.archive_of(r.archive)
+                roof = {"resident_wall": "device_read", "device_events": "device_read", "host_wall": "host_read"}.get(r.timer)
+                if roof is None and r.memory_kind in ("pinned", "pageable"):
+                    roof = f"h2d_{r.memory_kind}"
+                bw = a.ceiling(roof) if roof else None
+                fl = A.flops(r.rows, r.features)
+                eb = A.essential_bytes(r.rows, r.features)
+                ai = fl / eb
+                gflops = fl / r["median"] / 1e9
+                out.append({"shape": label, "archive": r.archive, "experiment": r.experiment, "variant": r.variant,
+                            "timer": r.timer, "memory_kind": r.memory_kind, "boundary": r.boundary, "rows": r.rows,
+                            "features": r.features, "flops": fl, "essential_bytes": eb, "model_bytes": r.bytes,
+                            "ai_flop_per_byte": ai, "model_ai_flop_per_byte": fl / r.bytes if r.bytes else np.nan,
+                            "median_s": r["median"], "gflop_per_s": gflops,
+                            "essential_GB_per_s": eb / r["median"] / 1e9, "roof": roof or "",
+                            "roof_GB_per_s": bw / 1e9 if bw else np.nan,
+                            "roof_gflop_per_s": ai * bw / 1e9 if bw else np.nan,
+                            "fraction_of_roof": gflops / (ai * bw / 1e9) if bw else np.nan})
+        df = pd.DataFrame(out)
+        self.write_csv(df, "roofline.csv", sec,
+                       f"arithmetic intensity = {A.FLOPS_PER_ELEMENT} flops per element / essential bytes; achieved "
+                       "GFLOP/s; roof = the matching ceiling of the same archive × intensity")
+        ceilings = {a.label: a.ceilings() for a in self.archives}
+        from . import plots
+        name = plots.roofline(df, ceilings, self.out)
+        sec.figures.append((name, "Roofline: achieved GFLOP/s at the operation's arithmetic intensity "
+                                  f"({A.FLOPS_PER_ELEMENT} flops per element: sub, mul, 2 compares, fma; essential bytes: x "
+                                  "read once, score and flag written once) against the archive's measured bandwidth "
+                                  "ceilings; hollow markers place resident variants at their modelled traffic instead"))
+        sec.lines.append(f"The operation moves {A.essential_bytes(rows, feats) / 1e6:.1f} MB of essential bytes at "
+                         f"{A.fmt_rows(rows)}×{feats} and does {A.FLOPS_PER_ELEMENT} flops per element: intensity "
+                         f"{A.flops(rows, feats) / A.essential_bytes(rows, feats):.2f} flop/B, far below any machine "
+                         "balance point, so every roof that applies is a bandwidth roof.")
+        for label, g in df.groupby("shape", sort=False):
+            for timer_set, roof_name in ((("resident_wall", "device_events"), "device_read"), (("host_wall",), "host_read")):
+                h = g[g.timer.isin(timer_set) & g.fraction_of_roof.notna()]
+                if h.empty:
+                    continue
+                b = h.loc[h.fraction_of_roof.idxmax()]
+                sec.lines.append(f"- {label}, {'/'.join(timer_set)}: best `{b.variant}` ({b.timer}) at "
+                                 f"{b.essential_GB_per_s:.0f} GB/s essential = {100 * b.fraction_of_roof:.0f}% of "
+                                 f"{roof_name} ({b.roof_GB_per_s:.0f} GB/s)")
+            for memory in ("pinned", "pageable"):
+                h = g[(g.timer == "one_shot") & (g.memory_kind == memory) & g.fraction_of_roof.notna()]
+                if h.empty:
+                    continue
+                b = h.loc[h.fraction_of_roof.idxmax()]
+                sec.lines.append(f"- {label}, one_shot {memory}: best `{b.variant}` at {b.essential_GB_per_s:.1f} GB/s "
+                                 f"essential = {100 * b.fraction_of_roof:.0f}% of h2d_{memory} ({b.roof_GB_per_s:.1f} GB/s)")
+        return sec
+
+    # ------------------------------------------------------------------ external CPU baseline
+    def bench_baseline(self):
+        """cpu_reference@openmp per-repetition times from a Google Benchmark JSON (kstudy_bench)."""
+        doc = json.loads(Path(self.cpu_baseline_path).read_text())
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+        rows = []
+        for b in doc.get("benchmarks", []):
+            if b.get("run_type") != "iteration" or b.get("error_occurred"):
+                continue
+            parts = b["run_name"].split("/")
+            if not A.is_reference(parts[0]) or len(parts) < 2 or "x" not in parts[1]:
+                continue
+            r, f = (int(x) for x in parts[1].split("x"))
+            rows.append({"baseline": parts[0], "rows": r, "features": f,
+                         "seconds": b["real_time"] * scale[b.get("time_unit", "ns")]})
+        df = pd.DataFrame(rows)
+        if df.empty:
+            return df
+        df = df[df.baseline == sorted(df.baseline.unique(), key=lambda v: (A.backend(v) != "openmp", v))[0]]
+        return A.stats(df, ["baseline", "rows", "features"])
+
+    def bench_cpu_at(self, rows, feats):
+        if not self.cpu_baseline_path:
+            return None
+        b = self.bench_baseline()
+        hit = b[(b.rows == rows) & (b.features == feats)] if len(b) else b
+        return float(hit["median"].iloc[0]) if len(hit) else None
+
+    def section_bench_baseline(self):
+        sec = Section(f"Against an external CPU baseline ({Path(self.cpu_baseline_path).name})")
+        base = self.bench_baseline()
+        if base.empty:
+            return sec.skip("no cpu_reference repetitions in that benchmark file")
+        s = self.scoring[(self.scoring.block_size == 0) & self.scoring.timer.map(A.is_device_timer)]
+        df = s.merge(base.rename(columns={"median": "cpu_median", "q1": "cpu_q1", "q3": "cpu_q3", "n": "cpu_n"})
+                     [["baseline", "rows", "features", "cpu_median", "cpu_q1", "cpu_q3", "cpu_n"]],
+                     on=["rows", "features"])
+        if df.empty:
+            shapes = ", ".join(f"{r}x{f}" for r, f in zip(base.rows, base.features))
+            return sec.skip(f"the benchmark's CPU shapes ({shapes}) are not in the archives")
+        df["speedup"] = df.cpu_median / df["median"]
+        df["beats_cpu_iqr"] = df.q3 < df.cpu_q1
+        cols = ["archive", "experiment", "variant", "rows", "features", "timer", "memory_kind", "boundary", "n", "median",
+                "q1", "q3", "baseline", "cpu_n", "cpu_median", "cpu_q1", "cpu_q3", "speedup", "beats_cpu_iqr"]
+        df = df.sort_values(["rows", "features", "boundary", "median"])
+        self.write_csv(df[cols], "speedup_vs_bench_cpu.csv", sec,
+                       "speedups against the benchmark file's CPU reference repetitions (same shapes only)")
+        sec.lines.append(f"CPU reference from `{Path(self.cpu_baseline_path).name}` (each sample = one Google Benchmark "
+                         "repetition's mean time) against the archives' device timings; only shapes present in both "
+                         "files (host variants of the archives are left out: they ran in another process). Crossover brackets need a CPU "
+                         "baseline at every tested row count, so they stay with the archive's own baseline.")
+        sec.lines.append("")
+        sec.lines.append("| shape | boundary | best variant | median | CPU median | speedup | IQRs separate |")
+        sec.lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for (r, f, b), g in df.groupby(["rows", "features", "boundary"]):
+            best = g.loc[g["median"].idxmin()]
+            sec.lines.append(f"| {A.fmt_rows(r)}×{f} | {b} | `{best.variant}` | {A.fmt_seconds(best['median'])} | "
+                             f"{A.fmt_seconds(best.cpu_median)} | {best.speedup:.2f}× | "
+                             f"{'yes, GPU faster' if best.beats_cpu_iqr else ('yes, CPU faster' if best.q1 > best.cpu_q3 else 'no')} |")
+        self.bench_speedups = df
+        return sec
+
+    # ------------------------------------------------------------------ findings and Markdown
+    def findings(self):
+        lines = []
+        at = getattr(self, "speedup_at", None)
+        rows, feats = self.shape
+        shape = f"{A.fmt_rows(rows)}×{feats}"
+        if at is not None and len(at):
+            dev = at[at.timer.isin(("resident_wall", "device_events"))]
+            host = at[(at.timer == "host_wall") & ~at.variant.map(A.is_reference)]
+            if len(dev):
+                b = dev.loc[dev["median"].idxmin()]
+                lines.append(f"- **Resident, {shape}**: fastest `{b.variant}` ({b.timer}) {A.fmt_seconds(b['median'])}, "
+                             f"{b.speedup:.1f}× the archive's CPU reference ({A.fmt_seconds(b.cpu_median)}).")
+            if len(host):
+                b = host.loc[host["median"].idxmin()]
+                lines.append(f"- **Host only, {shape}**: fastest non-reference host variant `{b.variant}` "
+                             f"{A.fmt_seconds(b['median'])}, {b.speedup:.2f}× the CPU reference.")
+            for timer in HOST_IN_HOST_OUT:
+                for memory in ("pinned", "pageable"):
+                    g = at[(at.timer == timer) & (at.memory_kind == memory)]
+                    if len(g):
+                        b = g.loc[g["median"].idxmin()]
+                        lines.append(f"- **{timer}, {memory}, {shape}**: fastest `{b.variant}` "
+                                     f"{A.fmt_seconds(b['median'])}, {b.speedup:.2f}× the CPU reference.")
+        sp = self.speedups() if not self.baselines.empty else pd.DataFrame()
+        if len(sp):
+            for (lo_hi, fn) in (("smallest", min), ("largest", max)):
+                r = fn(sp.rows)
+                g = sp[(sp.rows == r)]
+                g = g[~g.variant.map(A.is_reference)]
+                if len(g):
+                    b = g.loc[g["median"].idxmin()]
+                    lines.append(f"- **Best at the {lo_hi} tested size ({A.fmt_rows(r)} rows)**: `{b.variant}` "
+                                 f"({b.boundary}) {A.fmt_seconds(b['median'])}, {b.speedup:.2f}× the CPU reference.")
+        wf = getattr(self, "waterfall", None)
+        if wf is not None:
+            df, cpu = wf
+            for memory, g in df.groupby("memory_kind", sort=False):
+                kernel = g[g.component.str.startswith("kernel")].seconds.iloc[0]
+                total = g[g.component == "one_shot (measured total)"].seconds.iloc[0]
+                if cpu:
+                    lines.append(f"- **Resident → one-shot ({memory})**, `{g.variant.iloc[0]}`: speedup "
+                                 f"{cpu / kernel:.1f}× → {cpu / total:.2f}×, the ratio shrinks {total / kernel:.1f}-fold "
+                                 f"(archive's CPU baseline).")
+        bench = getattr(self, "bench_speedups", None)
+        if bench is not None and wf is not None:
+            df, _ = wf
+            v = df.variant.iloc[0]
+            g = bench[(bench.variant == v) & (bench.rows == rows) & (bench.features == feats)]
+            res = g[g.timer == "resident_wall"]
+            for _, r in g[g.timer == "one_shot"].iterrows():
+                if len(res):
+                    lines.append(f"- **Against {Path(self.cpu_baseline_path).name}'s CPU ({A.fmt_seconds(r.cpu_median)})**, "
+                                 f"`{v}`: {res.speedup.iloc[0]:.1f}× resident → {r.speedup:.2f}× one-shot "
+                                 f"{r.memory_kind}{' — the GPU loses' if r.speedup < 1 else ''}.")
+        cr = getattr(self, "crossover", None)
+        if cr is not None and len(cr):
+            dev = cr[cr.timer == "one_shot"]
+            for memory, g in dev.groupby("memory_kind"):
+                won = g[g.bracket != "never"]
+                if len(won):
+                    first = won.loc[won.first_winning_rows.astype(int).idxmin()]
+                    lines.append(f"- **Crossover, one-shot {memory}**: earliest `{first.variant}` at {first.bracket} rows; "
+                                 f"{len(won)} of {len(g)} device variants cross within the tested rows.")
+                else:
+                    lines.append(f"- **Crossover, one-shot {memory}**: no device variant beats the CPU reference "
+                                 f"within {A.fmt_rows(g.tested_rows_max.max())} rows.")
+        lay = getattr(self, "layout", None)
+        if lay is not None and len(lay):
+            g = lay[(lay.rows == rows) & (lay.features == feats) & (lay.timer == "resident_wall")]
+            for _, r in g.iterrows():
+                lines.append(f"- **Layout, {shape}**: `{r.row_variant}` / feature-major = {r.row_over_feature:.2f}; "
+                             f"{reuse_words(r.break_even_reuses)}.")
+        return lines
+
+    def markdown(self):
+        lines = ["# kstudy report", ""]
+        lines.append("Generated by `kstudy report` from the archives below. Every number is computed from the "
+                     "archives' samples (gate passed, status ok, measured trials); medians and quartiles use linear "
+                     "interpolation.")
+        lines.append("")
+        lines.append("| archive | file | schema | kstudy | git commit | created (UTC) | GPU | CPU | Kokkos | experiments |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for a in self.archives:
+            env = a.environment
+            commit = a.attrs.get("git_commit", "")[:12] + (" (dirty)" if a.attrs.get("git_dirty") == "true" else "")
+            lines.append(f"| {a.label} | `{a.path.name}` | {a.schema_version} | {a.attrs.get('kstudy_version', '')} | "
+                         f"{commit} | {a.attrs.get('created_utc', '')} | {env.get('gpu_name', '—')} | "
+                         f"{env.get('cpu_model', '')} ({env.get('openmp_threads', '?')} OpenMP threads) | "
+                         f"{env.get('kokkos_version', '')} | "
+                         + ", ".join(f"{e.name} ({len(e.samples)} samples)" for e in a.experiments.values()) + " |")
+        lines.append("")
+        if self.notes:
+            lines.append("## Notes supplied with this report")
+            lines.append("")
+            for n in self.notes:
+                lines.append(f"> {n}")
+                lines.append(">")
+            lines.pop()
+            lines.append("")
+        lines.append("## Findings")
+        lines.append("")
+        f = self.findings()
+        lines.extend(f if f else ["No finding could be computed (see the skipped sections)."])
+        lines.append("")
+        c = [(a.label, a.ceilings()) for a in self.archives]
+        lines.append("## Ceilings measured in the same runs")
+        lines.append("")
+        for label, df in c:
+            if df.empty:
+                continue
+            lines.append(f"- {label}: " + "; ".join(f"{r.name} {r.bytes_per_second / 1e9:,.1f} GB/s"
+                                                     for r in df.itertuples()))
+        lines.append("")
+        for sec in self.sections:
+            lines.append(f"## {sec.title}")
+            lines.append("")
+            if sec.skipped:
+                lines.append(f"*Skipped: {sec.skipped}.*")
+                lines.append("")
+                continue
+            for name, caption in sec.figures:
+                lines.append(f"![{caption}]({name})")
+                lines.append("")
+                lines.append(f"*{caption}.*")
+                lines.append("")
+            lines.extend(sec.lines)
+            lines.append("")
+            if sec.tables:
+                lines.append("Tables: " + "; ".join(f"[`{n}`]({n}) ({d})" for n, d in sec.tables) + ".")
+                lines.append("")
+        return "\n".join(lines)
+
+    def run(self):
+        self.out.mkdir(parents=True, exist_ok=True)
+        # Transfers first: the waterfall derives upload/download times from them.
+        order = [self.section_overhead, self.section_speedups, self.section_crossover, self.section_transfer,
+                 self.section_waterfall, self.section_layout, self.section_block_size, self.section_roofline]
+        if self.cpu_baseline_path:
+            order.insert(2, self.section_bench_baseline)
+        by_title = []
+        for fn in order:
+            by_title.append(fn())
+        # Present in reading order.
+        rank = ["Launch", "Speedups", "Against", "Crossover", "Where", "Roofline", "Layout", "Block", "Transfer"]
+        self.sections = sorted(by_title, key=lambda s: next((i for i, r in enumerate(rank) if s.title.startswith(r)), 99))
+        (self.out / "report.md").write_text(self.markdown())
+        return self.out / "report.md"
+
+
+def main(args):
+    archives = A.load(args.archives)
+    shape = tuple(int(x) for x in args.shape.lower().split("x"))
+    r = Report(archives, args.out, shape=shape, cpu_baseline=args.cpu_baseline, notes=args.note or [])
+    path = r.run()
+    written = sorted(p.name for p in Path(args.out).iterdir() if p.suffix in (".csv", ".png"))
+    skipped = [s.title for s in r.sections if s.skipped]
+    print(f"report: {path} ({len(written)} tables and figures"
+          + (f"; skipped: {', '.join(skipped)}" if skipped else "") + ")")
+    return 0
