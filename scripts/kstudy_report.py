@@ -12,8 +12,10 @@ Exit codes: 0 done; 1 nothing to compare; 2 refused (bad archive, schema or expe
 import argparse
 import importlib
 import os
+import signal
 import sys
 
+sys.dont_write_bytecode = True  # the scripts folder may be a read-only bundle or source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 DEBIAN_PACKAGES = {"numpy": "python3-numpy", "pandas": "python3-pandas", "h5py": "python3-h5py",
@@ -57,6 +59,7 @@ def parser():
 
 
 def main(argv):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `kstudy compare ... | head` ends quietly
     args = parser().parse_args(argv)
     if args.command == "report":
         require("numpy", "pandas", "h5py", "matplotlib")

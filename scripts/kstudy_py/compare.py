@@ -62,7 +62,7 @@ def pairwise(archives):
         gb = {k: g.seconds.to_numpy() for k, g in sb.groupby(KEYS)}
         only_a = len(set(ga) - set(gb))
         only_b = len(set(gb) - set(ga))
-        for key in sorted(set(ga) & set(gb), key=lambda k: tuple(str(x) for x in k)):
+        for key in sorted(set(ga) & set(gb)):
             a, b = ga[key], gb[key]
             p, flag = significance(a, b)
             ma, mb = float(np.median(a)), float(np.median(b))
@@ -154,7 +154,13 @@ def main(args):
             print(f"kstudy compare: no point is measured on every {args.by} ({', '.join(platforms) or 'none found'})",
                   file=sys.stderr)
             return 1
+        if args.out:
+            df.to_csv(args.out, index=False, float_format="%.9g")
+            print(f"compare: wrote {args.out}", file=sys.stderr)
         print(EFFICIENCY.format(platforms=", ".join(platforms)))
+        print("regimes: resident = a host variant's host_wall or a device variant's resident_wall; host-in/host-out "
+              "(memory kind) = a device variant's one_shot from that host memory or a host variant's host_wall; "
+              f"families: variant name without @backend{'; on each machine a family takes its fastest backend' if args.by == 'machine' else ''}")
         print()
         df = df.sort_values([c for c in ("archive", "experiment", "regime", "rows", "features") if c in df.columns]
                             + ["PP"], ascending=[True] * (len([c for c in ("archive", "experiment", "regime", "rows",
@@ -165,15 +171,15 @@ def main(args):
             if c.startswith("eff[") or c == "PP":
                 shown[c] = shown[c].map(lambda v: f"{v:.3f}")
         show(shown, cols)
-        if args.out:
-            df.to_csv(args.out, index=False, float_format="%.9g")
-            print(f"compare: wrote {args.out}", file=sys.stderr)
         return 0
     df = pairwise(archives)
     if df.empty:
         print("kstudy compare: no aligned point (same experiment, variant, shape, timer, memory kind, block size)",
               file=sys.stderr)
         return 1
+    if args.out:
+        df.to_csv(args.out, index=False, float_format="%.9g")
+        print(f"compare: wrote {args.out}", file=sys.stderr)
     shown = df.copy()
     shown["median_A"] = shown.median_A.map(A.fmt_seconds)
     shown["median_B"] = shown.median_B.map(A.fmt_seconds)
@@ -184,7 +190,4 @@ def main(args):
           f"p < {ALPHA}; under {MIN_SAMPLES} samples per side: too few samples.")
     show(shown, ["A", "B"] + [k for k in KEYS if shown[k].astype(str).nunique() > 1 or k in ("experiment", "variant")]
          + ["n_A", "n_B", "median_A", "median_B", "ratio_B_over_A", "p_value", "significance"])
-    if args.out:
-        df.to_csv(args.out, index=False, float_format="%.9g")
-        print(f"compare: wrote {args.out}", file=sys.stderr)
     return 0

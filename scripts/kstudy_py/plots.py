@@ -130,24 +130,31 @@ def waterfall(df, cpus, out, rows, feats):
 
 
 def layout_ratio(df, out):
-    if df.features.nunique() < 2:
+    """Ratio to feature-major vs feature width, one line per (row-major variant, rows) measured at two or
+    more widths; None when no series has two widths."""
+    keys = ["archive", "experiment", "row_variant", "rows", "timer"]
+    series = [(k, g.sort_values("features")) for k, g in df.groupby(keys) if g.features.nunique() >= 2]
+    if not series:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    col = colours(df.row_variant)
-    for (rv, rows, timer), g in df.groupby(["row_variant", "rows", "timer"]):
-        g = g.sort_values("features")
-        ax.plot(g.features, g.row_over_feature, marker="o", color=col[rv], label=f"{rv} / feature-major, {rows:,} rows")
-    for (fam, rows), g in df.drop_duplicates(["family", "rows", "features"]).groupby(["family", "rows"]):
-        g = g.sort_values("features")
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    cmap = plt.get_cmap("tab10")
+    for i, ((arch, exp, rv, rows, timer), g) in enumerate(series):
+        c = cmap(i % 10)
+        ax.plot(g.features, g.row_over_feature, marker="o", color=c, label=f"{rv} / feature-major, {rows:,} rows")
+        fam = g.family.iloc[0]
         if g.padded_over_feature.notna().any():
-            ax.plot(g.features, g.padded_over_feature, marker="s", ls=":", color="grey",
+            ax.plot(g.features, g.padded_over_feature, marker="s", ls=":", color=c,
                     label=f"{fam} padded / feature-major, {rows:,} rows")
     ax.axhline(1, color="black", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("features")
-    ax.set_ylabel("time ratio to feature-major (resident)")
-    ax.legend(fontsize=7)
-    ax.grid(True, alpha=0.3)
+    ax.set_ylabel("time ratio to feature-major (resident median)")
+    ax.set_title("Layout cost vs feature width (below 1: faster than feature-major)", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
     return save(fig, out, "layout_ratio.png")
 
 
@@ -181,11 +188,19 @@ def block_size(df, out):
             ax.errorbar(s.block_size, s["median"] * 1e6, yerr=[(s["median"] - s.q1) * 1e6, (s.q3 - s["median"]) * 1e6],
                         marker="o", ms=3, capsize=2, color=col[v], label=v)
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
         ax.set_xlabel("block size (threads)")
         ax.set_ylabel("µs (median, IQR bars)")
         ax.set_title(f"{rows:,}×{feats}, {timer}", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
+        if "occupancy" in g.columns and (g.occupancy > 0).any():
+            occ = ax.twinx()
+            for v, s in g[g.occupancy > 0].groupby("variant"):
+                s = s.sort_values("block_size")
+                occ.plot(s.block_size, s.occupancy, ls=":", marker=".", color=col[v])
+            occ.set_ylim(0, 1.05)
+            occ.set_ylabel("calculated occupancy (dotted)")
     fig.tight_layout()
     return save(fig, out, "block_size.png")
 

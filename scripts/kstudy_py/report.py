@@ -72,7 +72,10 @@ class Report:
             if s.empty:
                 continue
             st = A.stats(s, SCORING_KEYS)
-            extra = s.groupby(SCORING_KEYS, dropna=False).agg(pitch=("pitch", "max"), bytes=("bytes", "max")).reset_index()
+            aggs = {"pitch": ("pitch", "max"), "bytes": ("bytes", "max")}
+            if "occupancy" in s.columns:  # calculated occupancy (added to samples after the first archives)
+                aggs["occupancy"] = ("occupancy", "max")
+            extra = s.groupby(SCORING_KEYS, dropna=False).agg(**aggs).reset_index()
             frames.append(st.merge(extra, on=SCORING_KEYS))
         if not frames:
             return pd.DataFrame(columns=SCORING_KEYS + ["n", "median", "q1", "q3", "min", "max", "pitch", "bytes"])
@@ -297,9 +300,10 @@ class Report:
             if name:
                 sec.figures.append((name, "Row-major and padded time over feature-major time vs feature width"))
             else:
-                sec.lines.append(f"Layout-ratio figure skipped: only one feature width "
-                                 f"({', '.join(str(f) for f in sorted(df.features.unique()))}) in the archives "
-                                 "(the `feature_sweep` experiment varies it).")
+                sec.lines.append("Layout-ratio figure skipped: no row-major / feature-major pair was measured at two "
+                                 "or more feature widths (widths present: "
+                                 f"{', '.join(str(f) for f in sorted(df.features.unique()))}; the `feature_sweep` "
+                                 "experiment varies them).")
             rows_, feats = self.shape
             at = df[(df.rows == rows_) & (df.features == feats)]
             for _, r in at.iterrows():
@@ -323,19 +327,26 @@ class Report:
             return sec.skip("no scoring samples with an explicit block size (the `block_size` experiment)")
         cols = ["archive", "experiment", "variant", "layout", "rows", "features", "timer", "block_size", "n", "median",
                 "q1", "q3"]
+        has_occupancy = "occupancy" in s.columns and (s.occupancy.fillna(0) > 0).any()
+        if has_occupancy:
+            cols.append("occupancy")
         df = s[cols].sort_values(cols[:8])
-        self.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout")
-        sec.lines.append("Occupancy is not recorded in schema-1 archives (it needs `kstudy profile` under Nsight "
-                         "Compute); runtime only.")
+        self.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout"
+                       + ("; calculated occupancy (active warps / maximum) as recorded by the run" if has_occupancy else ""))
+        if not has_occupancy:
+            sec.lines.append("No calculated occupancy in these archives (0 or absent): runtime only.")
         for (v, r, f, t), g in df.groupby(["variant", "rows", "features", "timer"]):
             best = g.loc[g["median"].idxmin()]
             worst = g.loc[g["median"].idxmax()]
+            occ = f", occupancy {best.occupancy:.2f}" if has_occupancy and best.occupancy > 0 else ""
             sec.lines.append(f"- `{v}` {A.fmt_rows(r)}×{f} ({t}): best block {best.block_size} "
-                             f"({A.fmt_seconds(best['median'])}), worst {worst.block_size} ({worst['median'] / best['median']:.2f}× slower)")
+                             f"({A.fmt_seconds(best['median'])}{occ}), worst {worst.block_size} "
+                             f"({worst['median'] / best['median']:.2f}× slower)")
         from . import plots
         name = plots.block_size(df, self.out)
         if name:
-            sec.figures.append((name, "Runtime vs block size per variant and shape"))
+            sec.figures.append((name, "Runtime vs block size per variant and shape"
+                                + ("; dotted, right axis: calculated occupancy" if has_occupancy else "")))
         return sec
 
     def transfer_table(self):

@@ -15,6 +15,7 @@
 #include "kstudy/study.hpp"
 #include "kstudy/timers.hpp"
 #include "kstudy/variant.hpp"
+#include "python_tool.hpp"
 
 namespace {
 
@@ -66,6 +67,9 @@ int list_command() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
+  if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare"))
+    return kstudy::exec_python_tool(argc, argv);
   ensure_thread_binding(argv);
   // Hidden child mode first: it has a fixed argument list and its own Kokkos arguments.
   if (argc >= 5 && std::string(argv[1]) == "__replicate") {
@@ -109,6 +113,9 @@ int main(int argc, char** argv) {
   run->add_flag("--overwrite", request.overwrite, "Replace an existing archive");
   run->add_flag("-q,--quiet", request.quiet, "No progress line or result table");
   run->add_option("--json", request.json_out, "Also write the results as one JSON document");
+  // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
+  app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
+  app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability");
 
   // Kokkos takes its --kokkos-* arguments out of argv before CLI11 sees the rest.
   Kokkos::ScopeGuard guard(argc, argv);
