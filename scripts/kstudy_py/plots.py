@@ -218,11 +218,14 @@ def roof_lines(c):
 
 def roofline(df, ceilings, out):
     shapes = list(dict.fromkeys(df["shape"]))
-    fig = plt.figure(figsize=(7.5 * len(shapes), 13))
-    grid = fig.add_gridspec(2, len(shapes), height_ratios=[1, 1.25])
+    # Two sub-figures laid out independently, so the bars' long labels do not squeeze the rooflines.
+    fig = plt.figure(figsize=(7.5 * len(shapes), 13), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.25])
+    roof_axes = top.subplots(1, len(shapes), squeeze=False)[0]
+    bar_axes = bottom.subplots(1, len(shapes), squeeze=False)[0]
     col = colours(df.variant)
     for k, shape in enumerate(shapes):
-        ax = fig.add_subplot(grid[0, k])
+        ax = roof_axes[k]
         g = df[df["shape"] == shape]
         ai = g.ai_flop_per_byte.to_numpy()
         lo = 0.1 if g.model_ai_flop_per_byte.min() > 0.2 else 0.05
@@ -256,7 +259,7 @@ def roofline(df, ceilings, out):
                             if b in set(g.boundary)]
         ax.legend(handles=boundary_handles, fontsize=7, loc="lower right", title="timing boundary", title_fontsize=7)
         # The same points as a fraction of the roof that applies to them (bandwidth ceiling x intensity).
-        bx = fig.add_subplot(grid[1, k])
+        bx = bar_axes[k]
         h = g[g.timer.isin(["resident_wall", "host_wall"]) |
               ((g.timer == "one_shot") & (g.memory_kind == "pinned"))].dropna(subset=["fraction_of_roof"])
         h = h.sort_values(["roof", "fraction_of_roof"])
@@ -273,5 +276,4 @@ def roofline(df, ceilings, out):
     fig.suptitle("Roofline against the archive's measured ceilings (solid: device roofs, dotted: host and transfer "
                  "roofs;\nfilled: essential bytes; hollow: a resident point placed at its variant's modelled traffic; "
                  "colour: variant, as in the bars)", fontsize=10)
-    fig.tight_layout()
     return save(fig, out, "roofline.png")

@@ -4,7 +4,8 @@ Every number is computed from the archives' samples (gate passed, status ok, tri
 in the archive, if any, is not used. Sections whose experiment is missing are skipped with a note.
 """
 import json
-import math
+import shlex
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,8 @@ class Section:
 
 
 class Report:
-    def __init__(self, archives, out, shape=(1048576, 16), cpu_baseline=None, notes=()):
+    def __init__(self, archives, out, shape=(1048576, 16), cpu_baseline=None, notes=(), command=""):
+        self.command = command
         self.archives = archives
         self.out = Path(out)
         self.shape = shape
@@ -195,6 +197,10 @@ class Report:
             for b, g in at[~at.variant.map(A.is_reference)].groupby("boundary"):
                 best = g.loc[g["median"].idxmin()]
                 sec.lines.append(f"| {b} | `{best.variant}` | {A.fmt_seconds(best['median'])} | {best.speedup:.2f}× |")
+        best = self.best_per_regime()
+        if best is not None and len(best):
+            self.write_csv(best, "best_per_regime.csv", sec,
+                           "fastest variant per timing boundary at the smallest, reference and largest tested row counts")
         from . import plots
         name = plots.speedup_vs_rows(sp, self.out)
         if name:
@@ -622,39 +628,59 @@ class Report:
         return sec
 
     # ------------------------------------------------------------------ findings and Markdown
+    def best_per_regime(self):
+        """Fastest variant per timing boundary at the smallest, reference and largest tested row counts."""
+        if self.baselines.empty:
+            return None
+        sp = self.speedups()
+        rows, feats = self.shape
+        f = feats if (sp.features == feats).any() else sp.features.mode().iloc[0]
+        sp = sp[sp.features == f]
+        if sp.empty:
+            return None
+        picks = [("smallest", sp.rows.min()), ("reference", rows), ("largest", sp.rows.max())]
+        out = []
+        seen = set()
+        from .plots import BOUNDARY_ORDER
+        order = [b for b in BOUNDARY_ORDER if b in set(sp.boundary)] + sorted(set(sp.boundary) - set(BOUNDARY_ORDER))
+        for label, r in picks:
+            if r in seen or not (sp.rows == r).any():
+                continue
+            seen.add(r)
+            size = f"{A.fmt_rows(r)}×{f}" + (" (reference)" if r == rows and f == feats else "")
+            for b in order:
+                g = sp[(sp.rows == r) & (sp.boundary == b)]
+                if len(g):
+                    x = g.loc[g["median"].idxmin()]
+                    out.append({"size": size, "rows": r, "features": f, "boundary": b, "variant": x.variant,
+                                "median": x["median"], "q1": x.q1, "q3": x.q3, "baseline": x.baseline,
+                                "cpu_median": x.cpu_median, "speedup": x.speedup})
+        df = pd.DataFrame(out)
+        if len(df):
+            df["boundary"] = pd.Categorical(df.boundary, categories=order, ordered=True)
+            df = df.sort_values(["boundary", "rows"])
+            df["boundary"] = df.boundary.astype(str)
+        return df
+
     def findings(self):
         lines = []
-        at = getattr(self, "speedup_at", None)
         rows, feats = self.shape
         shape = f"{A.fmt_rows(rows)}×{feats}"
-        if at is not None and len(at):
-            dev = at[at.timer.isin(("resident_wall", "device_events"))]
-            host = at[(at.timer == "host_wall") & ~at.variant.map(A.is_reference)]
-            if len(dev):
-                b = dev.loc[dev["median"].idxmin()]
-                lines.append(f"- **Resident, {shape}**: fastest `{b.variant}` ({b.timer}) {A.fmt_seconds(b['median'])}, "
-                             f"{b.speedup:.1f}× the archive's CPU reference ({A.fmt_seconds(b.cpu_median)}).")
-            if len(host):
-                b = host.loc[host["median"].idxmin()]
-                lines.append(f"- **Host only, {shape}**: fastest non-reference host variant `{b.variant}` "
-                             f"{A.fmt_seconds(b['median'])}, {b.speedup:.2f}× the CPU reference.")
-            for timer in HOST_IN_HOST_OUT:
-                for memory in ("pinned", "pageable"):
-                    g = at[(at.timer == timer) & (at.memory_kind == memory)]
-                    if len(g):
-                        b = g.loc[g["median"].idxmin()]
-                        lines.append(f"- **{timer}, {memory}, {shape}**: fastest `{b.variant}` "
-                                     f"{A.fmt_seconds(b['median'])}, {b.speedup:.2f}× the CPU reference.")
-        sp = self.speedups() if not self.baselines.empty else pd.DataFrame()
-        if len(sp):
-            for (lo_hi, fn) in (("smallest", min), ("largest", max)):
-                r = fn(sp.rows)
-                g = sp[(sp.rows == r)]
-                g = g[~g.variant.map(A.is_reference)]
-                if len(g):
-                    b = g.loc[g["median"].idxmin()]
-                    lines.append(f"- **Best at the {lo_hi} tested size ({A.fmt_rows(r)} rows)**: `{b.variant}` "
-                                 f"({b.boundary}) {A.fmt_seconds(b['median'])}, {b.speedup:.2f}× the CPU reference.")
+        best = self.best_per_regime()
+        if best is not None and len(best):
+            sizes = list(dict.fromkeys(best["size"]))
+            lines.append("Best variant per regime (median; speedup over the archive's CPU reference):")
+            lines.append("")
+            lines.append("| timing boundary | " + " | ".join(sizes) + " |")
+            lines.append("| --- |" + " --- |" * len(sizes))
+            for b, g in best.groupby("boundary", sort=False):
+                cells = []
+                for size in sizes:
+                    h = g[g["size"] == size]
+                    cells.append("" if h.empty else f"`{h.variant.iloc[0]}` {A.fmt_seconds(h['median'].iloc[0])} "
+                                                   f"({h.speedup.iloc[0]:.3g}×)")
+                lines.append(f"| {b} | " + " | ".join(cells) + " |")
+            lines.append("")
         wf = getattr(self, "waterfall", None)
         if wf is not None:
             df, cpu = wf
@@ -682,9 +708,17 @@ class Report:
             for memory, g in dev.groupby("memory_kind"):
                 won = g[g.bracket != "never"]
                 if len(won):
-                    first = won.loc[won.first_winning_rows.astype(int).idxmin()]
-                    lines.append(f"- **Crossover, one-shot {memory}**: earliest `{first.variant}` at {first.bracket} rows; "
-                                 f"{len(won)} of {len(g)} device variants cross within the tested rows.")
+                    firsts = won.first_winning_rows.astype(int)
+                    at_min = won[firsts == won.tested_rows_min]
+                    last = won.loc[firsts.idxmax()]
+                    never = g[g.bracket == "never"].variant.tolist()
+                    text = (f"- **Crossover, one-shot {memory}**: {len(won)} of {len(g)} device variants beat the CPU "
+                            f"reference (separate IQRs) within the tested rows; {len(at_min)} already at the smallest "
+                            f"tested size ({A.fmt_rows(g.tested_rows_min.min())} rows); latest bracket {last.bracket} "
+                            f"(`{last.variant}`)")
+                    if never:
+                        text += "; never: " + ", ".join(f"`{v}`" for v in never)
+                    lines.append(text + ".")
                 else:
                     lines.append(f"- **Crossover, one-shot {memory}**: no device variant beats the CPU reference "
                                  f"within {A.fmt_rows(g.tested_rows_max.max())} rows.")
@@ -701,6 +735,9 @@ class Report:
         lines.append("Generated by `kstudy report` from the archives below. Every number is computed from the "
                      "archives' samples (gate passed, status ok, measured trials); medians and quartiles use linear "
                      "interpolation.")
+        if self.command:
+            lines.append("")
+            lines.append(f"Command: `{self.command}`")
         lines.append("")
         lines.append("| archive | file | schema | kstudy | git commit | created (UTC) | GPU | CPU | Kokkos | experiments |")
         lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -720,6 +757,26 @@ class Report:
                 lines.append(f"> {n}")
                 lines.append(">")
             lines.pop()
+            lines.append("")
+        gate_lines = []
+        for a in self.archives:
+            for e in a.experiments.values():
+                if e.gate.empty and e.samples.empty:
+                    continue
+                counts = e.samples.status.map(lambda x: x.split(":")[0]).value_counts().to_dict() if len(e.samples) else {}
+                passed = int(e.gate.passed.sum()) if len(e.gate) else 0
+                failed = e.gate[e.gate.passed == 0] if len(e.gate) else e.gate
+                text = f"- {a.label}/{e.name}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + " samples"
+                if len(e.gate):
+                    text += f"; correctness gate passed {passed} of {len(e.gate)} (variant, shape) verdicts"
+                    if len(failed):
+                        text += " — rejected: " + ", ".join(
+                            f"`{r.variant}` {r.rows}×{r.features}" for r in failed.head(8).itertuples())
+                gate_lines.append(text)
+        if gate_lines:
+            lines.append("Samples by status (only `ok` samples of gate-passed variants count):")
+            lines.append("")
+            lines.extend(gate_lines)
             lines.append("")
         lines.append("## Findings")
         lines.append("")
@@ -774,7 +831,11 @@ class Report:
 def main(args):
     archives = A.load(args.archives)
     shape = tuple(int(x) for x in args.shape.lower().split("x"))
-    r = Report(archives, args.out, shape=shape, cpu_baseline=args.cpu_baseline, notes=args.note or [])
+    argv, shown = sys.argv[2:], []
+    for i, a in enumerate(argv):  # the notes are quoted in full below the command; abbreviate them here
+        shown.append("'…'" if i > 0 and argv[i - 1] == "--note" else shlex.quote(a))
+    command = "kstudy report " + " ".join(shown)
+    r = Report(archives, args.out, shape=shape, cpu_baseline=args.cpu_baseline, notes=args.note or [], command=command)
     path = r.run()
     written = sorted(p.name for p in Path(args.out).iterdir() if p.suffix in (".csv", ".png"))
     skipped = [s.title for s in r.sections if s.skipped]
