@@ -14,6 +14,12 @@ done
 rm -rf "$bundle"; mkdir -p "$bundle/lib"
 cp "$build/src/app/kstudy" "$build/src/app/kstudy_bench" "$build/tests/kstudy_tests" "$bundle/"
 cp -r "$repo/experiments" "$bundle/experiments"
+# `kstudy report` / `kstudy compare` look for scripts/ beside the binary (Python; on the target they need
+# Debian's python3-h5py, python3-pandas, python3-matplotlib, python3-scipy).
+mkdir -p "$bundle/scripts"
+cp "$repo/scripts/kstudy_report.py" "$bundle/scripts/"
+cp -r "$repo/scripts/kstudy_py" "$bundle/scripts/kstudy_py"
+rm -rf "$bundle/scripts/kstudy_py/__pycache__"
 # Left to the target: the C library family, the driver, and the CUDA toolkit's own libraries (cuBLAS,
 # NVRTC, the runtime), which a GPU machine with the same CUDA major version provides.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcu|libnvrtc|libnvJitLink)'
