@@ -16,7 +16,7 @@ EFFICIENCY = ("efficiency eff = t_best / t_variant: t_best is the fastest median
               "missing on any of them")
 
 
-def check(archives, force):
+def check(archives):
     """Problems that make a comparison meaningless; returns the list (empty: fine)."""
     problems = []
     versions = {a.label: a.schema_version for a in archives}
@@ -140,7 +140,7 @@ def main(args):
     if len(archives) < 2 and not args.by:
         print("kstudy compare: needs at least two archives (or --by backend with one)", file=sys.stderr)
         return 2
-    problems = check(archives, args.force)
+    problems = check(archives)
     if problems:
         for p in problems:
             print(f"kstudy compare: {'warning' if args.force else 'refusing'}: {p}", file=sys.stderr)

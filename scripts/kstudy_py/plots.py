@@ -5,7 +5,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import archive as A  # noqa: E402
 
 BOUNDARY_ORDER = ["host_wall", "resident_wall", "device_events", "one_shot pinned", "one_shot pageable",
                   "pipelined pinned", "pipelined pageable", "one_shot_alloc pinned", "one_shot_alloc pageable"]
