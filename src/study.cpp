@@ -655,13 +655,14 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
 }
 
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples, const std::vector<ceiling_record>& ceilings) {
+  // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
   using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,
-                         std::int64_t, int>;
+                         std::int64_t, int, std::int64_t>;
   std::map<key, std::vector<const sample_record*>> groups;
   for (const auto& s : samples)
     if (s.gate_passed && s.status == "ok" && s.trial >= 0)
       groups[{s.experiment, s.variant, s.layout, s.memory_kind, s.direction, s.rows, s.features, s.block_size,
-              static_cast<int>(s.timer)}]
+              static_cast<int>(s.timer), s.bytes}]
           .push_back(&s);
   std::vector<summary_record> out;
   for (const auto& [k, group] : groups) {

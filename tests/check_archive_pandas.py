@@ -18,12 +18,12 @@ TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_a
 COLUMNS = {
     "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "pitch",
                 "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate_passed",
-                "throttled", "status"],
+                "throttled", "status", "occupancy"],
     "gate": ["experiment", "variant", "layout", "rows", "features", "block_size", "passed", "max_abs_error",
              "max_relative_error", "rtol", "atol", "score_failures", "flag_mismatches", "ambiguous_rows", "message"],
     "ceilings": ["name", "bytes", "seconds", "bytes_per_second"],
     "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "block_size",
-                "timer", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof"],
+                "timer", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof", "occupancy"],
     "attribution": ["experiment", "variant", "rows", "features", "kernel", "calls", "seconds"],
 }
 
@@ -36,7 +36,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "1", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "2", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

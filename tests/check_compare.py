@@ -68,7 +68,7 @@ def main():
         newer = tmp / "schema2.h5"
         shutil.copy(fixture, newer)
         with h5py.File(newer, "r+") as f:
-            f.attrs["schema_version"] = "2"
+            f.attrs["schema_version"] = "99"
         run = kstudy(fixture, newer)
         check(run.returncode == 2 and "schema" in run.stderr, f"schema mismatch: exit {run.returncode}")
 

@@ -32,8 +32,8 @@ def schema(archive, experiment):
                      "host", "flavour"]:
             if attr not in f.attrs:
                 fail(f"root attribute {attr} missing")
-        if f.attrs["schema_version"] != "1":
-            fail("schema_version is not 1")
+        if f.attrs["schema_version"] != "2":
+            fail("schema_version is not 2")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
                      "omp_proc_bind", "default_execution_space"]:

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
-SCHEMA_VERSIONS = {"1"}
+SCHEMA_VERSIONS = {"1", "2"}  # 2 added occupancy to samples and summary
 TABLES = ("samples", "gate", "ceilings", "summary", "attribution")
 REFERENCE = "cpu_reference"
 FLOPS_PER_ELEMENT = 5  # sub, mul, 2 compares (clip), fma (weight + row sum)

@@ -25,7 +25,7 @@ h5_handle open_archive(const std::string& path) {
   if (!check_tri(H5Aexists(file.get(), "schema_version"), "H5Aexists(schema_version)", path))
     throw std::runtime_error("kstudy: '" + path + "' is an HDF5 file but not a kstudy archive (no schema_version)");
   const std::string version = read_string_attribute(file.get(), "schema_version", path);
-  if (version != archive_schema_version)
+  if (version != archive_schema_version && version != archive_schema_version_readable_older)
     throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version + "; this kstudy reads " +
                              archive_schema_version);
   return file;

@@ -12,7 +12,9 @@
 namespace kstudy {
 
 // Written as the root attribute schema_version; bump on any incompatible change of the layout.
-inline constexpr const char* archive_schema_version = "1";
+inline constexpr const char* archive_schema_version = "2";
+// Version 1 archives (no occupancy fields) are still read; their occupancy reads as 0.
+inline constexpr const char* archive_schema_version_readable_older = "1";
 
 enum class open_mode {
   create,     // new archive; fails if the path exists
