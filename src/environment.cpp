@@ -41,7 +41,6 @@ std::string cpu_model() {
 run_metadata collect_metadata(int argc, char** argv) {
   run_metadata m;
   auto& root = m.root;
-  root["schema_version"] = "1";
   root["kstudy_version"] = build_info::version;
   root["git_commit"] = build_info::git_commit;
   root["git_dirty"] = build_info::git_dirty;

@@ -45,7 +45,7 @@ else pass "unwritable output refused up front: $(head -c 160 "$work/stderr")"; f
 # The main job and its archive's schema.
 tiny=$work/tiny.json
 cat > "$tiny" <<'JSON'
-{"name": "tiny", "rows": [1000, 3001, 9000], "features": [7, 16],
+{"name": "tiny", "rows": [1000, 3001, 9000, 20000, 40000, 65537], "features": [7, 16],
  "variants": ["cpu_reference", "composed", "fused_kokkos_feature_major", "fused_kokkos_row_major"],
  "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],
  "protocol": {"warmups": 1, "trials": 3, "replications": 2, "seed": 7, "threads": 2, "shuffle": true}}
@@ -66,11 +66,13 @@ else pass "existing archive refused: $(head -c 120 "$work/stderr")"; fi
 # kill -9 of the whole run at some moment, then --resume.
 setsid "$kstudy" run "$tiny" --out "$work/killed.h5" -q > /dev/null 2>&1 &
 leader=$!
-sleep 3
+sleep 2
 kill -9 -- -"$leader" 2> /dev/null
 wait "$leader" 2> /dev/null
 if /usr/bin/python3 -c "import h5py,sys; h5py.File(sys.argv[1],'r')['/experiments/tiny/samples'][:]" "$work/killed.h5" 2> "$work/stderr"; then
   pass "archive opens after kill -9"
+  /usr/bin/python3 "$src/tests/check_run_archive.py" fewer "$work/killed.h5" "$work/clean.h5" tiny ||
+    fail "kill -9 came too late to interrupt anything: the test proves nothing"
 else
   fail "archive unreadable after kill -9: $(tail -2 "$work/stderr")"
 fi
@@ -84,9 +86,11 @@ fi
 # SIGTERM: stop after the current point, non-zero exit, finished points kept; --resume completes.
 "$kstudy" run "$tiny" --out "$work/term.h5" -q > /dev/null 2> "$work/term.err" &
 runner=$!
-sleep 3
+sleep 2
 kill -TERM "$runner"
 wait "$runner"; rc=$?
+/usr/bin/python3 "$src/tests/check_run_archive.py" fewer "$work/term.h5" "$work/clean.h5" tiny ||
+  fail "SIGTERM came too late to interrupt anything: the test proves nothing"
 if [[ $rc -eq 0 ]]; then fail "SIGTERM: exit status 0"
 elif grep -q "resume" "$work/term.err"; then pass "SIGTERM stopped with rc=$rc and a resume hint"
 else fail "SIGTERM: no message: $(cat "$work/term.err")"; fi

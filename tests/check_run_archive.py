@@ -3,6 +3,7 @@
 
   check_run_archive.py schema ARCHIVE EXPERIMENT         the schema a study archive must follow
   check_run_archive.py same-points A B EXPERIMENT        A holds exactly B's samples (keys), once each
+  check_run_archive.py fewer A B EXPERIMENT              A (interrupted) holds fewer samples than B
 """
 import sys
 
@@ -94,10 +95,22 @@ def same_points(a, b, experiment):
     print(f"ok: {len(ka)} samples, same keys, no duplicates")
 
 
+def fewer(a, b, experiment):
+    """A (interrupted) holds fewer samples than B (complete)."""
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        na = len(fa[f"/experiments/{experiment}/samples"])
+        nb = len(fb[f"/experiments/{experiment}/samples"])
+    if na >= nb:
+        fail(f"{a} has {na} samples, not fewer than the complete run's {nb}")
+    print(f"ok: interrupted with {na} of {nb} samples")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "schema":
         schema(sys.argv[2], sys.argv[3])
+    elif mode == "fewer":
+        fewer(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "same-points":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
