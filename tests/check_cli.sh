@@ -64,9 +64,15 @@ else pass "existing archive refused: $(head -c 120 "$work/stderr")"; fi
 "$kstudy" run "$tiny" --out "$work/clean.h5" -q > /dev/null 2>&1 || fail "clean tiny run failed"
 
 # kill -9 of the whole run at some moment, then --resume.
-setsid "$kstudy" run "$tiny" --out "$work/killed.h5" -q > /dev/null 2>&1 &
+# Signals are sent once the progress line shows the second point finished, so they land mid-run
+# whatever the machine's speed.
+wait_for_progress() {  # LOG
+  for _ in $(seq 600); do grep -q "point 2 of" "$1" 2> /dev/null && return 0; sleep 0.1; done
+  return 1
+}
+setsid "$kstudy" run "$tiny" --out "$work/killed.h5" > /dev/null 2> "$work/killed.log" &
 leader=$!
-sleep 2
+wait_for_progress "$work/killed.log" || fail "no progress line within 60 s"
 kill -9 -- -"$leader" 2> /dev/null
 wait "$leader" 2> /dev/null
 if /usr/bin/python3 -c "import h5py,sys; h5py.File(sys.argv[1],'r')['/experiments/tiny/samples'][:]" "$work/killed.h5" 2> "$work/stderr"; then
@@ -84,9 +90,9 @@ else
 fi
 
 # SIGTERM: stop after the current point, non-zero exit, finished points kept; --resume completes.
-"$kstudy" run "$tiny" --out "$work/term.h5" -q > /dev/null 2> "$work/term.err" &
+"$kstudy" run "$tiny" --out "$work/term.h5" > /dev/null 2> "$work/term.err" &
 runner=$!
-sleep 2
+wait_for_progress "$work/term.err" || fail "no progress line within 60 s"
 kill -TERM "$runner"
 wait "$runner"; rc=$?
 /usr/bin/python3 "$src/tests/check_run_archive.py" fewer "$work/term.h5" "$work/clean.h5" tiny ||
