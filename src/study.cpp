@@ -3,6 +3,8 @@
 #include <Kokkos_Core.hpp>
 #include <nlohmann/json.hpp>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +56,79 @@ void install_stop_handlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }
+
+// HDF5 cannot recover from a write that fails half way (a full disk or a file-size limit leaves the
+// file truncated and unreadable), so every write is preceded by a check that the archive's file system
+// and the process's file-size limit leave room for it plus a margin; short of room, the run stops
+// cleanly before the write and --resume completes it later.
+class out_of_room : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+constexpr int exit_out_of_room = 75;  // EX_TEMPFAIL: try again when there is room
+
+void ensure_room(const std::string& archive, std::int64_t bytes) {
+  static const std::int64_t margin = [] {
+    const char* env = std::getenv("KSTUDY_WRITE_MARGIN_BYTES");  // tests shrink it
+    return env ? std::atoll(env) : std::int64_t(16) << 20;
+  }();
+  const std::int64_t needed = bytes + margin;
+  std::error_code ec;
+  const auto directory = fs::absolute(archive, ec).parent_path();
+  struct statvfs st {};
+  if (statvfs(directory.c_str(), &st) == 0) {
+    const std::int64_t available = std::int64_t(st.f_bavail) * std::int64_t(st.f_frsize);
+    if (available < needed)
+      throw out_of_room(directory.string() + " has " + std::to_string(available) + " bytes free; the next write needs " +
+                        std::to_string(needed) + " (with margin)");
+  }
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const auto size = fs::file_size(archive, ec);
+    const std::int64_t current = ec ? 0 : std::int64_t(size);
+    if (current + needed > std::int64_t(limit.rlim_cur))
+      throw out_of_room("the process's file-size limit (" + std::to_string(limit.rlim_cur) + " bytes) would not hold " +
+                        archive + " (" + std::to_string(current) + " bytes) plus the next write");
+  }
+}
+
+// The archive sink with the room check in front of every write.
+class room_checked_sink : public result_sink {
+ public:
+  room_checked_sink(result_sink& inner, std::string path) : m_inner(inner), m_path(std::move(path)) {}
+  void begin(const run_metadata& m) override { m_inner.begin(m); }
+  void begin_experiment(const experiment_record& e) override { m_inner.begin_experiment(e); }
+  void write_samples(const std::vector<sample_record>& r) override {
+    check(r.size());
+    m_inner.write_samples(r);
+  }
+  void write_gates(const std::vector<gate_record>& r) override {
+    check(r.size());
+    m_inner.write_gates(r);
+  }
+  void write_ceilings(const std::vector<ceiling_record>& r) override {
+    check(r.size());
+    m_inner.write_ceilings(r);
+  }
+  void write_summaries(const std::vector<summary_record>& r) override {
+    check(r.size());
+    m_inner.write_summaries(r);
+  }
+  void write_attribution(const std::vector<attribution_record>& r) override {
+    check(r.size());
+    m_inner.write_attribution(r);
+  }
+  void flush() override { m_inner.flush(); }
+  void end_experiment(const std::string& name) override { m_inner.end_experiment(name); }
+  void finish() override { m_inner.finish(); }
+
+ private:
+  // A record takes well under 1 KiB even with its strings; HDF5 allocates whole chunks besides.
+  void check(std::size_t records) { ensure_room(m_path, std::int64_t(records) * 1024); }
+  result_sink& m_inner;
+  std::string m_path;
+};
 
 // Variants an experiment names that this build provides; names this build lacks but another flavour
 // has (fused_cuda_* on a CPU build) are reported and skipped, unknown names are an error.
@@ -739,9 +814,11 @@ int run_replication(const std::string& archive, const std::string& definition_fi
   g_self_exe = fs::read_symlink("/proc/self/exe", ec).string();
   const auto e = read_definition_file(definition_file);
   const auto done = finished_points(archive, e, replication);
-  hdf5_sink sink(archive, open_mode::append);
+  hdf5_sink archive_sink(archive, open_mode::append);
+  room_checked_sink sink(archive_sink, archive);
   sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
   const bool quiet = std::getenv("KSTUDY_QUIET") != nullptr;
+  try {
   if (e.kind == "scoring") {
     const auto points = scoring_points(e);
     progress_line progress(e.name + " rep " + std::to_string(replication), std::int64_t(points.size()), quiet);
@@ -760,6 +837,12 @@ int run_replication(const std::string& archive, const std::string& definition_fi
     run_transpose_points(e, replication, sink, done);
   } else {
     throw experiment_error(e.source + ": kind '" + e.kind + "' is not run by this build");
+  }
+  } catch (const out_of_room& room) {
+    sink.finish();
+    std::cerr << "\nkstudy: stopping before a write that might not fit: " << room.what() << ". Finished points are in "
+              << archive << "; free space, then complete it with kstudy run --resume.\n";
+    return exit_out_of_room;
   }
   sink.end_experiment(e.name);
   sink.finish();
@@ -782,6 +865,11 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   if (exists && !request.resume && !request.overwrite)
     throw std::runtime_error(request.out + " already exists: pass --resume to complete it or --overwrite to replace it");
   if (!exists || request.overwrite) hdf5_sink::check_writable(request.out);
+  try {
+    ensure_room(request.out, std::int64_t(64) << 10);  // metadata and ceilings
+  } catch (const out_of_room& room) {
+    throw std::runtime_error(std::string("not starting: ") + room.what());
+  }
 
   std::vector<ceiling_record> ceilings;
   {
@@ -827,11 +915,11 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
       if (child != 0) {
         std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
         rc = child;
-        if (child >= 128 || g_stop_signal) break;
+        if (child >= 128 || child == exit_out_of_room || g_stop_signal) break;
       }
     }
     std::remove(definition.c_str());
-    if (g_stop_signal || rc >= 128) break;
+    if (g_stop_signal || rc >= 128 || rc == exit_out_of_room) break;
   }
 
   // Summaries over everything the archive holds for these experiments, written once: an interrupted
@@ -842,9 +930,18 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
     auto summaries = summarise(samples, ceilings);
     all_summaries.insert(all_summaries.end(), summaries.begin(), summaries.end());
     if (g_stop_signal || rc != 0 || !read_summaries(request.out, e.name).empty()) continue;
-    hdf5_sink sink(request.out, open_mode::append);
+    hdf5_sink archive_sink(request.out, open_mode::append);
+    room_checked_sink sink(archive_sink, request.out);
     sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
-    sink.write_summaries(summaries);
+    try {
+      sink.write_summaries(summaries);
+    } catch (const out_of_room& room) {
+      sink.finish();
+      std::cerr << "kstudy: the summary of " << e.name << " was not written (" << room.what()
+                << "); every sample is in the archive and kstudy run --resume writes it\n";
+      rc = exit_out_of_room;
+      continue;
+    }
     sink.end_experiment(e.name);
     sink.finish();
   }

@@ -4,6 +4,7 @@
 #   run quick   -> an archive that passes the schema check
 #   kill -9     -> an archive that opens; --resume completes it to exactly the samples of a clean run
 #   SIGTERM     -> stops after the current point, exits non-zero, keeps the finished points
+#   no room     -> stops before a write that might not fit (exit 75), the archive opens, --resume completes
 # Usage: check_cli.sh KSTUDY_EXE SOURCE_DIR FLAVOUR   (exit 77 = skipped: a cuda build without a GPU)
 set -uo pipefail
 kstudy=$1; src=$2; flavour=${3:-cpu}
@@ -103,6 +104,21 @@ else fail "SIGTERM: no message: $(cat "$work/term.err")"; fi
 "$kstudy" run "$tiny" --resume --out "$work/term.h5" -q > /dev/null 2>&1 || fail "resume after SIGTERM failed"
 /usr/bin/python3 "$src/tests/check_run_archive.py" same-points "$work/term.h5" "$work/clean.h5" tiny ||
   fail "archive resumed after SIGTERM differs from an uninterrupted run"
+
+# A file that may not grow (here a file-size limit; a full disk is checked the same way) stops the run
+# before a write that might not fit: exit 75, the archive opens, --resume completes it.
+(trap '' XFSZ; ulimit -f 300
+ KSTUDY_WRITE_MARGIN_BYTES=65536 "$kstudy" run "$tiny" --out "$work/full.h5" -q > /dev/null 2> "$work/full.err")
+rc=$?
+if [[ $rc -ne 75 ]]; then fail "file-size limit: exit status $rc, expected 75: $(tail -3 "$work/full.err")"
+elif ! grep -q "stopping before a write" "$work/full.err"; then fail "file-size limit: no message"
+else
+  /usr/bin/python3 "$src/tests/check_run_archive.py" fewer "$work/full.h5" "$work/clean.h5" tiny ||
+    fail "file-size limit: the archive is unreadable or was not cut short"
+  "$kstudy" run "$tiny" --resume --out "$work/full.h5" -q > /dev/null 2>&1 || fail "resume after a full file failed"
+  /usr/bin/python3 "$src/tests/check_run_archive.py" same-points "$work/full.h5" "$work/clean.h5" tiny ||
+    fail "archive resumed after a full file differs from an uninterrupted run"
+fi
 
 echo "$failures failure(s)"
 exit $((failures > 0))
