@@ -357,9 +357,7 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
       device_event_timer events(device, v.impl->stream());
       wall_timer wall;
       wall.start();
-      events.start();
-      v.impl->run();
-      events.stop();
+      run_between_events(*v.impl, events);
       const double wall_seconds = wall.seconds();
       if (!device && wants(e, timer_kind::host_wall)) {
         auto s = base;

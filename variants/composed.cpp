@@ -18,23 +18,16 @@ class composed final : public detail::kokkos_variant<ExecutionSpace, Layout, Val
 
  public:
   void run() override {
-    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
-    const auto x = this->m_x;
-    const auto standardized = m_standardized, clipped = m_clipped, weighted = m_weighted;
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const Value clip = this->m_clip;
-    detail::for_each_element<ExecutionSpace, Layout>(
-        "kstudy::composed::standardize", this->m_space, rows, features,
-        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) { standardized(r, f) = (x(r, f) - mean(f)) * inv_std(f); });
-    detail::for_each_element<ExecutionSpace, Layout>(
-        "kstudy::composed::clip", this->m_space, rows, features,
-        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) {
-          clipped(r, f) = detail::clamp_nan_through(standardized(r, f), clip);
-        });
-    detail::for_each_element<ExecutionSpace, Layout>(
-        "kstudy::composed::weight", this->m_space, rows, features,
-        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) { weighted(r, f) = clipped(r, f) * weight(f); });
-    detail::row_sums(this->m_space, weighted, m_ones, this->m_score);
+    detail::map_elements<ExecutionSpace, Layout>("kstudy::composed::standardize", this->m_space, this->m_x, m_standardized,
+                                                 KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return (v - mean(f)) * inv_std(f); });
+    detail::map_elements<ExecutionSpace, Layout>(
+        "kstudy::composed::clip", this->m_space, m_standardized, m_clipped,
+        KOKKOS_LAMBDA(Value v, std::int64_t) -> Value { return detail::clamp_nan_through(v, clip); });
+    detail::map_elements<ExecutionSpace, Layout>("kstudy::composed::weight", this->m_space, m_clipped, m_weighted,
+                                                 KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return v * weight(f); });
+    detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
     this->m_flagged =
         detail::threshold_step("kstudy::composed::threshold", this->m_space, this->m_score, this->m_flag, this->m_threshold);
   }

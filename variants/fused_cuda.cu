@@ -117,22 +117,35 @@ class fused_cuda final : public scoring_variant {
     device_alloc(m_weight, features);
     device_alloc(m_score, rows);
     device_alloc(m_flag, rows);
-    device_alloc(m_counter, 1);
-    KSTUDY_CUDA_CHECK(cudaMallocHost(&m_host_counter, sizeof(unsigned long long)));
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_counter, 0, sizeof(unsigned long long), m_stream));
-    m_counter_total = 0;
+    device_alloc(m_counters, 2);  // the running count and the finished-block ticket
+    KSTUDY_CUDA_CHECK(cudaHostAlloc(&m_host_counter, sizeof(unsigned long long), cudaHostAllocMapped));
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_counters, 0, 2 * sizeof(unsigned long long), m_stream));
+    void* mapped_counter = nullptr;
+    KSTUDY_CUDA_CHECK(cudaHostGetDevicePointer(&mapped_counter, m_host_counter, 0));
     const std::size_t vector_bytes = static_cast<std::size_t>(features) * sizeof(float);
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_mean, problem.mean.data, vector_bytes, cudaMemcpyHostToDevice, m_stream));
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_inv_std, problem.inv_std.data, vector_bytes, cudaMemcpyHostToDevice, m_stream));
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_weight, problem.weight.data, vector_bytes, cudaMemcpyHostToDevice, m_stream));
-    m_args = kstudy_fused_args{m_x,     m_mean,  m_inv_std,       m_weight,      m_score,      m_flag,
-                               m_counter, rows, features, m_shape.pitch, problem.clip, problem.threshold};
+    m_args = kstudy_fused_args{m_x,
+                               m_mean,
+                               m_inv_std,
+                               m_weight,
+                               m_score,
+                               m_flag,
+                               m_counters,
+                               reinterpret_cast<unsigned int*>(m_counters + 1),
+                               static_cast<unsigned long long*>(mapped_counter),
+                               rows,
+                               features,
+                               m_shape.pitch,
+                               problem.clip,
+                               problem.threshold};
     upload(problem.x);  // fences the stream, vectors included
     m_flagged = -1;
   }
 
-  // The counter is never reset: the run's count is the difference to the last total read, which saves a
-  // memset on the stream per run.
+  // One kernel on the stream: its last block writes the count to mapped host memory (see
+  // kstudy_add_flagged), so no memset or count copy is queued around it.
   void run() override {
     enqueue_run();
     wait();
@@ -178,8 +191,6 @@ class fused_cuda final : public scoring_variant {
     KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_for(L, Tiled)), dim3(m_geometry.grid),
                                        dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
-    KSTUDY_CUDA_CHECK(
-        cudaMemcpyAsync(m_host_counter, m_counter, sizeof(unsigned long long), cudaMemcpyDeviceToHost, m_stream));
   }
   void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
     const auto rows = static_cast<std::size_t>(m_shape.rows);
@@ -188,8 +199,7 @@ class fused_cuda final : public scoring_variant {
   }
   void wait() override {
     KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
-    m_flagged = static_cast<std::int64_t>(*m_host_counter - m_counter_total);
-    m_counter_total = *m_host_counter;
+    m_flagged = static_cast<std::int64_t>(*static_cast<volatile unsigned long long*>(m_host_counter));
   }
 
  private:
@@ -197,12 +207,12 @@ class fused_cuda final : public scoring_variant {
   void release() noexcept {
     for (void* p : {static_cast<void*>(m_x), static_cast<void*>(m_mean), static_cast<void*>(m_inv_std),
                     static_cast<void*>(m_weight), static_cast<void*>(m_score), static_cast<void*>(m_flag),
-                    static_cast<void*>(m_counter)})
+                    static_cast<void*>(m_counters)})
       if (p != nullptr) cudaFree(p);
     if (m_host_counter != nullptr) cudaFreeHost(m_host_counter);
     m_x = m_mean = m_inv_std = m_weight = m_score = nullptr;
     m_flag = nullptr;
-    m_counter = m_host_counter = nullptr;
+    m_counters = m_host_counter = nullptr;
   }
 
   cudaStream_t m_stream = nullptr;
@@ -215,9 +225,8 @@ class fused_cuda final : public scoring_variant {
   float* m_weight = nullptr;
   float* m_score = nullptr;
   std::uint8_t* m_flag = nullptr;
-  unsigned long long* m_counter = nullptr;
-  unsigned long long* m_host_counter = nullptr;  // pinned, so the count's copy is a true async copy
-  unsigned long long m_counter_total = 0;         // the device counter's value after the last run
+  unsigned long long* m_counters = nullptr;      // device: running count, finished blocks
+  unsigned long long* m_host_counter = nullptr;  // mapped pinned: the last launch's count
   std::int64_t m_flagged = -1;
 };
 

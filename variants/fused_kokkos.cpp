@@ -31,6 +31,12 @@ constexpr int host_row_block = 256;
 // Device row-major tile: at most this many loads per thread, all issued before any store to scratch.
 constexpr int max_loads = 32;
 
+// Width consecutive values moved as one aligned load (16 bytes for four floats).
+template <class Value, int Width>
+struct alignas(Width * sizeof(Value)) chunk {
+  Value v[Width];
+};
+
 // score of row r, reading its features eight at a time so each thread has independent loads in flight.
 template <class Table, class Vector, class Value>
 KOKKOS_INLINE_FUNCTION Value row_score(const Table& x, std::int64_t r, std::int64_t features, const Vector& mean,
@@ -56,10 +62,10 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
 
   bool queues_asynchronously() const override { return !on_host; }
 
-  // The resident run: the queued kernel, then its count copied back and the stream fenced.
+  // The resident run: the queued kernel (its reduction writes the count to pinned host memory), then
+  // the stream fenced.
   void run() override {
     launch();
-    Kokkos::deep_copy(this->m_space, this->m_count_host, this->m_count);
     this->m_space.fence();
     this->m_flagged = this->m_count_host();
   }
@@ -70,7 +76,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     else launch();
   }
 
-  // Queues the kernel; its flagged count lands in m_count.
+  // Queues the kernel; its flagged count lands in m_count_host.
   void launch() {
     if constexpr (on_host) {
       if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();
@@ -83,9 +89,10 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     }
   }
 
-  // Device, one row per thread through a TeamPolicy: Kokkos 3.4 caps a RangePolicy reduction's grid
-  // at its block size (a few hundred blocks), which leaves HBM far from saturated; a team reduction's
-  // grid follows the league.
+  // Device, one row per thread: one resident wave of teams whose threads stride over the rows (as the
+  // CUDA kernels do). A team per 256 rows instead (one row per thread) ran at 1.0-1.6 TB/s: every
+  // thread then paid Kokkos' team reduction for only 16 loads. TeamPolicy, not RangePolicy: Kokkos 3.4
+  // caps a RangePolicy reduction's grid at its block size.
   void run_device_row_per_thread(const char* label) {
     using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
     using member_type = typename policy_type::member_type;
@@ -96,19 +103,22 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
-    const std::int64_t teams = (rows + team_size - 1) / team_size;
+    const std::int64_t teams =
+        std::min((rows + team_size - 1) / team_size, detail::resident_teams(this->m_space, team_size));
     Kokkos::parallel_reduce(
-        label, policy_type(this->m_space, static_cast<int>(teams), team_size),
+        label, detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
-          const std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank();
-          if (r >= rows) return;
-          const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
-          score(r) = sum;
-          const bool flagged_row = sum > threshold;
-          flag(r) = flagged_row;
-          count += flagged_row;
+          const std::int64_t step = std::int64_t(team.league_size()) * team.team_size();
+          for (std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank(); r < rows;
+               r += step) {
+            const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
+            score(r) = sum;
+            const bool flagged_row = sum > threshold;
+            flag(r) = flagged_row;
+            count += flagged_row;
+          }
         },
-        this->m_count);
+        this->m_count_host);
   }
 
  // Public: CUDA extended lambdas may not live in private member functions.
@@ -129,7 +139,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
           flag(r) = flagged_row;
           count += flagged_row;
         },
-        this->m_count);
+        this->m_count_host);
   }
 
   // Host, feature-major: a block of rows at a time, feature-outer, so the inner loop is contiguous.
@@ -159,18 +169,16 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
             count += flagged_row;
           }
         },
-        this->m_count);
+        this->m_count_host);
   }
 
   // Device, row-major: a team copies a contiguous tile of whole rows into scratch with flat, coalesced
-  // loads (each thread issues all its loads before storing any, so they overlap), storing them at an
-  // odd row pitch so that in the second phase one thread per row reads scratch without bank conflicts.
+  // loads -- 16-byte chunks when rows are whole chunks; each thread issues all its loads before storing
+  // any, so they overlap -- storing them at an odd row pitch so that in the second phase one thread per
+  // row reads scratch without bank conflicts. One resident wave of teams strides over the tiles, so
+  // Kokkos' team reduction is paid once per team, not once per tile.
   void run_device_row_major_tiled() {
-    // Bounds for 1,024-thread teams: the compiler keeps the kernel within 64 registers, so every block
-    // size a study asks for can launch.
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
-    using member_type = typename policy_type::member_type;
-    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
+    const std::int64_t features = this->m_shape.features;
     const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
     const std::int64_t pitch = features | 1;  // odd: consecutive rows start in different banks
     // Rows per team: one per thread, fewer when the tile would pass 32 KiB of scratch.
@@ -180,7 +188,23 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
       run_device_row_major_direct(std::max(1, team_size / 32), 32);  // rows wider than a tile
       return;
     }
-    const std::int64_t teams = (rows + rows_per_team - 1) / rows_per_team;
+    // x's allocation is aligned far beyond 16 bytes; a tile then starts on a chunk when rows are whole chunks.
+    if (features % 4 == 0) run_tiles<4>(team_size, pitch, rows_per_team);
+    else run_tiles<1>(team_size, pitch, rows_per_team);
+  }
+
+  template <int Width>
+  void run_tiles(int team_size, std::int64_t pitch, std::int64_t rows_per_team) {
+    // Bounds for 1,024-thread teams: the compiler keeps the kernel within 64 registers, so every block
+    // size a study asks for can launch.
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
+    using member_type = typename policy_type::member_type;
+    using chunk_type = chunk<Value, Width>;
+    constexpr int max_chunks = max_loads / Width;
+    const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
+    const std::int64_t row_chunks = features / Width;
+    const std::int64_t tiles = (rows + rows_per_team - 1) / rows_per_team;
+    const std::int64_t teams = std::min(tiles, detail::resident_teams(this->m_space, team_size));
     const Value* x = this->m_x.data();
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const auto score = this->m_score;
@@ -190,51 +214,55 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     // row count would otherwise ask get_shmem for more than was reserved (it then returns null).
     const std::size_t scratch_bytes = (std::size_t(rows_per_team * pitch) * sizeof(Value) + 15) / 16 * 16;
     const auto body = KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
-          Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(scratch_bytes));
-          const std::int64_t r0 = std::int64_t(team.league_rank()) * rows_per_team;
-          const std::int64_t n_rows = rows - r0 < rows_per_team ? rows - r0 : rows_per_team;
-          const std::int64_t n = n_rows * features;  // the tile is contiguous in a row-major table
-          const Value* source = x + r0 * features;
-          const int threads = team.team_size();
-          const int t = team.team_rank();
-          // Row and column of element e = t + k * threads, advanced without a division per element.
-          const std::int64_t step_rows = threads / features, step_cols = threads % features;
-          std::int64_t row = t / features, col = t % features;
-          Value v[max_loads];
-          for (int k = 0; k < max_loads; ++k) {
-            const std::int64_t e = t + std::int64_t(k) * threads;
-            v[k] = e < n ? source[e] : Value(0);
+      Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(scratch_bytes));
+      const int threads = team.team_size();
+      const int t = team.team_rank();
+      // Row and chunk column of chunk c = t + k * threads, advanced without a division per chunk.
+      const std::int64_t step_rows = threads / row_chunks, step_cols = threads % row_chunks;
+      for (std::int64_t tile_index = team.league_rank(); tile_index < tiles; tile_index += team.league_size()) {
+        const std::int64_t r0 = tile_index * rows_per_team;
+        const std::int64_t n_rows = rows - r0 < rows_per_team ? rows - r0 : rows_per_team;
+        const std::int64_t n = n_rows * row_chunks;  // the tile is contiguous in a row-major table
+        const chunk_type* source = reinterpret_cast<const chunk_type*>(x + r0 * features);
+        chunk_type v[max_chunks];
+        for (int k = 0; k < max_chunks; ++k) {
+          const std::int64_t c = t + std::int64_t(k) * threads;
+          if (c < n) v[k] = source[c];
+        }
+        std::int64_t row = t / row_chunks, col = t % row_chunks;
+        for (int k = 0; k < max_chunks; ++k) {
+          const std::int64_t c = t + std::int64_t(k) * threads;
+          if (c < n)
+            for (int j = 0; j < Width; ++j) tile[row * pitch + col * Width + j] = v[k].v[j];
+          row += step_rows;
+          col += step_cols;
+          if (col >= row_chunks) {
+            col -= row_chunks;
+            ++row;
           }
-          for (int k = 0; k < max_loads; ++k) {
-            const std::int64_t e = t + std::int64_t(k) * threads;
-            if (e < n) tile[row * pitch + col] = v[k];
-            row += step_rows;
-            col += step_cols;
-            if (col >= features) {
-              col -= features;
-              ++row;
-            }
-          }
-          team.team_barrier();
-          if (t < n_rows) {
-            const Value* own = tile + t * pitch;
-            Value sum = 0;
-            for (std::int64_t f = 0; f < features; ++f)
-              sum += clamp_nan_through((own[f] - mean(f)) * inv_std(f), clip) * weight(f);
-            score(r0 + t) = sum;
-            const bool flagged_row = sum > threshold;
-            flag(r0 + t) = flagged_row;
-            count += flagged_row;
-          }
-        };
-    policy_type policy(this->m_space, static_cast<int>(teams), team_size);
+        }
+        team.team_barrier();
+        if (t < n_rows) {
+          const Value* own = tile + t * pitch;
+          Value sum = 0;
+          for (std::int64_t f = 0; f < features; ++f)
+            sum += clamp_nan_through((own[f] - mean(f)) * inv_std(f), clip) * weight(f);
+          score(r0 + t) = sum;
+          const bool flagged_row = sum > threshold;
+          flag(r0 + t) = flagged_row;
+          count += flagged_row;
+        }
+        team.team_barrier();  // the next tile overwrites this one
+      }
+    };
+    auto policy = detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size));
     policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
     // The kernel's registers may not allow the largest blocks; Kokkos would refuse them.
     const int allowed = policy.team_size_max(body, Kokkos::ParallelReduceTag());
     if (team_size > allowed)
       throw std::invalid_argument("block size " + std::to_string(team_size) + " exceeds the " +
                                   std::to_string(allowed) + " threads this kernel's registers allow");
-    Kokkos::parallel_reduce("kstudy::fused_kokkos<row_major>", policy, body, this->m_count);
+    Kokkos::parallel_reduce("kstudy::fused_kokkos<row_major>", policy, body, this->m_count_host);
   }
 
   // Rows wider than a tile: vector lanes stride over the features of one row in global memory.
@@ -249,7 +277,8 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const std::int64_t teams = (rows + team_size - 1) / team_size;
     Kokkos::parallel_reduce(
-        "kstudy::fused_kokkos<row_major,wide>", policy_type(this->m_space, static_cast<int>(teams), team_size, vector_length),
+        "kstudy::fused_kokkos<row_major,wide>",
+        detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size, vector_length)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
           const std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank();
           if (r >= rows) return;
@@ -267,7 +296,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
             count += flagged_row;
           });
         },
-        this->m_count);
+        this->m_count_host);
   }
 };
 

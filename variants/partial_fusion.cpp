@@ -16,16 +16,12 @@ class partial_fusion final : public detail::kokkos_variant<ExecutionSpace, Layou
 
  public:
   void run() override {
-    const auto x = this->m_x;
-    const auto weighted = m_weighted;
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const Value clip = this->m_clip;
-    detail::for_each_element<ExecutionSpace, Layout>(
-        "kstudy::partial_fusion::standardize_clip_weight", this->m_space, this->m_shape.rows, this->m_shape.features,
-        KOKKOS_LAMBDA(std::int64_t r, std::int64_t f) {
-          weighted(r, f) = detail::clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
-        });
-    detail::row_sums(this->m_space, weighted, m_ones, this->m_score);
+    detail::map_elements<ExecutionSpace, Layout>(
+        "kstudy::partial_fusion::standardize_clip_weight", this->m_space, this->m_x, m_weighted,
+        KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return detail::clamp_nan_through((v - mean(f)) * inv_std(f), clip) * weight(f); });
+    detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
     this->m_flagged = detail::threshold_step("kstudy::partial_fusion::threshold", this->m_space, this->m_score,
                                              this->m_flag, this->m_threshold);
   }

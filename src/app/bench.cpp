@@ -98,9 +98,7 @@ void bench_variant(benchmark::State& state, const kstudy::registered_variant* en
   for (auto _ : state) {
     kstudy::wall_timer wall;
     wall.start();
-    events.start();
-    p.variant->run();
-    events.stop();
+    kstudy::run_between_events(*p.variant, events);
     const double host_seconds = wall.seconds();
     state.SetIterationTime(events.available() ? events.seconds() : host_seconds);
   }

@@ -6,7 +6,8 @@
 //   score[r] = sum_f z[r,f] * weight[f],  flag[r] = score[r] > threshold,  *flagged += flagged rows
 //
 // Every kernel takes the same argument struct, runs grid-stride loops (the host sizes the grid to one
-// resident wave) and adds its flagged rows with one atomicAdd per warp. 64-bit indices throughout.
+// resident wave), adds its flagged rows with one atomicAdd per warp, and its last block writes the
+// launch's count to mapped host memory. 64-bit indices throughout.
 // __launch_bounds__(1024): the block size is chosen at run time, up to 1024 threads.
 #ifndef KSTUDY_FUSED_CUDA_KERNELS_CUH
 #define KSTUDY_FUSED_CUDA_KERNELS_CUH
@@ -18,7 +19,9 @@ struct kstudy_fused_args {
   const float* weight;
   float* score;
   unsigned char* flag;
-  unsigned long long* flagged;  // the kernels add the flagged rows to it; the host resets or diffs it
+  unsigned long long* flagged;       // device: the running count of this launch (zero between launches)
+  unsigned int* finished_blocks;     // device: blocks done (zero between launches)
+  unsigned long long* flagged_host;  // mapped pinned host memory: the launch's count, written by its last block
   long long rows;
   long long features;
   long long pitch;  // elements between rows; only the padded kernel reads it
@@ -124,14 +127,27 @@ struct kstudy_chunk<4> {
   __device__ static float4 zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
 };
 
-// Warp sum of per-thread flag counts, then one atomic per warp. Every lane of every (full) warp must call it.
-__device__ __forceinline__ void kstudy_add_flagged(unsigned long long* flagged, unsigned int count) {
+// Warp sum of per-thread flag counts, one atomic per warp; then the block that finishes last moves the
+// total into mapped host memory and zeroes the device counters for the next launch. So the count reaches
+// the host inside the kernel: no memset before it and no copy after it on the stream.
+// Every thread of the block must call it (blocks are whole warps).
+__device__ __forceinline__ void kstudy_add_flagged(const kstudy_fused_args& a, unsigned int count) {
 #if __CUDA_ARCH__ >= 800
   count = __reduce_add_sync(0xffffffffu, count);
 #else
   for (int offset = 16; offset > 0; offset >>= 1) count += __shfl_xor_sync(0xffffffffu, count, offset);
 #endif
-  if ((threadIdx.x & 31) == 0 && count != 0) atomicAdd(flagged, (unsigned long long)count);
+  if ((threadIdx.x & 31) == 0 && count != 0) atomicAdd(a.flagged, (unsigned long long)count);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's additions are visible before it counts itself finished
+    if (atomicAdd(a.finished_blocks, 1u) == gridDim.x - 1) {
+      __threadfence();
+      *a.flagged_host = atomicExch(a.flagged, 0ull);
+      *a.finished_blocks = 0u;
+      __threadfence_system();
+    }
+  }
 }
 
 __device__ __forceinline__ unsigned int kstudy_store_row(const kstudy_fused_args& a, long long r, float sum) {
@@ -169,7 +185,7 @@ __device__ __forceinline__ void kstudy_row_per_thread(const kstudy_fused_args& a
     }
     count += kstudy_store_row(a, r, sum);
   }
-  kstudy_add_flagged(a.flagged, count);
+  kstudy_add_flagged(a, count);
 }
 
 // Rows too wide for a tile: a warp reduces kstudy_warp_rows rows at once straight from global memory, lane l
@@ -204,7 +220,7 @@ __device__ __forceinline__ void kstudy_global_warp_rows(const kstudy_fused_args&
       if (lane == 0 && r0 + j < a.rows) count += kstudy_store_row(a, r0 + j, sum[j]);
     }
   }
-  kstudy_add_flagged(a.flagged, count);
+  kstudy_add_flagged(a, count);
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_row_major(kstudy_fused_args a) {
@@ -291,7 +307,7 @@ __device__ __forceinline__ void kstudy_tiled(const kstudy_fused_args& a, const k
     }
     __syncthreads();  // the next tile overwrites this one
   }
-  kstudy_add_flagged(a.flagged, count);
+  kstudy_add_flagged(a, count);
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_row_major_tiled(kstudy_fused_args a) {

@@ -65,6 +65,21 @@ void register_kokkos_variant(variant_info info) {
   variant_registration<Variant>{std::move(info)};
 }
 
+// The policy with Kokkos' light-weight hint: on CUDA the kernel's functor then travels as a launch
+// parameter. Without it Kokkos 3.4 sends functors over 512 bytes through constant memory, which queues
+// a host-to-device copy before every launch and waits for the previous launch using that memory.
+template <class Policy>
+auto light_weight(const Policy& policy) {
+  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
+}
+
+// Teams of team_size threads that the space runs at once (one resident wave on a GPU), at least 1.
+template <class ExecutionSpace>
+std::int64_t resident_teams(const ExecutionSpace& space, int team_size) {
+  const std::int64_t teams = std::int64_t(space.concurrency()) / team_size;
+  return teams > 0 ? teams : 1;
+}
+
 // Clamp whose NaN passes through (a NaN feature makes the row's score NaN), as the reference does.
 template <class Value>
 KOKKOS_FORCEINLINE_FUNCTION Value clamp_nan_through(Value v, Value clip) {
@@ -121,8 +136,7 @@ class kokkos_variant : public scoring_variant {
     m_score = Kokkos::View<Value*, memory_space>(Kokkos::view_alloc("kstudy::score", Kokkos::WithoutInitializing), m_shape.rows);
     m_flag = Kokkos::View<std::uint8_t*, memory_space>(Kokkos::view_alloc("kstudy::flag", Kokkos::WithoutInitializing),
                                                        m_shape.rows);
-    m_count = Kokkos::View<std::int64_t, memory_space>("kstudy::flagged_count");
-    m_count_host = count_host_view("kstudy::flagged_count_host");
+    m_count_host = count_host_view("kstudy::flagged_count");
     allocate_workspace();
     upload(problem.x);
   }
@@ -153,7 +167,7 @@ class kokkos_variant : public scoring_variant {
   }
 
   // Queued transfers for the pipelined strategy (see scoring_variant); the kernels are queued by the
-  // derived variant's enqueue_run(), reducing its count into m_count.
+  // derived variant's enqueue_run(), reducing its count into m_count_host.
   void enqueue_upload(const float* host_x) override {
     if (!this->queues_asynchronously()) return upload(host_x);
     auto host = host_table_view<Layout>(host_x, m_shape);
@@ -166,7 +180,6 @@ class kokkos_variant : public scoring_variant {
     Kokkos::View<std::uint8_t*, Kokkos::HostSpace, unmanaged> flag(host_flag, m_shape.rows);
     Kokkos::deep_copy(m_space, score, m_score);
     Kokkos::deep_copy(m_space, flag, m_flag);
-    Kokkos::deep_copy(m_space, m_count_host, m_count);
   }
   void wait() override {
     m_space.fence();
@@ -194,8 +207,8 @@ class kokkos_variant : public scoring_variant {
   Kokkos::View<Value*, memory_space> m_score;
   Kokkos::View<std::uint8_t*, memory_space> m_flag;
   std::int64_t m_flagged = -1;
-  // Device-side count for queued runs, and a host copy that a queued download fills.
-  Kokkos::View<std::int64_t, memory_space> m_count;
+  // Where a queued reduction leaves the flagged count. Pinned host memory is device-accessible, so the
+  // reduction's last block writes the total straight into it: no count copy queued after the kernel.
 #ifdef KOKKOS_ENABLE_CUDA
   using count_host_type = Kokkos::View<std::int64_t, Kokkos::CudaHostPinnedSpace>;
 #else
@@ -209,16 +222,5 @@ class kokkos_variant : public scoring_variant {
   cudaStream_t m_own_stream = nullptr;
 #endif
 };
-
-// Counts the flags of a finished run (one reduction kernel); used by variants whose last step
-// does not produce the count itself.
-template <class ExecutionSpace, class FlagView>
-std::int64_t count_flags(const ExecutionSpace& space, const char* label, const FlagView& flag) {
-  std::int64_t count = 0;
-  Kokkos::parallel_reduce(
-      label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, flag.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& sum) { sum += flag(r); }, count);
-  return count;
-}
 
 }  // namespace kstudy::detail

@@ -36,4 +36,20 @@ class device_event_timer {
   void* m_stop = nullptr;
 };
 
+// Runs a variant once between the two events (the caller's wall clock spans the whole call). A variant
+// that queues asynchronously gets its stop event right behind its queued work and is waited for after
+// it, so the events time that work alone, not the host's return trip; a synchronous one stops after run().
+template <class Variant>
+void run_between_events(Variant& variant, device_event_timer& events) {
+  events.start();
+  if (variant.queues_asynchronously()) {
+    variant.enqueue_run();
+    events.stop();
+    variant.wait();
+  } else {
+    variant.run();
+    events.stop();
+  }
+}
+
 }  // namespace kstudy
