@@ -70,7 +70,10 @@ pipelined_one_shot::pipelined_one_shot(const registered_variant& entry, const sc
     p.x = placeholder.data();
     s->variant = entry.make();
     s->variant->prepare(p, options);
-    const bool direct = input_kind == host_memory::pinned && m_shape.layout != table_layout::feature_major;
+    // Pinned input goes up without staging: contiguous rows as they are, feature-major chunks as one
+    // strided copy where the variant can queue one.
+    const bool direct = input_kind == host_memory::pinned &&
+                        (m_shape.layout != table_layout::feature_major || s->variant->can_upload_columns());
     // Staging is page-locked where the build can allocate it (host variants, used by the tests, stage
     // in pageable memory).
     const host_memory staging = pinned_memory_available() ? host_memory::pinned : host_memory::pageable;
@@ -117,15 +120,15 @@ std::int64_t pipelined_one_shot::run(const float* host_x, float* score, std::uin
     const bool tail = has_tail && c == n_chunks - 1;
     slot& s = tail ? *m_slots.back() : *m_slots[static_cast<std::size_t>(c % regular)];
     if (s.busy) finish(s, score, flag);  // its previous chunk must be out of the staging buffers
-    const float* source;
-    if (s.x.bytes() == 0) {
-      source = host_x + r0 * pitch;  // pinned, contiguous rows: straight from the caller's buffer
-    } else {
-      gather_chunk(m_shape, host_x, r0, s.rows, s.x.as<float>());
-      source = s.x.as<float>();
-    }
     s.row_begin = r0;
-    s.variant->enqueue_upload(source);
+    if (s.x.bytes() > 0) {
+      gather_chunk(m_shape, host_x, r0, s.rows, s.x.as<float>());
+      s.variant->enqueue_upload(s.x.as<float>());
+    } else if (m_shape.layout == table_layout::feature_major) {
+      s.variant->enqueue_upload_columns(host_x + r0, m_shape.rows);  // pinned: one strided copy
+    } else {
+      s.variant->enqueue_upload(host_x + r0 * pitch);  // pinned, contiguous rows: straight from the caller
+    }
     s.variant->enqueue_run();
     if (s.score.bytes() > 0) s.variant->enqueue_download(s.score.as<float>(), s.flag.as<std::uint8_t>());
     else s.variant->enqueue_download(score + r0, flag + r0);

@@ -61,7 +61,10 @@ struct launch_geometry {
 launch_geometry plan_launch(kernel_fn kernel, bool tiled, const table_shape& shape, int block) {
   launch_geometry g;
   g.block = block;
-  std::int64_t work_blocks = (shape.rows + block - 1) / block;
+  // The feature-major kernel takes four rows per thread when rows are a multiple of 4.
+  const std::int64_t threads_needed =
+      kernel == fused_cuda_feature_major && shape.rows % 4 == 0 ? shape.rows / 4 : shape.rows;
+  std::int64_t work_blocks = (threads_needed + block - 1) / block;
   if (tiled) {
     const kstudy_tile_plan plan = kstudy_plan_tile(shape.features, block, true);  // cudaMalloc: 256-byte aligned
     g.smem_bytes = plan.smem_bytes;
@@ -185,6 +188,13 @@ class fused_cuda final : public scoring_variant {
   void enqueue_upload(const float* host_x) override {
     const auto bytes = static_cast<std::size_t>(m_shape.allocated_elements()) * sizeof(float);
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, host_x, bytes, cudaMemcpyHostToDevice, m_stream));
+  }
+  bool can_upload_columns() const override { return L == table_layout::feature_major; }
+  void enqueue_upload_columns(const float* first, std::int64_t source_rows) override {
+    if (!can_upload_columns()) scoring_variant::enqueue_upload_columns(first, source_rows);
+    const auto width = static_cast<std::size_t>(m_shape.rows) * sizeof(float);
+    KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_x, width, first, static_cast<std::size_t>(source_rows) * sizeof(float), width,
+                                        static_cast<std::size_t>(m_shape.features), cudaMemcpyHostToDevice, m_stream));
   }
   void enqueue_run() override {
     void* args[] = {&m_args};

@@ -83,10 +83,68 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
       else run_row_per_thread("kstudy::fused_kokkos<row_major,host>");
     } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight>) {
       run_device_row_major_tiled();
+    } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) {
+      // Four rows per thread where every column starts on 16 bytes; one row per thread otherwise.
+      if (this->m_shape.rows % 4 == 0 && this->m_x.stride(1) % 4 == 0) run_device_feature_major_quads();
+      else run_device_row_per_thread("kstudy::fused_kokkos<feature_major>");
     } else {
-      run_device_row_per_thread(std::is_same_v<Layout, Kokkos::LayoutLeft> ? "kstudy::fused_kokkos<feature_major>"
-                                                                            : "kstudy::fused_kokkos<padded_row_major>");
+      run_device_row_per_thread("kstudy::fused_kokkos<padded_row_major>");
     }
+  }
+
+  // Device, feature-major, four adjacent rows per thread: every load is 16 bytes wide (four rows of one
+  // feature), eight features of them in flight per thread, and the four scores and flags are stored as
+  // one 16-byte and one 4-byte store. Same resident wave of striding teams as the row-per-thread kernel.
+  void run_device_feature_major_quads() {
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
+    using member_type = typename policy_type::member_type;
+    using quad = chunk<Value, 4>;
+    using flag_quad = chunk<std::uint8_t, 4>;
+    const Value* x = this->m_x.data();
+    const std::int64_t column = this->m_x.stride(1);
+    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    quad* score = reinterpret_cast<quad*>(this->m_score.data());
+    flag_quad* flag = reinterpret_cast<flag_quad*>(this->m_flag.data());
+    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const std::int64_t quads = this->m_shape.rows / 4, features = this->m_shape.features;
+    const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
+    const std::int64_t teams =
+        std::min((quads + team_size - 1) / team_size, detail::resident_teams(this->m_space, team_size));
+    Kokkos::parallel_reduce(
+        "kstudy::fused_kokkos<feature_major,4 rows per thread>",
+        detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
+        KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
+          const std::int64_t step = std::int64_t(team.league_size()) * team.team_size();
+          for (std::int64_t q = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank(); q < quads;
+               q += step) {
+            const quad* rows_of = reinterpret_cast<const quad*>(x + 4 * q);
+            Value sum[4] = {0, 0, 0, 0};
+            std::int64_t f = 0;
+            for (; f + 8 <= features; f += 8) {
+              quad v[8];
+              for (int k = 0; k < 8; ++k) v[k] = rows_of[(f + k) * (column / 4)];
+              for (int k = 0; k < 8; ++k) {
+                const Value m = mean(f + k), s = inv_std(f + k), w = weight(f + k);
+                for (int j = 0; j < 4; ++j) sum[j] += clamp_nan_through((v[k].v[j] - m) * s, clip) * w;
+              }
+            }
+            for (; f < features; ++f) {
+              const quad v = rows_of[f * (column / 4)];
+              const Value m = mean(f), s = inv_std(f), w = weight(f);
+              for (int j = 0; j < 4; ++j) sum[j] += clamp_nan_through((v.v[j] - m) * s, clip) * w;
+            }
+            quad out;
+            flag_quad flags;
+            for (int j = 0; j < 4; ++j) {
+              out.v[j] = sum[j];
+              flags.v[j] = sum[j] > threshold;
+              count += flags.v[j];
+            }
+            score[q] = out;
+            flag[q] = flags;
+          }
+        },
+        this->m_count_host);
   }
 
   // Device, one row per thread: one resident wave of teams whose threads stride over the rows (as the

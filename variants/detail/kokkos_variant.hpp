@@ -181,6 +181,23 @@ class kokkos_variant : public scoring_variant {
     Kokkos::deep_copy(m_space, score, m_score);
     Kokkos::deep_copy(m_space, flag, m_flag);
   }
+#ifdef KOKKOS_ENABLE_CUDA
+  // Kokkos' deep_copy has no strided host-to-device copy; the CUDA runtime's 2D copy on the instance's
+  // stream does it in one DMA, where the pipeline would otherwise gather the chunk with host threads.
+  bool can_upload_columns() const override {
+    return std::is_same_v<ExecutionSpace, Kokkos::Cuda> && std::is_same_v<Layout, Kokkos::LayoutLeft>;
+  }
+  void enqueue_upload_columns(const float* first, std::int64_t source_rows) override {
+    if (!can_upload_columns()) return scoring_variant::enqueue_upload_columns(first, source_rows);
+    const auto width = static_cast<std::size_t>(m_shape.rows) * sizeof(Value);
+    const auto status = cudaMemcpy2DAsync(m_x.data(), static_cast<std::size_t>(m_x.stride(1)) * sizeof(Value), first,
+                                          static_cast<std::size_t>(source_rows) * sizeof(float), width,
+                                          static_cast<std::size_t>(m_shape.features), cudaMemcpyHostToDevice,
+                                          static_cast<cudaStream_t>(stream()));
+    if (status != cudaSuccess)
+      throw std::runtime_error(std::string("cudaMemcpy2DAsync: ") + cudaGetErrorString(status));
+  }
+#endif
   void wait() override {
     m_space.fence();
     if (!this->queues_asynchronously()) return;  // synchronous variants set m_flagged in run()

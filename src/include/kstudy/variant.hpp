@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <deque>
 #include <vector>
@@ -76,6 +77,15 @@ class scoring_variant {
   virtual void enqueue_run() { run(); }
   virtual void enqueue_download(float* host_score, std::uint8_t* host_flag) { download(host_score, host_flag); }
   virtual void wait() {}
+  // A feature-major variant on a device may take its chunk of a larger feature-major host table
+  // straight from page-locked memory as one strided copy: column f of the chunk is first[f * source_rows
+  // ...]. Where it cannot (can_upload_columns() false), the pipeline gathers the chunk on the host first.
+  virtual bool can_upload_columns() const { return false; }
+  virtual void enqueue_upload_columns(const float* first, std::int64_t source_rows) {
+    (void)first;
+    (void)source_rows;
+    throw std::logic_error("this variant cannot upload a strided chunk");
+  }
 
   // Calculated occupancy (active warps / maximum per SM) of the variant's kernel as prepared; 0 where
   // the variant cannot tell (host backends, Kokkos-launched kernels).
