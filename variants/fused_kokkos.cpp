@@ -29,7 +29,7 @@ using detail::clamp_nan_through;
 // Rows per block on host spaces for the feature-major walk.
 constexpr int host_row_block = 256;
 // Device row-major tile: at most this many loads per thread, all issued before any store to scratch.
-constexpr int max_loads = 32;
+constexpr int max_loads = 16;
 
 // Width consecutive values moved as one aligned load (16 bytes for four floats).
 template <class Value, int Width>
@@ -239,10 +239,11 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const std::int64_t features = this->m_shape.features;
     const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
     const std::int64_t pitch = features | 1;  // odd: consecutive rows start in different banks
-    // Rows per team: one per thread, fewer when the tile would pass 32 KiB of scratch.
     const std::int64_t max_elements = 8192;
-    const std::int64_t rows_per_team = std::min<std::int64_t>(team_size, max_elements / pitch);
-    if (rows_per_team < 1 || (rows_per_team * features + team_size - 1) / team_size > max_loads) {
+    // Rows per team: one per thread, fewer when the tile would pass 32 KiB of scratch or max_loads per thread.
+    const std::int64_t rows_per_team =
+        std::min<std::int64_t>({team_size, max_elements / pitch, std::int64_t(team_size) * max_loads / features});
+    if (rows_per_team < 1) {
       run_device_row_major_direct(std::max(1, team_size / 32), 32);  // rows wider than a tile
       return;
     }
@@ -270,7 +271,13 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const Value clip = this->m_clip, threshold = this->m_threshold;
     // Rounded up to 16 bytes: Kokkos' scratch allocator aligns requests, and an odd pitch times an odd
     // row count would otherwise ask get_shmem for more than was reserved (it then returns null).
-    const std::size_t scratch_bytes = (std::size_t(rows_per_team * pitch) * sizeof(Value) + 15) / 16 * 16;
+    // Lanes per row in the reduction: one thread per row for narrow rows; for wide rows (fewer rows than
+    // threads) a power-of-two group of threads shares a row and adds its partial sums through scratch.
+    int group = 1;
+    while (group < 32 && rows_per_team * group * 2 <= team_size) group *= 2;
+    const std::int64_t partials_offset = rows_per_team * pitch;
+    const std::size_t scratch_bytes =
+        (std::size_t(partials_offset + (group > 1 ? team_size : 0)) * sizeof(Value) + 15) / 16 * 16;
     const auto body = KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
       Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(scratch_bytes));
       const int threads = team.team_size();
@@ -300,14 +307,24 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
           }
         }
         team.team_barrier();
-        if (t < n_rows) {
-          const Value* own = tile + t * pitch;
-          Value sum = 0;
-          for (std::int64_t f = 0; f < features; ++f)
+        const int local_row = t / group, member = t % group;
+        Value sum = 0;
+        if (local_row < n_rows) {
+          const Value* own = tile + local_row * pitch;
+          for (std::int64_t f = member; f < features; f += group)
             sum += clamp_nan_through((own[f] - mean(f)) * inv_std(f), clip) * weight(f);
-          score(r0 + t) = sum;
+        }
+        if (group > 1) {
+          Value* partials = tile + partials_offset;
+          partials[t] = sum;
+          team.team_barrier();
+          if (member == 0)
+            for (int j = 1; j < group; ++j) sum += partials[t + j];
+        }
+        if (member == 0 && local_row < n_rows) {
+          score(r0 + local_row) = sum;
           const bool flagged_row = sum > threshold;
-          flag(r0 + t) = flagged_row;
+          flag(r0 + local_row) = flagged_row;
           count += flagged_row;
         }
         team.team_barrier();  // the next tile overwrites this one
