@@ -135,6 +135,11 @@ def main():
         # Sections this archive cannot feed are skipped with a note, not silently dropped.
         check("## Block size\n\n*Skipped:" in md, "block size section not marked skipped")
         check("## Where the ratio goes: resident to one-shot\n\n*Skipped:" in md, "waterfall not marked skipped")
+        # The seed comparison is always a section: a table, or skipped with the reason.
+        check("## The seed's conclusions on this machine\n" in md, "seed comparison section missing")
+        if (out / "seed_comparison.csv").is_file():
+            seed = pd.read_csv(out / "seed_comparison.csv")
+            check(list(seed.columns) == ["claim", "seed", "here", "verdict"] and len(seed) > 0, seed.columns.tolist())
 
     # A python without Debian's packages gets a message naming them and exit 3.
     script = Path(__file__).resolve().parent.parent / "scripts" / "kstudy_report.py"

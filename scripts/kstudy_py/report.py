@@ -337,6 +337,7 @@ class Report:
         if has_occupancy:
             cols.append("occupancy")
         df = s[cols].sort_values(cols[:8])
+        self.block_sizes = df
         self.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout"
                        + ("; calculated occupancy (active warps / maximum) as recorded by the run" if has_occupancy else ""))
         if not has_occupancy:
@@ -353,6 +354,95 @@ class Report:
         if name:
             sec.figures.append((name, "Runtime vs block size per variant and shape"
                                 + ("; dotted, right axis: calculated occupancy" if has_occupancy else "")))
+        return sec
+
+    def section_seed(self):
+        """The seed article's conclusions (its numbers quoted as constants) against this archive's data."""
+        sec = Section("The seed's conclusions on this machine")
+        rows = []
+
+        def add(claim, seed, here, verdict):
+            rows.append({"claim": claim, "seed": seed, "here": here, "verdict": verdict})
+
+        wf = getattr(self, "waterfall", None)
+        if wf is not None:
+            df, _ = wf
+            for memory, g in df.groupby("memory_kind", sort=False):
+                kernel = g[g.component.str.startswith("kernel")].seconds.iloc[0]
+                total = g[g.component == "one_shot (measured total)"].seconds.iloc[0]
+                kept = kernel / total
+                add(f"one-shot ({memory}) keeps a few % of the resident speedup at 1,048,576×16",
+                    "3.2% kept (324× → 10.4×, pageable NumPy in and out)",
+                    f"{100 * kept:.1f}% kept (`{g.variant.iloc[0]}`: kernel {A.fmt_seconds(kernel)}, one-shot "
+                    f"{A.fmt_seconds(total)})", "holds" if kept < 0.1 else "changes: transfers erase less")
+        cr = getattr(self, "crossover", None)
+        if cr is not None and len(cr):
+            g = cr[(cr.timer == "one_shot") & (cr.memory_kind == "pageable") & (cr.bracket != "never")]
+            for family, seed_rows in (("fused_cuda", 4096), ("composed", 16384)):
+                h = g[g.variant.str.startswith(family)]
+                if len(h):
+                    first = int(h.first_winning_rows.astype(int).min())
+                    verdict = ("holds (within one doubling)" if seed_rows / 2 <= first <= seed_rows * 2 else
+                               "changes: " + ("earlier" if first < seed_rows else "later"))
+                    add(f"{family} first beats the CPU one-shot from pageable memory", f"at {seed_rows:,} rows (vs NumPy)",
+                        f"at {first:,} rows (vs `cpu_reference@openmp`, separate IQRs)", verdict)
+        lay = getattr(self, "layout", None)
+        if lay is not None and len(lay):
+            res = lay[lay.timer == "resident_wall"]
+            for variant, claim_seed in (("fused_cuda_row_major@cuda", "1.83× (plain row-major kernel)"),
+                                        ("fused_cuda_row_major_tiled@cuda", "1.83× (plain row-major kernel)"),
+                                        ("fused_kokkos_row_major@cuda", "1.83× (plain row-major kernel)")):
+                h = res[(res.row_variant == variant) & (res.rows == 262144) & (res.features == 256)]
+                if len(h):
+                    ratio = float(h.row_over_feature.iloc[0])
+                    add(f"feature-major beats row-major at 262,144×256 (`{variant}`)", claim_seed,
+                        f"row-major / feature-major = {ratio:.2f}",
+                        "holds" if ratio > 1.5 else ("changes: row-major coalesced, ratio near 1" if ratio < 1.2
+                                                     else "changes: smaller gap"))
+            h = res[res.row_variant == "fused_cuda_row_major@cuda"]
+            for (r, f), seed_text in (((262144, 256), "5.4 reuses"), ((1048576, 16), "≈1,450 reuses"),
+                                      ((4194304, 16), "> 10,000 reuses")):
+                k = h[(h.rows == r) & (h.features == f)]
+                if len(k) and isinstance(k.break_even_reuses.iloc[0], (int, float, str)):
+                    value = k.break_even_reuses.iloc[0]
+                    seed_value = {(262144, 256): 5.4, (1048576, 16): 1450.0, (4194304, 16): 10000.0}[(r, f)]
+                    try:
+                        reuses = float(value)
+                        here, verdict = f"{reuses:.3g} reuses", (
+                            "holds (same order)" if seed_value / 3 <= reuses <= seed_value * 3 else
+                            "changes: pays back " + ("sooner" if reuses < seed_value else "later"))
+                    except (TypeError, ValueError):
+                        here, verdict = str(value), "changes" if value == "never" else "not comparable"
+                    add(f"transpose break-even at {r:,}×{f} (`fused_cuda_row_major@cuda`)", seed_text, here, verdict)
+            k = h[(h.rows == 4194304) & (h.features == 16)]
+            if len(k) and "t_padded_s" in k and k.t_padded_s.notna().iloc[0]:
+                ratio = float(k.t_padded_s.iloc[0] / k.t_row_s.iloc[0])
+                add("padded stride is slower than row-major at 4,194,304×16 (`fused_cuda`)", "up to 1.16×",
+                    f"{ratio:.2f}×", "holds" if 1.0 < ratio <= 1.3 else "changes")
+        bs = getattr(self, "block_sizes", None)
+        if bs is not None and len(bs) and "occupancy" in bs.columns:
+            for (v, r, f, t), g in bs.groupby(["variant", "rows", "features", "timer"]):
+                g = g[g.occupancy > 0]
+                if len(g) < 2 or g.occupancy.max() < 2 * g.occupancy.min():
+                    continue
+                lo, hi = g.loc[g.occupancy.idxmin()], g.loc[g.occupancy.idxmax()]
+                change = lo["median"] / hi["median"]
+                add(f"doubling calculated occupancy changes little (`{v}` {A.fmt_rows(r)}×{f})",
+                    "almost no change (feature-major 262,144×256)",
+                    f"occupancy {lo.occupancy:.2f} → {hi.occupancy:.2f}: time × {1 / change:.2f}",
+                    "holds" if 0.9 <= change <= 1.1 else "changes")
+        if not rows:
+            return sec.skip("none of the seed's measured points is in these archives")
+        df = pd.DataFrame(rows)
+        self.write_csv(df, "seed_comparison.csv", sec, "the seed article's claims beside this archive's numbers")
+        sec.lines.append("The seed's baseline was single-threaded NumPy (150.6 ms at 1,048,576×16); kstudy's is the "
+                         "multi-threaded Kokkos OpenMP `cpu_reference`, so speedups are smaller by design and "
+                         "crossovers move to larger tables.")
+        sec.lines.append("")
+        sec.lines.append("| claim | seed | here | verdict |")
+        sec.lines.append("| --- | --- | --- | --- |")
+        for r in rows:
+            sec.lines.append(f"| {r['claim']} | {r['seed']} | {r['here']} | {r['verdict']} |")
         return sec
 
     def transfer_table(self):
@@ -815,7 +905,8 @@ class Report:
         self.out.mkdir(parents=True, exist_ok=True)
         # Transfers first: the waterfall derives upload/download times from them.
         order = [self.section_overhead, self.section_speedups, self.section_crossover, self.section_transfer,
-                 self.section_waterfall, self.section_layout, self.section_block_size, self.section_roofline]
+                 self.section_waterfall, self.section_layout, self.section_block_size, self.section_roofline,
+                 self.section_seed]
         if self.cpu_baseline_path:
             order.insert(2, self.section_bench_baseline)
         by_title = []
