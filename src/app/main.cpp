@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
   run->add_flag("--overwrite", request.overwrite, "Replace an existing archive");
   run->add_flag("-q,--quiet", request.quiet, "No progress line or result table");
   run->add_option("--json", request.json_out, "Also write the results as one JSON document");
+  std::string shard_text;
+  run->add_option("--shard", shard_text,
+                  "Run only shard K of N (K/N, 0 <= K < N): the (point, replication) units u = point * replications "
+                  "+ replication with u % N == K; one Slurm array task each (see submit)");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability");
@@ -130,7 +134,10 @@ int main(int argc, char** argv) {
       std::cout << kstudy::describe_environment(kstudy::collect_metadata(argc, argv));
       return 0;
     }
-    if (*run) return kstudy::run_study(request, self_exe(), argc, argv);
+    if (*run) {
+      if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
+      return kstudy::run_study(request, self_exe(), argc, argv);
+    }
   } catch (const std::exception& e) {
     std::cerr << "kstudy: error: " << e.what() << "\n";
     return 1;
