@@ -1,4 +1,5 @@
-// kstudy: the command-line front end. One binary: list, info, run (and the hidden replication child).
+// kstudy: the command-line front end. One binary: list, info, run, merge (and the hidden
+// replication child); report and compare are handed to Python.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
+#include "kstudy/merge.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/timers.hpp"
 #include "kstudy/variant.hpp"
@@ -61,6 +63,44 @@ int list_command() {
   std::cout << " cuda";
 #endif
   std::cout << " (default: " << Kokkos::DefaultExecutionSpace::name() << ")\n";
+  return 0;
+}
+
+std::string join(const std::vector<int>& values) {
+  std::string out;
+  for (const auto v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+// Exit codes: 0 merged; 3 shards missing or incomplete and no --partial (nothing written); 1 refused or failed.
+int merge_command(kstudy::merge_request request) {
+  kstudy::merge_report report;
+  try {
+    report = kstudy::merge_shards(request);
+  } catch (const kstudy::merge_refused& refused) {
+    for (const auto& p : refused.problems()) std::cerr << "kstudy merge: refusing: " << p << "\n";
+    std::cerr << "kstudy merge: these archives are not the shards of one run; nothing written (--force merges "
+                 "them anyway, keeping the lowest shard's copy of any duplicated unit)\n";
+    return 1;
+  }
+  for (const auto& w : report.warnings) std::cerr << "kstudy merge: warning (--force): " << w << "\n";
+  const int n = report.shard_count;
+  if (!report.missing.empty())
+    std::cerr << "kstudy merge: missing shards of 0.." << n - 1 << ": " << join(report.missing) << " (no archive given)\n";
+  if (!report.incomplete.empty())
+    std::cerr << "kstudy merge: incomplete shards: " << join(report.incomplete)
+              << " (interrupted, failed or still running: not marked complete)\n";
+  if (!report.written) {
+    std::cerr << "kstudy merge: nothing written to " << request.out
+              << ". Resubmit those shards with `kstudy submit EXPERIMENT --resume --out-dir DIR`, or pass --partial "
+                 "to merge what is there\n";
+    return 3;
+  }
+  std::cout << "merged shards " << join(report.merged) << " of " << n << " into " << request.out << ": "
+            << report.samples << " samples"
+            << (report.duplicate_samples ? ", " + std::to_string(report.duplicate_samples) + " duplicate samples dropped" : "")
+            << (report.missing.empty() && report.incomplete.empty() ? ", complete" : ", PARTIAL (recorded in the archive)")
+            << "\n";
   return 0;
 }
 
@@ -117,6 +157,17 @@ int main(int argc, char** argv) {
   run->add_option("--shard", shard_text,
                   "Run only shard K of N (K/N, 0 <= K < N): the (point, replication) units u = point * replications "
                   "+ replication with u % N == K; one Slurm array task each (see submit)");
+
+  auto* merge = app.add_subcommand(
+      "merge", "Merge shard archives into one (checks they are one run; exit 3 if shards are missing)");
+  kstudy::merge_request merge_request;
+  merge->add_option("out", merge_request.out, "Merged archive to write")->required();
+  merge->add_option("shards", merge_request.shards, "Shard archives (kstudy run --shard)")->required();
+  merge->add_flag("--force", merge_request.force,
+                  "Merge a mixed set (schema, experiment, build or hardware differ, overlapping shards) with warnings");
+  merge->add_flag("--partial", merge_request.partial,
+                  "Merge although shards are missing or incomplete; the archive records which (complete=false)");
+  merge->add_flag("--overwrite", merge_request.overwrite, "Replace an existing output archive");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability");
@@ -137,6 +188,10 @@ int main(int argc, char** argv) {
     if (*run) {
       if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
       return kstudy::run_study(request, self_exe(), argc, argv);
+    }
+    if (*merge) {
+      for (int i = 0; i < argc; ++i) merge_request.command_line += (i ? " " : "") + std::string(argv[i]);
+      return merge_command(merge_request);
     }
   } catch (const std::exception& e) {
     std::cerr << "kstudy: error: " << e.what() << "\n";
