@@ -1,4 +1,4 @@
-// kstudy: the command-line front end. One binary: list, info, run, merge (and the hidden
+// kstudy: the command-line front end. One binary: list, info, run, submit, merge (and the hidden
 // replication child); report and compare are handed to Python.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
@@ -15,6 +15,7 @@
 #include "kstudy/experiment.hpp"
 #include "kstudy/merge.hpp"
 #include "kstudy/study.hpp"
+#include "kstudy/submit.hpp"
 #include "kstudy/timers.hpp"
 #include "kstudy/variant.hpp"
 #include "python_tool.hpp"
@@ -158,6 +159,30 @@ int main(int argc, char** argv) {
                   "Run only shard K of N (K/N, 0 <= K < N): the (point, replication) units u = point * replications "
                   "+ replication with u % N == K; one Slurm array task each (see submit)");
 
+  auto* submit = app.add_subcommand(
+      "submit", "Run an experiment as a Slurm job array: task K runs `run --shard K/N` into DIR/shard-K.h5");
+  kstudy::submit_request submit_request;
+  submit->add_option("experiment", submit_request.experiment, "Built-in experiment name or path to a JSON file")
+      ->required();
+  submit->add_option("--array", submit_request.array, "Number of shards N (array tasks 0..N-1)");
+  submit->add_option("--partition", submit_request.partition, "Slurm partition (#SBATCH --partition)");
+  submit->add_option("--time", submit_request.time, "Time limit per task (#SBATCH --time), e.g. 01:00:00");
+  submit->add_option("--gpus-per-task", submit_request.gpus_per_task,
+                     "GPUs per task; 1 runs one shard per GPU, Slurm binding each task's GPU (CUDA_VISIBLE_DEVICES)");
+  submit->add_option("--cpus-per-task", submit_request.cpus_per_task,
+                     "CPUs per task (default: the experiment's OpenMP thread count)");
+  submit->add_option("--out-dir", submit_request.out_dir, "Folder for the shard archives, logs and job script "
+                                                          "(default ./<experiment>-shards)");
+  submit->add_option("--sbatch-option", submit_request.sbatch_options,
+                     "Extra #SBATCH line, e.g. --sbatch-option=--account=abc (repeatable)");
+  submit->add_flag("--dry-run", submit_request.dry_run, "Print the job script; write and submit nothing");
+  submit->add_flag("--resume", submit_request.resume,
+                   "Resubmit only the shards whose archives are missing or incomplete (they resume)");
+  submit->add_option("--trials", submit_request.overrides.trials, "Passed on to every task's run");
+  submit->add_option("--replications", submit_request.overrides.replications, "Passed on to every task's run");
+  submit->add_option("--warmups", submit_request.overrides.warmups, "Passed on to every task's run");
+  submit->add_option("--variants", submit_request.overrides.variants, "Passed on to every task's run");
+
   auto* merge = app.add_subcommand(
       "merge", "Merge shard archives into one (checks they are one run; exit 3 if shards are missing)");
   kstudy::merge_request merge_request;
@@ -189,6 +214,7 @@ int main(int argc, char** argv) {
       if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
       return kstudy::run_study(request, self_exe(), argc, argv);
     }
+    if (*submit) return kstudy::submit_study(submit_request, self_exe());
     if (*merge) {
       for (int i = 0; i < argc; ++i) merge_request.command_line += (i ? " " : "") + std::string(argv[i]);
       return merge_command(merge_request);
