@@ -41,8 +41,10 @@ std::string find_on_path(const std::string& program) {
   return "";
 }
 
-// Runs program with args; returns its exit status and its stdout + stderr.
-int capture(const std::string& program, const std::vector<std::string>& args, std::string& output) {
+// Runs program with args; returns its exit status and its stdout (and stderr with with_stderr; else its
+// stderr goes to ours, so sbatch's warnings reach the user and cannot be mistaken for the job id).
+int capture(const std::string& program, const std::vector<std::string>& args, std::string& output,
+            bool with_stderr) {
   std::vector<char*> argv{const_cast<char*>(program.c_str())};
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -52,7 +54,7 @@ int capture(const std::string& program, const std::vector<std::string>& args, st
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
+    if (with_stderr) dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
     execv(program.c_str(), argv.data());
@@ -149,7 +151,7 @@ std::vector<std::string> active_jobs(const fs::path& dir, const std::string& squ
     const std::string id = line.substr(0, line.find(' '));
     if (id.empty()) continue;
     std::string out;
-    const int rc = capture(squeue, {"-h", "-j", id, "-o", "%i %T"}, out);
+    const int rc = capture(squeue, {"-h", "-j", id, "-o", "%i %T"}, out, true);
     if (rc == 0 && !trim(out).empty()) active.push_back(id + " (" + trim(out).substr(0, 200) + ")");
     else if (rc != 0 && out.find("Invalid job id") == std::string::npos)
       throw std::runtime_error("cannot ask Slurm whether job " + id + " still runs (squeue: " + trim(out) + ")");
@@ -189,6 +191,9 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
                              " replications); use at most that many shards");
   if (request.gpus_per_task < 0 || request.cpus_per_task < 0)
     throw std::runtime_error("--gpus-per-task and --cpus-per-task must not be negative");
+  if (request.gpus_per_task > 1)
+    std::cerr << "kstudy submit: warning: a shard measures on one GPU (Kokkos takes the first visible device); "
+              << request.gpus_per_task - 1 << " of each task's " << request.gpus_per_task << " GPUs will idle\n";
 
   // Which shards to run: all, or (--resume) those whose archive is missing or incomplete.
   std::vector<int> shards, incomplete, unreadable;
@@ -204,8 +209,7 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
     if (state == shard_state::unreadable) unreadable.push_back(k);
   }
   const std::string merged = (dir / (e.name + ".h5")).string();
-  std::string merge_command = "kstudy merge " + quote(merged);
-  for (int k = 0; k < count; ++k) merge_command += " " + quote(shard_path(dir, k));
+  const std::string merge_command = "kstudy merge " + quote(merged) + " " + quote(dir.string()) + "/shard-*.h5";
   if (shards.empty()) {
     std::cout << "kstudy submit: all " << count << " shards of " << e.name << " are complete in " << dir.string()
               << "; nothing to submit. Merge with:\n  " << merge_command << "\n";
@@ -299,10 +303,14 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
     if (!file.flush()) throw std::runtime_error("cannot write " + script_path.string());
   }
   std::string output;
-  const int rc = capture(sbatch, {"--parsable", script_path.string()}, output);
-  const std::string job = trim(output).substr(0, trim(output).find(';'));
+  const int rc = capture(sbatch, {"--parsable", script_path.string()}, output, false);
+  // --parsable prints "JOBID" or "JOBID;CLUSTER" as its last line.
+  const std::string last = trim(output).substr(trim(output).find_last_of('\n') + 1);
+  const std::string job = last.substr(0, last.find(';'));
   if (rc != 0 || job.empty() || job.find_first_not_of("0123456789") != std::string::npos)
-    throw std::runtime_error("sbatch " + script_path.string() + " failed (exit " + std::to_string(rc) + "): " + trim(output));
+    throw std::runtime_error("sbatch " + script_path.string() + " failed (exit " + std::to_string(rc) +
+                             (trim(output).empty() ? std::string(")") : "): " + trim(output)) +
+                             "; see sbatch's message above");
   std::ofstream(dir / "kstudy-submit.jobs", std::ios::app) << job << " shards=" << array_list(shards) << " of=" << count
                                                             << " " << utc_now() << "\n";
   std::cout << "submitted job array " << job << ": experiment " << e.name << ", shards " << array_list(shards) << " of "

@@ -112,6 +112,10 @@ pass "--dry-run prints a job array script and writes nothing"
 mkdir -p "$work/bin"
 cat > "$work/bin/sbatch" <<'SH'
 #!/bin/bash
+if [[ ${STUB_MODE:-} == fail ]]; then
+  echo "sbatch: error: Batch job submission failed: Invalid partition name specified" >&2; exit 1
+fi
+echo "sbatch: warning: a site warning on stderr" >&2
 cp "${@: -1}" "$STUB_DIR/submitted-$(ls "$STUB_DIR" | grep -c submitted).sbatch"
 echo "4242;testcluster"
 SH
@@ -127,6 +131,9 @@ run_tasks() {  # SCRIPT TASK...: each array task as Slurm would start it
   local script=$1; shift
   for k in "$@"; do SLURM_ARRAY_TASK_ID=$k bash "$script" > "$work/task-$k.log" 2>&1 || fail "task $k: $(tail -3 "$work/task-$k.log")"; done
 }
+expect_fail 1 "Invalid partition name specified" "an sbatch failure is reported with sbatch's message" -- \
+  env PATH="$stub_path" STUB_MODE=fail "$kstudy" submit "$tiny" --array 3 --partition nope --out-dir "$work/failed"
+grep -q "sbatch .* failed (exit 1)" "$work/err" || fail "sbatch failure: no kstudy error: $(cat "$work/err")"
 PATH=$stub_path "$kstudy" submit "$tiny" --array 3 --out-dir "$work/array" > "$work/out" 2> "$work/err" ||
   fail "submit with a stub sbatch: $(cat "$work/err")"
 grep -q "submitted job array 4242" "$work/out" || fail "submit does not print the job id: $(cat "$work/out")"
