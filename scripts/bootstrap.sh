@@ -2,8 +2,10 @@
 # kstudy dependency bootstrap. Idempotent: every step checks before it acts.
 #
 #   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 90] [--no-packages] [--print-prefix]
+#                        [--with-slurm] [--packages-only]
 #
-# 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo).
+# 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo);
+#    --with-slurm adds slurm-wlm and munge (the `slurm` test), --packages-only stops after this step.
 # 2. Unless a Kokkos is already given (Kokkos_ROOT / KSTUDY_KOKKOS_ROOT), builds Kokkos 3.4.01 and
 #    Kokkos Kernels 3.4.01 from Debian's `trilinos` 13.2.0 source package, with the patches in
 #    cmake/patches/, into a cache prefix outside the clone keyed by (version, flavour, arch, patch hash).
@@ -29,6 +31,8 @@ flavour=cpu
 cuda_arch=90
 install_packages=1
 print_prefix=0
+with_slurm=0
+packages_only=0
 
 die() { echo "bootstrap: error: $*" >&2; exit 1; }
 log() { echo "bootstrap: $*" >&2; }
@@ -39,7 +43,9 @@ while [[ $# -gt 0 ]]; do
     --arch) cuda_arch=${2:?--arch needs a number such as 90}; shift 2 ;;
     --no-packages) install_packages=0; shift ;;
     --print-prefix) print_prefix=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --with-slurm) with_slurm=1; shift ;;
+    --packages-only) packages_only=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -53,12 +59,15 @@ as_root() {
 }
 
 # ---------------------------------------------------------------- Debian packages
-readonly packages=(
+packages=(
   build-essential cmake ninja-build pkg-config patch xz-utils dpkg-dev
   libhdf5-dev hdf5-tools libbenchmark-dev libgtest-dev libgmock-dev
   libcli11-dev nlohmann-json3-dev clang libclang-rt-dev
   python3 python3-h5py python3-pandas python3-matplotlib python3-numpy python3-scipy
 )
+# The real-Slurm test (tests/slurm/check_slurm.sh) runs slurmctld, slurmd and munged on localhost.
+[[ $with_slurm -eq 1 ]] && packages+=(slurm-wlm munge)
+readonly packages
 
 ensure_packages() {
   local missing=()
@@ -209,6 +218,7 @@ cuda_arch_option() {
 
 # ---------------------------------------------------------------- main
 [[ $install_packages -eq 1 ]] && ensure_packages
+[[ $packages_only -eq 1 ]] && exit 0
 
 if [[ -n ${KSTUDY_KOKKOS_ROOT:-} ]]; then
   [[ $print_prefix -eq 1 ]] && echo "$KSTUDY_KOKKOS_ROOT"

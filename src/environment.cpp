@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "kstudy/build_info.hpp"
 
@@ -52,6 +53,12 @@ run_metadata collect_metadata(int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   root["host"] = host;
+  // Under Slurm: the job and array task that measured this archive (kstudy submit).
+  const std::pair<const char*, const char*> slurm[] = {
+      {"SLURM_JOB_ID", "slurm_job_id"}, {"SLURM_ARRAY_JOB_ID", "slurm_array_job_id"},
+      {"SLURM_ARRAY_TASK_ID", "slurm_array_task_id"}};
+  for (const auto& [variable, key] : slurm)
+    if (const char* value = std::getenv(variable)) root[key] = value;
 
   auto& env = m.environment;
   env["kokkos_version"] = std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
@@ -97,6 +104,8 @@ run_metadata collect_metadata(int argc, char** argv) {
   env["omp_proc_bind"] = env_or("OMP_PROC_BIND", "unset");
   env["omp_places"] = env_or("OMP_PLACES", "unset");
   env["cpu_model"] = cpu_model();
+  // The GPUs this process may see (Slurm's per-task binding sets it; one shard per GPU).
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env["cuda_visible_devices"] = visible;
   env["cpu_cores"] = std::to_string(std::thread::hardware_concurrency());
 #ifdef KOKKOS_ENABLE_CUDA
   int runtime = 0, driver = 0, device = 0;

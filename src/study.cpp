@@ -616,15 +616,18 @@ void run_cold_points(const experiment& e, int replication, result_sink& sink, co
     }
 }
 
-// Points of this replication already in the archive (a resumed run skips them).
-std::set<std::int64_t> finished_points(const std::string& archive, const experiment& e, int replication) {
-  std::set<std::int64_t> done;
+// Points this replication skips: those already in the archive (a resumed run) and those of other shards.
+std::set<std::int64_t> skipped_points(const std::string& archive, const experiment& e, int replication,
+                                      const shard_spec& shard) {
+  std::set<std::int64_t> skip;
   for (const auto& s : read_samples(archive, e.name))
-    if (s.replication == replication) done.insert(s.point);
-  return done;
+    if (s.replication == replication) skip.insert(s.point);
+  for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
+    if (!in_shard(shard, p, replication, e.protocol.replications)) skip.insert(p);
+  return skip;
 }
 
-std::string write_definition_file(const experiment& e) {
+std::string write_definition_file(const experiment& e, const shard_spec& shard) {
   char path[] = "/tmp/kstudy-definition-XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) throw std::runtime_error("cannot create a temporary file for the experiment definition");
@@ -632,13 +635,16 @@ std::string write_definition_file(const experiment& e) {
   json doc;
   doc["definition"] = json::parse(e.definition_json);
   doc["source"] = e.source;
+  doc["shard"] = {{"index", shard.index}, {"count", shard.count}};
   std::ofstream(path) << doc.dump();
   return path;
 }
 
-experiment read_definition_file(const std::string& path) {
+experiment read_definition_file(const std::string& path, shard_spec& shard) {
   std::ifstream in(path);
   const auto doc = json::parse(in);
+  shard.index = doc["shard"]["index"].get<int>();
+  shard.count = doc["shard"]["count"].get<int>();
   auto e = parse_experiment(doc["definition"].dump(), doc["source"].get<std::string>());
   return e;
 }
@@ -714,6 +720,51 @@ void write_json_copy(const std::string& archive, const std::string& path) {
 }
 
 }  // namespace
+
+void check_experiment(const experiment& e) {
+  point_count(e);  // an unknown kind
+  select_variants(e);
+}
+
+std::string shard_spec::text() const { return std::to_string(index) + "/" + std::to_string(count); }
+
+shard_spec parse_shard(const std::string& text) {
+  const auto fail = [&]() -> shard_spec {
+    throw std::invalid_argument("--shard '" + text + "': expected K/N with 0 <= K < N (e.g. 2/8)");
+  };
+  const auto slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size()) return fail();
+  const auto digits = [](const std::string& t) {
+    return !t.empty() && t.size() <= 6 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const auto k = text.substr(0, slash), n = text.substr(slash + 1);
+  if (!digits(k) || !digits(n)) return fail();
+  shard_spec shard{std::stoi(k), std::stoi(n)};
+  if (shard.count < 1 || shard.index >= shard.count) return fail();
+  return shard;
+}
+
+bool in_shard(const shard_spec& shard, std::int64_t point, int replication, int replications) {
+  if (!shard.sharded()) return true;
+  return (point * replications + replication) % shard.count == shard.index;
+}
+
+// Must enumerate points exactly as the run_*_points functions above number them.
+std::int64_t point_count(const experiment& e) {
+  const auto n = [](const auto& axis) { return static_cast<std::int64_t>(axis.size()); };
+  if (e.kind == "scoring") return n(e.rows) * n(e.features) * n(e.block_sizes);
+  if (e.kind == "transfer") return n(e.sizes_bytes) * n(e.memory) * n(e.directions);
+  if (e.kind == "launch") return n(probes::launch_probe_names());
+  if (e.kind == "cold_compile" || e.kind == "transpose") return n(e.rows) * n(e.features);
+  throw experiment_error(e.source + ": kind '" + e.kind + "' is not run by this build");
+}
+
+std::int64_t shard_units(const experiment& e, const shard_spec& shard) {
+  std::int64_t units = 0;
+  for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
+    for (int r = 0; r < e.protocol.replications; ++r) units += in_shard(shard, p, r, e.protocol.replications);
+  return units;
+}
 
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request) {
   const auto path = resolve_experiment_path(name_or_path);
@@ -810,8 +861,9 @@ int run_replication(const std::string& archive, const std::string& definition_fi
   install_stop_handlers();
   std::error_code ec;
   g_self_exe = fs::read_symlink("/proc/self/exe", ec).string();
-  const auto e = read_definition_file(definition_file);
-  const auto done = finished_points(archive, e, replication);
+  shard_spec shard;
+  const auto e = read_definition_file(definition_file, shard);
+  const auto done = skipped_points(archive, e, replication, shard);
   hdf5_sink archive_sink(archive, open_mode::append);
   room_checked_sink sink(archive_sink, archive);
   sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
@@ -858,11 +910,20 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   // Everything that can be wrong with the request is found before any measurement.
   std::vector<experiment> experiments;
   for (const auto& name : request.experiments) experiments.push_back(prepare_experiment(name, request));
-  for (const auto& e : experiments) select_variants(e);
+  for (const auto& e : experiments) check_experiment(e);
   const bool exists = fs::exists(request.out);
   if (exists && !request.resume && !request.overwrite)
     throw std::runtime_error(request.out + " already exists: pass --resume to complete it or --overwrite to replace it");
   if (!exists || request.overwrite) hdf5_sink::check_writable(request.out);
+  if (request.resume && exists) {
+    // A shard archive is completed only as the same shard: another slice would mix two shardings.
+    const auto root = read_metadata(request.out).root;
+    const auto index = root.find("shard_index"), count = root.find("shard_count");
+    const std::string had = count == root.end() ? "not sharded" : "shard " + index->second + "/" + count->second;
+    const std::string wants = request.shard.sharded() ? "shard " + request.shard.text() : "not sharded";
+    if (had != wants)
+      throw std::runtime_error(request.out + " is " + had + " but this run is " + wants + "; refusing to resume it");
+  }
   try {
     ensure_room(request.out, std::int64_t(64) << 10);  // metadata and ceilings
   } catch (const out_of_room& room) {
@@ -871,7 +932,11 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
 
   std::vector<ceiling_record> ceilings;
   {
-    const auto metadata = collect_metadata(argc, argv);
+    auto metadata = collect_metadata(argc, argv);
+    if (request.shard.sharded()) {
+      metadata.root["shard_index"] = std::to_string(request.shard.index);
+      metadata.root["shard_count"] = std::to_string(request.shard.count);
+    }
     if (request.resume && exists) {
       for (const auto& e : experiments) {
         hdf5_sink check(request.out, open_mode::append);
@@ -901,8 +966,12 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
 
   int rc = 0;
   for (const auto& e : experiments) {
-    const auto definition = write_definition_file(e);
+    const auto definition = write_definition_file(e, request.shard);
+    const auto points = point_count(e);
     for (int r = 0; r < e.protocol.replications && !g_stop_signal; ++r) {
+      bool any = false;  // a replication with no point in this shard needs no process
+      for (std::int64_t p = 0; p < points && !any; ++p) any = in_shard(request.shard, p, r, e.protocol.replications);
+      if (!any) continue;
       const int threads = std::min<int>(e.protocol.threads, std::max(1u, std::thread::hardware_concurrency()));
 #if KOKKOS_VERSION >= 30700
       const std::string threads_flag = "--kokkos-num-threads=" + std::to_string(threads);
@@ -942,6 +1011,19 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
     }
     sink.end_experiment(e.name);
     sink.finish();
+  }
+  // Marks the archive complete (every point of every experiment run, summaries written), so that
+  // `kstudy submit --resume` and `kstudy merge` can tell a finished shard from an interrupted one.
+  if (rc == 0 && !g_stop_signal) {
+    try {
+      ensure_room(request.out, 4096);
+      hdf5_sink archive_sink(request.out, open_mode::append);
+      archive_sink.write_root_attribute("complete", "true");
+      archive_sink.finish();
+    } catch (const out_of_room& room) {
+      std::cerr << "kstudy: the archive was not marked complete (" << room.what() << "); kstudy run --resume does it\n";
+      rc = exit_out_of_room;
+    }
   }
   if (!request.quiet) {
     console_sink console(std::cout);

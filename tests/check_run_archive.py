@@ -4,6 +4,9 @@
   check_run_archive.py schema ARCHIVE EXPERIMENT         the schema a study archive must follow
   check_run_archive.py same-points A B EXPERIMENT        A holds exactly B's samples (keys), once each
   check_run_archive.py fewer A B EXPERIMENT              A (interrupted) holds fewer samples than B
+  check_run_archive.py union MERGED EXPERIMENT SHARD...  MERGED holds exactly the shards' sample rows; the
+                                                         shards' (point, replication) units do not overlap
+  check_run_archive.py attr ARCHIVE NAME VALUE           root attribute NAME is VALUE
 """
 import sys
 
@@ -105,6 +108,40 @@ def fewer(a, b, experiment):
     print(f"ok: interrupted with {na} of {nb} samples")
 
 
+def union(merged, experiment, shards):
+    """Every column of every row compared, as multisets: nothing lost, nothing twice, nothing altered."""
+    path = f"/experiments/{experiment}/samples"
+    with h5py.File(merged, "r") as f:
+        m = frame(f, path)
+    parts = []
+    owner = {}
+    for shard in shards:
+        with h5py.File(shard, "r") as f:
+            s = frame(f, path)
+        for unit in set(zip(s.point, s.replication)):
+            if unit in owner:
+                fail(f"(point, replication) {unit} is in both {owner[unit]} and {shard}")
+            owner[unit] = shard
+        parts.append(s)
+    u = pd.concat(parts, ignore_index=True)
+    rows_m = sorted(map(tuple, m.astype(str).values.tolist()))
+    rows_u = sorted(map(tuple, u[m.columns].astype(str).values.tolist()))
+    if rows_m != rows_u:
+        fail(f"{merged} has {len(rows_m)} sample rows, the shards {len(rows_u)}; "
+             f"{len(set(rows_m) - set(rows_u))} rows only in the merge, {len(set(rows_u) - set(rows_m))} only in shards")
+    print(f"ok: {len(rows_m)} samples = the union of {len(shards)} shards ({', '.join(str(len(p)) for p in parts)}), "
+          f"{len(owner)} units, none in two shards")
+
+
+def attr(archive, name, value):
+    with h5py.File(archive, "r") as f:
+        got = f.attrs.get(name)
+    got = got.decode() if isinstance(got, bytes) else got
+    if got != value:
+        fail(f"{archive}: root attribute {name} is {got!r}, expected {value!r}")
+    print(f"ok: {name} = {value!r}")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "schema":
@@ -113,5 +150,9 @@ if __name__ == "__main__":
         fewer(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "same-points":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif mode == "union":
+        union(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif mode == "attr":
+        attr(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         fail(f"unknown mode {mode}")

@@ -1,4 +1,5 @@
-// kstudy: the command-line front end. One binary: list, info, run (and the hidden replication child).
+// kstudy: the command-line front end. One binary: list, info, run, submit, merge (and the hidden
+// replication child); report and compare are handed to Python.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <unistd.h>
@@ -12,7 +13,9 @@
 
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
+#include "kstudy/merge.hpp"
 #include "kstudy/study.hpp"
+#include "kstudy/submit.hpp"
 #include "kstudy/timers.hpp"
 #include "kstudy/variant.hpp"
 #include "python_tool.hpp"
@@ -61,6 +64,44 @@ int list_command() {
   std::cout << " cuda";
 #endif
   std::cout << " (default: " << Kokkos::DefaultExecutionSpace::name() << ")\n";
+  return 0;
+}
+
+std::string join(const std::vector<int>& values) {
+  std::string out;
+  for (const auto v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+// Exit codes: 0 merged; 3 shards missing or incomplete and no --partial (nothing written); 1 refused or failed.
+int merge_command(kstudy::merge_request request) {
+  kstudy::merge_report report;
+  try {
+    report = kstudy::merge_shards(request);
+  } catch (const kstudy::merge_refused& refused) {
+    for (const auto& p : refused.problems()) std::cerr << "kstudy merge: refusing: " << p << "\n";
+    std::cerr << "kstudy merge: these archives are not the shards of one run; nothing written (--force merges "
+                 "them anyway, keeping the lowest shard's copy of any duplicated unit)\n";
+    return 1;
+  }
+  for (const auto& w : report.warnings) std::cerr << "kstudy merge: warning (--force): " << w << "\n";
+  const int n = report.shard_count;
+  if (!report.missing.empty())
+    std::cerr << "kstudy merge: missing shards of 0.." << n - 1 << ": " << join(report.missing) << " (no archive given)\n";
+  if (!report.incomplete.empty())
+    std::cerr << "kstudy merge: incomplete shards: " << join(report.incomplete)
+              << " (interrupted, failed or still running: not marked complete)\n";
+  if (!report.written) {
+    std::cerr << "kstudy merge: nothing written to " << request.out
+              << ". Resubmit those shards with `kstudy submit EXPERIMENT --resume --out-dir DIR`, or pass --partial "
+                 "to merge what is there\n";
+    return 3;
+  }
+  std::cout << "merged shards " << join(report.merged) << " of " << n << " into " << request.out << ": "
+            << report.samples << " samples"
+            << (report.duplicate_samples ? ", " + std::to_string(report.duplicate_samples) + " duplicate samples dropped" : "")
+            << (report.missing.empty() && report.incomplete.empty() ? ", complete" : ", PARTIAL (recorded in the archive)")
+            << "\n";
   return 0;
 }
 
@@ -113,6 +154,45 @@ int main(int argc, char** argv) {
   run->add_flag("--overwrite", request.overwrite, "Replace an existing archive");
   run->add_flag("-q,--quiet", request.quiet, "No progress line or result table");
   run->add_option("--json", request.json_out, "Also write the results as one JSON document");
+  std::string shard_text;
+  run->add_option("--shard", shard_text,
+                  "Run only shard K of N (K/N, 0 <= K < N): the (point, replication) units u = point * replications "
+                  "+ replication with u % N == K; one Slurm array task each (see submit)");
+
+  auto* submit = app.add_subcommand(
+      "submit", "Run an experiment as a Slurm job array: task K runs `run --shard K/N` into DIR/shard-K.h5");
+  kstudy::submit_request submit_request;
+  submit->add_option("experiment", submit_request.experiment, "Built-in experiment name or path to a JSON file")
+      ->required();
+  submit->add_option("--array", submit_request.array, "Number of shards N (array tasks 0..N-1)");
+  submit->add_option("--partition", submit_request.partition, "Slurm partition (#SBATCH --partition)");
+  submit->add_option("--time", submit_request.time, "Time limit per task (#SBATCH --time), e.g. 01:00:00");
+  submit->add_option("--gpus-per-task", submit_request.gpus_per_task,
+                     "GPUs per task; 1 runs one shard per GPU, Slurm binding each task's GPU (CUDA_VISIBLE_DEVICES)");
+  submit->add_option("--cpus-per-task", submit_request.cpus_per_task,
+                     "CPUs per task (default: the experiment's OpenMP thread count)");
+  submit->add_option("--out-dir", submit_request.out_dir, "Folder for the shard archives, logs and job script "
+                                                          "(default ./<experiment>-shards)");
+  submit->add_option("--sbatch-option", submit_request.sbatch_options,
+                     "Extra #SBATCH line, e.g. --sbatch-option=--account=abc (repeatable)");
+  submit->add_flag("--dry-run", submit_request.dry_run, "Print the job script; write and submit nothing");
+  submit->add_flag("--resume", submit_request.resume,
+                   "Resubmit only the shards whose archives are missing or incomplete (they resume)");
+  submit->add_option("--trials", submit_request.overrides.trials, "Passed on to every task's run");
+  submit->add_option("--replications", submit_request.overrides.replications, "Passed on to every task's run");
+  submit->add_option("--warmups", submit_request.overrides.warmups, "Passed on to every task's run");
+  submit->add_option("--variants", submit_request.overrides.variants, "Passed on to every task's run");
+
+  auto* merge = app.add_subcommand(
+      "merge", "Merge shard archives into one (checks they are one run; exit 3 if shards are missing)");
+  kstudy::merge_request merge_request;
+  merge->add_option("out", merge_request.out, "Merged archive to write")->required();
+  merge->add_option("shards", merge_request.shards, "Shard archives (kstudy run --shard)")->required();
+  merge->add_flag("--force", merge_request.force,
+                  "Merge a mixed set (schema, experiment, build or hardware differ, overlapping shards) with warnings");
+  merge->add_flag("--partial", merge_request.partial,
+                  "Merge although shards are missing or incomplete; the archive records which (complete=false)");
+  merge->add_flag("--overwrite", merge_request.overwrite, "Replace an existing output archive");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability");
@@ -130,7 +210,15 @@ int main(int argc, char** argv) {
       std::cout << kstudy::describe_environment(kstudy::collect_metadata(argc, argv));
       return 0;
     }
-    if (*run) return kstudy::run_study(request, self_exe(), argc, argv);
+    if (*run) {
+      if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
+      return kstudy::run_study(request, self_exe(), argc, argv);
+    }
+    if (*submit) return kstudy::submit_study(submit_request, self_exe());
+    if (*merge) {
+      for (int i = 0; i < argc; ++i) merge_request.command_line += (i ? " " : "") + std::string(argv[i]);
+      return merge_command(merge_request);
+    }
   } catch (const std::exception& e) {
     std::cerr << "kstudy: error: " << e.what() << "\n";
     return 1;

@@ -1,4 +1,5 @@
 // The archive's read side: --resume and reports read what hdf5_sink wrote.
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -94,6 +95,31 @@ std::vector<summary_record> read_summaries(const std::string& path, const std::s
 }
 std::vector<attribution_record> read_attribution(const std::string& path, const std::string& experiment) {
   return read_table<attribution_record>(path, experiment);
+}
+
+std::vector<shard_record> read_shards(const std::string& path) {
+  h5_handle file = open_archive(path);
+  std::vector<shard_record> shards;
+  if (!link_exists(file.get(), "shards", path)) return shards;
+  h5_handle group = open_group(file.get(), "shards", path);
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  check(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_INC, &index, collect_link_name, &names), "H5Literate(shards)",
+        path);
+  for (const auto& name : names) {
+    h5_handle g = open_group(group.get(), name, path);
+    shard_record shard;
+    shard.index = std::stoll(name);
+    shard.metadata.root = read_string_attributes(g.get(), path);
+    shard.source = shard.metadata.root["source"];
+    shard.metadata.root.erase("source");
+    if (link_exists(g.get(), "environment", path))
+      shard.metadata.environment = read_string_attributes(open_group(g.get(), "environment", path).get(), path);
+    shard.ceilings = read_records<ceiling_record>(g.get(), path);
+    shards.push_back(std::move(shard));
+  }
+  std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  return shards;
 }
 
 }  // namespace kstudy

@@ -13,6 +13,7 @@ namespace {
 
 constexpr const char* k_experiments_group = "experiments";
 constexpr const char* k_environment_group = "environment";
+constexpr const char* k_shards_group = "shards";
 
 // Records carry their experiment's name; one that names another experiment would land in the wrong group.
 template <class R>
@@ -170,6 +171,30 @@ void hdf5_sink::write_summaries(const std::vector<summary_record>& summaries) {
 }
 void hdf5_sink::write_attribution(const std::vector<attribution_record>& attribution) {
   m_state->append("write_attribution", attribution);
+}
+
+void hdf5_sink::write_root_attribute(const std::string& key, const std::string& value) {
+  auto& s = *m_state;
+  s.require_open("write_root_attribute");
+  if (key == "schema_version") throw std::invalid_argument("kstudy: schema_version is written by the archive itself");
+  write_string_attribute(s.file.get(), key, value, s.path);
+}
+
+void hdf5_sink::write_shard(const shard_record& shard) {
+  auto& s = *m_state;
+  s.require_open("write_shard");
+  const std::string name = std::to_string(shard.index);
+  h5_handle shards = open_or_create_group(s.file.get(), k_shards_group, s.path);
+  if (link_exists(shards.get(), name, s.path))
+    throw std::runtime_error("kstudy: archive '" + s.path + "' already records shard " + name);
+  h5_handle group = open_or_create_group(shards.get(), name, s.path);
+  for (const auto& [key, value] : shard.metadata.root) write_string_attribute(group.get(), key, value, s.path);
+  write_string_attribute(group.get(), "source", shard.source, s.path);
+  h5_handle environment = open_or_create_group(group.get(), k_environment_group, s.path);
+  for (const auto& [key, value] : shard.metadata.environment)
+    write_string_attribute(environment.get(), key, value, s.path);
+  create_record_dataset<ceiling_record>(group.get(), s.path);
+  append_records(group.get(), shard.ceilings, s.path);
 }
 
 void hdf5_sink::flush() {

@@ -52,6 +52,11 @@ class hdf5_sink : public result_sink {
   void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
+  // Sets one root attribute without touching the others (begin() replaces them all).
+  void write_root_attribute(const std::string& key, const std::string& value);
+  // /shards/<index>: the shard's root attributes (plus `source`), its /environment as the attributes of
+  // /shards/<index>/environment, and its ceilings as /shards/<index>/ceilings. Refuses an index twice.
+  void write_shard(const shard_record& shard);
   void flush() override;  // H5Fflush: a process killed afterwards leaves every row so far readable
   void end_experiment(const std::string& name) override;
   void finish() override;  // flushes and closes; the sink accepts no further calls
@@ -71,6 +76,8 @@ std::vector<gate_record> read_gates(const std::string& path, const std::string& 
 std::vector<ceiling_record> read_ceilings(const std::string& path, const std::string& experiment);
 std::vector<summary_record> read_summaries(const std::string& path, const std::string& experiment);
 std::vector<attribution_record> read_attribution(const std::string& path, const std::string& experiment);
+// The /shards records of a merged archive, by index (empty for any other archive).
+std::vector<shard_record> read_shards(const std::string& path);
 
 // The same content as one JSON document, written at finish() to path + ".tmp" and renamed onto path, so
 // a reader never sees a partial file (and a crashed run leaves no JSON, only the flushed archive).

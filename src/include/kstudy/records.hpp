@@ -114,6 +114,14 @@ struct run_metadata {
   std::map<std::string, std::string> environment;  // kokkos_version, kokkos_configuration, gpu_name, ...
 };
 
+// A merged archive's record of one shard it took rows from (/shards/<index>, written by kstudy merge).
+struct shard_record {
+  std::int64_t index = 0;
+  std::string source;                    // the shard archive's path at merge time
+  run_metadata metadata;                 // its root attributes and /environment
+  std::vector<ceiling_record> ceilings;  // the ceilings it measured (each shard measures its own)
+};
+
 // One experiment's definition as run (the JSON text) and its protocol.
 struct experiment_record {
   std::string name;

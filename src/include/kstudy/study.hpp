@@ -11,6 +11,24 @@
 
 namespace kstudy {
 
+// A deterministic slice of a run (kstudy run --shard K/N, one Slurm array task each). Every experiment's
+// work units, (point, replication) numbered point * replications + replication, go round-robin to the
+// N shards: unit u belongs to shard u % N. Replications of one point land on different shards when
+// N <= replications, so each shard sees every problem size and the shards take similar time.
+struct shard_spec {
+  int index = 0;
+  int count = 0;  // 0: not sharded (the whole run)
+  bool sharded() const { return count > 0; }
+  std::string text() const;  // "K/N"
+};
+// Parses "K/N" with 0 <= K < N; throws std::invalid_argument naming the value otherwise.
+shard_spec parse_shard(const std::string& text);
+bool in_shard(const shard_spec& shard, std::int64_t point, int replication, int replications);
+// Number of points a replication of the experiment runs (the range of sample_record::point).
+std::int64_t point_count(const experiment& e);
+// (point, replication) units of the experiment in the shard.
+std::int64_t shard_units(const experiment& e, const shard_spec& shard);
+
 struct run_request {
   std::vector<std::string> experiments;  // built-in names or paths
   std::string out;                       // archive path
@@ -22,12 +40,13 @@ struct run_request {
   bool overwrite = false;
   bool quiet = false;
   std::string json_out;                  // optional JSON copy of the results
+  shard_spec shard;                      // only this shard's (point, replication) units
 };
 
 // Parent: returns the process exit code. argv0 is re-executed for replications.
 int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv);
 
-// Child: `kstudy __replicate ARCHIVE DEFINITION_FILE REPLICATION`.
+// Child: `kstudy __replicate ARCHIVE DEFINITION_FILE REPLICATION` (the definition file carries the shard).
 int run_replication(const std::string& archive, const std::string& definition_file, int replication);
 
 // Child of a cold_compile replication: `kstudy __first_call VARIANT ROWS FEATURES` in a fresh process.
@@ -38,6 +57,10 @@ int run_first_call(const std::string& variant_id, std::int64_t rows, std::int64_
 // Parses an experiment file and applies the request's overrides (which become part of the
 // definition, so resume and merge see them).
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request);
+
+// What run_study checks before measuring: every named variant exists (in this build or another flavour).
+// Throws experiment_error naming the file and the variant.
+void check_experiment(const experiment& e);
 
 // Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings.
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,

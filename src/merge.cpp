@@ -1,0 +1,343 @@
+#include "kstudy/merge.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "kstudy/archive.hpp"
+#include "kstudy/experiment.hpp"
+#include "kstudy/study.hpp"
+
+namespace kstudy {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Provenance that must agree for the shards to be one run of one build on one kind of machine.
+const char* const k_build_root_keys[] = {"schema_version", "kstudy_version", "git_commit", "git_dirty", "flavour"};
+const char* const k_build_environment_keys[] = {"kokkos_version", "kokkos_gpu_arch", "backends", "compiler",
+                                                "build_type"};
+const char* const k_hardware_keys[] = {"cpu_model", "gpu_name"};
+
+struct shard_input {
+  std::string path;  // as given
+  shard_spec shard;
+  run_metadata metadata;
+  bool complete = false;
+  std::vector<std::string> experiments;
+};
+
+std::string join(const std::vector<int>& values) {
+  std::string out;
+  for (const auto v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+std::string value_or(const std::map<std::string, std::string>& map, const std::string& key) {
+  const auto it = map.find(key);
+  return it == map.end() ? "(none)" : it->second;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+int parse_index(const std::string& text, const std::string& path, const char* key) {
+  try {
+    std::size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::runtime_error(path + ": root attribute " + key + " is '" + text + "', not a shard number");
+}
+
+shard_input read_input(const std::string& path) {
+  shard_input in;
+  in.path = path;
+  try {
+    in.metadata = read_metadata(path);
+    in.experiments = list_experiments(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("cannot read shard archive: ") + e.what());
+  }
+  const auto& root = in.metadata.root;
+  const auto index = root.find("shard_index"), count = root.find("shard_count");
+  if (index == root.end() || count == root.end())
+    throw std::runtime_error(path + " is not a shard archive (no shard_index/shard_count; kstudy run --shard K/N "
+                                    "writes them)");
+  in.shard.index = parse_index(index->second, path, "shard_index");
+  in.shard.count = parse_index(count->second, path, "shard_count");
+  if (in.shard.count < 1 || in.shard.index >= in.shard.count)
+    throw std::runtime_error(path + ": shard " + in.shard.text() + " is not a valid shard");
+  const auto complete = root.find("complete");
+  in.complete = complete != root.end() && complete->second == "true";
+  return in;
+}
+
+// For every key in any of the maps: the same value everywhere, or a pointer to the per-shard copies.
+std::map<std::string, std::string> agreed(const std::vector<const std::map<std::string, std::string>*>& maps,
+                                          const std::string& differs) {
+  std::map<std::string, std::set<std::string>> values;
+  for (const auto* m : maps)
+    for (const auto& [k, v] : *m) values[k].insert(v);
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : values) {
+    bool everywhere = true;
+    for (const auto* m : maps) everywhere = everywhere && m->count(k);
+    if (everywhere && v.size() == 1) out[k] = *v.begin();
+    else out[k] = differs;
+  }
+  return out;
+}
+
+// Per ceiling name, the shard measurement with the median bandwidth (a real measurement, not an average).
+std::vector<ceiling_record> median_ceilings(const std::vector<std::vector<ceiling_record>>& per_shard) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<ceiling_record>> by_name;
+  for (const auto& ceilings : per_shard)
+    for (const auto& c : ceilings) {
+      if (!by_name.count(c.name)) order.push_back(c.name);
+      by_name[c.name].push_back(c);
+    }
+  std::vector<ceiling_record> out;
+  for (const auto& name : order) {
+    auto& v = by_name[name];
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.bytes_per_second < b.bytes_per_second; });
+    out.push_back(v[(v.size() - 1) / 2]);
+  }
+  return out;
+}
+
+using unit_key = std::tuple<std::string, std::int64_t, std::int32_t>;  // experiment, point, replication
+
+struct merged_experiment {
+  experiment_record record;
+  std::vector<sample_record> samples;
+  std::vector<gate_record> gates;
+  std::vector<attribution_record> attribution;
+  std::vector<std::vector<ceiling_record>> ceilings;  // per shard
+};
+
+}  // namespace
+
+merge_refused::merge_refused(std::vector<std::string> problems)
+    : std::runtime_error(problems.empty() ? "merge refused" : problems.front()), m_problems(std::move(problems)) {}
+
+merge_report merge_shards(const merge_request& request) {
+  if (request.shards.empty()) throw std::runtime_error("no shard archives given");
+  std::error_code ec;
+  if (fs::exists(request.out, ec) && !request.overwrite)
+    throw std::runtime_error(request.out + " already exists: remove it or pass --overwrite");
+  hdf5_sink::check_writable(request.out);
+  const auto out_canonical = fs::weakly_canonical(request.out, ec);
+
+  // Inputs: readable shard archives, each file once, none of them OUT (non-negotiable, even with --force).
+  std::vector<shard_input> inputs;
+  std::map<fs::path, std::string> seen_paths;
+  for (const auto& path : request.shards) {
+    const auto canonical = fs::weakly_canonical(path, ec);
+    if (canonical == out_canonical) throw std::runtime_error(path + " is both a shard and the output");
+    if (!seen_paths.emplace(canonical, path).second)
+      throw std::runtime_error(path + " is given twice (as " + seen_paths[canonical] + ")");
+    inputs.push_back(read_input(path));
+  }
+  std::stable_sort(inputs.begin(), inputs.end(), [](const auto& a, const auto& b) { return a.shard.index < b.shard.index; });
+
+  std::vector<std::string> problems;
+  merge_report report;
+  // The shard count, and each index once.
+  std::set<int> counts;
+  for (const auto& in : inputs) counts.insert(in.shard.count);
+  report.shard_count = *counts.rbegin();
+  if (counts.size() > 1) {
+    std::string list;
+    for (const auto& in : inputs) list += (list.empty() ? "" : ", ") + in.path + " is " + in.shard.text();
+    problems.push_back("the shards come from different shardings: " + list);
+  }
+  std::map<int, std::vector<std::string>> by_index;
+  for (const auto& in : inputs) by_index[in.shard.index].push_back(in.path);
+  for (const auto& [index, paths] : by_index)
+    if (paths.size() > 1) {
+      std::string list;
+      for (const auto& p : paths) list += (list.empty() ? "" : ", ") + p;
+      problems.push_back("shard " + std::to_string(index) + " is given more than once: " + list);
+    }
+  // Build provenance and hardware.
+  const auto compare = [&](const char* key, bool environment, const std::string& what) {
+    std::set<std::string> values;
+    std::string list;
+    for (const auto& in : inputs) {
+      const auto& map = environment ? in.metadata.environment : in.metadata.root;
+      const auto v = value_or(map, key);
+      values.insert(v);
+      list += (list.empty() ? "" : ", ") + in.path + ": " + v;
+    }
+    if (values.size() > 1) problems.push_back(what + ": " + key + " differs (" + list + ")");
+  };
+  for (const auto* key : k_build_root_keys) compare(key, false, "the shards were not built and archived alike");
+  for (const auto* key : k_build_environment_keys) compare(key, true, "the shards were not built alike");
+  for (const auto* key : k_hardware_keys) compare(key, true, "the shards ran on different hardware");
+  // Experiments: the same set, each defined alike.
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> fingerprints;  // name -> print -> paths
+  std::set<std::string> names;
+  for (const auto& in : inputs) names.insert(in.experiments.begin(), in.experiments.end());
+  for (const auto& in : inputs) {
+    for (const auto& name : names)
+      if (std::find(in.experiments.begin(), in.experiments.end(), name) == in.experiments.end())
+        problems.push_back(in.path + " has no experiment '" + name + "' (another shard has)");
+    for (const auto& name : in.experiments) fingerprints[name][read_experiment(in.path, name).fingerprint].push_back(in.path);
+  }
+  for (const auto& [name, prints] : fingerprints)
+    if (prints.size() > 1) {
+      std::string list;
+      for (const auto& [print, paths] : prints)
+        for (const auto& p : paths) list += (list.empty() ? "" : ", ") + p + ": " + print;
+      problems.push_back("experiment '" + name + "' is defined differently (fingerprints " + list + ")");
+    }
+
+  // Rows, by unit (experiment, point, replication); each unit must come from exactly one shard, its own.
+  std::map<std::string, merged_experiment> experiments;
+  std::map<unit_key, std::string> unit_owner;  // unit -> path of the shard it was taken from
+  std::map<std::string, std::int64_t> outside;  // path -> samples outside its slice
+  std::map<std::pair<std::string, std::string>, std::int64_t> overlaps;  // (kept from, dropped from) -> rows
+  for (const auto& in : inputs) {
+    for (const auto& name : in.experiments) {
+      auto& m = experiments[name];
+      const auto record = read_experiment(in.path, name);
+      if (m.record.name.empty()) m.record = record;
+      const int replications = parse_experiment(record.definition_json, in.path + ":" + name).protocol.replications;
+      auto samples = read_samples(in.path, name);
+      // Units this shard holds that an earlier (lower-index) shard already gave.
+      std::set<unit_key> dropped;
+      std::set<unit_key> mine;
+      for (const auto& s : samples) {
+        const unit_key key{name, s.point, s.replication};
+        if (!in_shard(in.shard, s.point, s.replication, replications)) ++outside[in.path];
+        if (mine.count(key)) continue;
+        const auto owner = unit_owner.find(key);
+        if (owner != unit_owner.end()) dropped.insert(key);
+        else mine.insert(key);
+      }
+      for (const auto& key : mine) unit_owner[key] = in.path;
+      // Gates and attribution belong to replication 0 of a scoring point, identified by its shape.
+      std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> dropped_shapes;
+      for (auto& s : samples) {
+        const unit_key key{name, s.point, s.replication};
+        if (dropped.count(key)) {
+          ++overlaps[{unit_owner[key], in.path}];
+          ++report.duplicate_samples;
+          if (s.replication == 0) dropped_shapes.insert({s.rows, s.features, s.block_size});
+          continue;
+        }
+        m.samples.push_back(std::move(s));
+      }
+      for (auto& g : read_gates(in.path, name))
+        if (!dropped_shapes.count({g.rows, g.features, g.block_size})) m.gates.push_back(std::move(g));
+      for (auto& a : read_attribution(in.path, name)) {
+        bool drop = false;
+        for (const auto& shape : dropped_shapes)
+          drop = drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features);
+        if (!drop) m.attribution.push_back(std::move(a));
+      }
+      m.ceilings.push_back(read_ceilings(in.path, name));
+    }
+  }
+  for (const auto& [path, n] : outside)
+    problems.push_back(path + " holds " + std::to_string(n) + " samples of units outside its shard's slice");
+  for (const auto& [pair, n] : overlaps)
+    problems.push_back("duplicate samples: " + pair.second + " repeats " + std::to_string(n) +
+                       " sample rows of (point, replication) units that " + pair.first + " already holds");
+
+  // Which shards of 0..N-1 are there, and finished.
+  for (int k = 0; k < report.shard_count; ++k) {
+    if (!by_index.count(k)) report.missing.push_back(k);
+  }
+  for (const auto& in : inputs) {
+    if (report.merged.empty() || report.merged.back() != in.shard.index) report.merged.push_back(in.shard.index);
+    if (!in.complete) report.incomplete.push_back(in.shard.index);
+  }
+  if (!problems.empty()) {
+    if (!request.force) throw merge_refused(problems);
+    report.warnings = problems;
+  }
+  if ((!report.missing.empty() || !report.incomplete.empty()) && !request.partial) return report;
+
+  // The merged archive's provenance: what all shards agree on, the merge itself, and every shard in /shards.
+  std::vector<const std::map<std::string, std::string>*> roots, environments;
+  for (const auto& in : inputs) {
+    roots.push_back(&in.metadata.root);
+    environments.push_back(&in.metadata.environment);
+  }
+  run_metadata metadata;
+  metadata.root = agreed(roots, "differs between shards: see /shards/<index>");
+  metadata.environment = agreed(environments, "differs between shards: see /shards/<index>/environment");
+  for (const auto* key : {"schema_version", "shard_index", "complete", "slurm_job_id", "slurm_array_task_id"})
+    metadata.root.erase(key);
+  std::set<std::string> hosts;
+  for (const auto& in : inputs) hosts.insert(value_or(in.metadata.root, "host"));
+  std::string host_list;
+  for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ", ") + h;
+  metadata.root["host"] = host_list;
+  metadata.root["created_utc"] = utc_now();
+  metadata.root["command_line"] = request.command_line;
+  metadata.root["shard_count"] = std::to_string(report.shard_count);
+  metadata.root["merged_shards"] = join(report.merged);
+  metadata.root["missing_shards"] = join(report.missing);
+  metadata.root["incomplete_shards"] = join(report.incomplete);
+  metadata.root["complete"] = report.missing.empty() && report.incomplete.empty() ? "true" : "false";
+
+  const auto directory = fs::absolute(request.out, ec).parent_path();
+  const auto temporary =
+      (directory / ("." + fs::path(request.out).filename().string() + ".merging-" + std::to_string(::getpid()))).string();
+  try {
+    hdf5_sink sink(temporary, open_mode::overwrite);
+    sink.begin(metadata);
+    for (auto& [name, m] : experiments) {
+      // The runner's order: replication by replication, points in order; a unit's rows as measured.
+      std::stable_sort(m.samples.begin(), m.samples.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);
+      });
+      const auto ceilings = median_ceilings(m.ceilings);
+      sink.begin_experiment(m.record);
+      sink.write_ceilings(ceilings);
+      sink.write_gates(m.gates);
+      sink.write_attribution(m.attribution);
+      sink.write_samples(m.samples);
+      sink.write_summaries(summarise(m.samples, ceilings));
+      sink.end_experiment(name);
+      report.samples += static_cast<std::int64_t>(m.samples.size());
+    }
+    for (const auto& in : inputs) {
+      if (by_index[in.shard.index].front() != in.path) continue;  // a forced duplicate index: the first is recorded
+      shard_record shard;
+      shard.index = in.shard.index;
+      shard.source = fs::absolute(in.path, ec).string();
+      shard.metadata = in.metadata;
+      shard.metadata.root.erase("schema_version");
+      for (const auto& name : in.experiments) {
+        shard.ceilings = read_ceilings(in.path, name);
+        if (!shard.ceilings.empty()) break;
+      }
+      sink.write_shard(shard);
+    }
+    sink.finish();
+    fs::rename(temporary, request.out);
+  } catch (...) {
+    fs::remove(temporary, ec);
+    throw;
+  }
+  report.written = true;
+  return report;
+}
+
+}  // namespace kstudy
