@@ -119,6 +119,10 @@ class room_checked_sink : public result_sink {
     check(r.size());
     m_inner.write_attribution(r);
   }
+  void write_health(const std::vector<health_record>& r) override {
+    check(r.size());
+    m_inner.write_health(r);
+  }
   void flush() override { m_inner.flush(); }
   void end_experiment(const std::string& name) override { m_inner.end_experiment(name); }
   void finish() override { m_inner.finish(); }
@@ -710,6 +714,8 @@ void write_json_copy(const std::string& archive, const std::string& path) {
     sink.write_gates(read_gates(archive, name));
     sink.write_samples(read_samples(archive, name));
     sink.write_summaries(read_summaries(archive, name));
+    sink.write_attribution(read_attribution(archive, name));
+    sink.write_health(read_health(archive, name));
     sink.end_experiment(name);
   }
   sink.finish();
@@ -955,6 +961,7 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
       console.write_ceilings(ceilings);
       console.write_gates(read_gates(request.out, e.name));
       console.write_samples(read_samples(request.out, e.name));
+      console.write_health(read_health(request.out, e.name));
       console.write_summaries(mine);
       console.end_experiment(e.name);
     }

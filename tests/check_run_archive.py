@@ -33,8 +33,8 @@ def schema(archive, experiment):
                      "host", "flavour"]:
             if attr not in f.attrs:
                 fail(f"root attribute {attr} missing")
-        if f.attrs["schema_version"] != "2":
-            fail("schema_version is not 2")
+        if f.attrs["schema_version"] != "3":
+            fail("schema_version is not 3")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
                      "omp_proc_bind", "default_execution_space"]:
@@ -49,7 +49,8 @@ def schema(archive, experiment):
         summary = frame(f, f"/experiments/{experiment}/summary")
         ceilings = frame(f, f"/experiments/{experiment}/ceilings")
         attribution = frame(f, f"/experiments/{experiment}/attribution")
-        for name in ["samples", "gate", "ceilings", "summary", "attribution"]:
+        health = frame(f, f"/experiments/{experiment}/health")
+        for name in ["samples", "gate", "ceilings", "summary", "attribution", "health"]:
             ds = g[name]
             if ds.chunks is None:
                 fail(f"{name} is not chunked")

@@ -36,6 +36,7 @@ void ensure_datasets(hid_t group, const std::string& path) {
   ensure_dataset<ceiling_record>(group, path);
   ensure_dataset<summary_record>(group, path);
   ensure_dataset<attribution_record>(group, path);
+  ensure_dataset<health_record>(group, path);
 }
 
 void check_schema_version(hid_t file, const std::string& path) {
@@ -154,7 +155,7 @@ void hdf5_sink::begin_experiment(const experiment_record& experiment) {
     write_string_attribute(group.get(), "protocol", experiment.protocol_json, s.path);
     write_string_attribute(group.get(), "fingerprint", experiment.fingerprint, s.path);
   }
-  // Every table up front (readers find all five, possibly empty); on resume, any a crash left uncreated.
+  // Every table up front (readers find all six, possibly empty); on resume, any a crash left uncreated.
   ensure_datasets(group.get(), s.path);
   s.experiment_group = std::move(group);
   s.experiment = experiment.name;
@@ -171,6 +172,8 @@ void hdf5_sink::write_summaries(const std::vector<summary_record>& summaries) {
 void hdf5_sink::write_attribution(const std::vector<attribution_record>& attribution) {
   m_state->append("write_attribution", attribution);
 }
+
+void hdf5_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
 
 void hdf5_sink::flush() {
   auto& s = *m_state;
