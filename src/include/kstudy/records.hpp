@@ -43,8 +43,11 @@ struct sample_record {
   timer_kind timer = timer_kind::host_wall;
   double seconds = 0.0;
   bool gate_passed = false;     // false: kept as rejected, never summarised
-  bool throttled = false;       // GPU reported throttling during the point
-  std::string status;           // ok | rejected | failed: <reason> | skipped: <reason>
+  bool throttled = false;       // the GPU reported a slowdown reason before or after the point (health)
+  // ok | rejected | failed: <error text> (the variant threw or a CUDA call failed; the study went on) |
+  // skipped: <reason> (e.g. the point does not fit memory) | aborted: <error text> (the CUDA context was
+  // lost; the point is not counted as finished, so --resume runs it again)
+  std::string status;
   double occupancy = 0.0;       // calculated occupancy of the variant's kernel at this block size (0: n/a)
 };
 
