@@ -4,6 +4,7 @@
 #   scripts/device_run.sh BUNDLE.tar.xz check              # tests + info + kstudy_bench + quick study
 #   scripts/device_run.sh BUNDLE.tar.xz study ARGS...      # `kstudy run ARGS` into $OUT/study.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # check, then every built-in experiment
+#   scripts/device_run.sh BUNDLE.tar.xz reliability        # fault and GPU-health tests, a health-guarded study
 # Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the studies of `all` (defaults: the files').
 set -uo pipefail
 tarball=$1; mode=$2; shift 2
@@ -37,6 +38,15 @@ echo "gpu before: $(gpu_state)" | tee "$out/gpu.txt"
 case $mode in
   check) check ;;
   study) step study; "$bundle/kstudy" run "$@" --out "$out/study.h5" > "$out/study.txt" 2>&1; echo "study rc=$?"; tail -40 "$out/study.txt" ;;
+  reliability)
+    step "fault and GPU health tests"
+    timeout 400 "$bundle/run_tests.sh" --gtest_filter='Faults.*:GpuHealth.*' > "$out/reliability-tests.txt" 2>&1
+    echo "tests rc=$?"
+    grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|^\[ health|PASSED|FAILED TEST" "$out/reliability-tests.txt" | tail -30
+    step "health-guarded study"
+    "$bundle/kstudy" run quick --trials 3 --replications 1 --out "$out/health.h5" > "$out/health.txt" 2>&1
+    echo "study rc=$?"; grep -E "GPU health|FAILED|results:" "$out/health.txt"
+    ;;
   all)
     check
     step studies

@@ -125,6 +125,7 @@ struct merged_experiment {
   std::vector<sample_record> samples;
   std::vector<gate_record> gates;
   std::vector<attribution_record> attribution;
+  std::vector<health_record> health;  // one row per (point, replication): kept with its unit
   std::vector<std::vector<ceiling_record>> ceilings;  // per shard
 };
 
@@ -249,6 +250,8 @@ merge_report merge_shards(const merge_request& request) {
           drop = drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features);
         if (!drop) m.attribution.push_back(std::move(a));
       }
+      for (auto& h : read_health(in.path, name))
+        if (!dropped.count(unit_key{name, h.point, h.replication})) m.health.push_back(std::move(h));
       m.ceilings.push_back(read_ceilings(in.path, name));
     }
   }
@@ -312,6 +315,10 @@ merge_report merge_shards(const merge_request& request) {
       sink.write_ceilings(ceilings);
       sink.write_gates(m.gates);
       sink.write_attribution(m.attribution);
+      std::stable_sort(m.health.begin(), m.health.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);
+      });
+      sink.write_health(m.health);
       sink.write_samples(m.samples);
       sink.write_summaries(summarise(m.samples, ceilings));
       sink.end_experiment(name);

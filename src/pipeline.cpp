@@ -89,8 +89,14 @@ pipelined_one_shot::pipelined_one_shot(const registered_variant& entry, const sc
 }
 
 pipelined_one_shot::~pipelined_one_shot() {
-  for (auto& s : m_slots)
-    if (s->busy) s->variant->wait();
+  // Drains queued work before its buffers go; a failing wait (a lost CUDA context) must not escape a
+  // destructor and terminate the process.
+  for (auto& s : m_slots) {
+    try {
+      if (s->busy) s->variant->wait();
+    } catch (const std::exception&) {
+    }
+  }
 }
 
 std::int64_t pipelined_one_shot::chunks() const {

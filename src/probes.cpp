@@ -2,6 +2,11 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <sys/resource.h>
+
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <stdexcept>
 
 #include "kstudy/timers.hpp"
@@ -23,6 +28,44 @@ std::int64_t device_memory_free() {
   return static_cast<std::int64_t>(free_bytes);
 #else
   return INT64_MAX;
+#endif
+}
+
+std::int64_t host_memory_available() {
+  std::int64_t available = std::numeric_limits<std::int64_t>::max();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    std::int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
+  }
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      limit.rlim_cur < static_cast<rlim_t>(available))
+    available = static_cast<std::int64_t>(limit.rlim_cur);
+  return available;
+}
+
+bool device_context_lost(std::string& why) {
+#ifdef KOKKOS_ENABLE_CUDA
+  // A non-sticky error is reported once and then cleared; a sticky one keeps failing every call, so a
+  // device-wide synchronisation after clearing tells the two apart.
+  (void)cudaGetLastError();
+  const cudaError_t sync = cudaDeviceSynchronize();
+  if (sync == cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  why = std::string(cudaGetErrorName(sync)) + ": " + cudaGetErrorString(sync);
+  return true;
+#else
+  (void)why;
+  return false;
 #endif
 }
 

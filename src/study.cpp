@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -28,7 +29,9 @@
 #include "kstudy/attribution.hpp"
 #include "kstudy/ceilings.hpp"
 #include "kstudy/environment.hpp"
+#include "kstudy/fault_injection.hpp"
 #include "kstudy/gate.hpp"
+#include "kstudy/gpu_health.hpp"
 #include "kstudy/pipeline.hpp"
 #include "kstudy/probes.hpp"
 #include "kstudy/sink.hpp"
@@ -67,6 +70,9 @@ class out_of_room : public std::runtime_error {
 };
 
 constexpr int exit_out_of_room = 75;  // EX_TEMPFAIL: try again when there is room
+// A sticky CUDA error (illegal address, device-side trap) destroyed the replication's CUDA context: the
+// finished points are in the archive, the run stopped (EX_UNAVAILABLE: the device is not usable).
+constexpr int exit_device_lost = 69;
 
 void ensure_room(const std::string& archive, std::int64_t bytes) {
   static const std::int64_t margin = [] {
@@ -118,6 +124,10 @@ class room_checked_sink : public result_sink {
   void write_attribution(const std::vector<attribution_record>& r) override {
     check(r.size());
     m_inner.write_attribution(r);
+  }
+  void write_health(const std::vector<health_record>& r) override {
+    check(r.size());
+    m_inner.write_health(r);
   }
   void flush() override { m_inner.flush(); }
   void end_experiment(const std::string& name) override { m_inner.end_experiment(name); }
@@ -185,6 +195,34 @@ std::int64_t device_bytes_free() {
 #endif
 }
 
+// Host bytes of the generated input table of a shape (x and the three feature vectors).
+std::int64_t dataset_bytes(const table_shape& shape) {
+  return (shape.allocated_elements() + 3 * shape.features) * std::int64_t(sizeof(float));
+}
+
+// Why a variant cannot be prepared at a point without running out of memory, or "" if it fits. Checked
+// before anything of the point is allocated, against what is free now (earlier variants of the point
+// are already allocated), keeping 10% in reserve. A device variant is checked against device memory
+// first: a point too big for the GPU is skipped for that reason without touching host memory.
+std::string memory_shortfall(const registered_variant& v, const table_shape& shape, bool dataset_allocated,
+                             bool reference_computed) {
+  if (v.info.on_device) {
+    const std::int64_t needed = device_bytes_needed(v, shape), free = device_bytes_free();
+    if (needed > free / 10 * 9)
+      return "needs " + std::to_string(needed) + " device bytes, " + std::to_string(free) + " free";
+  }
+  // Host: the input table (once per layout), the float64 reference (score, magnitude, flag per row, once
+  // per point), the gate's copy of the outputs, and a host variant's own buffers.
+  std::int64_t needed = shape.rows * std::int64_t(sizeof(float) + 1);
+  if (!dataset_allocated) needed += dataset_bytes(shape);
+  if (!reference_computed) needed += shape.rows * std::int64_t(2 * sizeof(double) + 1);
+  if (!v.info.on_device) needed += device_bytes_needed(v, shape);
+  const std::int64_t available = probes::host_memory_available();
+  if (needed > available / 10 * 9)
+    return "needs " + std::to_string(needed) + " host bytes, " + std::to_string(available) + " available";
+  return "";
+}
+
 class progress_line {
  public:
   progress_line(std::string label, std::int64_t total, bool quiet) : m_label(std::move(label)), m_total(total), m_quiet(quiet) {
@@ -237,7 +275,50 @@ sample_record base_sample(const experiment& e, const point_spec& p, const prepar
   return s;
 }
 
-void run_scoring_point(const experiment& e, const point_spec& p, int replication, result_sink& sink) {
+// ------------------------------------------------------------------------------------------------
+// A lost CUDA context. Nothing that owns device memory may be destroyed afterwards (Kokkos fences in
+// destructors throw, and a destructor that throws terminates the process), so the replication does not
+// unwind: it records the fault, closes the archive and exits at once.
+
+struct open_archive {
+  health_guarded_sink* sink = nullptr;
+  std::string path;
+  std::string experiment;
+};
+open_archive g_open_archive;
+
+// The point being run is not finished: its held records are dropped and one `aborted` row (trial -1)
+// records the fault; skipped_points() does not count it, so --resume runs the point again.
+[[noreturn]] void stop_for_lost_device(sample_record marker, const std::string& lost, const std::string& error) {
+  marker.status = "aborted: CUDA context lost (" + lost + "): " + error;
+  marker.trial = -1;
+  marker.gate_passed = false;
+  try {
+    if (auto* sink = g_open_archive.sink) {
+      sink->discard_point_records();
+      sink->write_samples({marker});
+      sink->flush();
+      sink->end_experiment(g_open_archive.experiment);
+      sink->finish();
+    }
+  } catch (const std::exception& ex) {
+    std::cerr << "\nkstudy: the fault could not be recorded in the archive: " << ex.what() << "\n";
+  }
+  std::cerr << "\nkstudy: " << marker.variant << " at point " << marker.point << ": the CUDA context was lost (" << lost
+            << ": " << error << "). The run stops; finished points are in " << g_open_archive.path
+            << ". Check the GPU (nvidia-smi), then complete the archive with kstudy run --resume.\n";
+  std::fflush(nullptr);
+  std::_Exit(exit_device_lost);
+}
+
+// After an exception from device work: returns if the CUDA context survived, else stops the replication.
+void stop_if_device_lost(const sample_record& where, const std::string& error) {
+  std::string lost;
+  if (probes::device_context_lost(lost)) stop_for_lost_device(where, lost, error);
+}
+
+void run_scoring_point(const experiment& e, const point_spec& p, int replication, result_sink& sink,
+                       const std::optional<fault_plan>& faults) {
   const auto selected = select_variants(e);
   dataset_options data_options;
   data_options.seed = e.protocol.seed;
@@ -257,14 +338,16 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
     prepared_variant v{entry, nullptr};
     v.shape = make_shape(p.rows, p.features, entry->info.layout, e.row_padding);
     v.bytes = entry->info.traffic(v.shape).total();
-    if (entry->info.on_device && device_bytes_needed(*entry, v.shape) > device_bytes_free() * 9 / 10) {
-      v.failure = "skipped: needs " + std::to_string(device_bytes_needed(*entry, v.shape)) + " device bytes, " +
-                  std::to_string(device_bytes_free()) + " free";
+    const auto shortfall = memory_shortfall(*entry, v.shape, datasets.count(entry->info.layout) != 0, reference != nullptr);
+    if (!shortfall.empty()) {
+      v.failure = "skipped: " + shortfall;
     } else {
       try {
         const auto& data = dataset_for(entry->info.layout);
         if (!reference) reference = std::make_unique<reference_result>(compute_reference(data.problem()));
         v.impl = entry->make();
+        if (faults && faults->applies_to(entry->info.id(), p.index))
+          v.impl = std::make_unique<fault_injecting_variant>(std::move(v.impl), faults->kind, entry->info.id());
         v.impl->prepare(data.problem(), run_options{static_cast<int>(p.block_size)});
         v.impl->poison();
         v.impl->run();
@@ -279,6 +362,9 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
         if (!g.passed) std::cerr << "\nkstudy: gate FAILED for " << entry->info.id() << " at " << p.rows << "x" << p.features << ": " << g.message << "\n";
       } catch (const std::exception& ex) {
         v.failure = std::string("failed: ") + ex.what();
+        auto where = base_sample(e, p, prepared_variant{entry, nullptr, false, "", v.shape, v.bytes}, replication);
+        where.timer = entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
+        stop_if_device_lost(where, ex.what());  // before any destructor touches the device
         v.impl.reset();
       }
     }
@@ -338,99 +424,138 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
     return g;
   };
 
+  // A variant that throws (its own error or a CUDA error) gets one `failed` sample naming the error and
+  // is dropped for the rest of the point, its state being unknown; the other variants go on. Where the
+  // CUDA context did not survive, stop_if_device_lost() ends the replication instead.
+  const auto fail_variant = [&](prepared_variant& v, sample_record failed, const std::string& error) {
+    failed.status = "failed: " + error;
+    failed.gate_passed = false;
+    stop_if_device_lost(failed, error);
+    std::cerr << "\nkstudy: " << v.entry->info.id() << " failed at " << p.rows << "x" << p.features << " ("
+              << to_string(failed.timer) << ", trial " << failed.trial << "): " << error
+              << "; the study goes on without it at this point\n";
+    samples.push_back(std::move(failed));
+    v.impl.reset();
+  };
+
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < variants.size(); ++i)
     if (variants[i].impl) order.push_back(i);
-  for (auto i : order)
-    for (int w = 0; w < e.protocol.warmups; ++w) variants[i].impl->run();
+  for (auto i : order) {
+    auto& v = variants[i];
+    try {
+      for (int w = 0; w < e.protocol.warmups; ++w) v.impl->run();
+    } catch (const std::exception& ex) {
+      auto failed = base_sample(e, p, prepared_variant{v.entry, nullptr, false, "", v.shape, v.bytes}, replication);
+      failed.trial = -1;  // a warm-up
+      failed.timer = v.entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
+      fail_variant(v, failed, ex.what());
+      continue;
+    }
+    // An injected fault fires in the first timed run, after the gate and the warm-ups.
+    if (auto* injector = dynamic_cast<fault_injecting_variant*>(v.impl.get())) injector->arm();
+  }
 
   std::mt19937_64 rng(e.protocol.seed ^ (std::uint64_t(replication) << 32) ^ std::uint64_t(p.index));
   for (int trial = 0; trial < e.protocol.trials; ++trial) {
     if (e.protocol.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (const auto i : order) {
       auto& v = variants[i];
+      if (!v.impl) continue;  // failed earlier at this point
       auto base = base_sample(e, p, v, replication);
       base.trial = trial;
       const bool device = v.entry->info.on_device;
-      // Resident: host clock through the fence, CUDA events on the variant's stream around the same run.
-      v.impl->poison();
-      device_event_timer events(device, v.impl->stream());
-      wall_timer wall;
-      wall.start();
-      run_between_events(*v.impl, events);
-      const double wall_seconds = wall.seconds();
-      if (!device && wants(e, timer_kind::host_wall)) {
-        auto s = base;
-        s.timer = timer_kind::host_wall;
-        s.memory_kind = "host";
-        s.seconds = wall_seconds;
-        samples.push_back(s);
-      }
-      if (device && wants(e, timer_kind::resident_wall)) {
-        auto s = base;
-        s.timer = timer_kind::resident_wall;
-        s.memory_kind = "device";
-        s.seconds = wall_seconds;
-        samples.push_back(s);
-      }
-      if (device && events.available() && wants(e, timer_kind::device_events)) {
-        auto s = base;
-        s.timer = timer_kind::device_events;
-        s.memory_kind = "device";
-        s.seconds = events.seconds();
-        samples.push_back(s);
-      }
-      if (!device) continue;
-      // One-shot: host input -> host-visible scores and flags, from each host memory kind.
-      for (const auto kind : memory_kinds) {
-        if (wants(e, timer_kind::one_shot)) {
-          auto& b = buffers_for(v, kind);
-          v.impl->poison();
-          wall_timer t;
-          t.start();
-          v.impl->upload(b.x.as<float>());
-          v.impl->run();
-          v.impl->download(b.score.as<float>(), b.flag.as<std::uint8_t>());
+      // What was being timed when an exception came, for the failed sample.
+      sample_record current = base;
+      current.timer = device ? timer_kind::resident_wall : timer_kind::host_wall;
+      current.memory_kind = device ? "device" : "host";
+      try {
+        // Resident: host clock through the fence, CUDA events on the variant's stream around the same run.
+        v.impl->poison();
+        device_event_timer events(device, v.impl->stream());
+        wall_timer wall;
+        wall.start();
+        run_between_events(*v.impl, events);
+        const double wall_seconds = wall.seconds();
+        if (!device && wants(e, timer_kind::host_wall)) {
           auto s = base;
-          s.timer = timer_kind::one_shot;
-          s.memory_kind = std::string(to_string(kind));
-          s.seconds = t.seconds();
-          s.bytes = v.bytes + std::int64_t(dataset_for(v.shape.layout).x().size() * sizeof(float)) + p.rows * 5;
+          s.timer = timer_kind::host_wall;
+          s.memory_kind = "host";
+          s.seconds = wall_seconds;
           samples.push_back(s);
         }
-        if (wants(e, timer_kind::pipelined) && v.impl->queues_asynchronously()) {
-          auto& g = pipeline_for(i, kind);
-          auto& b = buffers_for(v, kind);
-          wall_timer t;
-          t.start();
-          g.pipeline->run(b.x.as<float>(), b.score.as<float>(), b.flag.as<std::uint8_t>());
+        if (device && wants(e, timer_kind::resident_wall)) {
           auto s = base;
-          s.timer = timer_kind::pipelined;
-          s.memory_kind = std::string(to_string(kind));
-          s.seconds = t.seconds();
-          s.bytes = v.bytes + std::int64_t(dataset_for(v.shape.layout).x().size() * sizeof(float)) + p.rows * 5;
-          s.gate_passed = v.gate_passed && g.passed;
-          s.status = s.gate_passed ? "ok" : "rejected";
+          s.timer = timer_kind::resident_wall;
+          s.memory_kind = "device";
+          s.seconds = wall_seconds;
           samples.push_back(s);
         }
-        if (wants(e, timer_kind::one_shot_alloc)) {
-          auto& b = buffers_for(v, kind);
-          auto problem = dataset_for(v.shape.layout).problem();
-          problem.x = b.x.as<float>();
-          wall_timer t;
-          t.start();
-          {
-            auto fresh = v.entry->make();
-            fresh->prepare(problem, run_options{static_cast<int>(p.block_size)});
-            fresh->run();
-            fresh->download(b.score.as<float>(), b.flag.as<std::uint8_t>());
+        if (device && events.available() && wants(e, timer_kind::device_events)) {
+          auto s = base;
+          s.timer = timer_kind::device_events;
+          s.memory_kind = "device";
+          s.seconds = events.seconds();
+          samples.push_back(s);
+        }
+        if (!device) continue;
+        // One-shot: host input -> host-visible scores and flags, from each host memory kind.
+        for (const auto kind : memory_kinds) {
+          current.memory_kind = std::string(to_string(kind));
+          if (wants(e, timer_kind::one_shot)) {
+            current.timer = timer_kind::one_shot;
+            auto& b = buffers_for(v, kind);
+            v.impl->poison();
+            wall_timer t;
+            t.start();
+            v.impl->upload(b.x.as<float>());
+            v.impl->run();
+            v.impl->download(b.score.as<float>(), b.flag.as<std::uint8_t>());
+            auto s = base;
+            s.timer = timer_kind::one_shot;
+            s.memory_kind = std::string(to_string(kind));
+            s.seconds = t.seconds();
+            s.bytes = v.bytes + std::int64_t(dataset_for(v.shape.layout).x().size() * sizeof(float)) + p.rows * 5;
+            samples.push_back(s);
           }
-          auto s = base;
-          s.timer = timer_kind::one_shot_alloc;
-          s.memory_kind = std::string(to_string(kind));
-          s.seconds = t.seconds();
-          samples.push_back(s);
+          if (wants(e, timer_kind::pipelined) && v.impl->queues_asynchronously()) {
+            current.timer = timer_kind::pipelined;
+            auto& g = pipeline_for(i, kind);
+            auto& b = buffers_for(v, kind);
+            wall_timer t;
+            t.start();
+            g.pipeline->run(b.x.as<float>(), b.score.as<float>(), b.flag.as<std::uint8_t>());
+            auto s = base;
+            s.timer = timer_kind::pipelined;
+            s.memory_kind = std::string(to_string(kind));
+            s.seconds = t.seconds();
+            s.bytes = v.bytes + std::int64_t(dataset_for(v.shape.layout).x().size() * sizeof(float)) + p.rows * 5;
+            s.gate_passed = v.gate_passed && g.passed;
+            s.status = s.gate_passed ? "ok" : "rejected";
+            samples.push_back(s);
+          }
+          if (wants(e, timer_kind::one_shot_alloc)) {
+            current.timer = timer_kind::one_shot_alloc;
+            auto& b = buffers_for(v, kind);
+            auto problem = dataset_for(v.shape.layout).problem();
+            problem.x = b.x.as<float>();
+            wall_timer t;
+            t.start();
+            {
+              auto fresh = v.entry->make();
+              fresh->prepare(problem, run_options{static_cast<int>(p.block_size)});
+              fresh->run();
+              fresh->download(b.score.as<float>(), b.flag.as<std::uint8_t>());
+            }
+            auto s = base;
+            s.timer = timer_kind::one_shot_alloc;
+            s.memory_kind = std::string(to_string(kind));
+            s.seconds = t.seconds();
+            samples.push_back(s);
+          }
         }
+      } catch (const std::exception& ex) {
+        fail_variant(v, current, ex.what());
       }
     }
   }
@@ -439,8 +564,16 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
     std::vector<attribution_record> attribution;
     for (const auto& v : variants)
       if (v.impl && v.entry->info.kernels_launched > 1) {
-        auto rows = attribute_kernels(*v.impl, e.name, v.entry->info.id(), v.shape, std::max(1, e.protocol.trials));
-        attribution.insert(attribution.end(), rows.begin(), rows.end());
+        try {
+          auto rows = attribute_kernels(*v.impl, e.name, v.entry->info.id(), v.shape, std::max(1, e.protocol.trials));
+          attribution.insert(attribution.end(), rows.begin(), rows.end());
+        } catch (const std::exception& ex) {
+          auto where = base_sample(e, p, prepared_variant{v.entry, nullptr, false, "", v.shape, v.bytes}, replication);
+          where.trial = -1;
+          stop_if_device_lost(where, ex.what());
+          std::cerr << "\nkstudy: the attribution pass of " << v.entry->info.id() << " failed (" << ex.what()
+                    << "); no attribution rows for it at this point\n";
+        }
       }
     sink.write_attribution(attribution);
   }
@@ -449,9 +582,18 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
   sink.flush();
 }
 
+// The identity of a point, for its health row.
+health_record point_keys(const experiment& e, int replication, std::int64_t point) {
+  health_record keys;
+  keys.experiment = e.name;
+  keys.point = point;
+  keys.replication = replication;
+  return keys;
+}
+
 // Host<->device copies of one size from one memory kind; allocation excluded.
-void run_transfer_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done,
-                         bool quiet) {
+void run_transfer_points(const experiment& e, int replication, health_guarded_sink& sink,
+                         const std::set<std::int64_t>& done, bool quiet) {
   std::int64_t index = 0;
   const std::int64_t total = std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
   progress_line progress(e.name, total, quiet);
@@ -473,6 +615,11 @@ void run_transfer_points(const experiment& e, int replication, result_sink& sink
         base.timer = timer_kind::transfer;
         base.gate_passed = true;
         base.status = "ok";
+        auto keys = point_keys(e, replication, point);
+        keys.bytes = bytes;
+        keys.memory_kind = memory;
+        keys.direction = direction;
+        sink.begin_point(keys);
         try {
           const auto seconds = probes::time_transfers(bytes, parse_host_memory(memory), direction == "h2d",
                                                       e.protocol.warmups, e.protocol.trials);
@@ -483,6 +630,7 @@ void run_transfer_points(const experiment& e, int replication, result_sink& sink
             samples.push_back(s);
           }
         } catch (const std::exception& ex) {
+          stop_if_device_lost(base, ex.what());
           base.status = std::string("failed: ") + ex.what();
           base.gate_passed = false;
           base.trial = -1;
@@ -508,7 +656,8 @@ void write_probe_point(result_sink& sink, sample_record base, const std::vector<
   sink.flush();
 }
 
-void run_launch_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done) {
+void run_launch_points(const experiment& e, int replication, health_guarded_sink& sink,
+                       const std::set<std::int64_t>& done) {
   std::int64_t point = 0;
   for (const auto& probe : probes::launch_probe_names()) {
     const std::int64_t this_point = point++;
@@ -519,11 +668,13 @@ void run_launch_points(const experiment& e, int replication, result_sink& sink, 
     base.point = this_point;
     base.replication = replication;
     base.timer = timer_kind::launch;
+    sink.begin_point(point_keys(e, replication, this_point));
     write_probe_point(sink, base, probes::time_launch_probe(probe, e.protocol.warmups, e.protocol.trials));
   }
 }
 
-void run_transpose_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done) {
+void run_transpose_points(const experiment& e, int replication, health_guarded_sink& sink,
+                          const std::set<std::int64_t>& done) {
   std::int64_t point = 0;
   for (const auto rows : e.rows)
     for (const auto features : e.features) {
@@ -540,6 +691,11 @@ void run_transpose_points(const experiment& e, int replication, result_sink& sin
       base.point = this_point;
       base.replication = replication;
       base.timer = timer_kind::transpose;
+      auto keys = point_keys(e, replication, this_point);
+      keys.rows = rows;
+      keys.features = features;
+      keys.bytes = base.bytes;
+      sink.begin_point(keys);
       write_probe_point(sink, base, probes::time_transpose(rows, features, e.protocol.warmups, e.protocol.trials));
     }
 }
@@ -550,12 +706,17 @@ std::string g_self_exe;
 
 // Cold start: every variant's first call in a fresh process (one process per variant per trial), and
 // NVRTC compilation of the CUDA escape-path source with an empty cache.
-void run_cold_points(const experiment& e, int replication, result_sink& sink, const std::set<std::int64_t>& done) {
+void run_cold_points(const experiment& e, int replication, health_guarded_sink& sink,
+                     const std::set<std::int64_t>& done) {
   std::int64_t point = 0;
   for (const auto rows : e.rows)
     for (const auto features : e.features) {
       const std::int64_t this_point = point++;
       if (done.count(this_point) || g_stop_signal) continue;
+      auto keys = point_keys(e, replication, this_point);
+      keys.rows = rows;
+      keys.features = features;
+      sink.begin_point(keys);
       std::vector<sample_record> samples;
       for (int trial = 0; trial < e.protocol.trials; ++trial) {
         for (const auto* entry : select_variants(e)) {
@@ -617,11 +778,12 @@ void run_cold_points(const experiment& e, int replication, result_sink& sink, co
 }
 
 // Points this replication skips: those already in the archive (a resumed run) and those of other shards.
+// A point aborted by a lost CUDA context left only its `aborted` row: it is not finished.
 std::set<std::int64_t> skipped_points(const std::string& archive, const experiment& e, int replication,
                                       const shard_spec& shard) {
   std::set<std::int64_t> skip;
   for (const auto& s : read_samples(archive, e.name))
-    if (s.replication == replication) skip.insert(s.point);
+    if (s.replication == replication && s.status.rfind("aborted", 0) != 0) skip.insert(s.point);
   for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
     if (!in_shard(shard, p, replication, e.protocol.replications)) skip.insert(p);
   return skip;
@@ -714,6 +876,8 @@ void write_json_copy(const std::string& archive, const std::string& path) {
     sink.write_gates(read_gates(archive, name));
     sink.write_samples(read_samples(archive, name));
     sink.write_summaries(read_summaries(archive, name));
+    sink.write_attribution(read_attribution(archive, name));
+    sink.write_health(read_health(archive, name));
     sink.end_experiment(name);
   }
   sink.finish();
@@ -863,37 +1027,67 @@ int run_replication(const std::string& archive, const std::string& definition_fi
   g_self_exe = fs::read_symlink("/proc/self/exe", ec).string();
   shard_spec shard;
   const auto e = read_definition_file(definition_file, shard);
+  const auto faults = fault_plan_from_environment();
   const auto done = skipped_points(archive, e, replication, shard);
   hdf5_sink archive_sink(archive, open_mode::append);
-  room_checked_sink sink(archive_sink, archive);
+  room_checked_sink checked(archive_sink, archive);
+  // Every point is written through the health guard: GPU state before and after, throttled samples flagged.
+  const auto health = make_gpu_health_source();
+  health_guarded_sink sink(checked, *health);
+  g_open_archive = {&sink, archive, e.name};
   sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
   const bool quiet = std::getenv("KSTUDY_QUIET") != nullptr;
   try {
-  if (e.kind == "scoring") {
-    const auto points = scoring_points(e);
-    progress_line progress(e.name + " rep " + std::to_string(replication), std::int64_t(points.size()), quiet);
-    for (const auto& p : points) {
-      if (g_stop_signal) break;
-      if (!done.count(p.index)) run_scoring_point(e, p, replication, sink);
-      progress.step(p.index + 1);
+    if (e.kind == "scoring") {
+      const auto points = scoring_points(e);
+      progress_line progress(e.name + " rep " + std::to_string(replication), std::int64_t(points.size()), quiet);
+      for (const auto& p : points) {
+        if (g_stop_signal) break;
+        if (!done.count(p.index)) {
+          auto keys = point_keys(e, replication, p.index);
+          keys.rows = p.rows;
+          keys.features = p.features;
+          keys.block_size = p.block_size;
+          sink.begin_point(keys);
+          run_scoring_point(e, p, replication, sink, faults);
+        }
+        progress.step(p.index + 1);
+      }
+    } else if (e.kind == "transfer") {
+      run_transfer_points(e, replication, sink, done, quiet);
+    } else if (e.kind == "launch") {
+      run_launch_points(e, replication, sink, done);
+    } else if (e.kind == "cold_compile") {
+      run_cold_points(e, replication, sink, done);
+    } else if (e.kind == "transpose") {
+      run_transpose_points(e, replication, sink, done);
+    } else {
+      throw experiment_error(e.source + ": kind '" + e.kind + "' is not run by this build");
     }
-  } else if (e.kind == "transfer") {
-    run_transfer_points(e, replication, sink, done, quiet);
-  } else if (e.kind == "launch") {
-    run_launch_points(e, replication, sink, done);
-  } else if (e.kind == "cold_compile") {
-    run_cold_points(e, replication, sink, done);
-  } else if (e.kind == "transpose") {
-    run_transpose_points(e, replication, sink, done);
-  } else {
-    throw experiment_error(e.source + ": kind '" + e.kind + "' is not run by this build");
-  }
   } catch (const out_of_room& room) {
+    g_open_archive = {};
     sink.finish();
     std::cerr << "\nkstudy: stopping before a write that might not fit: " << room.what() << ". Finished points are in "
               << archive << "; free space, then complete it with kstudy run --resume.\n";
     return exit_out_of_room;
+  } catch (const std::exception& ex) {
+    // An error outside a variant (a probe, the NVRTC compile): the point it interrupted is not written.
+    if (sink.in_point()) {
+      const auto& keys = sink.current_point();
+      sample_record where;
+      where.experiment = keys.experiment;
+      where.variant = e.kind;
+      where.point = keys.point;
+      where.replication = keys.replication;
+      where.rows = keys.rows;
+      where.features = keys.features;
+      where.bytes = keys.bytes;
+      stop_if_device_lost(where, ex.what());
+    }
+    g_open_archive = {};
+    throw;
   }
+  g_open_archive = {};
   sink.end_experiment(e.name);
   sink.finish();
   if (g_stop_signal) {
@@ -911,6 +1105,7 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   std::vector<experiment> experiments;
   for (const auto& name : request.experiments) experiments.push_back(prepare_experiment(name, request));
   for (const auto& e : experiments) check_experiment(e);
+  fault_plan_from_environment();  // a malformed KSTUDY_INJECT_FAULT is refused here, not in every child
   const bool exists = fs::exists(request.out);
   if (exists && !request.resume && !request.overwrite)
     throw std::runtime_error(request.out + " already exists: pass --resume to complete it or --overwrite to replace it");
@@ -982,11 +1177,11 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
       if (child != 0) {
         std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
         rc = child;
-        if (child >= 128 || child == exit_out_of_room || g_stop_signal) break;
+        if (child >= 128 || child == exit_out_of_room || child == exit_device_lost || g_stop_signal) break;
       }
     }
     std::remove(definition.c_str());
-    if (g_stop_signal || rc >= 128 || rc == exit_out_of_room) break;
+    if (g_stop_signal || rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost) break;
   }
 
   // Summaries over everything the archive holds for these experiments, written once: an interrupted
@@ -1035,6 +1230,7 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
       console.write_ceilings(ceilings);
       console.write_gates(read_gates(request.out, e.name));
       console.write_samples(read_samples(request.out, e.name));
+      console.write_health(read_health(request.out, e.name));
       console.write_summaries(mine);
       console.end_experiment(e.name);
     }
@@ -1047,6 +1243,10 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
               << " ...\n";
     return 130;
   }
+  if (rc == exit_device_lost)
+    std::cerr << "kstudy: stopped: the GPU's CUDA context was lost (see above); finished points are kept. Check the GPU "
+                 "(nvidia-smi), then complete with: kstudy run --resume --out "
+              << request.out << " ...\n";
   return rc;
 }
 

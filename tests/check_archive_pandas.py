@@ -25,6 +25,11 @@ COLUMNS = {
     "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "block_size",
                 "timer", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof", "occupancy"],
     "attribution": ["experiment", "variant", "rows", "features", "kernel", "calls", "seconds"],
+    "health": ["experiment", "point", "replication", "rows", "features", "block_size", "bytes", "memory_kind",
+               "direction", "device", "available", "before_sm_clock_mhz", "before_memory_clock_mhz",
+               "before_temperature_c", "before_power_mw", "before_throttle_reasons", "after_sm_clock_mhz",
+               "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
+               "seconds", "throttled", "reasons"],
 }
 
 
@@ -36,7 +41,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "2", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "3", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):
@@ -57,7 +62,10 @@ def main():
     assert samples["bytes"].dtype == "int64", samples["bytes"].dtype
     assert samples["seconds"].dtype == "float64", samples["seconds"].dtype
     assert samples["status"].map(text).str.startswith(("ok", "rejected")).all()
-    print(f"{path}: {len(samples)} sample rows, timers {sorted(timers)}")
+    health = frames["health"]
+    assert len(health) > 0 and health["before_throttle_reasons"].dtype == "int64", health.dtypes
+    assert health["throttled"].dtype == "uint8", health["throttled"].dtype
+    print(f"{path}: {len(samples)} sample rows, timers {sorted(timers)}; {len(health)} health rows")
     print(samples.head(3).to_string())
 
 

@@ -5,9 +5,13 @@
 #   kill -9     -> an archive that opens; --resume completes it to exactly the samples of a clean run
 #   SIGTERM     -> stops after the current point, exits non-zero, keeps the finished points
 #   no room     -> stops before a write that might not fit (exit 75), the archive opens, --resume completes
-# Usage: check_cli.sh KSTUDY_EXE SOURCE_DIR FLAVOUR   (exit 77 = skipped: a cuda build without a GPU)
+#   GPU health  -> through the real NVML path (a stand-in libnvidia-ml here), throttled samples flagged and
+#                  counted by the console and by `kstudy report`
+# (Faults inside variants and points too big for memory: tests/test_faults.cpp, also through the real CLI.)
+# Usage: check_cli.sh KSTUDY_EXE SOURCE_DIR FLAVOUR [FAKE_NVML_LIBRARY]   (exit 77 = skipped: a cuda build
+# without a GPU)
 set -uo pipefail
-kstudy=$1; src=$2; flavour=${3:-cpu}
+kstudy=$1; src=$2; flavour=${3:-cpu}; fake_nvml=${4:-}
 if [[ $flavour == cuda ]] && ! nvidia-smi -L > /dev/null 2>&1; then
   echo "skipped: the cuda flavour cannot initialise Kokkos without a GPU"
   exit 77
@@ -118,6 +122,33 @@ else
   "$kstudy" run "$tiny" --resume --out "$work/full.h5" -q > /dev/null 2>&1 || fail "resume after a full file failed"
   /usr/bin/python3 "$src/tests/check_run_archive.py" same-points "$work/full.h5" "$work/clean.h5" tiny ||
     fail "archive resumed after a full file differs from an uninterrupted run"
+fi
+
+# GPU health guard. The stand-in NVML answers its scripted clocks-event reasons in turn, one per reading, two
+# readings per point (before, after): with "0x1,0x1,0x1,0x4" every odd point ends with a SW power cap, so its
+# samples are flagged throttled; GPU idle (0x1) alone flags nothing. (The cuda flavour maps the device by PCI
+# bus id, which the stand-in does not know: there the check is the real NVML, in the GPU test suite.)
+if [[ -n $fake_nvml && $flavour == cpu ]]; then
+  KSTUDY_NVML_LIBRARY=$fake_nvml KSTUDY_FAKE_NVML_REASONS=0x1,0x1,0x1,0x4 \
+    "$kstudy" run "$tiny" --replications 1 --out "$work/health.h5" > "$work/health.log" 2>&1 || fail "health run failed"
+  if throttled=$(/usr/bin/python3 "$src/tests/check_run_archive.py" health "$work/health.h5" tiny); then
+    pass "health table and throttled flags: $throttled"
+    count=${throttled%% *}
+    grep -q "GPU health: $count of [0-9]* samples taken while the GPU reported throttling" "$work/health.log" ||
+      fail "console does not count $count throttled samples: $(grep 'GPU health' "$work/health.log")"
+    KSTUDY_PYTHON=/usr/bin/python3 MPLBACKEND=Agg "$kstudy" report "$work/health.h5" --out "$work/health-report" \
+      > "$work/report.log" 2>&1 || fail "kstudy report on the health archive failed: $(tail -3 "$work/report.log")"
+    grep -q "tiny: $count of [0-9]* samples taken while the GPU reported throttling" "$work/health-report/report.md" ||
+      fail "report.md does not count $count throttled samples"
+    grep -q "reasons seen: gpu_idle, sw_power_cap" "$work/health-report/report.md" || fail "report.md misses the reasons"
+  else
+    fail "health archive: $throttled"
+  fi
+  # Without NVML the run is the same, recorded as unmonitored.
+  KSTUDY_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$kstudy" run "$tiny" --replications 1 --trials 1 \
+    --out "$work/nohealth.h5" > "$work/nohealth.log" 2>&1 || fail "run without NVML failed"
+  grep -q "GPU health: not monitored (unavailable: /nonexistent/libnvidia-ml.so.1" "$work/nohealth.log" &&
+    pass "no NVML: recorded as unavailable, run unaffected" || fail "no NVML: $(grep 'GPU health' "$work/nohealth.log")"
 fi
 
 echo "$failures failure(s)"

@@ -134,6 +134,10 @@ def main():
             check((out / name).is_file(), f"{name} linked but missing")
         # Sections this archive cannot feed are skipped with a note, not silently dropped.
         check("## Block size\n\n*Skipped:" in md, "block size section not marked skipped")
+        # GPU health: the schema-1 fixture has no health table, so throttling is unknown, and said so.
+        check("GPU throttling unknown — not monitored (no health table (archive schema < 3))" in md, "health line")
+        health = pd.read_csv(out / "gpu_health.csv")
+        check((health.points_monitored == 0).all() and (health.throttled_samples == 0).all(), health.to_string())
         check("## Where the ratio goes: resident to one-shot\n\n*Skipped:" in md, "waterfall not marked skipped")
         # The seed comparison is always a section: a table, or skipped with the reason.
         check("## The seed's conclusions on this machine\n" in md, "seed comparison section missing")

@@ -7,6 +7,8 @@
   check_run_archive.py union MERGED EXPERIMENT SHARD...  MERGED holds exactly the shards' sample rows; the
                                                          shards' (point, replication) units do not overlap
   check_run_archive.py attr ARCHIVE NAME VALUE           root attribute NAME is VALUE
+  check_run_archive.py health ARCHIVE EXPERIMENT         a run under the stand-in NVML (check_cli.sh): odd
+                                                         points throttled; prints "<throttled> of <samples>"
 """
 import sys
 
@@ -36,8 +38,8 @@ def schema(archive, experiment):
                      "host", "flavour"]:
             if attr not in f.attrs:
                 fail(f"root attribute {attr} missing")
-        if f.attrs["schema_version"] != "2":
-            fail("schema_version is not 2")
+        if f.attrs["schema_version"] != "3":
+            fail("schema_version is not 3")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
                      "omp_proc_bind", "default_execution_space"]:
@@ -52,7 +54,8 @@ def schema(archive, experiment):
         summary = frame(f, f"/experiments/{experiment}/summary")
         ceilings = frame(f, f"/experiments/{experiment}/ceilings")
         attribution = frame(f, f"/experiments/{experiment}/attribution")
-        for name in ["samples", "gate", "ceilings", "summary", "attribution"]:
+        health = frame(f, f"/experiments/{experiment}/health")
+        for name in ["samples", "gate", "ceilings", "summary", "attribution", "health"]:
             ds = g[name]
             if ds.chunks is None:
                 fail(f"{name} is not chunked")
@@ -69,6 +72,9 @@ def schema(archive, experiment):
     dupes = samples.duplicated(KEY).sum()
     if dupes:
         fail(f"{dupes} duplicated samples")
+    points = samples.groupby(["replication", "point"]).size()
+    if len(health) != len(points) or health.duplicated(["replication", "point"]).any():
+        fail(f"{len(health)} health rows for {len(points)} points")
     if not {"device_read", "host_read", "device_copy"} <= set(ceilings.name):
         fail(f"ceilings incomplete: {sorted(ceilings.name)}")
     # Above 1 is possible for tables that fit in a cache; negative or non-finite never is.
@@ -140,6 +146,28 @@ def attr(archive, name, value):
     if got != value:
         fail(f"{archive}: root attribute {name} is {got!r}, expected {value!r}")
     print(f"ok: {name} = {value!r}")
+def health(archive, experiment):
+    with h5py.File(archive, "r") as f:
+        samples = frame(f, f"/experiments/{experiment}/samples")
+        rows = frame(f, f"/experiments/{experiment}/health")
+        units = f[f"/experiments/{experiment}/health"].attrs["units"]
+    if "MHz" not in units or "mW" not in units:
+        fail(f"health units: {units}")
+    points = samples.groupby(["replication", "point"]).size()
+    if len(rows) != len(points) or not (rows.available == 1).all():
+        fail(f"{len(rows)} health rows ({(rows.available == 1).sum()} available) for {len(points)} points")
+    if set(rows.device) != {"Fake NVML GPU (NVML index 0)"}:
+        fail(f"devices {set(rows.device)}")
+    expected = rows.point % 2 == 1
+    if not (rows.throttled.astype(bool) == expected).all():
+        fail(f"throttled points {sorted(rows[rows.throttled == 1].point)}")
+    if not ((rows.before_throttle_reasons == 1) & (rows.after_throttle_reasons == rows.point.map(lambda p: 4 if p % 2 else 1))).all():
+        fail("reasons not as scripted")
+    if not (samples.throttled.astype(bool) == (samples.point % 2 == 1)).all():
+        fail("sample flags do not follow their point's health")
+    if not ((rows.before_sm_clock_mhz > 0) & (rows.after_power_mw > 0)).all():
+        fail("readings missing")
+    print(f"{int(samples.throttled.sum())} of {len(samples)} samples throttled")
 
 
 if __name__ == "__main__":
@@ -148,6 +176,8 @@ if __name__ == "__main__":
         schema(sys.argv[2], sys.argv[3])
     elif mode == "fewer":
         fewer(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif mode == "health":
+        health(sys.argv[2], sys.argv[3])
     elif mode == "same-points":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "union":

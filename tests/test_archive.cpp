@@ -133,6 +133,35 @@ attribution_record make_attribution(const std::string& experiment, std::int64_t 
   return a;
 }
 
+health_record make_health(const std::string& experiment, std::int64_t i) {
+  health_record h;
+  h.experiment = experiment;
+  h.point = i;
+  h.replication = static_cast<std::int32_t>(i % 3);
+  h.rows = 1024 << i;
+  h.features = 16 + i;
+  h.block_size = 32 * i;
+  h.bytes = (std::int64_t{1} << 33) + i;
+  h.memory_kind = i % 2 ? "pinned" : "";
+  h.direction = i % 2 ? "d2h" : "";
+  h.available = i % 4 != 3;
+  h.device = h.available ? "NVIDIA H200 (00000000:65:00.0)" : "unavailable: libnvidia-ml.so.1: not found";
+  h.before_sm_clock_mhz = 1980 - i;
+  h.before_memory_clock_mhz = 3201;
+  h.before_temperature_c = 40 + i;
+  h.before_power_mw = 120000 + i;
+  h.before_throttle_reasons = i % 2 ? 0x1 : 0x4;
+  h.after_sm_clock_mhz = 1755 + i;
+  h.after_memory_clock_mhz = 3200;
+  h.after_temperature_c = 60 + i;
+  h.after_power_mw = 690000 - i;
+  h.after_throttle_reasons = std::int64_t{1} << 40;  // unknown future bits survive too
+  h.seconds = 0.25 * (i + 1);
+  h.throttled = i % 2 == 0;
+  h.reasons = h.throttled ? "sw_power_cap" : "gpu_idle";
+  return h;
+}
+
 template <class R, class F>
 std::vector<R> make_many(std::int64_t count, F make) {
   std::vector<R> records;
@@ -159,6 +188,13 @@ auto members(const summary_record& r) {
 auto members(const attribution_record& r) {
   return std::tie(r.experiment, r.variant, r.rows, r.features, r.kernel, r.calls, r.seconds);
 }
+auto members(const health_record& r) {
+  return std::tie(r.experiment, r.point, r.replication, r.rows, r.features, r.block_size, r.bytes, r.memory_kind,
+                  r.direction, r.device, r.available, r.before_sm_clock_mhz, r.before_memory_clock_mhz,
+                  r.before_temperature_c, r.before_power_mw, r.before_throttle_reasons, r.after_sm_clock_mhz,
+                  r.after_memory_clock_mhz, r.after_temperature_c, r.after_power_mw, r.after_throttle_reasons,
+                  r.seconds, r.throttled, r.reasons);
+}
 
 template <class R>
 void expect_same_records(const std::vector<R>& expected, const std::vector<R>& actual) {
@@ -184,6 +220,7 @@ struct experiment_content {
   std::vector<ceiling_record> ceilings;
   std::vector<summary_record> summaries;
   std::vector<attribution_record> attribution;
+  std::vector<health_record> health;
 };
 
 experiment_content make_content(const std::string& experiment, std::int64_t samples) {
@@ -191,7 +228,8 @@ experiment_content make_content(const std::string& experiment, std::int64_t samp
           make_many<gate_record>(5, [&](auto i) { return make_gate(experiment, i); }),
           make_many<ceiling_record>(4, [](auto i) { return make_ceiling(i); }),
           make_many<summary_record>(12, [&](auto i) { return make_summary(experiment, i); }),
-          make_many<attribution_record>(3, [&](auto i) { return make_attribution(experiment, i); })};
+          make_many<attribution_record>(3, [&](auto i) { return make_attribution(experiment, i); }),
+          make_many<health_record>(9, [&](auto i) { return make_health(experiment, i); })};
 }
 
 void write_content(result_sink& sink, const experiment_record& experiment, const experiment_content& content) {
@@ -205,6 +243,8 @@ void write_content(result_sink& sink, const experiment_record& experiment, const
   sink.write_ceilings(content.ceilings);
   sink.write_summaries(content.summaries);
   sink.write_attribution(content.attribution);
+  sink.write_health({content.health.begin(), content.health.begin() + 4});
+  sink.write_health({content.health.begin() + 4, content.health.end()});
   sink.flush();
   sink.end_experiment(experiment.name);
 }
@@ -215,6 +255,7 @@ void expect_archive_holds(const std::string& path, const std::string& experiment
   expect_same_records(content.ceilings, read_ceilings(path, experiment));
   expect_same_records(content.summaries, read_summaries(path, experiment));
   expect_same_records(content.attribution, read_attribution(path, experiment));
+  expect_same_records(content.health, read_health(path, experiment));
 }
 
 std::string error_of(const std::function<void()>& call) {
@@ -283,6 +324,7 @@ TEST(Archive, EmptyExperimentHasEveryTable) {
   EXPECT_TRUE(read_ceilings(path, "nothing").empty());
   EXPECT_TRUE(read_summaries(path, "nothing").empty());
   EXPECT_TRUE(read_attribution(path, "nothing").empty());
+  EXPECT_TRUE(read_health(path, "nothing").empty());
   // Versioned even without begin().
   EXPECT_EQ(read_metadata(path).root.at("schema_version"), archive_schema_version);
 }
@@ -470,6 +512,8 @@ TEST(Archive, JsonSinkHoldsTheSameRows) {
   EXPECT_EQ(alpha.at("ceilings").size(), read_ceilings(h5_path, "alpha").size());
   EXPECT_EQ(alpha.at("summary").size(), read_summaries(h5_path, "alpha").size());
   EXPECT_EQ(alpha.at("attribution").size(), read_attribution(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("health").size(), read_health(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("health").at(0).at("before_throttle_reasons"), 0x4);
   EXPECT_EQ(alpha.at("samples").size(), 1100u);
   const auto& row = alpha.at("samples").at(3);
   EXPECT_EQ(row.at("timer"), to_string(content.samples[3].timer));
@@ -549,5 +593,21 @@ TEST(Archive, ReadsVersionOneArchives) {
   ASSERT_FALSE(samples.empty());
   for (const auto& s : samples) EXPECT_EQ(s.occupancy, 0.0);
   EXPECT_EQ(kstudy::read_metadata(path).root.at("schema_version"), "1");
+  EXPECT_TRUE(kstudy::read_health(path, "cold_compile").empty());  // no health table before version 3
+}
+
+// An older archive (the committed CPU report fixture) reads with no health rows; appending to it (and so
+// resuming it) is refused rather than mixing two layouts in one file.
+TEST(Archive, ReadsOlderArchivesButDoesNotAppendToThem) {
+  const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/cpu_small.h5";
+  ASSERT_NE(kstudy::read_metadata(path).root.at("schema_version"), kstudy::archive_schema_version);
+  for (const auto& name : kstudy::list_experiments(path)) {
+    EXPECT_FALSE(kstudy::read_samples(path, name).empty()) << name;
+    EXPECT_TRUE(kstudy::read_health(path, name).empty()) << name;
+  }
+  const auto copy = fs::temp_directory_path() / ("kstudy_v2_copy_" + std::to_string(::getpid()) + ".h5");
+  fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+  EXPECT_THROW(kstudy::hdf5_sink(copy.string(), kstudy::open_mode::append), std::runtime_error);
+  fs::remove(copy);
 }
 }  // namespace

@@ -83,6 +83,8 @@ std::vector<char> compile_fresh(int compute_capability, double& seconds) {
 
 __global__ void empty_kernel() {}
 
+__global__ void trap_kernel() { __trap(); }
+
 __global__ void touch_kernel(float* data, int elements) {
   for (int i = threadIdx.x; i < elements; i += blockDim.x) data[i] += 1.0f;
 }
@@ -183,6 +185,23 @@ void read_buffer(const float* data, std::int64_t count) {
   read_sum_kernel<<<sms * 8, 256>>>(reinterpret_cast<const float4*>(data), count4, sink);
   KSTUDY_CUDA_CHECK(cudaGetLastError());
   KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void inject_invalid_launch(void* stream) {
+  empty_kernel<<<1, 4096, 0, static_cast<cudaStream_t>(stream)>>>();  // the limit is 1024 threads per block
+  const cudaError_t launch = cudaGetLastError();  // reports the failed launch once and clears it
+  if (launch == cudaSuccess) throw std::logic_error("injected fault (launch): a 4096-thread block was accepted");
+  throw std::runtime_error(std::string("injected fault (launch): kernel launch failed: ") + cudaGetErrorName(launch) +
+                           ": " + cudaGetErrorString(launch));
+}
+
+void inject_trap(void* stream) {
+  trap_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>();
+  KSTUDY_CUDA_CHECK(cudaGetLastError());
+  const cudaError_t run = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (run == cudaSuccess) throw std::logic_error("injected fault (trap): the __trap() kernel completed");
+  throw std::runtime_error(std::string("injected fault (trap): cudaStreamSynchronize: ") + cudaGetErrorName(run) +
+                           ": " + cudaGetErrorString(run));
 }
 
 void synchronize(void* stream) { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }

@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 3) into pandas, and the statistics every table shares."""
 import json
 from pathlib import Path
 
@@ -6,8 +6,11 @@ import h5py
 import numpy as np
 import pandas as pd
 
-SCHEMA_VERSIONS = {"1", "2"}  # 2 added occupancy to samples and summary
-TABLES = ("samples", "gate", "ceilings", "summary", "attribution")
+SCHEMA_VERSIONS = {"1", "2", "3"}  # 2 added occupancy to samples and summary, 3 the health table
+TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health")
+# NVML clocks-event reasons that flag a sample as throttled (kstudy/gpu_health.hpp): SW power cap, HW slowdown,
+# SW thermal, HW thermal, HW power brake; not GPU idle (0x1) or application clocks (0x2).
+SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 REFERENCE = "cpu_reference"
 FLOPS_PER_ELEMENT = 5  # sub, mul, 2 compares (clip), fma (weight + row sum)
 FLOAT_BYTES = 4
@@ -49,6 +52,8 @@ class Experiment:
         self.ceilings = tables["ceilings"]
         self.summary = tables["summary"]
         self.attribution = tables["attribution"]
+        self.health = tables["health"]  # empty before schema 3
+        self.has_health_table = "health" in group
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
 

@@ -718,6 +718,77 @@ class Report:
         return sec
 
     # ------------------------------------------------------------------ findings and Markdown
+    def health_summary(self):
+        """Per archive and experiment: how many samples were taken while the GPU reported throttling."""
+        rows = []
+        for a in self.archives:
+            for e in a.experiments.values():
+                if e.samples.empty:
+                    continue
+                s, h = e.samples, e.health
+                accepted = e.accepted()
+                throttled = s.throttled == 1 if "throttled" in s.columns else pd.Series(False, index=s.index)
+                row = {"archive": a.label, "experiment": e.name, "samples": len(s),
+                       "throttled_samples": int(throttled.sum()), "accepted_samples": len(accepted),
+                       "accepted_throttled": int((accepted.throttled == 1).sum()) if len(accepted) else 0,
+                       "points": len(h), "points_monitored": 0, "throttled_points": 0, "reasons": "",
+                       "device": "", "sm_clock_min_mhz": np.nan, "sm_clock_max_mhz": np.nan,
+                       "temperature_max_c": np.nan, "power_max_w": np.nan}
+                if not e.has_health_table:
+                    row["device"] = "no health table (archive schema < 3)"
+                elif len(h):
+                    watched = h[h.available == 1]
+                    row["points_monitored"] = len(watched)
+                    row["throttled_points"] = int((h.throttled == 1).sum())
+                    row["device"] = watched.device.iloc[0] if len(watched) else h.device.iloc[0]
+                    reasons = sorted({r for text in h.reasons for r in text.split(",") if r})
+                    row["reasons"] = ",".join(reasons)
+                    if len(watched):
+                        clocks = pd.concat([watched.before_sm_clock_mhz, watched.after_sm_clock_mhz])
+                        clocks = clocks[clocks >= 0]
+                        temps = pd.concat([watched.before_temperature_c, watched.after_temperature_c])
+                        power = pd.concat([watched.before_power_mw, watched.after_power_mw])
+                        row["sm_clock_min_mhz"] = clocks.min() if len(clocks) else np.nan
+                        row["sm_clock_max_mhz"] = clocks.max() if len(clocks) else np.nan
+                        row["temperature_max_c"] = temps[temps >= 0].max() if (temps >= 0).any() else np.nan
+                        row["power_max_w"] = power[power >= 0].max() / 1000 if (power >= 0).any() else np.nan
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    def health_sentence(self, r):
+        """One line per experiment; 0 throttled samples is a finding too, but only where the GPU was watched."""
+        if r.points_monitored == 0:
+            return (f"- {r.archive}/{r.experiment}: GPU throttling unknown — not monitored ({r.device}); "
+                    f"{r.samples} samples")
+        text = (f"- {r.archive}/{r.experiment}: {r.throttled_samples} of {r.samples} samples taken while the GPU "
+                f"reported throttling ({r.accepted_throttled} of the {r.accepted_samples} accepted samples that "
+                f"enter the medians); {r.throttled_points} of {r.points_monitored} monitored points throttled on "
+                f"{r.device}")
+        if r.reasons:
+            text += f"; reasons seen: {r.reasons.replace(',', ', ')}"
+        if np.isfinite(r.sm_clock_min_mhz):
+            text += f"; SM clock {r.sm_clock_min_mhz:.0f}–{r.sm_clock_max_mhz:.0f} MHz"
+        if np.isfinite(r.temperature_max_c):
+            text += f", up to {r.temperature_max_c:.0f} °C"
+        if np.isfinite(r.power_max_w):
+            text += f", up to {r.power_max_w:.0f} W"
+        return text
+
+    def section_health(self):
+        sec = Section("GPU health (NVML, before and after each point)")
+        df = self.health_summary()
+        if df.empty:
+            return sec.skip("no samples")
+        self.write_csv(df, "gpu_health.csv", sec, "samples taken while throttled, clocks, temperature and power "
+                                                  "per archive and experiment")
+        sec.lines.append("A sample is flagged *throttled* when NVML reported a slowdown reason (SW power cap, HW "
+                         "slowdown, SW or HW thermal, HW power brake) just before or just after its point; GPU idle "
+                         "and application-clock settings do not count. Throttled samples stay in the medians; this "
+                         "says how many there were.")
+        sec.lines.append("")
+        sec.lines.extend(self.health_sentence(r) for r in df.itertuples())
+        return sec
+
     def best_per_regime(self):
         """Fastest variant per timing boundary at the smallest, reference and largest tested row counts."""
         if self.baselines.empty:
@@ -868,6 +939,12 @@ class Report:
             lines.append("")
             lines.extend(gate_lines)
             lines.append("")
+        health = self.health_summary()
+        if not health.empty:
+            lines.append("Samples taken while the GPU reported throttling (details: GPU health section):")
+            lines.append("")
+            lines.extend(self.health_sentence(r) for r in health.itertuples())
+            lines.append("")
         lines.append("## Findings")
         lines.append("")
         f = self.findings()
@@ -906,14 +983,15 @@ class Report:
         # Transfers first: the waterfall derives upload/download times from them.
         order = [self.section_overhead, self.section_speedups, self.section_crossover, self.section_transfer,
                  self.section_waterfall, self.section_layout, self.section_block_size, self.section_roofline,
-                 self.section_seed]
+                 self.section_seed, self.section_health]
         if self.cpu_baseline_path:
             order.insert(2, self.section_bench_baseline)
         by_title = []
         for fn in order:
             by_title.append(fn())
         # Present in reading order.
-        rank = ["Launch", "Speedups", "Against", "Crossover", "Where", "Roofline", "Layout", "Block", "Transfer"]
+        rank = ["Launch", "Speedups", "Against", "Crossover", "Where", "Roofline", "Layout", "Block", "Transfer",
+                "GPU health"]
         self.sections = sorted(by_title, key=lambda s: next((i for i, r in enumerate(rank) if s.title.startswith(r)), 99))
         (self.out / "report.md").write_text(self.markdown())
         return self.out / "report.md"

@@ -85,13 +85,32 @@ void console_sink::begin(const run_metadata& metadata) {
 void console_sink::begin_experiment(const experiment_record& experiment) {
   print_pending();
   m_experiment = experiment.name;
-  m_samples = m_rejected = m_gate_failures = 0;
+  m_samples = m_rejected = m_gate_failures = m_failed = m_skipped = m_throttled = 0;
+  m_health_rows = m_health_available = 0;
+  m_first_failure.clear();
+  m_health_device.clear();
   m_out << "\n== experiment " << experiment.name << " ==\n" << std::flush;
 }
 
 void console_sink::write_samples(const std::vector<sample_record>& samples) {
   m_samples += static_cast<std::int64_t>(samples.size());
-  for (const auto& s : samples) m_rejected += s.gate_passed ? 0 : 1;
+  for (const auto& s : samples) {
+    const bool failed = s.status.rfind("failed", 0) == 0 || s.status.rfind("aborted", 0) == 0;
+    if (failed && m_first_failure.empty()) m_first_failure = s.variant + ": " + s.status;
+    m_failed += failed ? 1 : 0;
+    m_skipped += s.status.rfind("skipped", 0) == 0 ? 1 : 0;
+    m_rejected += s.status.rfind("rejected", 0) == 0 ? 1 : 0;
+    m_throttled += s.throttled ? 1 : 0;
+  }
+}
+
+void console_sink::write_health(const std::vector<health_record>& health) {
+  for (const auto& h : health) {
+    ++m_health_rows;
+    m_health_available += h.available ? 1 : 0;
+    // Name the monitored GPU; without one, say why NVML was unavailable.
+    if (m_health_device.empty() || (h.available && m_health_available == 1)) m_health_device = h.device;
+  }
 }
 
 void console_sink::write_gates(const std::vector<gate_record>& gates) {
@@ -128,8 +147,19 @@ void console_sink::end_experiment(const std::string&) {
   print_pending();
   m_out << " " << m_samples << " samples";
   if (m_rejected) m_out << ", " << m_rejected << " rejected";
+  if (m_skipped) m_out << ", " << m_skipped << " skipped";
+  if (m_failed) m_out << ", !! " << m_failed << " FAILED (" << m_first_failure << ")";
   if (m_gate_failures) m_out << ", !! " << m_gate_failures << " GATE FAILURE" << (m_gate_failures > 1 ? "S" : "");
-  m_out << '\n' << std::flush;
+  m_out << '\n';
+  // 0 throttled samples is a finding too, but only where the GPU was actually watched.
+  if (m_health_available > 0)
+    m_out << " GPU health: " << m_throttled << " of " << m_samples << " samples taken while the GPU reported throttling ("
+          << m_health_available << " of " << m_health_rows << " points monitored on " << m_health_device << ")\n";
+  else if (m_health_rows > 0)
+    m_out << " GPU health: not monitored (" << m_health_device << "); throttling unknown\n";
+  else
+    m_out << " GPU health: no health rows (archive before schema 3); throttling unknown\n";
+  m_out << std::flush;
   m_experiment.clear();
 }
 

@@ -26,8 +26,8 @@ h5_handle open_archive(const std::string& path) {
   if (!check_tri(H5Aexists(file.get(), "schema_version"), "H5Aexists(schema_version)", path))
     throw std::runtime_error("kstudy: '" + path + "' is an HDF5 file but not a kstudy archive (no schema_version)");
   const std::string version = read_string_attribute(file.get(), "schema_version", path);
-  if (version != archive_schema_version && version != archive_schema_version_readable_older)
-    throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version + "; this kstudy reads " +
+  if (!archive_schema_readable(version))
+    throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version + "; this kstudy reads 1 to " +
                              archive_schema_version);
   return file;
 }
@@ -49,6 +49,10 @@ std::vector<R> read_table(const std::string& path, const std::string& experiment
 }
 
 }  // namespace
+
+bool archive_schema_readable(const std::string& version) {
+  return version == archive_schema_version || version == "2" || version == "1";
+}
 
 std::vector<std::string> list_experiments(const std::string& path) {
   h5_handle file = open_archive(path);
@@ -120,6 +124,13 @@ std::vector<shard_record> read_shards(const std::string& path) {
   }
   std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   return shards;
+}
+
+std::vector<health_record> read_health(const std::string& path, const std::string& experiment) {
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  if (!link_exists(group.get(), record_table<health_record>::dataset, path)) return {};  // schema 1 and 2
+  return read_records<health_record>(group.get(), path);
 }
 
 }  // namespace kstudy

@@ -37,6 +37,7 @@ void ensure_datasets(hid_t group, const std::string& path) {
   ensure_dataset<ceiling_record>(group, path);
   ensure_dataset<summary_record>(group, path);
   ensure_dataset<attribution_record>(group, path);
+  ensure_dataset<health_record>(group, path);
 }
 
 void check_schema_version(hid_t file, const std::string& path) {
@@ -155,7 +156,7 @@ void hdf5_sink::begin_experiment(const experiment_record& experiment) {
     write_string_attribute(group.get(), "protocol", experiment.protocol_json, s.path);
     write_string_attribute(group.get(), "fingerprint", experiment.fingerprint, s.path);
   }
-  // Every table up front (readers find all five, possibly empty); on resume, any a crash left uncreated.
+  // Every table up front (readers find all six, possibly empty); on resume, any a crash left uncreated.
   ensure_datasets(group.get(), s.path);
   s.experiment_group = std::move(group);
   s.experiment = experiment.name;
@@ -196,6 +197,7 @@ void hdf5_sink::write_shard(const shard_record& shard) {
   create_record_dataset<ceiling_record>(group.get(), s.path);
   append_records(group.get(), shard.ceilings, s.path);
 }
+void hdf5_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
 
 void hdf5_sink::flush() {
   auto& s = *m_state;

@@ -115,6 +115,8 @@ void json_sink::write_attribution(const std::vector<attribution_record>& attribu
   m_state->append("write_attribution", attribution);
 }
 
+void json_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
+
 void json_sink::end_experiment(const std::string& name) {
   auto& s = *m_state;
   s.require_experiment("end_experiment");

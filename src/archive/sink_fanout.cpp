@@ -49,6 +49,9 @@ void sink_fanout::write_summaries(const std::vector<summary_record>& summaries) 
 void sink_fanout::write_attribution(const std::vector<attribution_record>& attribution) {
   for_each([&](result_sink& s) { s.write_attribution(attribution); });
 }
+void sink_fanout::write_health(const std::vector<health_record>& health) {
+  for_each([&](result_sink& s) { s.write_health(health); });
+}
 void sink_fanout::flush() {
   for_each([](result_sink& s) { s.flush(); });
 }

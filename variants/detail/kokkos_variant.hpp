@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -112,7 +113,11 @@ class kokkos_variant : public scoring_variant {
   ~kokkos_variant() override {
 #ifdef KOKKOS_ENABLE_CUDA
     if (m_own_stream != nullptr) {
-      m_space.fence();
+      // A failing fence (the CUDA context was lost) must not escape a destructor and terminate.
+      try {
+        m_space.fence();
+      } catch (const std::exception&) {
+      }
       m_space = ExecutionSpace{};
       cudaStreamDestroy(m_own_stream);
     }

@@ -132,12 +132,51 @@ struct record_table<attribution_record> {
   }
 };
 
+template <>
+struct record_table<health_record> {
+  using R = health_record;
+  static constexpr const char* dataset = "health";
+  static constexpr const char* units =
+      "*_sm_clock_mhz, *_memory_clock_mhz: MHz; *_temperature_c: degC; *_power_mw: mW; *_throttle_reasons: NVML "
+      "clocks-event reason bitmask; seconds: s; -1 = not reported";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"experiment", &R::experiment},
+        {"point", &R::point},
+        {"replication", &R::replication},
+        {"rows", &R::rows},
+        {"features", &R::features},
+        {"block_size", &R::block_size},
+        {"bytes", &R::bytes},
+        {"memory_kind", &R::memory_kind},
+        {"direction", &R::direction},
+        {"device", &R::device},
+        {"available", &R::available},
+        {"before_sm_clock_mhz", &R::before_sm_clock_mhz},
+        {"before_memory_clock_mhz", &R::before_memory_clock_mhz},
+        {"before_temperature_c", &R::before_temperature_c},
+        {"before_power_mw", &R::before_power_mw},
+        {"before_throttle_reasons", &R::before_throttle_reasons},
+        {"after_sm_clock_mhz", &R::after_sm_clock_mhz},
+        {"after_memory_clock_mhz", &R::after_memory_clock_mhz},
+        {"after_temperature_c", &R::after_temperature_c},
+        {"after_power_mw", &R::after_power_mw},
+        {"after_throttle_reasons", &R::after_throttle_reasons},
+        {"seconds", &R::seconds},
+        {"throttled", &R::throttled},
+        {"reasons", &R::reasons},
+    };
+    return table;
+  }
+};
+
 // The dataset names of an experiment group, in the order the schema lists them.
 inline const std::vector<const char*>& dataset_names() {
   static const std::vector<const char*> names{record_table<sample_record>::dataset, record_table<gate_record>::dataset,
                                               record_table<ceiling_record>::dataset,
                                               record_table<summary_record>::dataset,
-                                              record_table<attribution_record>::dataset};
+                                              record_table<attribution_record>::dataset,
+                                              record_table<health_record>::dataset};
   return names;
 }
 

@@ -12,9 +12,11 @@
 namespace kstudy {
 
 // Written as the root attribute schema_version; bump on any incompatible change of the layout.
-inline constexpr const char* archive_schema_version = "2";
-// Version 1 archives (no occupancy fields) are still read; their occupancy reads as 0.
-inline constexpr const char* archive_schema_version_readable_older = "1";
+// 2 added occupancy to samples and summary; 3 added the health table.
+inline constexpr const char* archive_schema_version = "3";
+// Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
+// (versions 1 and 2).
+bool archive_schema_readable(const std::string& version);
 
 enum class open_mode {
   create,     // new archive; fails if the path exists
@@ -57,6 +59,7 @@ class hdf5_sink : public result_sink {
   // /shards/<index>: the shard's root attributes (plus `source`), its /environment as the attributes of
   // /shards/<index>/environment, and its ceilings as /shards/<index>/ceilings. Refuses an index twice.
   void write_shard(const shard_record& shard);
+  void write_health(const std::vector<health_record>& health) override;
   void flush() override;  // H5Fflush: a process killed afterwards leaves every row so far readable
   void end_experiment(const std::string& name) override;
   void finish() override;  // flushes and closes; the sink accepts no further calls
@@ -78,6 +81,7 @@ std::vector<summary_record> read_summaries(const std::string& path, const std::s
 std::vector<attribution_record> read_attribution(const std::string& path, const std::string& experiment);
 // The /shards records of a merged archive, by index (empty for any other archive).
 std::vector<shard_record> read_shards(const std::string& path);
+std::vector<health_record> read_health(const std::string& path, const std::string& experiment);  // none before v3
 
 // The same content as one JSON document, written at finish() to path + ".tmp" and renamed onto path, so
 // a reader never sees a partial file (and a crashed run leaves no JSON, only the flushed archive).
@@ -95,6 +99,7 @@ class json_sink : public result_sink {
   void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
+  void write_health(const std::vector<health_record>& health) override;
   void flush() override {}  // the document is only complete at finish()
   void end_experiment(const std::string& name) override;
   void finish() override;
@@ -118,6 +123,7 @@ class console_sink : public result_sink {
   void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
+  void write_health(const std::vector<health_record>& health) override;
   void flush() override;
   void end_experiment(const std::string& name) override;
   void finish() override;
@@ -132,6 +138,13 @@ class console_sink : public result_sink {
   std::int64_t m_samples = 0;
   std::int64_t m_rejected = 0;
   std::int64_t m_gate_failures = 0;
+  std::int64_t m_failed = 0;      // samples whose variant threw or hit a CUDA error (status failed/aborted)
+  std::int64_t m_skipped = 0;     // points a variant could not run (status skipped, e.g. out of memory)
+  std::int64_t m_throttled = 0;   // samples taken while the GPU reported a slowdown reason
+  std::int64_t m_health_rows = 0;
+  std::int64_t m_health_available = 0;
+  std::string m_first_failure;
+  std::string m_health_device;    // a device name, or why NVML was unavailable
 };
 
 }  // namespace kstudy

@@ -38,6 +38,14 @@ void synchronize(void* stream);
 // Reads `count` floats of device memory (16-byte aligned) with float4 loads, synchronised: the read roof.
 void read_buffer(const float* data, std::int64_t count);
 
+// Fault injection (KSTUDY_INJECT_FAULT, kstudy/fault_injection.hpp), on a cudaStream_t (nullptr: the
+// legacy default stream). Both always throw std::runtime_error with the CUDA error's name and text:
+// inject_invalid_launch launches a kernel with more threads per block than any GPU allows (the launch
+// fails, the context stays usable); inject_trap runs a kernel that executes __trap() and waits for it
+// (a sticky error: the context is lost for the rest of the process).
+[[noreturn]] void inject_invalid_launch(void* stream);
+[[noreturn]] void inject_trap(void* stream);
+
 namespace detail {
 // Throws std::runtime_error naming the call, file, line and cudaGetErrorString(code) unless code is 0.
 void check_cuda(int code, const char* call, const char* file, int line);

@@ -10,6 +10,15 @@
 namespace kstudy::probes {
 
 std::int64_t device_memory_free();
+// Host memory a new allocation can take without swapping: MemAvailable of /proc/meminfo, capped by the
+// address-space limit (RLIMIT_AS) where one is set; INT64_MAX when neither can be read.
+std::int64_t host_memory_available();
+
+// After an error from device code: true when the CUDA context is unusable (a sticky error such as an
+// illegal address or a device-side trap), with the error text in why. A non-sticky error (an invalid
+// launch configuration, an out-of-memory allocation) is cleared here and leaves the context usable.
+// Always false in a build without CUDA.
+bool device_context_lost(std::string& why);
 
 // One copy of `bytes` between a reused host buffer of `kind` and device memory; allocation excluded.
 std::vector<double> time_transfers(std::int64_t bytes, host_memory kind, bool host_to_device, int warmups, int trials);

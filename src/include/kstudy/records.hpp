@@ -43,8 +43,11 @@ struct sample_record {
   timer_kind timer = timer_kind::host_wall;
   double seconds = 0.0;
   bool gate_passed = false;     // false: kept as rejected, never summarised
-  bool throttled = false;       // GPU reported throttling during the point
-  std::string status;           // ok | rejected | failed: <reason> | skipped: <reason>
+  bool throttled = false;       // the GPU reported a slowdown reason before or after the point (health)
+  // ok | rejected | failed: <error text> (the variant threw or a CUDA call failed; the study went on) |
+  // skipped: <reason> (e.g. the point does not fit memory) | aborted: <error text> (the CUDA context was
+  // lost; the point is not counted as finished, so --resume runs it again)
+  std::string status;
   double occupancy = 0.0;       // calculated occupancy of the variant's kernel at this block size (0: n/a)
 };
 
@@ -106,6 +109,35 @@ struct attribution_record {
   std::string kernel;     // Kokkos kernel label
   std::int64_t calls = 0;
   double seconds = 0.0;   // total over calls
+};
+
+// The GPU's state before and after one experiment point (NVML), one row per point run. Readings NVML
+// could not give are -1. A point aborted by a lost CUDA context and run again on --resume has two rows.
+struct health_record {
+  std::string experiment;
+  std::int64_t point = 0;
+  std::int32_t replication = 0;
+  std::int64_t rows = 0;          // point keys (0 / "" where the experiment kind has no such axis)
+  std::int64_t features = 0;
+  std::int64_t block_size = 0;
+  std::int64_t bytes = 0;
+  std::string memory_kind;
+  std::string direction;
+  std::string device;             // "<GPU name> (<PCI bus id>)" or "unavailable: <why>"
+  bool available = false;         // both readings came from NVML
+  std::int64_t before_sm_clock_mhz = -1;
+  std::int64_t before_memory_clock_mhz = -1;
+  std::int64_t before_temperature_c = -1;
+  std::int64_t before_power_mw = -1;
+  std::int64_t before_throttle_reasons = -1;  // NVML clocks-event (throttle) reason bitmask
+  std::int64_t after_sm_clock_mhz = -1;
+  std::int64_t after_memory_clock_mhz = -1;
+  std::int64_t after_temperature_c = -1;
+  std::int64_t after_power_mw = -1;
+  std::int64_t after_throttle_reasons = -1;
+  double seconds = 0.0;           // wall time between the two readings
+  bool throttled = false;         // a slowdown reason (power cap, thermal, HW slowdown / power brake) was set
+  std::string reasons;            // names of every reason bit set before or after, e.g. "gpu_idle,sw_power_cap"
 };
 
 // Root attributes and /environment: provenance of the whole archive.

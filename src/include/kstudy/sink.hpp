@@ -24,6 +24,7 @@ class result_sink {
   virtual void write_ceilings(const std::vector<ceiling_record>& ceilings) = 0;
   virtual void write_summaries(const std::vector<summary_record>& summaries) = 0;
   virtual void write_attribution(const std::vector<attribution_record>& attribution) = 0;
+  virtual void write_health(const std::vector<health_record>& health) = 0;
   // Make everything written so far durable (the HDF5 archive survives a crash after it).
   virtual void flush() = 0;
   virtual void end_experiment(const std::string& name) = 0;
@@ -49,6 +50,7 @@ class sink_fanout : public result_sink {
   void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
+  void write_health(const std::vector<health_record>& health) override;
   void flush() override;
   void end_experiment(const std::string& name) override;
   void finish() override;

@@ -1,0 +1,92 @@
+#include "kstudy/fault_injection.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+#include "kstudy/cuda_escape.hpp"
+#endif
+
+namespace kstudy {
+
+const char* to_string(fault_kind kind) {
+  switch (kind) {
+    case fault_kind::host_exception: return "throw";
+    case fault_kind::invalid_launch: return "launch";
+    case fault_kind::device_trap: return "trap";
+  }
+  return "?";
+}
+
+fault_plan parse_fault_plan(const std::string& value) {
+  const std::string where = "KSTUDY_INJECT_FAULT='" + value + "': ";
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const auto colon = value.find(':', start);
+    parts.push_back(value.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3 || parts[0].empty())
+    throw std::invalid_argument(where + "expected <variant>:<kind>[:<point>], kind one of throw, launch, trap");
+  fault_plan plan;
+  plan.pattern = parts[0];
+  const std::string& kind = parts[1];
+  if (kind == "throw") plan.kind = fault_kind::host_exception;
+  else if (kind == "launch") plan.kind = fault_kind::invalid_launch;
+  else if (kind == "trap") plan.kind = fault_kind::device_trap;
+  else throw std::invalid_argument(where + "unknown kind '" + kind + "' (throw, launch or trap)");
+  if (parts.size() == 3) {
+    const auto& text = parts[2];
+    if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument(where + "point '" + text + "' is not a point index (0, 1, ...)");
+    plan.point = std::stoll(text);
+  }
+  const auto matches = variant_registry::instance().match(plan.pattern);
+  if (matches.empty())
+    throw std::invalid_argument(where + "no variant of this build matches '" + plan.pattern + "' (see `kstudy list`)");
+  for (const auto* v : matches) {
+    if (plan.kind != fault_kind::host_exception) {
+#ifndef KSTUDY_HAVE_CUDA_VARIANTS
+      throw std::invalid_argument(where + "kind '" + kind + "' needs the cuda flavour");
+#else
+      if (v->info.backend != "cuda")
+        throw std::invalid_argument(where + "kind '" + kind + "' needs a variant on the CUDA device; " +
+                                    v->info.id() + " is not (name one, e.g. " + v->info.name + "@cuda)");
+#endif
+    }
+    plan.variant_ids.insert(v->info.id());
+  }
+  return plan;
+}
+
+std::optional<fault_plan> fault_plan_from_environment() {
+  const char* value = std::getenv("KSTUDY_INJECT_FAULT");
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return parse_fault_plan(value);
+}
+
+fault_injecting_variant::fault_injecting_variant(std::unique_ptr<scoring_variant> inner, fault_kind kind,
+                                                 std::string variant_id)
+    : m_inner(std::move(inner)), m_kind(kind), m_variant_id(std::move(variant_id)) {}
+
+void fault_injecting_variant::run() {
+  m_inner->run();
+  if (!m_armed) return;
+  m_armed = false;
+  switch (m_kind) {
+    case fault_kind::host_exception:
+      throw std::runtime_error("injected fault (throw) in " + m_variant_id);
+    case fault_kind::invalid_launch:
+    case fault_kind::device_trap:
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+      if (m_kind == fault_kind::invalid_launch) cuda_escape::inject_invalid_launch(m_inner->stream());
+      else cuda_escape::inject_trap(m_inner->stream());
+#endif
+      throw std::logic_error(std::string("injected fault (") + to_string(m_kind) + ") did not fail in " + m_variant_id);
+  }
+}
+
+}  // namespace kstudy

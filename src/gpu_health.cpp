@@ -1,0 +1,265 @@
+#include "kstudy/gpu_health.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <Kokkos_Core.hpp>
+#include <cuda_runtime.h>
+#endif
+
+namespace kstudy {
+
+bool shows_slowdown(const gpu_reading& reading) {
+  return reading.available && reading.throttle_reasons >= 0 &&
+         (static_cast<std::uint64_t>(reading.throttle_reasons) & throttle_reason::slowdown_mask) != 0;
+}
+
+std::string throttle_reason_names(std::int64_t mask) {
+  if (mask <= 0) return "";
+  static const std::pair<std::uint64_t, const char*> names[] = {
+      {throttle_reason::gpu_idle, "gpu_idle"},         {throttle_reason::applications_clocks, "applications_clocks"},
+      {throttle_reason::sw_power_cap, "sw_power_cap"}, {throttle_reason::hw_slowdown, "hw_slowdown"},
+      {throttle_reason::sync_boost, "sync_boost"},     {throttle_reason::sw_thermal, "sw_thermal"},
+      {throttle_reason::hw_thermal, "hw_thermal"},     {throttle_reason::hw_power_brake, "hw_power_brake"},
+      {throttle_reason::display_clocks, "display_clocks"}};
+  std::uint64_t rest = static_cast<std::uint64_t>(mask);
+  std::string out;
+  for (const auto& [bit, name] : names)
+    if (rest & bit) {
+      out += (out.empty() ? "" : ",") + std::string(name);
+      rest &= ~bit;
+    }
+  if (rest != 0) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(rest));
+    out += (out.empty() ? "" : ",") + std::string(hex);
+  }
+  return out;
+}
+
+void fill_health(health_record& record, const std::string& device, const gpu_reading& before, const gpu_reading& after,
+                 double seconds) {
+  record.device = device;
+  record.available = before.available && after.available;
+  record.before_sm_clock_mhz = before.sm_clock_mhz;
+  record.before_memory_clock_mhz = before.memory_clock_mhz;
+  record.before_temperature_c = before.temperature_c;
+  record.before_power_mw = before.power_mw;
+  record.before_throttle_reasons = before.throttle_reasons;
+  record.after_sm_clock_mhz = after.sm_clock_mhz;
+  record.after_memory_clock_mhz = after.memory_clock_mhz;
+  record.after_temperature_c = after.temperature_c;
+  record.after_power_mw = after.power_mw;
+  record.after_throttle_reasons = after.throttle_reasons;
+  record.seconds = seconds;
+  record.throttled = shows_slowdown(before) || shows_slowdown(after);
+  const std::int64_t seen = (before.throttle_reasons > 0 ? before.throttle_reasons : 0) |
+                            (after.throttle_reasons > 0 ? after.throttle_reasons : 0);
+  record.reasons = throttle_reason_names(seen);
+}
+
+// ------------------------------------------------------------------------------------------------
+// NVML, loaded at run time. The handful of declarations needed are restated here (nvml.h is not needed
+// to build, and the CI machine has no driver): nvmlReturn_t is an int enum with NVML_SUCCESS = 0, and a
+// device handle is an opaque pointer.
+
+namespace {
+
+struct nvml_device_opaque;
+using nvml_device = nvml_device_opaque*;
+constexpr int nvml_success = 0;
+constexpr int nvml_clock_sm = 1;         // NVML_CLOCK_SM
+constexpr int nvml_clock_mem = 2;        // NVML_CLOCK_MEM
+constexpr int nvml_temperature_gpu = 0;  // NVML_TEMPERATURE_GPU
+
+class nvml_health_source final : public gpu_health_source {
+ public:
+  nvml_health_source(const std::string& pci_bus_id, const std::string& library) {
+    m_library = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (m_library == nullptr) {
+      const char* why = dlerror();
+      m_device_name = "unavailable: " + std::string(why ? why : library + " could not be loaded");
+      return;
+    }
+    if (!resolve()) return;
+    if (const int rc = m_init(); rc != nvml_success) {
+      m_device_name = "unavailable: nvmlInit_v2 failed: " + error(rc);
+      return;
+    }
+    m_initialised = true;
+    const int rc = pci_bus_id.empty() ? m_by_index(0, &m_device) : m_by_pci(pci_bus_id.c_str(), &m_device);
+    if (rc != nvml_success) {
+      m_device_name = "unavailable: no NVML device " +
+                      (pci_bus_id.empty() ? std::string("at index 0") : "with PCI bus id " + pci_bus_id) + ": " +
+                      error(rc);
+      m_device = nullptr;
+      return;
+    }
+    char name[96] = {};  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+    if (m_name == nullptr || m_name(m_device, name, sizeof name) != nvml_success) std::snprintf(name, sizeof name, "GPU");
+    m_device_name = std::string(name) + " (" + (pci_bus_id.empty() ? std::string("NVML index 0") : pci_bus_id) + ")";
+  }
+  ~nvml_health_source() override {
+    if (m_initialised && m_shutdown) m_shutdown();
+    if (m_library) dlclose(m_library);
+  }
+  nvml_health_source(const nvml_health_source&) = delete;
+  nvml_health_source& operator=(const nvml_health_source&) = delete;
+
+  std::string device() const override { return m_device_name; }
+
+  gpu_reading read() override {
+    gpu_reading r;
+    if (m_device == nullptr) return r;
+    r.available = true;
+    // A value the GPU does not support (NVML_ERROR_NOT_SUPPORTED) stays -1; the others are still read.
+    unsigned value = 0;
+    if (m_clock(m_device, nvml_clock_sm, &value) == nvml_success) r.sm_clock_mhz = value;
+    if (m_clock(m_device, nvml_clock_mem, &value) == nvml_success) r.memory_clock_mhz = value;
+    if (m_temperature(m_device, nvml_temperature_gpu, &value) == nvml_success) r.temperature_c = value;
+    if (m_power(m_device, &value) == nvml_success) r.power_mw = value;
+    unsigned long long reasons = 0;
+    if (m_reasons(m_device, &reasons) == nvml_success) r.throttle_reasons = static_cast<std::int64_t>(reasons);
+    return r;
+  }
+
+ private:
+  template <class F>
+  bool symbol(F& out, const char* name, bool required = true) {
+    out = reinterpret_cast<F>(dlsym(m_library, name));
+    if (out == nullptr && required) m_device_name = std::string("unavailable: NVML has no symbol ") + name;
+    return out != nullptr || !required;
+  }
+
+  bool resolve() {
+    symbol(m_error_string, "nvmlErrorString", false);
+    symbol(m_name, "nvmlDeviceGetName", false);
+    // Renamed to "clocks event reasons" in CUDA 12.2's NVML; both names are exported by current drivers.
+    symbol(m_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons", false);
+    if (m_reasons == nullptr) symbol(m_reasons, "nvmlDeviceGetCurrentClocksEventReasons", false);
+    if (m_reasons == nullptr) {
+      m_device_name = "unavailable: NVML has neither nvmlDeviceGetCurrentClocksThrottleReasons nor "
+                      "nvmlDeviceGetCurrentClocksEventReasons";
+      return false;
+    }
+    return symbol(m_init, "nvmlInit_v2") && symbol(m_shutdown, "nvmlShutdown") &&
+           symbol(m_by_pci, "nvmlDeviceGetHandleByPciBusId_v2") && symbol(m_by_index, "nvmlDeviceGetHandleByIndex_v2") &&
+           symbol(m_clock, "nvmlDeviceGetClockInfo") && symbol(m_temperature, "nvmlDeviceGetTemperature") &&
+           symbol(m_power, "nvmlDeviceGetPowerUsage");
+  }
+
+  std::string error(int rc) const {
+    const char* text = m_error_string ? m_error_string(rc) : nullptr;
+    return (text ? std::string(text) : std::string("NVML error")) + " (" + std::to_string(rc) + ")";
+  }
+
+  void* m_library = nullptr;
+  bool m_initialised = false;
+  nvml_device m_device = nullptr;
+  std::string m_device_name;
+  int (*m_init)() = nullptr;
+  int (*m_shutdown)() = nullptr;
+  const char* (*m_error_string)(int) = nullptr;
+  int (*m_by_pci)(const char*, nvml_device*) = nullptr;
+  int (*m_by_index)(unsigned, nvml_device*) = nullptr;
+  int (*m_name)(nvml_device, char*, unsigned) = nullptr;
+  int (*m_clock)(nvml_device, int, unsigned*) = nullptr;
+  int (*m_temperature)(nvml_device, int, unsigned*) = nullptr;
+  int (*m_power)(nvml_device, unsigned*) = nullptr;
+  int (*m_reasons)(nvml_device, unsigned long long*) = nullptr;
+};
+
+// A source that never has readings (the device could not even be identified).
+class unavailable_source final : public gpu_health_source {
+ public:
+  explicit unavailable_source(std::string why) : m_why("unavailable: " + std::move(why)) {}
+  std::string device() const override { return m_why; }
+  gpu_reading read() override { return {}; }
+
+ private:
+  std::string m_why;
+};
+
+}  // namespace
+
+std::unique_ptr<gpu_health_source> make_nvml_health_source(const std::string& pci_bus_id, const std::string& library) {
+  return std::make_unique<nvml_health_source>(pci_bus_id, library);
+}
+
+std::unique_ptr<gpu_health_source> make_gpu_health_source() {
+  const char* override_library = std::getenv("KSTUDY_NVML_LIBRARY");
+  const std::string library = override_library && *override_library ? override_library : "libnvidia-ml.so.1";
+  std::string pci_bus_id;
+#ifdef KOKKOS_ENABLE_CUDA
+  // The device Kokkos runs on, by PCI bus id: NVML and CUDA number devices differently (and
+  // CUDA_VISIBLE_DEVICES renumbers them), the bus id is the same in both.
+  const int device = Kokkos::Cuda().cuda_device();
+  char bus_id[32] = {};
+  if (const cudaError_t rc = cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device); rc != cudaSuccess)
+    return std::make_unique<unavailable_source>("cudaDeviceGetPCIBusId(" + std::to_string(device) +
+                                                ") failed: " + cudaGetErrorString(rc));
+  pci_bus_id = bus_id;
+#endif
+  return make_nvml_health_source(pci_bus_id, library);
+}
+
+// ------------------------------------------------------------------------------------------------
+
+health_guarded_sink::health_guarded_sink(result_sink& inner, gpu_health_source& source)
+    : m_inner(inner), m_source(source) {}
+
+void health_guarded_sink::begin_point(const health_record& keys) {
+  if (m_open) flush();  // a point left open ends here rather than mixing into the next
+  m_point = keys;
+  m_open = true;
+  m_before = m_source.read();
+  m_timer.start();
+}
+
+void health_guarded_sink::discard_point_records() {
+  m_samples.clear();
+  m_gates.clear();
+  m_attribution.clear();
+}
+
+void health_guarded_sink::write_samples(const std::vector<sample_record>& samples) {
+  if (!m_open) return m_inner.write_samples(samples);
+  m_samples.insert(m_samples.end(), samples.begin(), samples.end());
+}
+
+void health_guarded_sink::write_gates(const std::vector<gate_record>& gates) {
+  if (!m_open) return m_inner.write_gates(gates);
+  m_gates.insert(m_gates.end(), gates.begin(), gates.end());
+}
+
+void health_guarded_sink::write_attribution(const std::vector<attribution_record>& attribution) {
+  if (!m_open) return m_inner.write_attribution(attribution);
+  m_attribution.insert(m_attribution.end(), attribution.begin(), attribution.end());
+}
+
+void health_guarded_sink::flush() {
+  if (m_open) {
+    const double seconds = m_timer.seconds();
+    const gpu_reading after = m_source.read();
+    m_open = false;
+    health_record health = m_point;
+    fill_health(health, m_source.device(), m_before, after, seconds);
+    for (auto& s : m_samples) s.throttled = health.throttled;
+    // Cleared before the writes: a write that throws (no room) must not leave them to a later flush.
+    const auto samples = std::move(m_samples);
+    const auto gates = std::move(m_gates);
+    const auto attribution = std::move(m_attribution);
+    discard_point_records();
+    m_inner.write_attribution(attribution);
+    m_inner.write_gates(gates);
+    m_inner.write_samples(samples);
+    m_inner.write_health({health});
+  }
+  m_inner.flush();
+}
+
+}  // namespace kstudy

@@ -1,0 +1,75 @@
+#pragma once
+// Fault injection for the reliability tests, read by the study runner (never by a variant):
+//
+//   KSTUDY_INJECT_FAULT=<variant>:<kind>[:<point>]
+//
+// <variant> is matched like --variants (name, name@backend or family). The runner wraps each matching
+// variant it prepares, and that variant's first timed run at every scoring point (or only at point
+// index <point>) fails after running (its gate and warm-ups are untouched, so the failure is the trial's):
+//   throw   a host exception (every flavour, every variant)
+//   launch  a kernel launch with an invalid configuration on the variant's stream: a CUDA error that
+//           leaves the context usable (cuda flavour, device variants)
+//   trap    a kernel that executes __trap() on the variant's stream: a sticky error that destroys the
+//           CUDA context (cuda flavour, device variants)
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "kstudy/variant.hpp"
+
+namespace kstudy {
+
+enum class fault_kind { host_exception, invalid_launch, device_trap };
+const char* to_string(fault_kind kind);
+
+struct fault_plan {
+  fault_kind kind = fault_kind::host_exception;
+  std::string pattern;                // as given
+  std::set<std::string> variant_ids;  // the registered variants it matches in this build
+  std::int64_t point = -1;            // -1: every point
+  bool applies_to(const std::string& variant_id, std::int64_t at_point) const {
+    return variant_ids.count(variant_id) != 0 && (point < 0 || point == at_point);
+  }
+};
+
+// Parses a KSTUDY_INJECT_FAULT value; throws std::invalid_argument naming the variable and the problem
+// (malformed value, unknown kind, no matching variant, a CUDA kind in a build without CUDA or for a
+// variant that does not run on a CUDA device).
+fault_plan parse_fault_plan(const std::string& value);
+// The plan in the environment, if KSTUDY_INJECT_FAULT is set and not empty.
+std::optional<fault_plan> fault_plan_from_environment();
+
+// Forwards everything to the wrapped variant; after arm(), the next run() runs the variant and then
+// injects the fault (once).
+class fault_injecting_variant final : public scoring_variant {
+ public:
+  fault_injecting_variant(std::unique_ptr<scoring_variant> inner, fault_kind kind, std::string variant_id);
+
+  void arm() { m_armed = true; }
+
+  void prepare(const scoring_problem& problem, const run_options& options) override { m_inner->prepare(problem, options); }
+  void run() override;
+  void upload(const float* host_x) override { m_inner->upload(host_x); }
+  void download(float* host_score, std::uint8_t* host_flag) override { m_inner->download(host_score, host_flag); }
+  std::int64_t flagged_count() const override { return m_inner->flagged_count(); }
+  void poison() override { m_inner->poison(); }
+  void* stream() const override { return m_inner->stream(); }
+  bool queues_asynchronously() const override { return m_inner->queues_asynchronously(); }
+  void enqueue_upload(const float* host_x) override { m_inner->enqueue_upload(host_x); }
+  void enqueue_run() override { m_inner->enqueue_run(); }
+  void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
+    m_inner->enqueue_download(host_score, host_flag);
+  }
+  void wait() override { m_inner->wait(); }
+  double calculated_occupancy() const override { return m_inner->calculated_occupancy(); }
+
+ private:
+  std::unique_ptr<scoring_variant> m_inner;
+  fault_kind m_kind;
+  std::string m_variant_id;
+  bool m_armed = false;
+};
+
+}  // namespace kstudy
