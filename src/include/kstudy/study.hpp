@@ -8,6 +8,7 @@
 
 #include "kstudy/experiment.hpp"
 #include "kstudy/records.hpp"
+#include "kstudy/variant.hpp"
 
 namespace kstudy {
 
@@ -38,6 +39,18 @@ int run_first_call(const std::string& variant_id, std::int64_t rows, std::int64_
 // Parses an experiment file and applies the request's overrides (which become part of the
 // definition, so resume and merge see them).
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request);
+
+// The variants an experiment names that this build provides, in its order, each once. Names another
+// flavour provides (fused_cuda_* on a CPU build) are skipped with a note; unknown names throw
+// experiment_error naming the file and field.
+std::vector<const registered_variant*> select_variants(const experiment& e);
+
+// One point of a scoring experiment: a (rows, features) shape at one block size; index = the point's
+// position in the experiment (samples carry it for resume).
+struct point_spec {
+  std::int64_t index, rows, features, block_size;
+};
+std::vector<point_spec> scoring_points(const experiment& e);
 
 // Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings.
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
