@@ -49,6 +49,10 @@ void sink_fanout::write_summaries(const std::vector<summary_record>& summaries) 
 void sink_fanout::write_attribution(const std::vector<attribution_record>& attribution) {
   for_each([&](result_sink& s) { s.write_attribution(attribution); });
 }
+void sink_fanout::write_profile(const std::vector<profile_record>& profile,
+                                const std::map<std::string, std::string>& attributes) {
+  for_each([&](result_sink& s) { s.write_profile(profile, attributes); });
+}
 void sink_fanout::flush() {
   for_each([](result_sink& s) { s.flush(); });
 }
