@@ -38,6 +38,14 @@ void synchronize(void* stream);
 // Reads `count` floats of device memory (16-byte aligned) with float4 loads, synchronised: the read roof.
 void read_buffer(const float* data, std::int64_t count);
 
+// Visible CUDA devices; 0 when there is no driver, only its stub, or no GPU (never throws).
+int device_count();
+// `kstudy profile`: the one-thread marker kernel that precedes each profiled call (synchronised before and
+// after), and cudaProfilerStart/Stop, between which ncu --profile-from-start off profiles.
+void launch_profile_marker();
+void profiler_start();
+void profiler_stop();
+
 namespace detail {
 // Throws std::runtime_error naming the call, file, line and cudaGetErrorString(code) unless code is 0.
 void check_cuda(int code, const char* call, const char* file, int line);
