@@ -135,6 +135,7 @@ def main():
         # Sections this archive cannot feed are skipped with a note, not silently dropped.
         check("## Block size\n\n*Skipped:" in md, "block size section not marked skipped")
         check("## Where the ratio goes: resident to one-shot\n\n*Skipped:" in md, "waterfall not marked skipped")
+        check("## Hardware counters (Nsight Compute)\n\n*Skipped:" in md, "profile section not marked skipped")
 
     # A python without Debian's packages gets a message naming them and exit 3.
     script = Path(__file__).resolve().parent.parent / "scripts" / "kstudy_report.py"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 SCHEMA_VERSIONS = {"1", "2"}  # 2 added occupancy to samples and summary
-TABLES = ("samples", "gate", "ceilings", "summary", "attribution")
+TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "profile")  # profile: kstudy profile only
 REFERENCE = "cpu_reference"
 FLOPS_PER_ELEMENT = 5  # sub, mul, 2 compares (clip), fma (weight + row sum)
 FLOAT_BYTES = 4
@@ -49,6 +49,8 @@ class Experiment:
         self.ceilings = tables["ceilings"]
         self.summary = tables["summary"]
         self.attribution = tables["attribution"]
+        self.profile = tables["profile"]
+        self.profile_attrs = {k: text(v) for k, v in group["profile"].attrs.items()} if "profile" in group else {}
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
 
