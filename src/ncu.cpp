@@ -259,14 +259,16 @@ double to_base_units(double value, const std::string& raw_unit, quantity kind) {
       if (unit == "%" || unit == "pct" || unit.empty()) return value;
       return refuse("a percentage");
     case quantity::seconds: {
+      // No unit (a raw page without its units row): ncu's base unit for durations, the nanosecond.
       static const std::map<std::string, double> scale{
-          {"second", 1.0}, {"s", 1.0},     {"msecond", 1e-3}, {"ms", 1e-3},
-          {"usecond", 1e-6}, {"us", 1e-6}, {"nsecond", 1e-9}, {"ns", 1e-9}};
+          {"second", 1.0},   {"s", 1.0},     {"msecond", 1e-3}, {"ms", 1e-3}, {"usecond", 1e-6},
+          {"us", 1e-6},      {"nsecond", 1e-9}, {"ns", 1e-9},   {"", 1e-9}};
       const auto it = scale.find(unit);
       return it != scale.end() ? value * it->second : refuse("a time");
     }
     case quantity::bytes: {
       std::string prefix;
+      if (unit.empty()) return value;  // no units row: ncu's base unit, the byte
       if (unit.size() >= 4 && unit.compare(unit.size() - 4, 4, "byte") == 0) prefix = unit.substr(0, unit.size() - 4);
       else if (!unit.empty() && unit.back() == 'B') prefix = unit.substr(0, unit.size() - 1);
       else return refuse("a byte count");

@@ -156,7 +156,7 @@ class ncu_runner {
   point_result run(const std::string& name, const std::vector<std::string>& child_args) {
     const std::string base = (fs::path(m_folder) / name).string();
     const std::string result = base + ".json", log = base + ".log";
-    std::remove(result.c_str());
+    for (const auto& stale : {result, base + ".ncu-rep", base + ".csv"}) std::remove(stale.c_str());
     std::vector<std::string> args{m_ncu,     "--clock-control",   "none", "--profile-from-start", "off", "--metrics",
                                   ncu::metrics_argument(m_choice), "--export", base, "--force-overwrite",
                                   m_self,    "__profile_point",   result};
@@ -315,7 +315,12 @@ class profiled_call {
     tools::set_begin_parallel_scan_callback(on_dispatch);
     tools::set_push_region_callback(on_region);
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
-    if (!host_test_mode()) cuda_escape::profiler_start();
+    try {
+      if (!host_test_mode()) cuda_escape::profiler_start();
+    } catch (...) {
+      stop_recording();
+      throw;
+    }
 #endif
   }
   profiled_call(const profiled_call&) = delete;
@@ -327,6 +332,11 @@ class profiled_call {
     } catch (...) {  // a sticky CUDA error is reported by the call that raised it
     }
 #endif
+    stop_recording();
+  }
+
+ private:
+  static void stop_recording() {
     namespace tools = Kokkos::Tools::Experimental;
     tools::set_begin_parallel_for_callback(nullptr);
     tools::set_begin_parallel_reduce_callback(nullptr);

@@ -130,6 +130,8 @@ TEST(NcuCsv, ConvertsUnitsToBaseUnits) {
   EXPECT_DOUBLE_EQ(ncu::to_base_units(2, "Msector", quantity::count), 2e6);
   EXPECT_DOUBLE_EQ(ncu::to_base_units(40, "register/thread", quantity::count), 40.0);
   EXPECT_DOUBLE_EQ(ncu::to_base_units(40, "%", quantity::percent), 40.0);
+  EXPECT_DOUBLE_EQ(ncu::to_base_units(5, "", quantity::seconds), 5e-9);  // no units row: ncu's base units
+  EXPECT_DOUBLE_EQ(ncu::to_base_units(5, "", quantity::bytes), 5.0);
   EXPECT_THROW(ncu::to_base_units(1, "cycle", quantity::seconds), ncu::format_error);
   EXPECT_THROW(ncu::to_base_units(1, "sector", quantity::bytes), ncu::format_error);
   EXPECT_THROW(ncu::to_base_units(1, "byte", quantity::percent), ncu::format_error);
