@@ -288,7 +288,9 @@ void print_summary(std::ostream& os, const std::vector<profile_record>& rows) {
     os << std::left << std::setw(36) << t.variant << std::setw(20) << t.shape << std::right << std::setw(8) << t.kernels
        << std::setw(11) << fixed(safe_ratio(t.bytes, t.duration) / 1e9, 0) << std::setw(8)
        << fixed(safe_ratio(t.pct_weighted, t.duration), 1) << std::setw(14)
-       << (fixed(t.achieved, 0) + "/" + fixed(t.theoretical, 0)) << std::setw(6)
+       << (std::isnan(t.achieved) && std::isnan(t.theoretical) ? "n/a"
+                                                                 : fixed(t.achieved, 0) + "/" + fixed(t.theoretical, 0))
+       << std::setw(6)
        << (t.registers >= 0 ? std::to_string(t.registers) : "n/a") << std::setw(10)
        << fixed(safe_ratio(t.ld_sectors, t.ld_requests), 2) << "  " << t.status << "\n";
   }
