@@ -5,6 +5,9 @@
 #   scripts/device_run.sh BUNDLE.tar.xz study ARGS...      # `kstudy run ARGS` into $OUT/study.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # check, then every built-in experiment
 #   scripts/device_run.sh BUNDLE.tar.xz reliability        # fault and GPU-health tests, a health-guarded study
+#   scripts/device_run.sh BUNDLE.tar.xz profile [EXP...]   # `kstudy profile` (Nsight Compute, default
+#        profile_layouts) into $OUT/profile.h5 with ncu's reports in $OUT/ncu, then a short timing run of the
+#        same points into $OUT/profile_timing.h5 (KSTUDY_PROFILE_TIMING=0 skips it) for `kstudy report`
 # Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the studies of `all` (defaults: the files').
 set -uo pipefail
 tarball=$1; mode=$2; shift 2
@@ -46,6 +49,19 @@ case $mode in
     step "health-guarded study"
     "$bundle/kstudy" run quick --trials 3 --replications 1 --out "$out/health.h5" > "$out/health.txt" 2>&1
     echo "study rc=$?"; grep -E "GPU health|FAILED|results:" "$out/health.txt"
+  profile)
+    experiments=("${@:-profile_layouts}")
+    step profile
+    echo "ncu: $(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | tail -1)"
+    timeout ${KSTUDY_PROFILE_SECONDS:-300} "$bundle/kstudy" profile "${experiments[@]}" --keep-ncu "$out/ncu" \
+      --out "$out/profile.h5" > "$out/profile.txt" 2>&1
+    echo "profile rc=$?"; tail -40 "$out/profile.txt"
+    if [[ ${KSTUDY_PROFILE_TIMING:-1} != 0 ]]; then
+      step timing
+      timeout ${KSTUDY_TIMING_SECONDS:-240} "$bundle/kstudy" run "${experiments[@]}" --trials 7 --replications 1 \
+        --out "$out/profile_timing.h5" > "$out/profile_timing.txt" 2>&1
+      echo "timing rc=$?"; grep -E "GATE|error|results:" "$out/profile_timing.txt" | head -20
+    fi
     ;;
   all)
     check

@@ -96,7 +96,7 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
   if (!doc.is_object()) fail(source, "", "the top level must be a JSON object, got " + type_name(doc));
   static const std::set<std::string> known = {"name",   "description", "kind",        "rows",   "features",
                                               "variants", "memory",    "block_sizes", "row_padding", "timers",
-                                              "protocol", "sizes_bytes", "directions"};
+                                              "protocol", "sizes_bytes", "directions", "shapes"};
   for (const auto& [key, _] : doc.items())
     if (!known.count(key)) fail(source, key, "unknown key");
 
@@ -119,7 +119,24 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
   static const std::set<std::string> kinds = {"scoring", "transfer", "launch", "cold_compile", "transpose"};
   if (!kinds.count(e.kind)) fail(source, "kind", "unknown kind '" + e.kind + "' (expected scoring, transfer, launch, cold_compile or transpose)");
 
-  const bool needs_table = e.kind == "scoring" || e.kind == "transpose" || e.kind == "cold_compile";
+  if (doc.contains("shapes")) {
+    // Explicit points (a representative set, e.g. for `kstudy profile`) instead of the rows x features grid.
+    if (e.kind != "scoring") fail(source, "shapes", "only kind scoring takes explicit shapes");
+    if (doc.contains("rows") || doc.contains("features"))
+      fail(source, "shapes", "give either shapes or rows and features, not both");
+    const auto& v = doc["shapes"];
+    if (!v.is_array() || v.empty()) fail(source, "shapes", "expected a non-empty list of [rows, features] pairs");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string field = "shapes[" + std::to_string(i) + "]";
+      if (!v[i].is_array() || v[i].size() != 2) fail(source, field, "expected a [rows, features] pair, got " + v[i].dump());
+      const std::pair<std::int64_t, std::int64_t> shape{positive_integer(v[i][0], source, field + "[0]"),
+                                                         positive_integer(v[i][1], source, field + "[1]")};
+      if (std::find(e.shapes.begin(), e.shapes.end(), shape) != e.shapes.end())
+        fail(source, field, "duplicate shape " + v[i].dump());
+      e.shapes.push_back(shape);
+    }
+  }
+  const bool needs_table = (e.kind == "scoring" && e.shapes.empty()) || e.kind == "transpose" || e.kind == "cold_compile";
   if (doc.contains("rows")) e.rows = integer_axis(doc["rows"], source, "rows");
   else if (needs_table) fail(source, "rows", "required for kind " + e.kind);
   if (doc.contains("features")) e.features = integer_axis(doc["features"], source, "features");
@@ -147,10 +164,10 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
     e.timers = {timer_kind::host_wall, timer_kind::resident_wall, timer_kind::device_events, timer_kind::one_shot};
   }
   // Byte counts of every table must fit in 64 bits.
-  for (const auto r : e.rows)
-    for (const auto f : e.features)
-      if (f + e.row_padding > std::numeric_limits<std::int64_t>::max() / 8 / r)
-        fail(source, "rows", std::to_string(r) + " rows x " + std::to_string(f) + " features overflows a 64-bit byte count");
+  for (const auto& [r, f] : e.table_shapes())
+    if (f + e.row_padding > std::numeric_limits<std::int64_t>::max() / 8 / r)
+      fail(source, e.shapes.empty() ? "rows" : "shapes",
+           std::to_string(r) + " rows x " + std::to_string(f) + " features overflows a 64-bit byte count");
 
   if (doc.contains("protocol")) {
     const auto& p = doc["protocol"];
@@ -182,6 +199,10 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
   norm["kind"] = e.kind;
   if (!e.rows.empty()) norm["rows"] = e.rows;
   if (!e.features.empty()) norm["features"] = e.features;
+  if (!e.shapes.empty()) {
+    norm["shapes"] = json::array();
+    for (const auto& [r, f] : e.shapes) norm["shapes"].push_back({r, f});
+  }
   norm["block_sizes"] = e.block_sizes;
   norm["variants"] = e.variants;
   norm["memory"] = e.memory;
@@ -198,6 +219,14 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
                       {"threads", e.protocol.threads}, {"shuffle", e.protocol.shuffle}};
   e.definition_json = norm.dump();
   return e;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> experiment::table_shapes() const {
+  if (!shapes.empty()) return shapes;
+  std::vector<std::pair<std::int64_t, std::int64_t>> grid;
+  for (const auto r : rows)
+    for (const auto f : features) grid.emplace_back(r, f);
+  return grid;
 }
 
 std::string experiment::fingerprint() const {

@@ -140,46 +140,8 @@ class room_checked_sink : public result_sink {
   std::string m_path;
 };
 
-// Variants an experiment names that this build provides; names this build lacks but another flavour
-// has (fused_cuda_* on a CPU build) are reported and skipped, unknown names are an error.
-std::vector<const registered_variant*> select_variants(const experiment& e) {
-  auto& registry = variant_registry::instance();
-  std::vector<const registered_variant*> out;
-  std::set<std::string> seen;
-  for (const auto& pattern : e.variants) {
-    auto matches = pattern == "all" ? registry.all() : registry.match(pattern);
-    if (matches.empty()) {
-      // A known variant on a backend this build lacks (CUDA variants on a CPU build, OpenMP ones on a
-      // Serial-only Kokkos) is skipped with a note: one experiment file serves every build.
-      const std::string base = pattern.substr(0, pattern.find('@'));
-      if (base.rfind("fused_cuda", 0) == 0 || !registry.match(base).empty()) {
-        static std::set<std::string> reported;
-        if (reported.insert(pattern).second)
-          std::cerr << "kstudy: " << e.source << ": variant '" << pattern << "' is not in this build; skipped here\n";
-        continue;
-      }
-      throw experiment_error(e.source + ": field 'variants': unknown variant '" + pattern + "' (see `kstudy list`)");
-    }
-    for (const auto* v : matches)
-      if (seen.insert(v->info.id()).second) out.push_back(v);
-  }
-  return out;
-}
-
 bool wants(const experiment& e, timer_kind t) { return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end(); }
 
-struct point_spec {
-  std::int64_t index, rows, features, block_size;
-};
-
-std::vector<point_spec> scoring_points(const experiment& e) {
-  std::vector<point_spec> points;
-  std::int64_t i = 0;
-  for (const auto rows : e.rows)
-    for (const auto features : e.features)
-      for (const auto block : e.block_sizes) points.push_back({i++, rows, features, block});
-  return points;
-}
 
 // Device bytes a variant needs for a shape: its traffic model counts every buffer it touches.
 std::int64_t device_bytes_needed(const registered_variant& v, const table_shape& shape) {
@@ -916,7 +878,7 @@ bool in_shard(const shard_spec& shard, std::int64_t point, int replication, int 
 // Must enumerate points exactly as the run_*_points functions above number them.
 std::int64_t point_count(const experiment& e) {
   const auto n = [](const auto& axis) { return static_cast<std::int64_t>(axis.size()); };
-  if (e.kind == "scoring") return n(e.rows) * n(e.features) * n(e.block_sizes);
+  if (e.kind == "scoring") return n(e.table_shapes()) * n(e.block_sizes);
   if (e.kind == "transfer") return n(e.sizes_bytes) * n(e.memory) * n(e.directions);
   if (e.kind == "launch") return n(probes::launch_probe_names());
   if (e.kind == "cold_compile" || e.kind == "transpose") return n(e.rows) * n(e.features);
@@ -928,6 +890,40 @@ std::int64_t shard_units(const experiment& e, const shard_spec& shard) {
   for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
     for (int r = 0; r < e.protocol.replications; ++r) units += in_shard(shard, p, r, e.protocol.replications);
   return units;
+}
+
+// Variants an experiment names that this build provides; names this build lacks but another flavour
+// has (fused_cuda_* on a CPU build) are reported and skipped, unknown names are an error.
+std::vector<const registered_variant*> select_variants(const experiment& e) {
+  auto& registry = variant_registry::instance();
+  std::vector<const registered_variant*> out;
+  std::set<std::string> seen;
+  for (const auto& pattern : e.variants) {
+    auto matches = pattern == "all" ? registry.all() : registry.match(pattern);
+    if (matches.empty()) {
+      // A known variant on a backend this build lacks (CUDA variants on a CPU build, OpenMP ones on a
+      // Serial-only Kokkos) is skipped with a note: one experiment file serves every build.
+      const std::string base = pattern.substr(0, pattern.find('@'));
+      if (base.rfind("fused_cuda", 0) == 0 || !registry.match(base).empty()) {
+        static std::set<std::string> reported;
+        if (reported.insert(pattern).second)
+          std::cerr << "kstudy: " << e.source << ": variant '" << pattern << "' is not in this build; skipped here\n";
+        continue;
+      }
+      throw experiment_error(e.source + ": field 'variants': unknown variant '" + pattern + "' (see `kstudy list`)");
+    }
+    for (const auto* v : matches)
+      if (seen.insert(v->info.id()).second) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<point_spec> scoring_points(const experiment& e) {
+  std::vector<point_spec> points;
+  std::int64_t i = 0;
+  for (const auto& [rows, features] : e.table_shapes())
+    for (const auto block : e.block_sizes) points.push_back({i++, rows, features, block});
+  return points;
 }
 
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request) {

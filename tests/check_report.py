@@ -144,6 +144,7 @@ def main():
         if (out / "seed_comparison.csv").is_file():
             seed = pd.read_csv(out / "seed_comparison.csv")
             check(list(seed.columns) == ["claim", "seed", "here", "verdict"] and len(seed) > 0, seed.columns.tolist())
+        check("## Hardware counters (Nsight Compute)\n\n*Skipped:" in md, "profile section not marked skipped")
 
     # A python without Debian's packages gets a message naming them and exit 3.
     script = Path(__file__).resolve().parent.parent / "scripts" / "kstudy_report.py"

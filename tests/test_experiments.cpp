@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kstudy/experiment.hpp"
+#include "kstudy/study.hpp"
 
 namespace {
 
@@ -62,7 +63,7 @@ TEST(Experiments, MissingFileIsNamed) {
 TEST(Experiments, BuiltinsParseWithDistinctFingerprints) {
   const auto names = kstudy::builtin_experiment_names();
   for (const char* required : {"quick", "rows_sweep", "feature_sweep", "transfer_calibration", "launch_overhead",
-                               "layout_transpose", "block_size", "cold_compile"})
+                               "layout_transpose", "block_size", "cold_compile", "profile_layouts"})
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   std::set<std::string> fingerprints;
   for (const auto& name : names) {
@@ -91,6 +92,26 @@ TEST(Experiments, DefaultsAndFingerprintFollowTheDefinition) {
   const auto b = kstudy::parse_experiment(R"({"name": "a", "rows": [8], "features": [3], "protocol": {"trials": 3}})",
                                           "b.json");
   EXPECT_NE(a.fingerprint(), b.fingerprint());
+}
+
+TEST(Experiments, ShapesReplaceTheGridInOrder) {
+  const auto e = kstudy::parse_experiment(
+      R"({"name": "s", "shapes": [[64, 16], [8, 256]], "block_sizes": [0, 128]})", "s.json");
+  EXPECT_TRUE(e.rows.empty());
+  EXPECT_EQ(e.table_shapes(), (std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 16}, {8, 256}}));
+  const auto points = kstudy::scoring_points(e);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[1].index, 1);
+  EXPECT_EQ(points[1].rows, 64);
+  EXPECT_EQ(points[1].block_size, 128);
+  EXPECT_EQ(points[2].rows, 8);
+  EXPECT_EQ(points[2].features, 256);
+  // The shapes are part of the definition (and so of the fingerprint); the grid form expands the same way.
+  EXPECT_NE(e.definition_json.find("\"shapes\":[[64,16],[8,256]]"), std::string::npos) << e.definition_json;
+  EXPECT_EQ(kstudy::parse_experiment(e.definition_json, "again").fingerprint(), e.fingerprint());
+  const auto grid = kstudy::parse_experiment(R"({"name": "g", "rows": [8, 64], "features": [16, 256]})", "g.json");
+  EXPECT_EQ(grid.table_shapes(),
+            (std::vector<std::pair<std::int64_t, std::int64_t>>{{8, 16}, {8, 256}, {64, 16}, {64, 256}}));
 }
 
 }  // namespace

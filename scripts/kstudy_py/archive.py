@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 SCHEMA_VERSIONS = {"1", "2", "3"}  # 2 added occupancy to samples and summary, 3 the health table
-TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health")
+TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "profile")  # profile: kstudy profile only
 # NVML clocks-event reasons that flag a sample as throttled (kstudy/gpu_health.hpp): SW power cap, HW slowdown,
 # SW thermal, HW thermal, HW power brake; not GPU idle (0x1) or application clocks (0x2).
 SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
@@ -54,6 +54,8 @@ class Experiment:
         self.attribution = tables["attribution"]
         self.health = tables["health"]  # empty before schema 3
         self.has_health_table = "health" in group
+        self.profile = tables["profile"]
+        self.profile_attrs = {k: text(v) for k, v in group["profile"].attrs.items()} if "profile" in group else {}
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
 

@@ -717,6 +717,146 @@ class Report:
         self.bench_speedups = df
         return sec
 
+    def resident_timings(self):
+        """Measured resident medians per scoring point, device_events before resident_wall (host_wall for host variants)."""
+        rank = {"device_events": 0, "resident_wall": 1, "host_wall": 2}
+        t = self.scoring[self.scoring.timer.isin(list(rank))].copy()
+        if t.empty:
+            return t
+        t["timer_rank"] = t.timer.map(rank)
+        return t.sort_values(["timer_rank", "archive", "experiment"], kind="stable")
+
+    def section_profile(self):
+        sec = Section("Hardware counters (Nsight Compute)")
+        frames, versions = [], {}
+        for a in self.archives:
+            for e in a.experiments.values():
+                if e.profile.empty:
+                    continue
+                frames.append(e.profile.assign(profile_archive=a.label))
+                versions[f"{a.label}/{e.name}"] = e.profile_attrs.get("ncu_version", "ncu (version not recorded)")
+        if not frames:
+            return sec.skip("no profile table in the archives (`kstudy profile` writes one)")
+        prof = pd.concat(frames, ignore_index=True)
+        nan = np.nan
+        ratio = lambda a, b: np.where((b > 0) & np.isfinite(b), a / b.where(b > 0, 1.0), nan)  # noqa: E731
+        prof["dram_bytes"] = prof.dram_bytes_read + prof.dram_bytes_written
+        prof["profiled_dram_GBps"] = ratio(prof.dram_bytes, prof.profiled_duration_s) / 1e9
+        prof["sectors_per_load_request"] = ratio(prof.global_load_sectors, prof.global_load_requests)
+        prof["sectors_per_store_request"] = ratio(prof.global_store_sectors, prof.global_store_requests)
+
+        # Measured medians from the timing archives: same variant, layout, shape and block size; the same
+        # experiment preferred. Instrumented durations never stand in for them.
+        timings = self.resident_timings()
+        keys = ["variant", "layout", "rows", "features", "block_size"]
+        joined = {}
+        for key, g in prof.groupby(keys + ["experiment"], sort=False):
+            k = dict(zip(keys + ["experiment"], key))
+            c = timings
+            if len(c):
+                c = c[(c.variant == k["variant"]) & (c.layout == k["layout"]) & (c.rows == k["rows"]) &
+                      (c.features == k["features"]) & (c.block_size == k["block_size"])]
+            same = c[c.experiment == k["experiment"]] if len(c) else c
+            pick = (same if len(same) else c).iloc[0] if len(c) else None
+            joined[key] = ({"timing_archive": pick.archive, "timing_experiment": pick.experiment, "timing_timer": pick.timer,
+                            "timing_n": pick.n, "median_s": pick["median"], "q1_s": pick.q1, "q3_s": pick.q3}
+                           if pick is not None else
+                           {"timing_archive": "", "timing_experiment": "", "timing_timer": "", "timing_n": 0,
+                            "median_s": nan, "q1_s": nan, "q3_s": nan})
+        timing_cols = ["timing_archive", "timing_experiment", "timing_timer", "timing_n", "median_s", "q1_s", "q3_s"]
+        tj = pd.DataFrame([dict(zip(keys + ["experiment"], k), **v) for k, v in joined.items()])
+        prof = prof.merge(tj, on=keys + ["experiment"], how="left")
+
+        cols = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "block_size", "point", "status",
+                "launch", "label", "kernel", "grid_size", "launch_block_size", "registers_per_thread",
+                "profiled_duration_s", "dram_bytes_read", "dram_bytes_written", "profiled_dram_GBps",
+                "dram_throughput_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct",
+                "sectors_per_load_request", "sectors_per_store_request", "global_load_sectors", "global_load_requests",
+                "global_store_sectors", "global_store_requests"] + timing_cols
+        # Within a point, the order the profiling child ran the variants (the experiment's), kernels in launch order.
+        prof = prof.sort_values(["profile_archive", "experiment", "point"], kind="stable")
+        self.write_csv(prof[cols], "profile.csv", sec,
+                       "one row per profiled kernel launch: Nsight Compute counters (DRAM bytes and % of peak, "
+                       "occupancy, registers, sectors per request) beside the measured median of the variant at that "
+                       "point (median_s; blank where no timing archive has it)")
+
+        # Per variant and point: counters summed over the call's kernels; occupancy and registers of its
+        # longest kernel.
+        rows = []
+        for key, g in prof.groupby(["profile_archive", "experiment", "point", "variant"], sort=False):
+            k = g[g.launch >= 0]
+            first = g.iloc[0]
+            r = {c: first[c] for c in ["profile_archive", "experiment", "variant", "layout", "rows", "features",
+                                       "block_size", "point", "status"] + timing_cols}
+            r["kernels"] = len(k)
+            if len(k):
+                duration = k.profiled_duration_s.sum()
+                longest = k.loc[k.profiled_duration_s.fillna(-1).idxmax()]
+                r.update({
+                    "profiled_duration_s": duration,
+                    "profiled_dram_GBps": k.dram_bytes.sum() / duration / 1e9 if duration > 0 else nan,
+                    "dram_throughput_pct": (k.dram_throughput_pct * k.profiled_duration_s).sum() / duration
+                    if duration > 0 else nan,
+                    "achieved_occupancy_pct": longest.achieved_occupancy_pct,
+                    "theoretical_occupancy_pct": longest.theoretical_occupancy_pct,
+                    "registers_per_thread": longest.registers_per_thread,
+                    "longest_kernel": longest.label if longest.label else longest.kernel,
+                    "sectors_per_load_request": k.global_load_sectors.sum() / k.global_load_requests.sum()
+                    if k.global_load_requests.sum() > 0 else nan,
+                    "dram_bytes_per_essential_byte": k.dram_bytes.sum() / A.essential_bytes(first.rows, first.features),
+                })
+            r["measured_effective_GBps"] = (A.essential_bytes(first.rows, first.features) / r["median_s"] / 1e9
+                                            if r["median_s"] > 0 else nan)
+            rows.append(r)
+        by = pd.DataFrame(rows)
+        by_cols = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "block_size", "point",
+                   "status", "kernels", "profiled_duration_s", "profiled_dram_GBps", "dram_throughput_pct",
+                   "achieved_occupancy_pct", "theoretical_occupancy_pct", "registers_per_thread", "longest_kernel",
+                   "sectors_per_load_request", "dram_bytes_per_essential_byte"] + timing_cols + ["measured_effective_GBps"]
+        by = by.reindex(columns=by_cols)
+        self.write_csv(by, "profile_by_variant.csv", sec,
+                       "per variant and point: DRAM GB/s over the profiled kernels, duration-weighted % of peak, "
+                       "occupancy and registers of the longest kernel, sectors per load request, DRAM bytes per "
+                       "essential byte, and the measured median with its effective GB/s")
+        self.profile = by
+
+        sec.lines.append("Counters from Nsight Compute " + "; ".join(f"{v} (`{k}`)" for k, v in versions.items()) + ", one "
+                         "instrumented call per variant and point after a warm-up. *Profiled* GB/s divide DRAM bytes by "
+                         "the kernels' duration under the profiler, which only puts the counters in proportion; the "
+                         "*measured* column is the median of the timing archives (device events, else resident wall "
+                         "clock), never an instrumented duration. Sectors/request: 32-byte sectors per global load "
+                         "request (4 for coalesced 4-byte loads by a warp, 16 for float4; more means scattered).")
+        sec.lines.append("")
+        sec.lines.append("| variant | point | kernels | measured median | profiled DRAM GB/s (% of peak) | occupancy "
+                         "achieved / theoretical | registers | sectors / load request | DRAM bytes / essential | status |")
+        sec.lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+        def num(v, fmt):
+            return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format(v, fmt)
+
+        for _, r in by.iterrows():
+            measured = (f"{A.fmt_seconds(r.median_s)} ({r.timing_timer})" if np.isfinite(r.median_s) else "no timing")
+            if r.kernels == 0:
+                sec.lines.append(f"| `{r.variant}` | {A.fmt_rows(r.rows)}×{r.features} | 0 | {measured} | — | — | — | — | — "
+                                 f"| {r.status} |")
+                continue
+            sec.lines.append(
+                f"| `{r.variant}` | {A.fmt_rows(r.rows)}×{r.features}{f' b{r.block_size}' if r.block_size else ''} | "
+                f"{r.kernels} | {measured} | {num(r.profiled_dram_GBps, ',.0f')} ({num(r.dram_throughput_pct, '.0f')}%) | "
+                f"{num(r.achieved_occupancy_pct, '.0f')}% / {num(r.theoretical_occupancy_pct, '.0f')}% | "
+                f"{num(r.registers_per_thread, '.0f')} | {num(r.sectors_per_load_request, '.2f')} | "
+                f"{num(r.dram_bytes_per_essential_byte, '.2f')} | {r.status} |")
+        ok = by[by.kernels > 0]
+        for (rows_, feats), g in ok.groupby(["rows", "features"]):
+            best = g.loc[g.profiled_dram_GBps.fillna(-1).idxmax()]
+            sec.lines.append("")
+            sec.lines.append(f"- {A.fmt_rows(rows_)}×{feats}: highest profiled DRAM throughput `{best.variant}` "
+                             f"{num(best.profiled_dram_GBps, ',.0f')} GB/s ({num(best.dram_throughput_pct, '.0f')}% of "
+                             f"peak); most DRAM traffic per essential byte `"
+                             + g.loc[g.dram_bytes_per_essential_byte.fillna(-1).idxmax()].variant
+                             + f"` ({num(g.dram_bytes_per_essential_byte.max(), '.2f')}×).")
+        return sec
+
     # ------------------------------------------------------------------ findings and Markdown
     def health_summary(self):
         """Per archive and experiment: how many samples were taken while the GPU reported throttling."""
@@ -983,15 +1123,15 @@ class Report:
         # Transfers first: the waterfall derives upload/download times from them.
         order = [self.section_overhead, self.section_speedups, self.section_crossover, self.section_transfer,
                  self.section_waterfall, self.section_layout, self.section_block_size, self.section_roofline,
-                 self.section_seed, self.section_health]
+                 self.section_profile, self.section_seed, self.section_health]
         if self.cpu_baseline_path:
             order.insert(2, self.section_bench_baseline)
         by_title = []
         for fn in order:
             by_title.append(fn())
         # Present in reading order.
-        rank = ["Launch", "Speedups", "Against", "Crossover", "Where", "Roofline", "Layout", "Block", "Transfer",
-                "GPU health"]
+        rank = ["Launch", "Speedups", "Against", "Crossover", "Where", "Roofline", "Hardware", "Layout", "Block",
+                "Transfer", "GPU health"]
         self.sections = sorted(by_title, key=lambda s: next((i for i, r in enumerate(rank) if s.title.startswith(r)), 99))
         (self.out / "report.md").write_text(self.markdown())
         return self.out / "report.md"

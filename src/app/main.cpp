@@ -1,5 +1,5 @@
-// kstudy: the command-line front end. One binary: list, info, run, submit, merge (and the hidden
-// replication child); report and compare are handed to Python.
+// kstudy: the command-line front end. One binary: list, info, run, profile, submit, merge (and the hidden
+// children of run and profile); report and compare hand over to Python.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/merge.hpp"
+#include "kstudy/profile.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/submit.hpp"
 #include "kstudy/timers.hpp"
@@ -105,6 +106,42 @@ int merge_command(kstudy::merge_request request) {
   return 0;
 }
 
+void add_profile_options(CLI::App& app, kstudy::profile_request& request) {
+  app.add_option("experiments", request.experiments, "Built-in experiment names or paths to experiment JSON files")
+      ->required();
+  request.out = "kstudy-profile.h5";
+  app.add_option("-o,--out", request.out, "Archive to write (once, at the end)")->capture_default_str();
+  app.add_option("--variants", request.variants, "Only these variants (name, name@backend or family)");
+  app.add_option("--points", request.points,
+                 "Points per experiment, spread evenly over its points (first and last included); 0 = every point")
+      ->capture_default_str();
+  app.add_option("--ncu", request.ncu, "Path to ncu (default: $KSTUDY_NCU, PATH, /usr/local/cuda/bin, /opt/nvidia)");
+  app.add_option("--keep-ncu", request.keep, "Keep ncu's reports (.ncu-rep), raw CSVs and logs in this folder");
+  app.add_flag("--overwrite", request.overwrite, "Replace an existing archive");
+  app.add_flag("-q,--quiet", request.quiet, "No progress lines or result table");
+}
+
+// `kstudy profile`: parsed and checked before Kokkos starts, so a machine without a GPU gets a clear
+// error instead of a CUDA initialisation failure; run_profile initialises Kokkos once the checks pass.
+int profile_command(int argc, char** argv) {
+  CLI::App app{"kstudy profile: per-kernel hardware counters (Nsight Compute) of the device variants at "
+               "representative points of scoring experiments, stored as each experiment's profile table",
+               "kstudy profile"};
+  kstudy::profile_request request;
+  add_profile_options(app, request);
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return kstudy::run_profile(request, self_exe(), argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "kstudy: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +149,16 @@ int main(int argc, char** argv) {
   if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare"))
     return kstudy::exec_python_tool(argc, argv);
   ensure_thread_binding(argv);
+  if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "__profile_point") {
+    Kokkos::ScopeGuard guard(argc, argv);
+    try {
+      return kstudy::run_profile_point(std::vector<std::string>(argv + 2, argv + argc));
+    } catch (const std::exception& e) {
+      std::cerr << "kstudy: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
   // Hidden child mode first: it has a fixed argument list and its own Kokkos arguments.
   if (argc >= 5 && std::string(argv[1]) == "__replicate") {
     Kokkos::ScopeGuard guard(argc, argv);
@@ -196,6 +243,10 @@ int main(int argc, char** argv) {
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability");
+  // Listed for --help; main() runs it before Kokkos starts (profile_command).
+  kstudy::profile_request unused;
+  add_profile_options(*app.add_subcommand("profile", "Per-kernel GPU hardware counters (Nsight Compute) into an archive"),
+                      unused);
 
   // Kokkos takes its --kokkos-* arguments out of argv before CLI11 sees the rest.
   Kokkos::ScopeGuard guard(argc, argv);

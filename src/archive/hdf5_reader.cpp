@@ -133,4 +133,20 @@ std::vector<health_record> read_health(const std::string& path, const std::strin
   return read_records<health_record>(group.get(), path);
 }
 
+std::vector<profile_record> read_profile(const std::string& path, const std::string& experiment) {
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  if (!link_exists(group.get(), record_table<profile_record>::dataset, path)) return {};
+  return read_records<profile_record>(group.get(), path);
+}
+
+std::map<std::string, std::string> read_profile_attributes(const std::string& path, const std::string& experiment) {
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  const char* name = record_table<profile_record>::dataset;
+  if (!link_exists(group.get(), name, path)) return {};
+  h5_handle dataset = dataset_handle(H5Dopen2(group.get(), name, H5P_DEFAULT), "H5Dopen2(profile)", path);
+  return read_string_attributes(dataset.get(), path);
+}
+
 }  // namespace kstudy

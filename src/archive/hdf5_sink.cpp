@@ -199,6 +199,20 @@ void hdf5_sink::write_shard(const shard_record& shard) {
 }
 void hdf5_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
 
+void hdf5_sink::write_profile(const std::vector<profile_record>& profile,
+                              const std::map<std::string, std::string>& attributes) {
+  auto& s = *m_state;
+  s.require_experiment("write_profile");
+  ensure_dataset<profile_record>(s.experiment_group.get(), s.path);
+  s.append("write_profile", profile);
+  const char* name = record_table<profile_record>::dataset;
+  h5_handle dataset = dataset_handle(H5Dopen2(s.experiment_group.get(), name, H5P_DEFAULT), "H5Dopen2(profile)", s.path);
+  for (const auto& [key, value] : attributes) {
+    if (key == "units") throw std::invalid_argument("kstudy: the profile table's units attribute is the schema's");
+    write_string_attribute(dataset.get(), key, value, s.path);
+  }
+}
+
 void hdf5_sink::flush() {
   auto& s = *m_state;
   s.require_open("flush");

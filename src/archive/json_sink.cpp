@@ -117,6 +117,16 @@ void json_sink::write_attribution(const std::vector<attribution_record>& attribu
 
 void json_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
 
+void json_sink::write_profile(const std::vector<profile_record>& profile,
+                              const std::map<std::string, std::string>& attributes) {
+  auto& s = *m_state;
+  s.append("write_profile", profile);
+  json& entry = s.document["experiments"][s.experiment];
+  json& rows = entry[record_table<profile_record>::dataset];
+  if (!rows.is_array()) rows = json::array();  // the table exists even when this call brought no row
+  for (const auto& [key, value] : attributes) entry["profile_attributes"][key] = value;
+}
+
 void json_sink::end_experiment(const std::string& name) {
   auto& s = *m_state;
   s.require_experiment("end_experiment");

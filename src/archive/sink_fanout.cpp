@@ -52,6 +52,11 @@ void sink_fanout::write_attribution(const std::vector<attribution_record>& attri
 void sink_fanout::write_health(const std::vector<health_record>& health) {
   for_each([&](result_sink& s) { s.write_health(health); });
 }
+
+void sink_fanout::write_profile(const std::vector<profile_record>& profile,
+                                const std::map<std::string, std::string>& attributes) {
+  for_each([&](result_sink& s) { s.write_profile(profile, attributes); });
+}
 void sink_fanout::flush() {
   for_each([](result_sink& s) { s.flush(); });
 }

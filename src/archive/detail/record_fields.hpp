@@ -170,6 +170,49 @@ struct record_table<health_record> {
   }
 };
 
+// Written only by `kstudy profile` (an optional sixth table: archives without it are complete).
+template <>
+struct record_table<profile_record> {
+  using R = profile_record;
+  static constexpr const char* dataset = "profile";
+  static constexpr const char* units =
+      "profiled_duration_s: s (instrumented kernel duration under Nsight Compute; never a timing); "
+      "dram_bytes_read, dram_bytes_written: B; dram_throughput_pct, achieved_occupancy_pct, "
+      "theoretical_occupancy_pct: %; global_load_sectors, global_store_sectors: sectors (32 B); "
+      "global_load_requests, global_store_requests: requests; registers_per_thread: registers; "
+      "grid_size: blocks; launch_block_size, block_size: threads; NaN or -1: not reported";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"experiment", &R::experiment},
+        {"variant", &R::variant},
+        {"layout", &R::layout},
+        {"rows", &R::rows},
+        {"features", &R::features},
+        {"block_size", &R::block_size},
+        {"point", &R::point},
+        {"status", &R::status},
+        {"gate_passed", &R::gate_passed},
+        {"launch", &R::launch},
+        {"kernel", &R::kernel},
+        {"label", &R::label},
+        {"grid_size", &R::grid_size},
+        {"launch_block_size", &R::launch_block_size},
+        {"registers_per_thread", &R::registers_per_thread},
+        {"profiled_duration_s", &R::profiled_duration_s},
+        {"dram_bytes_read", &R::dram_bytes_read},
+        {"dram_bytes_written", &R::dram_bytes_written},
+        {"dram_throughput_pct", &R::dram_throughput_pct},
+        {"achieved_occupancy_pct", &R::achieved_occupancy_pct},
+        {"theoretical_occupancy_pct", &R::theoretical_occupancy_pct},
+        {"global_load_sectors", &R::global_load_sectors},
+        {"global_load_requests", &R::global_load_requests},
+        {"global_store_sectors", &R::global_store_sectors},
+        {"global_store_requests", &R::global_store_requests},
+    };
+    return table;
+  }
+};
+
 // The dataset names of an experiment group, in the order the schema lists them.
 inline const std::vector<const char*>& dataset_names() {
   static const std::vector<const char*> names{record_table<sample_record>::dataset, record_table<gate_record>::dataset,

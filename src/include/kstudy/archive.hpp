@@ -2,6 +2,7 @@
 // The study's sinks: the HDF5 archive (the record of a run, schema in docs/archive_schema.md), a JSON
 // copy of the same content, and the console table; plus the archive's read side (resume, reports).
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,10 @@ class hdf5_sink : public result_sink {
   // /shards/<index>/environment, and its ceilings as /shards/<index>/ceilings. Refuses an index twice.
   void write_shard(const shard_record& shard);
   void write_health(const std::vector<health_record>& health) override;
+  // Creates the experiment's profile table on first use; attributes are written on it (replacing any of
+  // the same name) beside its units.
+  void write_profile(const std::vector<profile_record>& profile,
+                     const std::map<std::string, std::string>& attributes) override;
   void flush() override;  // H5Fflush: a process killed afterwards leaves every row so far readable
   void end_experiment(const std::string& name) override;
   void finish() override;  // flushes and closes; the sink accepts no further calls
@@ -82,6 +87,10 @@ std::vector<attribution_record> read_attribution(const std::string& path, const 
 // The /shards records of a merged archive, by index (empty for any other archive).
 std::vector<shard_record> read_shards(const std::string& path);
 std::vector<health_record> read_health(const std::string& path, const std::string& experiment);  // none before v3
+// The profile table and its attributes (units, ncu version, command line, ...); empty where the experiment
+// has no profile table (every archive `kstudy run` writes).
+std::vector<profile_record> read_profile(const std::string& path, const std::string& experiment);
+std::map<std::string, std::string> read_profile_attributes(const std::string& path, const std::string& experiment);
 
 // The same content as one JSON document, written at finish() to path + ".tmp" and renamed onto path, so
 // a reader never sees a partial file (and a crashed run leaves no JSON, only the flushed archive).
@@ -100,6 +109,8 @@ class json_sink : public result_sink {
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
   void write_health(const std::vector<health_record>& health) override;
+  void write_profile(const std::vector<profile_record>& profile,
+                     const std::map<std::string, std::string>& attributes) override;
   void flush() override {}  // the document is only complete at finish()
   void end_experiment(const std::string& name) override;
   void finish() override;

@@ -45,6 +45,13 @@ void read_buffer(const float* data, std::int64_t count);
 // (a sticky error: the context is lost for the rest of the process).
 [[noreturn]] void inject_invalid_launch(void* stream);
 [[noreturn]] void inject_trap(void* stream);
+// Visible CUDA devices; 0 when there is no driver, only its stub, or no GPU (never throws).
+int device_count();
+// `kstudy profile`: the one-thread marker kernel that precedes each profiled call (synchronised before and
+// after), and cudaProfilerStart/Stop, between which ncu --profile-from-start off profiles.
+void launch_profile_marker();
+void profiler_start();
+void profiler_stop();
 
 namespace detail {
 // Throws std::runtime_error naming the call, file, line and cudaGetErrorString(code) unless code is 0.

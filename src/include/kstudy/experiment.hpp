@@ -8,6 +8,8 @@
 //     "name": "rows_sweep", "description": "...", "kind": "scoring",
 //     "rows": {"from": 1024, "to": 16777216, "factor": 2},   // or a list: [1024, 4096]
 //     "features": [16],
+//     (or, for kind scoring, "shapes": [[1048576, 16], [262144, 256]]: explicit rows x features
+//      points instead of the rows x features grid; not together with rows/features)
 //     "variants": ["all"],                 // names, name@backend or families; "all" = every variant
 //     "memory": ["pageable", "pinned"],    // host memory kinds for one-shot timers
 //     "block_sizes": [0],                  // 0 = the variant's default
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kstudy/records.hpp"
@@ -43,6 +46,7 @@ struct experiment {
   std::string kind = "scoring";
   std::string source;  // the file it came from
   std::vector<std::int64_t> rows, features, block_sizes{0}, sizes_bytes;
+  std::vector<std::pair<std::int64_t, std::int64_t>> shapes;  // explicit (rows, features) points, if given
   std::vector<std::string> variants{"all"}, memory{"pageable"}, directions{"h2d", "d2h"};
   std::vector<timer_kind> timers;
   std::int64_t row_padding = 3;
@@ -50,6 +54,8 @@ struct experiment {
   std::string definition_json;  // normalised definition, as stored in the archive
 
   std::string fingerprint() const;  // stable hash of the definition (protocol overrides included)
+  // The (rows, features) points of a scoring experiment: the explicit shapes, else the rows x features grid.
+  std::vector<std::pair<std::int64_t, std::int64_t>> table_shapes() const;
 };
 
 // Parses and validates; throws experiment_error naming the file, the field and the problem.

@@ -140,6 +140,38 @@ struct health_record {
   std::string reasons;            // names of every reason bit set before or after, e.g. "gpu_idle,sw_power_cap"
 };
 
+// One kernel launch of `kstudy profile`: hardware counters read by Nsight Compute (ncu) for one profiled
+// call of a device variant at one point. Counters come from a replayed, instrumented launch: its duration
+// is kept to interpret the counters (a rate over the profiled kernel) and is never a timing sample.
+// Values ncu did not report are NaN (doubles) or -1 (integers).
+struct profile_record {
+  std::string experiment;
+  std::string variant;      // variant id (name@backend)
+  std::string layout;
+  std::int64_t rows = 0;
+  std::int64_t features = 0;
+  std::int64_t block_size = 0;  // the point's block size (0 = variant default); launch_block_size: what ran
+  std::int64_t point = 0;       // index of the experiment point
+  std::string status;           // ok | rejected (gate failed; counters kept) | failed: <reason> | skipped: <reason>
+  bool gate_passed = false;
+  std::int32_t launch = -1;     // order of the kernel within the profiled call, from 0 (-1: no kernel)
+  std::string kernel;           // kernel name as ncu reports it (demangled)
+  std::string label;            // Kokkos kernel label, or the Kokkos profiling region around a library kernel
+  std::int64_t grid_size = -1;            // blocks
+  std::int64_t launch_block_size = -1;    // threads per block
+  std::int64_t registers_per_thread = -1;
+  double profiled_duration_s = 0.0;       // gpu__time_duration.sum under ncu: instrumented, never a timing
+  double dram_bytes_read = 0.0;           // B
+  double dram_bytes_written = 0.0;        // B
+  double dram_throughput_pct = 0.0;       // % of the DRAM's peak sustained throughput over the kernel
+  double achieved_occupancy_pct = 0.0;    // active warps / maximum warps per SM, % (over active cycles)
+  double theoretical_occupancy_pct = 0.0; // the limit the launch configuration allows, %
+  double global_load_sectors = 0.0;       // 32-byte L1TEX sectors of global loads
+  double global_load_requests = 0.0;      // global load requests (one per warp-level instruction)
+  double global_store_sectors = 0.0;
+  double global_store_requests = 0.0;
+};
+
 // Root attributes and /environment: provenance of the whole archive.
 struct run_metadata {
   std::map<std::string, std::string> root;         // schema_version, kstudy_version, git_commit, ...

@@ -5,6 +5,7 @@
 //
 // Call order: begin, then per experiment begin_experiment, any number of write_* and flush calls, and
 // end_experiment; finally finish. write_* calls append to the current experiment.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,14 @@ class result_sink {
   virtual void write_summaries(const std::vector<summary_record>& summaries) = 0;
   virtual void write_attribution(const std::vector<attribution_record>& attribution) = 0;
   virtual void write_health(const std::vector<health_record>& health) = 0;
+  // Per-kernel hardware counters of `kstudy profile`, with attributes describing how they were taken
+  // (ncu version, command line, metric names). Only the archive and its JSON copy keep them; a sink
+  // without a profile table ignores them.
+  virtual void write_profile(const std::vector<profile_record>& profile,
+                             const std::map<std::string, std::string>& attributes) {
+    (void)profile;
+    (void)attributes;
+  }
   // Make everything written so far durable (the HDF5 archive survives a crash after it).
   virtual void flush() = 0;
   virtual void end_experiment(const std::string& name) = 0;
@@ -51,6 +60,8 @@ class sink_fanout : public result_sink {
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
   void write_health(const std::vector<health_record>& health) override;
+  void write_profile(const std::vector<profile_record>& profile,
+                     const std::map<std::string, std::string>& attributes) override;
   void flush() override;
   void end_experiment(const std::string& name) override;
   void finish() override;

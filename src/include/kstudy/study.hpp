@@ -8,6 +8,7 @@
 
 #include "kstudy/experiment.hpp"
 #include "kstudy/records.hpp"
+#include "kstudy/variant.hpp"
 
 namespace kstudy {
 
@@ -61,6 +62,17 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
 // What run_study checks before measuring: every named variant exists (in this build or another flavour).
 // Throws experiment_error naming the file and the variant.
 void check_experiment(const experiment& e);
+// The variants an experiment names that this build provides, in its order, each once. Names another
+// flavour provides (fused_cuda_* on a CPU build) are skipped with a note; unknown names throw
+// experiment_error naming the file and field.
+std::vector<const registered_variant*> select_variants(const experiment& e);
+
+// One point of a scoring experiment: a (rows, features) shape at one block size; index = the point's
+// position in the experiment (samples carry it for resume).
+struct point_spec {
+  std::int64_t index, rows, features, block_size;
+};
+std::vector<point_spec> scoring_points(const experiment& e);
 
 // Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings.
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
