@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine from a GPU bundle tarball (scripts/make_gpu_bundle.sh + tar): the GPU test
-# suite, the environment, the Google Benchmark targets and studies, every output under $OUT.
-#   scripts/device_run.sh BUNDLE.tar.xz check              # tests + info + kstudy_bench + quick study
-#   scripts/device_run.sh BUNDLE.tar.xz study ARGS...      # `kstudy run ARGS` into $OUT/study.h5
-#   scripts/device_run.sh BUNDLE.tar.xz all                # check, then every built-in experiment
-#   scripts/device_run.sh BUNDLE.tar.xz reliability        # fault and GPU-health tests, a health-guarded study
+# suite, the environment, the Google Benchmark targets, sanitizers, Nsight Compute and studies, every
+# output under $OUT.
+#   scripts/device_run.sh BUNDLE.tar.xz check              # info + tests + kstudy_bench
+#   scripts/device_run.sh BUNDLE.tar.xz sanitize           # compute-sanitizer memcheck + racecheck on the CUDA variants
 #   scripts/device_run.sh BUNDLE.tar.xz profile [EXP...]   # `kstudy profile` (Nsight Compute, default
-#        profile_layouts) into $OUT/profile.h5 with ncu's reports in $OUT/ncu, then a short timing run of the
-#        same points into $OUT/profile_timing.h5 (KSTUDY_PROFILE_TIMING=0 skips it) for `kstudy report`
-# Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the studies of `all` (defaults: the files').
+#        profile_layouts) into $OUT/profile.h5, ncu's CSVs in $OUT/ncu.tar; KSTUDY_PROFILE_TIMING=1 adds a
+#        short timing run of the same points into $OUT/profile_timing.h5
+#   scripts/device_run.sh BUNDLE.tar.xz reliability        # fault and GPU-health tests, a health-guarded study
+#   scripts/device_run.sh BUNDLE.tar.xz study ARGS...      # `kstudy run ARGS` into $OUT/study.h5
+#   scripts/device_run.sh BUNDLE.tar.xz suite              # check, sanitize, profile, then the short
+#        experiments (launch_overhead transfer_calibration layout_transpose block_size quick) into $OUT/study.h5
+#        and cold_compile into $OUT/cold.h5
+#   scripts/device_run.sh BUNDLE.tar.xz sweeps             # rows_sweep and feature_sweep into $OUT/sweeps.h5
+#   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
+# Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the sweeps (defaults: the files');
+# KSTUDY_*_SECONDS bound each step; KSTUDY_PACK=1 packs the text logs into $OUT/logs.tar at the end (the
+# device tool brings back at most 8 files).
 set -uo pipefail
 tarball=$1; mode=$2; shift 2
 out=${OUT:-$PWD/device-out}; mkdir -p "$out"
@@ -23,23 +31,80 @@ step() { echo "== $* ($(date -u +%T))"; }
 overrides=()
 [[ -n ${KSTUDY_TRIALS:-} ]] && overrides+=(--trials "$KSTUDY_TRIALS")
 [[ -n ${KSTUDY_REPLICATIONS:-} ]] && overrides+=(--replications "$KSTUDY_REPLICATIONS")
+tool() { command -v "$1" || ls "/usr/local/cuda/bin/$1" 2> /dev/null; }
 
 check() {
   step info
   "$bundle/kstudy" info > "$out/info.txt" 2>&1
   grep -E "HOPPER|KOKKOS_ENABLE_CUDA|gpu_name|Kokkos::OpenMP|kokkos_version" "$out/info.txt" | head -8
   step tests
-  timeout 240 "$bundle/run_tests.sh" --gtest_brief=1 > "$out/tests.txt" 2>&1
+  timeout ${KSTUDY_TEST_SECONDS:-300} "$bundle/run_tests.sh" --gtest_brief=1 > "$out/tests.txt" 2>&1
   echo "tests rc=$?"; grep -E "FAILED|PASSED|SKIPPED|tests from" "$out/tests.txt" | tail -12
   step bench
-  timeout 200 "$bundle/kstudy_bench" --benchmark_filter='@(cuda|openmp)/' --benchmark_min_time=0.05 \
+  timeout ${KSTUDY_BENCH_SECONDS:-200} "$bundle/kstudy_bench" --benchmark_filter='@(cuda|openmp)/' --benchmark_min_time=0.05 \
     --benchmark_out="$out/bench.json" --benchmark_out_format=json > "$out/bench.txt" 2>&1
   echo "bench rc=$?"; grep -E "_median|ceiling" "$out/bench.txt" | sed -E 's/ +/ /g'
+}
+
+# memcheck over every CUDA variant's correctness tests; racecheck over the same (Kokkos' own reduction
+# code reports shared-memory hazard warnings there, which the summary counts apart from errors).
+sanitize() {
+  local cs; cs=$(tool compute-sanitizer)
+  step "compute-sanitizer memcheck"
+  timeout 150 "$cs" --tool memcheck --leak-check full --error-exitcode 9 "$bundle/kstudy_tests" --gtest_brief=1 \
+    --gtest_filter='AllVariants/*cuda*:Tunable/*cuda*' > "$out/sanitizer.txt" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED|LEAK SUMMARY" "$out/sanitizer.txt" | tail -4
+  step "compute-sanitizer racecheck"
+  timeout 120 "$cs" --tool racecheck --print-limit 5 "$bundle/kstudy_tests" --gtest_brief=1 \
+    --gtest_filter='AllVariants/VariantCorrectness.MatchesReferenceOverShapes/*cuda*' >> "$out/sanitizer.txt" 2>&1
+  echo "racecheck rc=$?"; grep -E "RACECHECK SUMMARY|PASSED|FAILED" "$out/sanitizer.txt" | tail -3
+  timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$bundle/kstudy_tests" --gtest_brief=1 \
+    --gtest_filter='AllVariants/VariantCorrectness.MatchesReferenceOverShapes/fused_cuda*' >> "$out/sanitizer.txt" 2>&1
+  echo "racecheck fused_cuda rc=$?"; grep -E "RACECHECK SUMMARY" "$out/sanitizer.txt" | tail -1
+}
+
+profile() {
+  local experiments=("${@:-profile_layouts}")
+  step profile
+  echo "ncu: $(tool ncu)"
+  timeout ${KSTUDY_PROFILE_SECONDS:-300} "$bundle/kstudy" profile "${experiments[@]}" --keep-ncu "$work/ncu" \
+    --out "$out/profile.h5" > "$out/profile.txt" 2>&1
+  echo "profile rc=$?"; tail -30 "$out/profile.txt"
+  (cd "$work" && find ncu -name '*.csv' -o -name '*.json' -o -name '*.log' | tar -cf "$out/ncu.tar" -T -) 2> /dev/null
+  if [[ ${KSTUDY_PROFILE_TIMING:-0} != 0 ]]; then
+    step timing
+    timeout ${KSTUDY_TIMING_SECONDS:-240} "$bundle/kstudy" run "${experiments[@]}" --trials 7 --replications 1 \
+      --out "$out/profile_timing.h5" > "$out/profile_timing.txt" 2>&1
+    echo "timing rc=$?"; grep -E "GATE|error|results:" "$out/profile_timing.txt" | head -20
+  fi
+}
+
+suite() {
+  check
+  sanitize
+  profile
+  step "short experiments"
+  timeout ${KSTUDY_STUDY_SECONDS:-240} "$bundle/kstudy" run launch_overhead transfer_calibration layout_transpose \
+    block_size quick --out "$out/study.h5" > "$out/study.txt" 2>&1
+  echo "studies rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/study.txt" | head -20
+  step cold
+  timeout ${KSTUDY_COLD_SECONDS:-90} "$bundle/kstudy" run cold_compile --trials 1 --replications 1 --out "$out/cold.h5" \
+    > "$out/cold.txt" 2>&1
+  echo "cold rc=$?"; grep -E "error|results:" "$out/cold.txt" | head -5
+}
+
+sweeps() {
+  step sweeps
+  timeout ${KSTUDY_SWEEP_SECONDS:-540} "$bundle/kstudy" run rows_sweep feature_sweep "${overrides[@]}" \
+    --out "$out/sweeps.h5" > "$out/sweeps.txt" 2>&1
+  echo "sweeps rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/sweeps.txt" | head -20
 }
 
 echo "gpu before: $(gpu_state)" | tee "$out/gpu.txt"
 case $mode in
   check) check ;;
+  sanitize) sanitize ;;
+  profile) profile "$@" ;;
   study) step study; "$bundle/kstudy" run "$@" --out "$out/study.h5" > "$out/study.txt" 2>&1; echo "study rc=$?"; tail -40 "$out/study.txt" ;;
   reliability)
     step "fault and GPU health tests"
@@ -49,31 +114,14 @@ case $mode in
     step "health-guarded study"
     "$bundle/kstudy" run quick --trials 3 --replications 1 --out "$out/health.h5" > "$out/health.txt" 2>&1
     echo "study rc=$?"; grep -E "GPU health|FAILED|results:" "$out/health.txt"
-  profile)
-    experiments=("${@:-profile_layouts}")
-    step profile
-    echo "ncu: $(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | tail -1)"
-    timeout ${KSTUDY_PROFILE_SECONDS:-300} "$bundle/kstudy" profile "${experiments[@]}" --keep-ncu "$out/ncu" \
-      --out "$out/profile.h5" > "$out/profile.txt" 2>&1
-    echo "profile rc=$?"; tail -40 "$out/profile.txt"
-    if [[ ${KSTUDY_PROFILE_TIMING:-1} != 0 ]]; then
-      step timing
-      timeout ${KSTUDY_TIMING_SECONDS:-240} "$bundle/kstudy" run "${experiments[@]}" --trials 7 --replications 1 \
-        --out "$out/profile_timing.h5" > "$out/profile_timing.txt" 2>&1
-      echo "timing rc=$?"; grep -E "GATE|error|results:" "$out/profile_timing.txt" | head -20
-    fi
     ;;
-  all)
-    check
-    step studies
-    timeout ${KSTUDY_STUDY_SECONDS:-330} "$bundle/kstudy" run launch_overhead transfer_calibration layout_transpose \
-      rows_sweep feature_sweep block_size "${overrides[@]}" --out "$out/study.h5" > "$out/study.txt" 2>&1
-    echo "studies rc=$?"
-    step cold
-    timeout ${KSTUDY_COLD_SECONDS:-90} "$bundle/kstudy" run cold_compile --trials 1 --replications 1 --out "$out/cold.h5" \
-      >> "$out/study.txt" 2>&1
-    echo "cold rc=$?"
-    grep -E "GATE|error|results:" "$out/study.txt" | head -20
-    ;;
+  suite) suite ;;
+  sweeps) sweeps ;;
+  all) suite; sweeps ;;
+  *) echo "device_run.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac
 echo "gpu after: $(gpu_state)" | tee -a "$out/gpu.txt"
+if [[ ${KSTUDY_PACK:-0} != 0 ]]; then
+  (cd "$out" && ls *.txt > /dev/null 2>&1 && tar -cf logs.tar *.txt && rm -f *.txt)
+fi
+exit 0
