@@ -19,6 +19,8 @@
 #include <tuple>
 #include <vector>
 
+#include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA: without it the GPU-only tests skip on a GPU too
+
 #include "kokkos_test_support.hpp"
 #include "kstudy/archive.hpp"
 

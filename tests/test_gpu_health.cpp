@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA: without it the GPU-only tests skip on a GPU too
+
 #include "kokkos_test_support.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/gpu_health.hpp"
