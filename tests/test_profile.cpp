@@ -87,6 +87,33 @@ TEST(NcuCsv, ParsesTheRawPage) {
   EXPECT_FALSE(ncu::is_kokkos_kernel(launches[10].name));  // cuBLAS gemv
 }
 
+// A real recording: ncu 2025.3.1 on the H200 (data/h200-2026-11-30-s2), point 0 of profile_layouts: seven
+// variants, each call preceded by the marker kernel. Every field the profile table needs is present.
+TEST(NcuCsv, ParsesAnH200Recording) {
+  const auto table = ncu::parse_raw_csv(fixture_text("ncu_h200_profile_layouts_point0.csv"));
+  const auto launches = ncu::kernel_launches(table, ncu::first_choices());
+  std::size_t markers = 0, kernels = 0;
+  for (const auto& k : launches) {
+    if (ncu::is_marker(k.name)) {
+      ++markers;
+      continue;
+    }
+    ++kernels;
+    EXPECT_GT(k.values.at("dram_bytes_read"), 0.0) << k.name;
+    EXPECT_GT(k.values.at("profiled_duration_s"), 0.0) << k.name;
+    EXPECT_GT(k.values.at("registers_per_thread"), 0.0) << k.name;
+    EXPECT_GT(k.values.at("achieved_occupancy_pct"), 0.0) << k.name;
+    EXPECT_GT(k.values.at("global_load_requests"), 0.0) << k.name;
+  }
+  EXPECT_EQ(markers, 7u);
+  EXPECT_EQ(kernels, 1u + 1u + 1u + 1u + 1u + 3u + 5u);  // fused x5, partial fusion 3, composed 5
+  // The feature-major CUDA kernel at 1,048,576 x 16 reads the 64 MiB table once.
+  const auto fm = std::find_if(launches.begin(), launches.end(),
+                               [](const auto& k) { return k.name == "fused_cuda_feature_major"; });
+  ASSERT_NE(fm, launches.end());
+  EXPECT_NEAR(fm->values.at("dram_bytes_read"), 67108864.0, 0.05 * 67108864.0);
+}
+
 TEST(NcuCsv, SkipsMessagesAndHandlesQuoting) {
   const std::string text =
       "==PROF== Connected to process 1 (/x/kstudy)\r\n"
