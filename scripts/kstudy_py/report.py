@@ -255,6 +255,8 @@ class Report:
         return sec
 
     def section_layout(self):
+        # Archives are the same machine when their GPU and CPU models match.
+        machine = {a.label: (a.environment.get("gpu_name", ""), a.environment.get("cpu_model", "")) for a in self.archives}
         sec = Section("Layout: row-major vs feature-major vs padded")
         s = self.scoring[self.scoring.timer.isin(RESIDENT) & (self.scoring.block_size == 0)]
         transposes = {}
@@ -279,6 +281,9 @@ class Report:
                         continue
                     t_row, t_feat = r["median"], feature["median"]
                     tr = transposes.get((arch, int(rows_), int(feats)))
+                    if tr is None:  # a transpose measured by another archive of the same machine
+                        tr = next((v for k, v in transposes.items() if k[1:] == (int(rows_), int(feats))
+                                   and machine.get(k[0]) == machine.get(arch)), None)
                     if tr is None:
                         transpose_s, reuse = np.nan, "no transpose measured at this shape"
                     elif tr[1] and tr[1] != back:
@@ -378,8 +383,13 @@ class Report:
         cr = getattr(self, "crossover", None)
         if cr is not None and len(cr):
             g = cr[(cr.timer == "one_shot") & (cr.memory_kind == "pageable") & (cr.bracket != "never")]
+            tested = cr[(cr.timer == "one_shot") & (cr.memory_kind == "pageable")]
             for family, seed_rows in (("fused_cuda", 4096), ("composed", 16384)):
                 h = g[g.variant.str.startswith(family)]
+                if not len(h) and len(tested[tested.variant.str.startswith(family)]):
+                    add(f"{family} first beats the CPU one-shot from pageable memory", f"at {seed_rows:,} rows (vs NumPy)",
+                        f"never up to {int(tested.tested_rows_max.max()):,} rows (vs `cpu_reference@openmp`)",
+                        "changes: from pageable memory the multi-threaded CPU wins at every tested size")
                 if len(h):
                     first = int(h.first_winning_rows.astype(int).min())
                     verdict = ("holds (within one doubling)" if seed_rows / 2 <= first <= seed_rows * 2 else
@@ -421,6 +431,8 @@ class Report:
                     f"{ratio:.2f}×", "holds" if 1.0 < ratio <= 1.3 else "changes")
         bs = getattr(self, "block_sizes", None)
         if bs is not None and len(bs) and "occupancy" in bs.columns:
+            if (bs.timer == "device_events").any():
+                bs = bs[bs.timer == "device_events"]
             for (v, r, f, t), g in bs.groupby(["variant", "rows", "features", "timer"]):
                 g = g[g.occupancy > 0]
                 if len(g) < 2 or g.occupancy.max() < 2 * g.occupancy.min():
@@ -521,7 +533,9 @@ class Report:
         if resident.empty or oneshot.empty:
             return sec.skip(f"needs resident_wall and one_shot samples of a device variant at "
                             f"{A.fmt_rows(rows)}×{feats}")
-        both = resident[resident.variant.isin(set(oneshot.variant))]
+        # The same archive and experiment must hold the variant's one-shot samples too.
+        keys = set(zip(oneshot.archive, oneshot.experiment, oneshot.variant))
+        both = resident[[k in keys for k in zip(resident.archive, resident.experiment, resident.variant)]]
         if both.empty:
             return sec.skip("no variant has both resident_wall and one_shot samples at that shape")
         best = both.loc[both["median"].idxmin()]
