@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Prints the README's H200 tables from the archived files (no numbers typed in by hand).
 
-    scripts/h200_tables.py [DATA_DIR=data/h200-2026-11-30]
+    scripts/h200_tables.py [DATA_DIR=data/h200-2026-11-30-s2]
 
 Uses Debian's python3-h5py / python3-pandas (run with /usr/bin/python3). Only gate-passed samples
 count; medians per point; speedups against cpu_reference@openmp from the same archive.
@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
-data = Path(sys.argv[1] if len(sys.argv) > 1 else "data/h200-2026-11-30")
+data = Path(sys.argv[1] if len(sys.argv) > 1 else "data/h200-2026-11-30-s2")
 pd.set_option("display.width", 200)
 
 
@@ -116,8 +116,21 @@ def cold():
     print(compile_.round(3).to_string(), "\n")
 
 
+def feature_sweep(f):
+    if "/experiments/feature_sweep/samples" not in f:
+        return
+    m = medians(table(f["/experiments/feature_sweep/samples"]))
+    m = m[m.timer == "device_events"]
+    print("feature_sweep, device events, median microseconds (row-major / feature-major ratio per family)")
+    print((m.pivot_table(index="variant", columns=["rows", "features"], values="median") * 1e6).round(1).to_string(), "\n")
+
+
 bench()
-with h5py.File(data / "study.h5", "r") as f:
+# Layout of the session-2 dataset: the sweeps in sweeps.h5, the short experiments in study.h5.
+sweeps = data / "sweeps.h5" if (data / "sweeps.h5").exists() else data / "study.h5"
+with h5py.File(sweeps, "r") as f:
     rows_sweep(f)
+    feature_sweep(f)
+with h5py.File(data / "study.h5", "r") as f:
     calibration(f)
 cold()
