@@ -14,6 +14,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "scratch_dir.hpp"
 #include "kstudy/archive.hpp"
 
 namespace {
@@ -27,23 +28,10 @@ const std::vector<timer_kind> k_all_timers{
     timer_kind::launch, timer_kind::transfer, timer_kind::transpose};
 
 // A fresh directory per test, removed afterwards.
-class scratch_dir {
+// Each test gets its own folder (tests/scratch_dir.hpp).
+class scratch_dir : public kstudy::test::scratch_dir {
  public:
-  scratch_dir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    m_path = fs::temp_directory_path() /
-             ("kstudy_archive_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  std::string file(const std::string& name) const { return (m_path / name).string(); }
-
- private:
-  fs::path m_path;
+  scratch_dir() : kstudy::test::scratch_dir("archive") {}
 };
 
 // Every field non-default and varying, so a field the archive dropped or mixed up cannot read back equal.

@@ -21,6 +21,7 @@
 
 #include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA: without it the GPU-only tests skip on a GPU too
 
+#include "scratch_dir.hpp"
 #include "kokkos_test_support.hpp"
 #include "kstudy/archive.hpp"
 
@@ -48,23 +49,10 @@ std::string kstudy_exe() {
 #define KSTUDY_REQUIRE_CUDA_FLAVOUR() GTEST_SKIP() << "CUDA faults need the cuda flavour"
 #endif
 
-class work_dir {
+// Each test gets its own folder (tests/scratch_dir.hpp).
+class work_dir : public kstudy::test::scratch_dir {
  public:
-  work_dir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    m_path = fs::temp_directory_path() / ("kstudy_faults_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~work_dir() {
-    std::error_code ec;
-    if (!::testing::Test::HasFailure()) fs::remove_all(m_path, ec);  // kept for a look when a test failed
-  }
-  fs::path operator/(const std::string& name) const { return m_path / name; }
-  const fs::path& path() const { return m_path; }
-
- private:
-  fs::path m_path;
+  work_dir() : kstudy::test::scratch_dir("faults") {}
 };
 
 struct run_result {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "scratch_dir.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/ncu.hpp"
@@ -28,22 +29,10 @@ std::string fixture_text(const std::string& name) {
   return ss.str();
 }
 
-class scratch_dir {
+// Each test gets its own folder (tests/scratch_dir.hpp).
+class scratch_dir : public kstudy::test::scratch_dir {
  public:
-  scratch_dir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    m_path = fs::temp_directory_path() / ("kstudy_profile_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  std::string file(const std::string& name) const { return (m_path / name).string(); }
-
- private:
-  fs::path m_path;
+  scratch_dir() : kstudy::test::scratch_dir("profile") {}
 };
 
 // The committed sample: ncu's raw page for point 0 of profile_layouts (1048576 x 16), with the report the

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "scratch_dir.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/merge.hpp"
@@ -73,27 +74,10 @@ TEST(Shard, PointCountsFollowTheAxes) {
 
 // ---------------------------------------------------------------------------------------------- merge
 
-class scratch_dir {
+// Each test gets its own folder (tests/scratch_dir.hpp).
+class scratch_dir : public kstudy::test::scratch_dir {
  public:
-  scratch_dir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    m_path = fs::temp_directory_path() / ("kstudy_shard_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  std::string file(const std::string& name) const { return (m_path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(m_path)) out.push_back(e.path().filename().string());
-    return out;
-  }
-
- private:
-  fs::path m_path;
+  scratch_dir() : kstudy::test::scratch_dir("shard") {}
 };
 
 constexpr int k_points = 4, k_replications = 3, k_trials = 2;
