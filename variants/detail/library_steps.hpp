@@ -14,13 +14,6 @@
 
 namespace kstudy::detail {
 
-// out(r, f) = fn(in(r, f), f) for every element of two contiguous tables of one layout: an elementwise
-// step, walked in memory order.
-//
-// Device spaces: teams of 256 threads (Kokkos 3.4 would pick 64-thread blocks for a RangePolicy, which
-// ran these steps at 0.72 TB/s), each thread loading four elements before it stores any, and one
-// resident wave of teams striding over the table. The flat index is split into (row, feature) with
-// 32-bit arithmetic when the table allows it.
 // The feature of flat element e of a contiguous table.
 template <class Layout, class Index>
 struct feature_of_element {
@@ -31,6 +24,13 @@ struct feature_of_element {
   }
 };
 
+// out(r, f) = fn(in(r, f), f) for every element of two contiguous tables of one layout: an elementwise
+// step, walked in memory order.
+//
+// Device spaces: teams of 256 threads (Kokkos 3.4 would pick 64-thread blocks for a RangePolicy, which
+// ran these steps at 0.72 TB/s), each thread loading four elements before it stores any, and one
+// resident wave of teams striding over the table. The flat index is split into (row, feature) with
+// 32-bit arithmetic when the table allows it.
 template <class ExecutionSpace, class Layout, class Index, class Value, class Fn>
 void map_elements_indexed(const char* label, const ExecutionSpace& space, Index rows, Index features,
                           const Value* in, Value* out, const Fn& fn) {
