@@ -149,14 +149,48 @@ std::vector<double> time_launch_probe(const std::string& name, int warmups, int 
   throw std::invalid_argument("unknown launch probe '" + name + "'");
 }
 
+// Distinct, exactly representable values (below 2^24), so a wrong index cannot pass the check and the
+// conversion is not timed on uniform data.
+template <class Space, class Table>
+void fill_distinct(const Space& space, const Table& table) {
+  const std::int64_t features = table.extent(1);
+  Kokkos::parallel_for(
+      "kstudy::probe::fill_distinct", Kokkos::RangePolicy<Space>(space, 0, table.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        for (std::int64_t f = 0; f < features; ++f) table(r, f) = static_cast<float>((r * 31 + f) % 16777213);
+      });
+  space.fence();
+}
+
+template <class Space, class A, class B>
+std::int64_t count_mismatches(const Space& space, const A& a, const B& b) {
+  const std::int64_t features = a.extent(1);
+  std::int64_t wrong = 0;
+  Kokkos::parallel_reduce(
+      "kstudy::probe::check_conversion", Kokkos::RangePolicy<Space>(space, 0, a.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& n) {
+        for (std::int64_t f = 0; f < features; ++f) n += !(a(r, f) == b(r, f));
+      },
+      wrong);
+  return wrong;
+}
+
 std::vector<double> time_transpose(std::int64_t rows, std::int64_t features, int warmups, int trials) {
   Kokkos::View<float**, Kokkos::LayoutRight> source(Kokkos::view_alloc("kstudy::probe::row_major", Kokkos::WithoutInitializing),
                                                     rows, features);
   Kokkos::View<float**, Kokkos::LayoutLeft> destination(
       Kokkos::view_alloc("kstudy::probe::feature_major", Kokkos::WithoutInitializing), rows, features);
-  Kokkos::deep_copy(source, 1.0f);
   Kokkos::DefaultExecutionSpace space;
-  return repeat(warmups, trials, [&] { convert_to_feature_major(space, source, destination); });
+  fill_distinct(space, source);
+  Kokkos::deep_copy(space, destination, std::numeric_limits<float>::quiet_NaN());
+  auto seconds = repeat(warmups, trials, [&] { convert_to_feature_major(space, source, destination); });
+  // The timing counts only if the conversion is right: every element compared (a NaN left by the poison
+  // compares unequal too).
+  const std::int64_t wrong = count_mismatches(space, source, destination);
+  if (wrong != 0)
+    throw std::runtime_error("layout conversion " + std::to_string(rows) + "x" + std::to_string(features) + ": " +
+                             std::to_string(wrong) + " elements differ from the row-major source; no timing kept");
+  return seconds;
 }
 
 }  // namespace kstudy::probes

@@ -15,6 +15,7 @@
 #include "kokkos_test_support.hpp"
 #include "kstudy/gate.hpp"
 #include "kstudy/pipeline.hpp"
+#include "kstudy/probes.hpp"
 #include "kstudy/variant.hpp"
 #include "kstudy/views/data_generator.hpp"
 
@@ -239,3 +240,16 @@ TEST_P(PipelinedOneShot, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(AllVariants, PipelinedOneShot, ::testing::ValuesIn(variant_ids()), test_name);
 
 }  // namespace
+
+// The layout_transpose probe times the resident row-major -> feature-major conversion on distinct values
+// and keeps the times only if every element landed where it belongs (it throws otherwise): odd shapes,
+// one row, one feature, and a width past a 32-lane tile.
+TEST(LayoutConversion, TransposeProbeIsCheckedOnOddShapes) {
+  KSTUDY_REQUIRE_KOKKOS();
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes{{1, 1}, {1, 33}, {37, 1}, {1000, 17}, {4099, 256}};
+  for (const auto& [rows, features] : shapes) {
+    const auto seconds = kstudy::probes::time_transpose(rows, features, 1, 2);
+    ASSERT_EQ(seconds.size(), 2u) << rows << "x" << features;
+    for (const double t : seconds) EXPECT_GT(t, 0.0) << rows << "x" << features;
+  }
+}
