@@ -279,18 +279,41 @@ void stop_if_device_lost(const sample_record& where, const std::string& error) {
   if (probes::device_context_lost(lost)) stop_for_lost_device(where, lost, error);
 }
 
+// The generated inputs of one table shape and their float64 reference, kept while consecutive points
+// share the shape (the block-size axis varies fastest), so a 4 GiB table is generated once, not once
+// per block size. Other layouts are copies of the first one generated.
+struct shape_inputs {
+  std::int64_t rows = -1, features = -1;
+  std::map<table_layout, std::unique_ptr<host_dataset>> datasets;
+  std::unique_ptr<reference_result> reference;
+
+  void keep_only(std::int64_t r, std::int64_t f) {
+    if (r == rows && f == features) return;
+    datasets.clear();
+    reference.reset();
+    rows = r;
+    features = f;
+  }
+};
+
 void run_scoring_point(const experiment& e, const point_spec& p, int replication, result_sink& sink,
-                       const std::optional<fault_plan>& faults) {
+                       const std::optional<fault_plan>& faults, shape_inputs& inputs) {
   const auto selected = select_variants(e);
   dataset_options data_options;
   data_options.seed = e.protocol.seed;
-  std::map<table_layout, std::unique_ptr<host_dataset>> datasets;
+  inputs.keep_only(p.rows, p.features);
+  auto& datasets = inputs.datasets;
   const auto dataset_for = [&](table_layout layout) -> const host_dataset& {
     auto& slot = datasets[layout];
-    if (!slot) slot = std::make_unique<host_dataset>(make_shape(p.rows, p.features, layout, e.row_padding), data_options);
+    if (!slot) {
+      const auto shape = make_shape(p.rows, p.features, layout, e.row_padding);
+      const auto other = std::find_if(datasets.begin(), datasets.end(), [](const auto& d) { return d.second != nullptr; });
+      slot = other != datasets.end() ? std::make_unique<host_dataset>(other->second->with_layout(layout, e.row_padding))
+                                     : std::make_unique<host_dataset>(shape, data_options);
+    }
     return *slot;
   };
-  std::unique_ptr<reference_result> reference;
+  auto& reference = inputs.reference;
 
   std::vector<sample_record> samples;
   std::vector<gate_record> gates;
@@ -300,7 +323,8 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
     prepared_variant v{entry, nullptr};
     v.shape = make_shape(p.rows, p.features, entry->info.layout, e.row_padding);
     v.bytes = entry->info.traffic(v.shape).total();
-    const auto shortfall = memory_shortfall(*entry, v.shape, datasets.count(entry->info.layout) != 0, reference != nullptr);
+    const auto shortfall = memory_shortfall(*entry, v.shape, datasets.count(entry->info.layout) && datasets.at(entry->info.layout),
+                                            reference != nullptr);
     if (!shortfall.empty()) {
       v.failure = "skipped: " + shortfall;
     } else {
@@ -1037,6 +1061,7 @@ int run_replication(const std::string& archive, const std::string& definition_fi
     if (e.kind == "scoring") {
       const auto points = scoring_points(e);
       progress_line progress(e.name + " rep " + std::to_string(replication), std::int64_t(points.size()), quiet);
+      shape_inputs inputs;
       for (const auto& p : points) {
         if (g_stop_signal) break;
         if (!done.count(p.index)) {
@@ -1045,7 +1070,7 @@ int run_replication(const std::string& archive, const std::string& definition_fi
           keys.features = p.features;
           keys.block_size = p.block_size;
           sink.begin_point(keys);
-          run_scoring_point(e, p, replication, sink, faults);
+          run_scoring_point(e, p, replication, sink, faults, inputs);
         }
         progress.step(p.index + 1);
       }

@@ -1,5 +1,6 @@
 #include "kstudy/views/data_generator.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -35,13 +36,12 @@ double feature_weight(std::uint64_t seed, std::int64_t feature) {
   return -1.0 + 2.0 * unit(hash3(seed, 0x3e1, static_cast<std::uint64_t>(feature)));
 }
 
-}  // namespace
-
-float generated_value(std::uint64_t seed, std::int64_t row, std::int64_t feature, double outlier_fraction) {
+// A value from its hash and its feature's precomputed location and scale (the per-feature exp/log is
+// paid once per feature, not once per value).
+float value_from(std::uint64_t seed, std::int64_t row, std::int64_t feature, double location, double scale,
+                 double outlier_fraction) {
   const std::uint64_t h1 = hash3(seed, static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(feature));
   const std::uint64_t h2 = mix(h1);
-  const double location = feature_location(seed, feature);
-  const double scale = feature_scale(seed, feature);
   const std::uint64_t h3 = mix(h2);
   if (unit(h3) <= outlier_fraction) {
     const double sign = (h3 & 1) ? 1.0 : -1.0;
@@ -52,63 +52,108 @@ float generated_value(std::uint64_t seed, std::int64_t row, std::int64_t feature
   return static_cast<float>(location + scale * normal);
 }
 
+// Rows per block of the column statistics: blocks are summed in a fixed order, so the statistics do not
+// depend on the thread count or the layout.
+constexpr std::int64_t stats_block_rows = 16384;
+
+}  // namespace
+
+float generated_value(std::uint64_t seed, std::int64_t row, std::int64_t feature, double outlier_fraction) {
+  return value_from(seed, row, feature, feature_location(seed, feature), feature_scale(seed, feature),
+                    outlier_fraction);
+}
+
 host_dataset::host_dataset(const table_shape& shape, const dataset_options& options)
     : m_shape(shape), m_options(options) {
   m_shape.validate();
   if (!(options.outlier_fraction >= 0.0 && options.outlier_fraction <= 1.0))
     throw std::invalid_argument("outlier_fraction must lie in [0, 1]");
   const std::int64_t rows = m_shape.rows, features = m_shape.features;
-  m_mean.resize(features);
-  m_inv_std.resize(features);
-  m_weight.resize(features);
-  // Column statistics in float64 over the generated values (outliers included, as a user's
-  // standardisation of raw data would be).
-  std::vector<double> sum(features, 0.0), sum_sq(features, 0.0);
+  const std::uint64_t seed = options.seed;
+  std::vector<double> location(features), scale(features);
   for (std::int64_t f = 0; f < features; ++f) {
-    double s = 0.0, mean_f = 0.0;
-#pragma omp parallel for reduction(+ : s) schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) s += generated_value(options.seed, r, f, options.outlier_fraction);
-    mean_f = s / static_cast<double>(rows);
-    double ss = 0.0;
-#pragma omp parallel for reduction(+ : ss) schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const double d = generated_value(options.seed, r, f, options.outlier_fraction) - mean_f;
-      ss += d * d;
-    }
-    const double stddev = std::sqrt(ss / static_cast<double>(rows));
-    m_mean[f] = static_cast<float>(mean_f);
-    // A constant column (one row, say) has no spread: inv_std 0 standardises it to 0.
-    m_inv_std[f] = stddev > 0.0 ? static_cast<float>(1.0 / stddev) : 0.0f;
-    m_weight[f] = static_cast<float>(feature_weight(options.seed, f));
+    location[f] = feature_location(seed, f);
+    scale[f] = feature_scale(seed, f);
   }
-  fill_table();
-}
-
-host_dataset::host_dataset(const table_shape& shape, const dataset_options& options, const host_dataset& stats_from)
-    : m_shape(shape),
-      m_options(options),
-      m_mean(stats_from.m_mean),
-      m_inv_std(stats_from.m_inv_std),
-      m_weight(stats_from.m_weight) {
-  m_shape.validate();
-  fill_table();
-}
-
-void host_dataset::fill_table() {
+  // Padding elements hold NaN; every other element is written below.
   m_x.assign(static_cast<std::size_t>(m_shape.allocated_elements()), std::numeric_limits<float>::quiet_NaN());
-  const std::int64_t rows = m_shape.rows, features = m_shape.features;
-  const std::uint64_t seed = m_options.seed;
-  const double outliers = m_options.outlier_fraction;
   float* x = m_x.data();
-  const table_shape shape = m_shape;
-  if (shape.layout == table_layout::feature_major) {
+  const table_shape s = m_shape;
+  const double outliers = options.outlier_fraction;
+  if (s.layout == table_layout::feature_major) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (std::int64_t f = 0; f < features; ++f)
-      for (std::int64_t r = 0; r < rows; ++r) x[shape.offset(r, f)] = generated_value(seed, r, f, outliers);
+      for (std::int64_t r = 0; r < rows; ++r) x[s.offset(r, f)] = value_from(seed, r, f, location[f], scale[f], outliers);
   } else {
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t f = 0; f < features; ++f) x[shape.offset(r, f)] = generated_value(seed, r, f, outliers);
+      for (std::int64_t f = 0; f < features; ++f)
+        x[s.offset(r, f)] = value_from(seed, r, f, location[f], scale[f], outliers);
+  }
+
+  // Column statistics in float64 over the stored values (outliers included, as a user's standardisation
+  // of raw data would be): two passes, mean then spread, each a fixed-order sum of per-block sums.
+  const std::int64_t blocks = (rows + stats_block_rows - 1) / stats_block_rows;
+  std::vector<double> partial(static_cast<std::size_t>(blocks * features));
+  const auto column_sums = [&](const std::vector<double>* centre) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      double* out = &partial[static_cast<std::size_t>(b * features)];
+      for (std::int64_t f = 0; f < features; ++f) out[f] = 0.0;
+      const std::int64_t end = std::min(rows, (b + 1) * stats_block_rows);
+      // Each column is summed in row order whichever loop is outer, so both layouts give the same sums.
+      const auto add = [&](std::int64_t r, std::int64_t f) {
+        const double v = static_cast<double>(x[s.offset(r, f)]) - (centre ? (*centre)[f] : 0.0);
+        out[f] += centre ? v * v : v;
+      };
+      if (s.layout == table_layout::feature_major) {
+        for (std::int64_t f = 0; f < features; ++f)
+          for (std::int64_t r = b * stats_block_rows; r < end; ++r) add(r, f);
+      } else {
+        for (std::int64_t r = b * stats_block_rows; r < end; ++r)
+          for (std::int64_t f = 0; f < features; ++f) add(r, f);
+      }
+    }
+    std::vector<double> total(features, 0.0);
+    for (std::int64_t b = 0; b < blocks; ++b)
+      for (std::int64_t f = 0; f < features; ++f) total[f] += partial[static_cast<std::size_t>(b * features + f)];
+    return total;
+  };
+  std::vector<double> mean = column_sums(nullptr);
+  for (auto& m : mean) m /= static_cast<double>(rows);
+  const std::vector<double> squares = column_sums(&mean);
+  m_mean.resize(features);
+  m_inv_std.resize(features);
+  m_weight.resize(features);
+  for (std::int64_t f = 0; f < features; ++f) {
+    const double stddev = std::sqrt(squares[f] / static_cast<double>(rows));
+    m_mean[f] = static_cast<float>(mean[f]);
+    // A constant column (one row, say) has no spread: inv_std 0 standardises it to 0.
+    m_inv_std[f] = stddev > 0.0 ? static_cast<float>(1.0 / stddev) : 0.0f;
+    m_weight[f] = static_cast<float>(feature_weight(seed, f));
+  }
+}
+
+// Another layout of the same table: the values are copied, not generated again.
+host_dataset::host_dataset(const table_shape& shape, const dataset_options& options, const host_dataset& source)
+    : m_shape(shape),
+      m_options(options),
+      m_mean(source.m_mean),
+      m_inv_std(source.m_inv_std),
+      m_weight(source.m_weight) {
+  m_shape.validate();
+  m_x.assign(static_cast<std::size_t>(m_shape.allocated_elements()), std::numeric_limits<float>::quiet_NaN());
+  const table_shape to = m_shape, from = source.m_shape;
+  const float* in = source.m_x.data();
+  float* out = m_x.data();
+  // Blocks of rows, feature-outer inside a block: one side streams, the other stays in cache.
+  constexpr std::int64_t block = 256;
+  const std::int64_t rows = to.rows, features = to.features;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
+    const std::int64_t end = std::min(rows, r0 + block);
+    for (std::int64_t f = 0; f < features; ++f)
+      for (std::int64_t r = r0; r < end; ++r) out[to.offset(r, f)] = in[from.offset(r, f)];
   }
 }
 

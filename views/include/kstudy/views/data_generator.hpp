@@ -39,8 +39,7 @@ class host_dataset {
   host_dataset with_layout(table_layout layout, std::int64_t row_padding = 0) const;
 
  private:
-  host_dataset(const table_shape& shape, const dataset_options& options, const host_dataset& stats_from);
-  void fill_table();
+  host_dataset(const table_shape& shape, const dataset_options& options, const host_dataset& source);
 
   table_shape m_shape;
   dataset_options m_options;
