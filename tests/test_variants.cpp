@@ -64,7 +64,9 @@ class VariantCorrectness : public ::testing::TestWithParam<std::string> {
 TEST_P(VariantCorrectness, MatchesReferenceOverShapes) {
   KSTUDY_REQUIRE_KOKKOS();
   const std::int64_t shapes[][2] = {{1, 1},    {1, 16},    {37, 1},   {1000, 16}, {1023, 17},
-                                    {4099, 33}, {333, 256}, {65, 513}, {20000, 7}, {3, 5000}};
+                                    {4099, 33}, {333, 256}, {65, 513}, {20000, 7}, {3, 5000},
+                                    // enough rows (a multiple of 4) for the feature-major kernels' four-rows-per-thread path
+                                    {1048580, 11}};
   std::uint64_t seed = 1;
   for (const auto& s : shapes) {
     kstudy::dataset_options options;

@@ -54,6 +54,7 @@ struct launch_geometry {
   int grid = 0;
   int block = 0;
   int smem_bytes = 0;
+  int rows_per_thread = 1;
 };
 
 // One resident wave (or fewer blocks when there is less work): the kernels grid-stride, so bigger grids
@@ -61,9 +62,15 @@ struct launch_geometry {
 launch_geometry plan_launch(kernel_fn kernel, bool tiled, const table_shape& shape, int block) {
   launch_geometry g;
   g.block = block;
-  // The feature-major kernel takes four rows per thread when rows are a multiple of 4.
-  const std::int64_t threads_needed =
-      kernel == fused_cuda_feature_major && shape.rows % 4 == 0 ? shape.rows / 4 : shape.rows;
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  // The feature-major kernel takes four rows per thread (16-byte loads) when rows are a multiple of 4
+  // and there are still enough quads to give every resident thread one; with fewer (262,144 x 256:
+  // 65,536 quads for 135,168 resident threads) it ran at 24% achieved occupancy, so wide, short tables
+  // take one row per thread instead.
+  if (kernel == fused_cuda_feature_major && shape.rows % 4 == 0 &&
+      shape.rows / 4 >= std::int64_t(resident_blocks_per_sm(kernel, block, 0)) * sms * block)
+    g.rows_per_thread = 4;
+  const std::int64_t threads_needed = shape.rows / g.rows_per_thread;
   std::int64_t work_blocks = (threads_needed + block - 1) / block;
   if (tiled) {
     const kstudy_tile_plan plan = kstudy_plan_tile(shape.features, block, true);  // cudaMalloc: 256-byte aligned
@@ -75,7 +82,7 @@ launch_geometry plan_launch(kernel_fn kernel, bool tiled, const table_shape& sha
   const int per_sm = resident_blocks_per_sm(kernel, block, g.smem_bytes);
   if (per_sm < 1)
     throw std::runtime_error("fused_cuda: a block of " + std::to_string(block) + " threads does not fit an SM");
-  const std::int64_t resident = std::int64_t(per_sm) * device_attribute(cudaDevAttrMultiProcessorCount);
+  const std::int64_t resident = std::int64_t(per_sm) * sms;
   g.grid = static_cast<int>(std::max<std::int64_t>(1, std::min(work_blocks, resident)));
   return g;
 }
@@ -142,7 +149,8 @@ class fused_cuda final : public scoring_variant {
                                features,
                                m_shape.pitch,
                                problem.clip,
-                               problem.threshold};
+                               problem.threshold,
+                               m_geometry.rows_per_thread};
     upload(problem.x);  // fences the stream, vectors included
     m_flagged = -1;
   }

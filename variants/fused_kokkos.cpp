@@ -78,15 +78,20 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
 
   // Queues the kernel; its flagged count lands in m_count_host.
   void launch() {
+    [[maybe_unused]] const int team_threads = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
     if constexpr (on_host) {
       if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();
       else run_row_per_thread("kstudy::fused_kokkos<row_major,host>");
     } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight>) {
       run_device_row_major_tiled();
     } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) {
-      // Four rows per thread where every column starts on 16 bytes; one row per thread otherwise.
-      if (this->m_shape.rows % 4 == 0 && this->m_x.stride(1) % 4 == 0) run_device_feature_major_quads();
-      else run_device_row_per_thread("kstudy::fused_kokkos<feature_major>");
+      // Four rows per thread where every column starts on 16 bytes and there are quads enough for every
+      // resident thread (else, as at 262,144 x 256, a quarter of the GPU idles); one row per thread otherwise.
+      const std::int64_t resident_threads = detail::bounded_resident_teams(this->m_space, team_threads) * team_threads;
+      if (this->m_shape.rows % 4 == 0 && this->m_x.stride(1) % 4 == 0 && this->m_shape.rows / 4 >= resident_threads)
+        run_device_feature_major_quads();
+      else
+        run_device_row_per_thread("kstudy::fused_kokkos<feature_major>");
     } else {
       run_device_row_per_thread("kstudy::fused_kokkos<padded_row_major>");
     }
@@ -96,7 +101,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
   // feature), eight features of them in flight per thread, and the four scores and flags are stored as
   // one 16-byte and one 4-byte store. Same resident wave of striding teams as the row-per-thread kernel.
   void run_device_feature_major_quads() {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
     using quad = chunk<Value, 4>;
     using flag_quad = chunk<std::uint8_t, 4>;
@@ -109,7 +114,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const std::int64_t quads = this->m_shape.rows / 4, features = this->m_shape.features;
     const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
     const std::int64_t teams =
-        std::min((quads + team_size - 1) / team_size, detail::resident_teams(this->m_space, team_size));
+        std::min((quads + team_size - 1) / team_size, detail::bounded_resident_teams(this->m_space, team_size));
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<feature_major,4 rows per thread>",
         detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
@@ -152,7 +157,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
   // thread then paid Kokkos' team reduction for only 16 loads. TeamPolicy, not RangePolicy: Kokkos 3.4
   // caps a RangePolicy reduction's grid at its block size.
   void run_device_row_per_thread(const char* label) {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
     const auto x = this->m_x;
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
@@ -162,7 +167,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
     const std::int64_t teams =
-        std::min((rows + team_size - 1) / team_size, detail::resident_teams(this->m_space, team_size));
+        std::min((rows + team_size - 1) / team_size, detail::bounded_resident_teams(this->m_space, team_size));
     Kokkos::parallel_reduce(
         label, detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
@@ -230,114 +235,124 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
         this->m_count_host);
   }
 
-  // Device, row-major: a team copies a contiguous tile of whole rows into scratch with flat, coalesced
-  // loads -- 16-byte chunks when rows are whole chunks; each thread issues all its loads before storing
-  // any, so they overlap -- storing them at an odd row pitch so that in the second phase one thread per
-  // row reads scratch without bank conflicts. One resident wave of teams strides over the tiles, so
-  // Kokkos' team reduction is paid once per team, not once per tile.
+  // Device, row-major: the CUDA tiled kernel's plan (kstudy_plan_tile) in Kokkos. A team copies a
+  // contiguous tile of whole rows into scratch with flat, coalesced loads -- 16-byte chunks when rows are
+  // whole chunks; each thread issues all its loads before storing any, so they overlap -- then a group of
+  // G vector lanes reduces each row from scratch (Kokkos' vector reduction: shuffles on a GPU). The tile's
+  // row pitch in chunks is G mod 2G so the lanes of one shared-memory wavefront hit distinct banks, and
+  // the feature vectors sit in scratch as chunks too. One resident wave of teams strides over the tiles.
   void run_device_row_major_tiled() {
     const std::int64_t features = this->m_shape.features;
-    const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
-    const std::int64_t pitch = features | 1;  // odd: consecutive rows start in different banks
-    const std::int64_t max_elements = 8192;
-    // Rows per team: one per thread, fewer when the tile would pass 32 KiB of scratch or max_loads per thread.
-    const std::int64_t rows_per_team =
-        std::min<std::int64_t>({team_size, max_elements / pitch, std::int64_t(team_size) * max_loads / features});
-    if (rows_per_team < 1) {
-      run_device_row_major_direct(std::max(1, team_size / 32), 32);  // rows wider than a tile
-      return;
-    }
+    const int threads = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
     // x's allocation is aligned far beyond 16 bytes; a tile then starts on a chunk when rows are whole chunks.
-    if (features % 4 == 0) run_tiles<4>(team_size, pitch, rows_per_team);
-    else run_tiles<1>(team_size, pitch, rows_per_team);
+    if (features % 4 == 0 && run_tiles<4>(threads)) return;
+    if (run_tiles<1>(threads)) return;
+    run_device_row_major_direct(std::max(1, threads / 32), 32);  // rows wider than a tile
   }
 
+  // False when a row does not fit the tile.
   template <int Width>
-  void run_tiles(int team_size, std::int64_t pitch, std::int64_t rows_per_team) {
+  bool run_tiles(int threads) {
     // Bounds for 1,024-thread teams: the compiler keeps the kernel within 64 registers, so every block
-    // size a study asks for can launch.
+    // size a study asks for can launch, and half the GPU's thread slots hold resident teams.
     using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
     using chunk_type = chunk<Value, Width>;
-    constexpr int max_chunks = max_loads / Width;
+    constexpr int lane_chunks = max_loads / Width;  // chunks a lane keeps in flight while copying
+    constexpr int scratch_floats = 8192;  // 32 KiB, leaving Kokkos room for its reduction in shared memory
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
-    const std::int64_t row_chunks = features / Width;
+    const int row_chunks = static_cast<int>(features / Width);
+    int group = 1;  // lanes per row: each takes at most lane_chunks chunks of it
+    while (group < 32 && group * lane_chunks < row_chunks) group *= 2;
+    int pitch = row_chunks;  // chunks between tile rows in scratch
+    if (group < 32 / Width)
+      while (pitch % (2 * group) != group) ++pitch;
+    const std::int64_t free_floats = scratch_floats - 3 * (features + Width);
+    std::int64_t tile_rows = std::int64_t(threads) * lane_chunks / row_chunks;
+    tile_rows = std::min<std::int64_t>(tile_rows, free_floats > 0 ? free_floats / (std::int64_t(pitch) * Width) : 0);
+    if (tile_rows < 1 || features >= scratch_floats) return false;
+    const int rows_per_team = static_cast<int>(tile_rows);
+    const int team_size = threads / group;
     const std::int64_t tiles = (rows + rows_per_team - 1) / rows_per_team;
-    const std::int64_t teams = std::min(tiles, detail::resident_teams(this->m_space, team_size));
+    const std::int64_t teams = std::min(tiles, detail::bounded_resident_teams(this->m_space, threads));
     const Value* x = this->m_x.data();
-    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
+    const Value *mean_g = this->m_vectors.mean.data(), *inv_std_g = this->m_vectors.inv_std.data(),
+                *weight_g = this->m_vectors.weight.data();
     const auto score = this->m_score;
     const auto flag = this->m_flag;
     const Value clip = this->m_clip, threshold = this->m_threshold;
-    // Rounded up to 16 bytes: Kokkos' scratch allocator aligns requests, and an odd pitch times an odd
-    // row count would otherwise ask get_shmem for more than was reserved (it then returns null).
-    // Lanes per row in the reduction: one thread per row for narrow rows; for wide rows (fewer rows than
-    // threads) a power-of-two group of threads shares a row and adds its partial sums through scratch.
-    int group = 1;
-    while (group < 32 && rows_per_team * group * 2 <= team_size) group *= 2;
-    const std::int64_t partials_offset = rows_per_team * pitch;
-    const std::size_t scratch_bytes =
-        (std::size_t(partials_offset + (group > 1 ? team_size : 0)) * sizeof(Value) + 15) / 16 * 16;
+    const int vector_chunks = row_chunks + 1;  // room for a partial chunk never read
+    const std::size_t scratch_bytes = std::size_t(3 * vector_chunks + rows_per_team * pitch) * sizeof(chunk_type);
     const auto body = KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
-      Value* tile = static_cast<Value*>(team.team_shmem().get_shmem(scratch_bytes));
-      const int threads = team.team_size();
-      const int t = team.team_rank();
-      // Row and chunk column of chunk c = t + k * threads, advanced without a division per chunk.
-      const std::int64_t step_rows = threads / row_chunks, step_cols = threads % row_chunks;
+      chunk_type* smem = static_cast<chunk_type*>(team.team_shmem().get_shmem(scratch_bytes));
+      chunk_type* mean = smem;
+      chunk_type* inv_std = smem + vector_chunks;
+      chunk_type* weight = smem + 2 * vector_chunks;
+      chunk_type* tile = smem + 3 * vector_chunks;
+      const int rank = team.team_rank();
+      Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, group), [&](const int lane) {
+        const int t = rank * group + lane, block = team_size * group;
+        for (int f = t; f < features; f += block) {
+          reinterpret_cast<Value*>(mean)[f] = mean_g[f];
+          reinterpret_cast<Value*>(inv_std)[f] = inv_std_g[f];
+          reinterpret_cast<Value*>(weight)[f] = weight_g[f];
+        }
+      });
       for (std::int64_t tile_index = team.league_rank(); tile_index < tiles; tile_index += team.league_size()) {
         const std::int64_t r0 = tile_index * rows_per_team;
-        const std::int64_t n_rows = rows - r0 < rows_per_team ? rows - r0 : rows_per_team;
-        const std::int64_t n = n_rows * row_chunks;  // the tile is contiguous in a row-major table
+        const int n_rows = rows - r0 < rows_per_team ? static_cast<int>(rows - r0) : rows_per_team;
+        const int n = n_rows * row_chunks;  // the tile is contiguous in a row-major table
         const chunk_type* source = reinterpret_cast<const chunk_type*>(x + r0 * features);
-        chunk_type v[max_chunks];
-        for (int k = 0; k < max_chunks; ++k) {
-          const std::int64_t c = t + std::int64_t(k) * threads;
-          if (c < n) v[k] = source[c];
-        }
-        std::int64_t row = t / row_chunks, col = t % row_chunks;
-        for (int k = 0; k < max_chunks; ++k) {
-          const std::int64_t c = t + std::int64_t(k) * threads;
-          if (c < n)
-            for (int j = 0; j < Width; ++j) tile[row * pitch + col * Width + j] = v[k].v[j];
-          row += step_rows;
-          col += step_cols;
-          if (col >= row_chunks) {
-            col -= row_chunks;
-            ++row;
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, group), [&](const int lane) {
+          // Flat chunk c = t + k * block of the tile is (row q, column m); tracked without a division per chunk.
+          const int t = rank * group + lane, block = team_size * group;
+          chunk_type v[lane_chunks];
+          for (int k = 0; k < lane_chunks; ++k)
+            if (t + k * block < n) v[k] = source[t + k * block];
+          int q = t / row_chunks, m = t - q * row_chunks;
+          const int dq = block / row_chunks, dm = block - dq * row_chunks;
+          for (int k = 0; k < lane_chunks; ++k) {
+            if (t + k * block < n) tile[q * pitch + m] = v[k];
+            q += dq;
+            m += dm;
+            if (m >= row_chunks) {
+              m -= row_chunks;
+              ++q;
+            }
           }
-        }
-        team.team_barrier();
-        const int local_row = t / group, member = t % group;
-        Value sum = 0;
-        if (local_row < n_rows) {
-          const Value* own = tile + local_row * pitch;
-          for (std::int64_t f = member; f < features; f += group)
-            sum += clamp_nan_through((own[f] - mean(f)) * inv_std(f), clip) * weight(f);
-        }
-        if (group > 1) {
-          Value* partials = tile + partials_offset;
-          partials[t] = sum;
-          team.team_barrier();
-          if (member == 0)
-            for (int j = 1; j < group; ++j) sum += partials[t + j];
-        }
-        if (member == 0 && local_row < n_rows) {
-          score(r0 + local_row) = sum;
-          const bool flagged_row = sum > threshold;
-          flag(r0 + local_row) = flagged_row;
-          count += flagged_row;
+        });
+        team.team_barrier();  // also publishes the feature vectors on the first tile
+        // A uniform trip count: every lane of a warp takes part in each vector reduction's shuffles.
+        for (int base = 0; base < n_rows; base += team_size) {
+          const int i = base + rank;
+          const chunk_type* row = tile + i * pitch;
+          Value sum = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::ThreadVectorRange(team, i < n_rows ? row_chunks : 0),
+              [&](const int c, Value& partial) {
+                const chunk_type xv = row[c], mv = mean[c], sv = inv_std[c], wv = weight[c];
+                for (int j = 0; j < Width; ++j) partial += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
+              },
+              sum);
+          if (i < n_rows) Kokkos::single(Kokkos::PerThread(team), [&]() {
+            score(r0 + i) = sum;
+            const bool flagged_row = sum > threshold;
+            flag(r0 + i) = flagged_row;
+            count += flagged_row;
+          });
         }
         team.team_barrier();  // the next tile overwrites this one
       }
     };
-    auto policy = detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size));
+    auto policy = detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size, group));
     policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
     // The kernel's registers may not allow the largest blocks; Kokkos would refuse them.
     const int allowed = policy.team_size_max(body, Kokkos::ParallelReduceTag());
     if (team_size > allowed)
-      throw std::invalid_argument("block size " + std::to_string(team_size) + " exceeds the " +
-                                  std::to_string(allowed) + " threads this kernel's registers allow");
+      throw std::invalid_argument("block size " + std::to_string(threads) + " exceeds the " +
+                                  std::to_string(allowed * group) + " threads this kernel's registers allow");
     Kokkos::parallel_reduce("kstudy::fused_kokkos<row_major>", policy, body, this->m_count_host);
+    return true;
   }
 
   // Rows wider than a tile: vector lanes stride over the features of one row in global memory.

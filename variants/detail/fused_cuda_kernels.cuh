@@ -27,6 +27,7 @@ struct kstudy_fused_args {
   long long pitch;  // elements between rows; only the padded kernel reads it
   float clip;
   float threshold;
+  int rows_per_thread;  // feature-major kernel: 4 (rows a multiple of 4) or 1, chosen by the host
 };
 
 // Tile plan of fused_cuda_row_major_tiled, shared by the kernel and the host (launch geometry and
@@ -276,7 +277,7 @@ __device__ __forceinline__ void kstudy_feature_major_quads(const kstudy_fused_ar
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_feature_major(kstudy_fused_args a) {
-  if (a.rows % 4 == 0) kstudy_feature_major_quads(a);
+  if (a.rows_per_thread == 4) kstudy_feature_major_quads(a);
   else kstudy_row_per_thread(a, 1, a.rows);  // a warp reads 32 adjacent rows of one feature: coalesced
 }
 

@@ -81,6 +81,18 @@ std::int64_t resident_teams(const ExecutionSpace& space, int team_size) {
   return teams > 0 ? teams : 1;
 }
 
+// Teams of team_size threads that are sure to be resident at once for a kernel built with
+// LaunchBounds<1024, 1> (at most 64 registers a thread): on a GPU, half of its thread slots (65,536
+// registers per SM / 64). Sizing such a kernel's grid by concurrency() alone gave it two waves
+// (fused_kokkos at 1M x 16: 1,024 teams of 256 threads where 4 x 132 fit at 55 registers), and the
+// second ran as a tail.
+template <class ExecutionSpace>
+std::int64_t bounded_resident_teams(const ExecutionSpace& space, int team_size) {
+  const std::int64_t teams = resident_teams(space, team_size);
+  if constexpr (is_host_space_v<ExecutionSpace>) return teams;
+  else return teams > 1 ? teams / 2 : 1;
+}
+
 // Clamp whose NaN passes through (a NaN feature makes the row's score NaN), as the reference does.
 template <class Value>
 KOKKOS_FORCEINLINE_FUNCTION Value clamp_nan_through(Value v, Value clip) {
