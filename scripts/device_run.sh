@@ -14,11 +14,15 @@
 #        and cold_compile into $OUT/cold.h5
 #   scripts/device_run.sh BUNDLE.tar.xz sweeps             # rows_sweep and feature_sweep into $OUT/sweeps.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
+#   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
+#        (faults: the fault and GPU-health tests alone; short: the short experiments and cold_compile)
+# KSTUDY_RESUME_SWEEPS=ARCHIVE: sweeps completes that (interrupted) archive with --resume instead of
+# starting afresh, so a sweep cut by one call's time limit is finished by the next.
 # Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the sweeps (defaults: the files');
 # KSTUDY_*_SECONDS bound each step; KSTUDY_PACK=1 packs the text logs into $OUT/logs.tar at the end (the
 # device tool brings back at most 8 files).
 set -uo pipefail
-tarball=$1; mode=$2; shift 2
+tarball=$1; modes=$2; shift 2
 out=${OUT:-$PWD/device-out}; mkdir -p "$out"
 work=$(mktemp -d); tar -xJf "$tarball" -C "$work"
 bundle=$(dirname "$(find "$work" -maxdepth 2 -name env.sh | head -1)")
@@ -79,10 +83,14 @@ profile() {
   fi
 }
 
-suite() {
-  check
-  sanitize
-  profile
+faults() {
+  step "fault and GPU health tests"
+  timeout 400 "$bundle/run_tests.sh" --gtest_filter='Faults.*:GpuHealth.*' > "$out/reliability-tests.txt" 2>&1
+  echo "tests rc=$?"
+  grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|^\[ health|PASSED|FAILED TEST" "$out/reliability-tests.txt" | tail -30
+}
+
+short() {
   step "short experiments"
   timeout ${KSTUDY_STUDY_SECONDS:-240} "$bundle/kstudy" run launch_overhead transfer_calibration layout_transpose \
     block_size quick --out "$out/study.h5" > "$out/study.txt" 2>&1
@@ -93,24 +101,35 @@ suite() {
   echo "cold rc=$?"; grep -E "error|results:" "$out/cold.txt" | head -5
 }
 
+suite() {
+  check
+  sanitize
+  profile
+  short
+}
+
 sweeps() {
   step sweeps
-  timeout ${KSTUDY_SWEEP_SECONDS:-540} "$bundle/kstudy" run rows_sweep feature_sweep "${overrides[@]}" \
+  local resume=()
+  if [[ -n ${KSTUDY_RESUME_SWEEPS:-} ]]; then
+    cp "$KSTUDY_RESUME_SWEEPS" "$out/sweeps.h5" && resume=(--resume)
+  fi
+  timeout ${KSTUDY_SWEEP_SECONDS:-540} "$bundle/kstudy" run rows_sweep feature_sweep "${overrides[@]}" "${resume[@]}" \
     --out "$out/sweeps.h5" > "$out/sweeps.txt" 2>&1
   echo "sweeps rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/sweeps.txt" | head -20
 }
 
 echo "gpu before: $(gpu_state)" | tee "$out/gpu.txt"
+for mode in $modes; do
 case $mode in
   check) check ;;
+  faults) faults ;;
+  short) short ;;
   sanitize) sanitize ;;
   profile) profile "$@" ;;
   study) step study; "$bundle/kstudy" run "$@" --out "$out/study.h5" > "$out/study.txt" 2>&1; echo "study rc=$?"; tail -40 "$out/study.txt" ;;
   reliability)
-    step "fault and GPU health tests"
-    timeout 400 "$bundle/run_tests.sh" --gtest_filter='Faults.*:GpuHealth.*' > "$out/reliability-tests.txt" 2>&1
-    echo "tests rc=$?"
-    grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|^\[ health|PASSED|FAILED TEST" "$out/reliability-tests.txt" | tail -30
+    faults
     step "health-guarded study"
     "$bundle/kstudy" run quick --trials 3 --replications 1 --out "$out/health.h5" > "$out/health.txt" 2>&1
     echo "study rc=$?"; grep -E "GPU health|FAILED|results:" "$out/health.txt"
@@ -120,6 +139,7 @@ case $mode in
   all) suite; sweeps ;;
   *) echo "device_run.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac
+done
 echo "gpu after: $(gpu_state)" | tee -a "$out/gpu.txt"
 if [[ ${KSTUDY_PACK:-0} != 0 ]]; then
   (cd "$out" && ls *.txt > /dev/null 2>&1 && tar -cf logs.tar *.txt && rm -f *.txt)
