@@ -74,6 +74,17 @@ fault_injecting_variant::fault_injecting_variant(std::unique_ptr<scoring_variant
 
 void fault_injecting_variant::run() {
   m_inner->run();
+  fire_if_armed();
+}
+
+// The timed runs of a device variant queue their work (enqueue_run, then wait) so CUDA events can stop
+// right behind it; the fault must fire there too, not first in a later one-shot run.
+void fault_injecting_variant::enqueue_run() {
+  m_inner->enqueue_run();
+  fire_if_armed();
+}
+
+void fault_injecting_variant::fire_if_armed() {
   if (!m_armed) return;
   m_armed = false;
   switch (m_kind) {

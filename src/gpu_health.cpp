@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <utility>
 
-#ifdef KOKKOS_ENABLE_CUDA
+// Kokkos first: KOKKOS_ENABLE_CUDA is defined by its configuration header (inside the #ifdef it was
+// never defined, and the cuda flavour watched NVML device 0 instead of the device Kokkos runs on).
 #include <Kokkos_Core.hpp>
+#ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
 #endif
 

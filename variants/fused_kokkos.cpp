@@ -284,7 +284,9 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const int vector_chunks = row_chunks + 1;  // room for a partial chunk never read
     const std::size_t scratch_bytes = std::size_t(3 * vector_chunks + rows_per_team * pitch) * sizeof(chunk_type);
     const auto body = KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
-      chunk_type* smem = static_cast<chunk_type*>(team.team_shmem().get_shmem(scratch_bytes));
+      // Aligned for 16-byte chunk stores: plain get_shmem gave an 8-byte-aligned address after Kokkos'
+      // own reduction space (compute-sanitizer: misaligned __shared__ writes).
+      chunk_type* smem = static_cast<chunk_type*>(team.team_shmem().get_shmem_aligned(scratch_bytes, alignof(chunk_type)));
       chunk_type* mean = smem;
       chunk_type* inv_std = smem + vector_chunks;
       chunk_type* weight = smem + 2 * vector_chunks;
@@ -345,7 +347,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
       }
     };
     auto policy = detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size, group));
-    policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
+    policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes + alignof(chunk_type)));  // room to align
     // The kernel's registers may not allow the largest blocks; Kokkos would refuse them.
     const int allowed = policy.team_size_max(body, Kokkos::ParallelReduceTag());
     if (team_size > allowed)

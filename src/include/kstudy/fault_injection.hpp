@@ -58,7 +58,7 @@ class fault_injecting_variant final : public scoring_variant {
   void* stream() const override { return m_inner->stream(); }
   bool queues_asynchronously() const override { return m_inner->queues_asynchronously(); }
   void enqueue_upload(const float* host_x) override { m_inner->enqueue_upload(host_x); }
-  void enqueue_run() override { m_inner->enqueue_run(); }
+  void enqueue_run() override;
   void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
     m_inner->enqueue_download(host_score, host_flag);
   }
@@ -69,6 +69,7 @@ class fault_injecting_variant final : public scoring_variant {
   std::unique_ptr<scoring_variant> m_inner;
   fault_kind m_kind;
   std::string m_variant_id;
+  void fire_if_armed();
   bool m_armed = false;
 };
 
