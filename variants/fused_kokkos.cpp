@@ -30,6 +30,12 @@ using detail::clamp_nan_through;
 constexpr int host_row_block = 256;
 // Device row-major tile: at most this many loads per thread, all issued before any store to scratch.
 constexpr int max_loads = 16;
+// Device one-row-per-thread kernels (feature-major, padded): 256-thread teams (these variants take no
+// block size), built to 48 registers so five teams share an SM (62.5% occupancy, as the CUDA kernel at
+// 46 registers; at 64 registers the 16M x 16 stream stalled on memory latency at 50%).
+constexpr int feature_major_team = 256;
+constexpr int feature_major_min_teams = 5;
+constexpr int feature_major_threads_per_sm = feature_major_team * feature_major_min_teams;
 
 // Width consecutive values moved as one aligned load (16 bytes for four floats).
 template <class Value, int Width>
@@ -78,7 +84,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
 
   // Queues the kernel; its flagged count lands in m_count_host.
   void launch() {
-    [[maybe_unused]] const int team_threads = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
+
     if constexpr (on_host) {
       if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();
       else run_row_per_thread("kstudy::fused_kokkos<row_major,host>");
@@ -87,7 +93,9 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) {
       // Four rows per thread where every column starts on 16 bytes and there are quads enough for every
       // resident thread (else, as at 262,144 x 256, a quarter of the GPU idles); one row per thread otherwise.
-      const std::int64_t resident_threads = detail::bounded_resident_teams(this->m_space, team_threads) * team_threads;
+      const std::int64_t resident_threads =
+          detail::guaranteed_resident_teams(this->m_space, feature_major_team, feature_major_threads_per_sm) *
+          feature_major_team;
       if (this->m_shape.rows % 4 == 0 && this->m_x.stride(1) % 4 == 0 && this->m_shape.rows / 4 >= resident_threads)
         run_device_feature_major_quads();
       else
@@ -101,7 +109,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
   // feature), eight features of them in flight per thread, and the four scores and flags are stored as
   // one 16-byte and one 4-byte store. Same resident wave of striding teams as the row-per-thread kernel.
   void run_device_feature_major_quads() {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<feature_major_team, feature_major_min_teams>>;
     using member_type = typename policy_type::member_type;
     using quad = chunk<Value, 4>;
     using flag_quad = chunk<std::uint8_t, 4>;
@@ -112,9 +120,9 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     flag_quad* flag = reinterpret_cast<flag_quad*>(this->m_flag.data());
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t quads = this->m_shape.rows / 4, features = this->m_shape.features;
-    const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
-    const std::int64_t teams =
-        std::min((quads + team_size - 1) / team_size, detail::bounded_resident_teams(this->m_space, team_size));
+    const int team_size = feature_major_team;
+    const std::int64_t teams = std::min((quads + team_size - 1) / team_size,
+                                        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<feature_major,4 rows per thread>",
         detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
@@ -157,7 +165,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
   // thread then paid Kokkos' team reduction for only 16 loads. TeamPolicy, not RangePolicy: Kokkos 3.4
   // caps a RangePolicy reduction's grid at its block size.
   void run_device_row_per_thread(const char* label) {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<feature_major_team, feature_major_min_teams>>;
     using member_type = typename policy_type::member_type;
     const auto x = this->m_x;
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
@@ -165,9 +173,9 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const auto flag = this->m_flag;
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
-    const int team_size = this->m_options.block_size > 0 ? this->m_options.block_size : 256;
-    const std::int64_t teams =
-        std::min((rows + team_size - 1) / team_size, detail::bounded_resident_teams(this->m_space, team_size));
+    const int team_size = feature_major_team;
+    const std::int64_t teams = std::min((rows + team_size - 1) / team_size,
+                                        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         label, detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
@@ -274,7 +282,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const int rows_per_team = static_cast<int>(tile_rows);
     const int team_size = threads / group;
     const std::int64_t tiles = (rows + rows_per_team - 1) / rows_per_team;
-    const std::int64_t teams = std::min(tiles, detail::bounded_resident_teams(this->m_space, threads));
+    const std::int64_t teams = std::min(tiles, detail::guaranteed_resident_teams(this->m_space, threads, 1024));
     const Value* x = this->m_x.data();
     const Value *mean_g = this->m_vectors.mean.data(), *inv_std_g = this->m_vectors.inv_std.data(),
                 *weight_g = this->m_vectors.weight.data();
@@ -324,6 +332,23 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
           }
         });
         team.team_barrier();  // also publishes the feature vectors on the first tile
+        if (group == 1) {
+          // One thread per row: a plain loop. Kokkos' vector reduction and single() recompute a lane mask
+          // (an integer division) around every row, which made this kernel issue-bound.
+          for (int i = rank; i < n_rows; i += team_size) {
+            const chunk_type* row = tile + i * pitch;
+            Value sum = 0;
+#pragma unroll 1
+            for (int c = 0; c < row_chunks; ++c) {
+              const chunk_type xv = row[c], mv = mean[c], sv = inv_std[c], wv = weight[c];
+              for (int j = 0; j < Width; ++j) sum += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
+            }
+            score(r0 + i) = sum;
+            const bool flagged_row = sum > threshold;
+            flag(r0 + i) = flagged_row;
+            count += flagged_row;
+          }
+        } else
         // A uniform trip count: every lane of a warp takes part in each vector reduction's shuffles.
         for (int base = 0; base < n_rows; base += team_size) {
           const int i = base + rank;

@@ -3,6 +3,7 @@
 // A variant derives from kokkos_variant<ExecutionSpace, Layout, Value> and implements run().
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <limits>
@@ -81,21 +82,41 @@ std::int64_t resident_teams(const ExecutionSpace& space, int team_size) {
   return teams > 0 ? teams : 1;
 }
 
-// Teams of team_size threads that are sure to be resident at once for a kernel built with
-// LaunchBounds<1024, 1> (at most 64 registers a thread): on a GPU, half of its thread slots (65,536
-// registers per SM / 64). Sizing such a kernel's grid by concurrency() alone gave it two waves
-// (fused_kokkos at 1M x 16: 1,024 teams of 256 threads where 4 x 132 fit at 55 registers), and the
-// second ran as a tail.
+// Teams of team_size threads sure to be resident at once when the kernel's launch bounds guarantee
+// threads_per_sm resident threads on every multiprocessor (LaunchBounds<1024, 1>: at most 64 registers,
+// so 1,024 of 2,048 slots; LaunchBounds<256, 5>: 1,280). Sizing a kernel's grid by concurrency() alone
+// gave a register-limited kernel two waves (fused_kokkos at 1M x 16: 1,024 teams of 256 threads where
+// 4 x 132 fit at 55 registers), and the second ran as a tail.
 template <class ExecutionSpace>
-std::int64_t bounded_resident_teams(const ExecutionSpace& space, int team_size) {
-  const std::int64_t teams = resident_teams(space, team_size);
-  if constexpr (is_host_space_v<ExecutionSpace>) return teams;
-  else return teams > 1 ? teams / 2 : 1;
+std::int64_t guaranteed_resident_teams(const ExecutionSpace& space, int team_size, int threads_per_sm) {
+  if constexpr (is_host_space_v<ExecutionSpace>) {
+    return resident_teams(space, team_size);
+  } else {
+    int slots_per_sm = 2048;
+#ifdef KOKKOS_ENABLE_CUDA
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&slots_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device) != cudaSuccess)
+      slots_per_sm = 2048;
+#endif
+    const std::int64_t sms = std::max<std::int64_t>(1, std::int64_t(space.concurrency()) / slots_per_sm);
+    return std::max<std::int64_t>(1, sms * std::max(1, threads_per_sm / team_size));
+  }
 }
 
 // Clamp whose NaN passes through (a NaN feature makes the row's score NaN), as the reference does.
+// On sm_80+ the NaN-propagating max/min do it in two instructions, as in the CUDA kernels; the
+// compare-and-select form takes four, and the row-major tile kernel is issue-bound.
 template <class Value>
 KOKKOS_FORCEINLINE_FUNCTION Value clamp_nan_through(Value v, Value clip) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<Value, float>) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(v), "f"(-clip));
+    asm("min.NaN.f32 %0, %0, %1;" : "+f"(r) : "f"(clip));
+    return r;
+  }
+#endif
   return v < -clip ? -clip : (v > clip ? clip : v);
 }
 
