@@ -83,7 +83,10 @@ launch_geometry plan_launch(kernel_fn kernel, bool tiled, const table_shape& sha
   if (per_sm < 1)
     throw std::runtime_error("fused_cuda: a block of " + std::to_string(block) + " threads does not fit an SM");
   const std::int64_t resident = std::int64_t(per_sm) * sms;
-  g.grid = static_cast<int>(std::max<std::int64_t>(1, std::min(work_blocks, resident)));
+  // As many waves of work as needed, spread evenly over the grid: every block strides over the same
+  // number of rows (262,144 rows on 660 blocks of 256 left some threads two rows and others one).
+  const std::int64_t waves = std::max<std::int64_t>(1, (work_blocks + resident - 1) / resident);
+  g.grid = static_cast<int>(std::max<std::int64_t>(1, (work_blocks + waves - 1) / waves));
   return g;
 }
 

@@ -31,10 +31,10 @@ constexpr int host_row_block = 256;
 // Device row-major tile: at most this many loads per thread, all issued before any store to scratch.
 constexpr int max_loads = 16;
 // Device one-row-per-thread kernels (feature-major, padded): 256-thread teams (these variants take no
-// block size), built to 48 registers so five teams share an SM (62.5% occupancy, as the CUDA kernel at
-// 46 registers; at 64 registers the 16M x 16 stream stalled on memory latency at 50%).
+// block size), built to 64 registers, so four teams share an SM. Built to 48 registers for five (62.5%
+// occupancy, as the CUDA kernel) they ran slower on the H200: 327.7 against 318.2 us at 16M x 16.
 constexpr int feature_major_team = 256;
-constexpr int feature_major_min_teams = 5;
+constexpr int feature_major_min_teams = 4;
 constexpr int feature_major_threads_per_sm = feature_major_team * feature_major_min_teams;
 
 // Width consecutive values moved as one aligned load (16 bytes for four floats).
@@ -109,7 +109,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
   // feature), eight features of them in flight per thread, and the four scores and flags are stored as
   // one 16-byte and one 4-byte store. Same resident wave of striding teams as the row-per-thread kernel.
   void run_device_feature_major_quads() {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<feature_major_team, feature_major_min_teams>>;
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
     using quad = chunk<Value, 4>;
     using flag_quad = chunk<std::uint8_t, 4>;
@@ -121,8 +121,8 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t quads = this->m_shape.rows / 4, features = this->m_shape.features;
     const int team_size = feature_major_team;
-    const std::int64_t teams = std::min((quads + team_size - 1) / team_size,
-                                        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
+    const std::int64_t teams = detail::balanced_teams((quads + team_size - 1) / team_size,
+                                                      detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<feature_major,4 rows per thread>",
         detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
@@ -165,7 +165,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
   // thread then paid Kokkos' team reduction for only 16 loads. TeamPolicy, not RangePolicy: Kokkos 3.4
   // caps a RangePolicy reduction's grid at its block size.
   void run_device_row_per_thread(const char* label) {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<feature_major_team, feature_major_min_teams>>;
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
     const auto x = this->m_x;
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
@@ -174,8 +174,8 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int team_size = feature_major_team;
-    const std::int64_t teams = std::min((rows + team_size - 1) / team_size,
-                                        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
+    const std::int64_t teams = detail::balanced_teams((rows + team_size - 1) / team_size,
+                                                      detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         label, detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
@@ -282,7 +282,7 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
     const int rows_per_team = static_cast<int>(tile_rows);
     const int team_size = threads / group;
     const std::int64_t tiles = (rows + rows_per_team - 1) / rows_per_team;
-    const std::int64_t teams = std::min(tiles, detail::guaranteed_resident_teams(this->m_space, threads, 1024));
+    const std::int64_t teams = detail::balanced_teams(tiles, detail::guaranteed_resident_teams(this->m_space, threads, 1024));
     const Value* x = this->m_x.data();
     const Value *mean_g = this->m_vectors.mean.data(), *inv_std_g = this->m_vectors.inv_std.data(),
                 *weight_g = this->m_vectors.weight.data();

@@ -104,6 +104,15 @@ std::int64_t guaranteed_resident_teams(const ExecutionSpace& space, int team_siz
   }
 }
 
+// Teams for `work` blocks of work given `resident` teams at once: as many waves of work as needed,
+// spread evenly, so every team strides over the same number of blocks (262,144 rows on 660 teams of 256
+// threads left some threads two rows and others one; 512 teams give every thread two).
+inline std::int64_t balanced_teams(std::int64_t work, std::int64_t resident) {
+  if (work <= resident) return work > 0 ? work : 1;
+  const std::int64_t waves = (work + resident - 1) / resident;
+  return (work + waves - 1) / waves;
+}
+
 // Clamp whose NaN passes through (a NaN feature makes the row's score NaN), as the reference does.
 // On sm_80+ the NaN-propagating max/min do it in two instructions, as in the CUDA kernels; the
 // compare-and-select form takes four, and the row-major tile kernel is issue-bound.
