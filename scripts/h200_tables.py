@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Prints the README's H200 tables from the archived files (no numbers typed in by hand).
 
-    scripts/h200_tables.py [DATA_DIR=data/h200-2026-11-30-s2]
+    scripts/h200_tables.py [DATA_DIR=data/h200-2026-11-30-s3]
 
 Uses Debian's python3-h5py / python3-pandas (run with /usr/bin/python3). Only gate-passed samples
 count; medians per point; speedups against cpu_reference@openmp from the same archive.
@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
-data = Path(sys.argv[1] if len(sys.argv) > 1 else "data/h200-2026-11-30-s2")
+data = Path(sys.argv[1] if len(sys.argv) > 1 else "data/h200-2026-11-30-s3")
 pd.set_option("display.width", 200)
 
 
