@@ -96,7 +96,7 @@ short() {
     block_size quick --out "$out/study.h5" > "$out/study.txt" 2>&1
   echo "studies rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/study.txt" | head -20
   step cold
-  timeout ${KSTUDY_COLD_SECONDS:-90} "$bundle/kstudy" run cold_compile --trials 1 --replications 1 --out "$out/cold.h5" \
+  timeout ${KSTUDY_COLD_SECONDS:-90} "$bundle/kstudy" run cold_compile --out "$out/cold.h5" \
     > "$out/cold.txt" 2>&1
   echo "cold rc=$?"; grep -E "error|results:" "$out/cold.txt" | head -5
 }
