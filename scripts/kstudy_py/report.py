@@ -318,7 +318,7 @@ class Report:
             rows_, feats = self.shape
             at = df[(df.rows == rows_) & (df.features == feats)]
             for _, r in at.iterrows():
-                sec.lines.append(f"- {A.fmt_rows(rows_)}×{feats}, `{r.row_variant}` ({r.timer}): row/feature "
+                sec.lines.append(f"- {A.fmt_rows(rows_)}×{feats} ({r.experiment}), `{r.row_variant}` ({r.timer}): row/feature "
                                  f"{r.row_over_feature:.2f}"
                                  + (f", padded/feature {r.padded_over_feature:.2f}" if np.isfinite(r.padded_over_feature) else "")
                                  + f"; transpose {A.fmt_seconds(r.transpose_s)}; {reuse_words(r.break_even_reuses)}")
@@ -1012,10 +1012,12 @@ class Report:
             v = df.variant.iloc[0]
             g = bench[(bench.variant == v) & (bench.rows == rows) & (bench.features == feats)]
             res = g[g.timer == "resident_wall"]
+            # One line per experiment that measured the shape (rows_sweep and quick both reach 1M x 16), named.
             for _, r in g[g.timer == "one_shot"].iterrows():
-                if len(res):
+                same = res[res.experiment == r.experiment]
+                if len(same):
                     lines.append(f"- **Against {Path(self.cpu_baseline_path).name}'s CPU ({A.fmt_seconds(r.cpu_median)})**, "
-                                 f"`{v}`: {res.speedup.iloc[0]:.1f}× resident → {r.speedup:.2f}× one-shot "
+                                 f"`{v}` ({r.experiment}): {same.speedup.iloc[0]:.1f}× resident → {r.speedup:.2f}× one-shot "
                                  f"{r.memory_kind}{' — the GPU loses' if r.speedup < 1 else ''}.")
         cr = getattr(self, "crossover", None)
         if cr is not None and len(cr):
@@ -1041,8 +1043,8 @@ class Report:
         if lay is not None and len(lay):
             g = lay[(lay.rows == rows) & (lay.features == feats) & (lay.timer == "resident_wall")]
             for _, r in g.iterrows():
-                lines.append(f"- **Layout, {shape}**: `{r.row_variant}` / feature-major = {r.row_over_feature:.2f}; "
-                             f"{reuse_words(r.break_even_reuses)}.")
+                lines.append(f"- **Layout, {shape} ({r.experiment})**: `{r.row_variant}` / feature-major = "
+                             f"{r.row_over_feature:.2f}; {reuse_words(r.break_even_reuses)}.")
         return lines
 
     def markdown(self):
