@@ -348,25 +348,26 @@ class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout,
             flag(r0 + i) = flagged_row;
             count += flagged_row;
           }
-        } else
-        // A uniform trip count: every lane of a warp takes part in each vector reduction's shuffles.
-        for (int base = 0; base < n_rows; base += team_size) {
-          const int i = base + rank;
-          const chunk_type* row = tile + i * pitch;
-          Value sum = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(team, i < n_rows ? row_chunks : 0),
-              [&](const int c, Value& partial) {
-                const chunk_type xv = row[c], mv = mean[c], sv = inv_std[c], wv = weight[c];
-                for (int j = 0; j < Width; ++j) partial += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
-              },
-              sum);
-          if (i < n_rows) Kokkos::single(Kokkos::PerThread(team), [&]() {
-            score(r0 + i) = sum;
-            const bool flagged_row = sum > threshold;
-            flag(r0 + i) = flagged_row;
-            count += flagged_row;
-          });
+        } else {
+          // A uniform trip count: every lane of a warp takes part in each vector reduction's shuffles.
+          for (int base = 0; base < n_rows; base += team_size) {
+            const int i = base + rank;
+            const chunk_type* row = tile + i * pitch;
+            Value sum = 0;
+            Kokkos::parallel_reduce(
+                Kokkos::ThreadVectorRange(team, i < n_rows ? row_chunks : 0),
+                [&](const int c, Value& partial) {
+                  const chunk_type xv = row[c], mv = mean[c], sv = inv_std[c], wv = weight[c];
+                  for (int j = 0; j < Width; ++j) partial += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
+                },
+                sum);
+            if (i < n_rows) Kokkos::single(Kokkos::PerThread(team), [&]() {
+              score(r0 + i) = sum;
+              const bool flagged_row = sum > threshold;
+              flag(r0 + i) = flagged_row;
+              count += flagged_row;
+            });
+          }
         }
         team.team_barrier();  // the next tile overwrites this one
       }
