@@ -369,17 +369,12 @@ class Report:
         def add(claim, seed, here, verdict):
             rows.append({"claim": claim, "seed": seed, "here": here, "verdict": verdict})
 
-        wf = getattr(self, "waterfall", None)
-        if wf is not None:
-            df, _ = wf
-            for memory, g in df.groupby("memory_kind", sort=False):
-                kernel = g[g.component.str.startswith("kernel")].seconds.iloc[0]
-                total = g[g.component == "one_shot (measured total)"].seconds.iloc[0]
-                kept = kernel / total
-                add(f"one-shot ({memory}) keeps a few % of the resident speedup at 1,048,576×16",
-                    "3.2% kept (324× → 10.4×, pageable NumPy in and out)",
-                    f"{100 * kept:.1f}% kept (`{g.variant.iloc[0]}`: kernel {A.fmt_seconds(kernel)}, one-shot "
-                    f"{A.fmt_seconds(total)})", "holds" if kept < 0.1 else "changes: transfers erase less")
+        for memory, variant, kernel, total in self.waterfall_totals():
+            kept = kernel / total
+            add(f"one-shot ({memory}) keeps a few % of the resident speedup at 1,048,576×16",
+                "3.2% kept (324× → 10.4×, pageable NumPy in and out)",
+                f"{100 * kept:.1f}% kept (`{variant}`: kernel {A.fmt_seconds(kernel)}, one-shot "
+                f"{A.fmt_seconds(total)})", "holds" if kept < 0.1 else "changes: transfers erase less")
         cr = getattr(self, "crossover", None)
         if cr is not None and len(cr):
             g = cr[(cr.timer == "one_shot") & (cr.memory_kind == "pageable") & (cr.bracket != "never")]
@@ -977,6 +972,18 @@ class Report:
             df["boundary"] = df.boundary.astype(str)
         return df
 
+    def waterfall_totals(self):
+        """(memory kind, variant, kernel seconds, measured one-shot seconds) per memory kind of the waterfall."""
+        wf = getattr(self, "waterfall", None)
+        if wf is None:
+            return []
+        out = []
+        for memory, g in wf[0].groupby("memory_kind", sort=False):
+            kernel = g[g.component.str.startswith("kernel")].seconds.iloc[0]
+            total = g[g.component == "one_shot (measured total)"].seconds.iloc[0]
+            out.append((memory, g.variant.iloc[0], kernel, total))
+        return out
+
     def findings(self):
         lines = []
         rows, feats = self.shape
@@ -997,15 +1004,12 @@ class Report:
                 lines.append(f"| {b} | " + " | ".join(cells) + " |")
             lines.append("")
         wf = getattr(self, "waterfall", None)
-        if wf is not None:
-            df, cpu = wf
-            for memory, g in df.groupby("memory_kind", sort=False):
-                kernel = g[g.component.str.startswith("kernel")].seconds.iloc[0]
-                total = g[g.component == "one_shot (measured total)"].seconds.iloc[0]
-                if cpu:
-                    lines.append(f"- **Resident → one-shot ({memory})**, `{g.variant.iloc[0]}`: speedup "
-                                 f"{cpu / kernel:.1f}× → {cpu / total:.2f}×, the ratio shrinks {total / kernel:.1f}-fold "
-                                 f"(archive's CPU baseline).")
+        if wf is not None and wf[1]:
+            cpu = wf[1]
+            for memory, variant, kernel, total in self.waterfall_totals():
+                lines.append(f"- **Resident → one-shot ({memory})**, `{variant}`: speedup "
+                             f"{cpu / kernel:.1f}× → {cpu / total:.2f}×, the ratio shrinks {total / kernel:.1f}-fold "
+                             f"(archive's CPU baseline).")
         bench = getattr(self, "bench_speedups", None)
         if bench is not None and wf is not None:
             df, _ = wf
