@@ -3,21 +3,27 @@
 #
 #   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 90] [--no-packages] [--print-prefix]
 #                        [--with-slurm] [--packages-only]
+#                        [--kokkos-tarball FILE --kernels-tarball FILE]
 #
 # 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo);
 #    --with-slurm adds slurm-wlm and munge (the `slurm` test), --packages-only stops after this step.
 # 2. Unless a Kokkos is already given (Kokkos_ROOT / KSTUDY_KOKKOS_ROOT), builds Kokkos 3.4.01 and
 #    Kokkos Kernels 3.4.01 from Debian's `trilinos` 13.2.0 source package, with the patches in
-#    cmake/patches/, into a cache prefix outside the clone keyed by (version, flavour, arch, patch hash).
+#    cmake/patches/kokkos-3.4.01/, into a cache prefix outside the clone keyed by (version, flavour,
+#    arch, patch hash). With --kokkos-tarball and --kernels-tarball it builds that Kokkos release instead
+#    (e.g. kokkos-4.6.01.tar.xz and kokkos-kernels-4.6.02.tar.xz, top folders kokkos/ and
+#    kokkos-kernels/), verified against the SHA256SUMS file beside each tarball, with the patches in
+#    cmake/patches/kokkos-<version>/ when that folder exists. Use the printed prefix as -DKokkos_ROOT.
 #
 # Environment:
 #   KSTUDY_CACHE             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kstudy)
 #   KSTUDY_TRILINOS_TARBALL  an already downloaded trilinos_13.2.0.orig.tar.gz (offline machines)
 #   KSTUDY_KOKKOS_SRC        an extracted tree holding kokkos/ and kokkos-kernels/ (offline machines)
 #   KSTUDY_JOBS              build parallelism (default: nproc)
+#   KSTUDY_KOKKOS_TARBALL, KSTUDY_KERNELS_TARBALL   as --kokkos-tarball, --kernels-tarball
 set -euo pipefail
 
-readonly kokkos_version=3.4.01
+kokkos_version=3.4.01  # Debian's trilinos 13.2.0 source; --kokkos-tarball names another
 readonly trilinos_version=13.2.0
 readonly trilinos_debian_version=13.2.0-4
 readonly trilinos_tarball=trilinos_${trilinos_version}.orig.tar.gz
@@ -33,6 +39,8 @@ install_packages=1
 print_prefix=0
 with_slurm=0
 packages_only=0
+kokkos_tarball=${KSTUDY_KOKKOS_TARBALL:-}
+kernels_tarball=${KSTUDY_KERNELS_TARBALL:-}
 
 die() { echo "bootstrap: error: $*" >&2; exit 1; }
 log() { echo "bootstrap: $*" >&2; }
@@ -45,12 +53,22 @@ while [[ $# -gt 0 ]]; do
     --print-prefix) print_prefix=1; shift ;;
     --with-slurm) with_slurm=1; shift ;;
     --packages-only) packages_only=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --kokkos-tarball) kokkos_tarball=${2:?--kokkos-tarball needs a file}; shift 2 ;;
+    --kernels-tarball) kernels_tarball=${2:?--kernels-tarball needs a file}; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [[ $flavour == cpu || $flavour == cuda ]] || die "--flavour must be cpu or cuda, not '$flavour'"
 [[ $cuda_arch =~ ^[0-9]+$ ]] || die "--arch must be a number such as 90, not '$cuda_arch'"
+if [[ -n $kokkos_tarball || -n $kernels_tarball ]]; then
+  [[ -n $kokkos_tarball && -n $kernels_tarball ]] || die "--kokkos-tarball and --kernels-tarball go together"
+  kokkos_version=$(basename "$kokkos_tarball" | sed -nE 's/^kokkos-([0-9]+\.[0-9]+\.[0-9]+)\.tar\.(xz|gz|bz2)$/\1/p')
+  [[ -n $kokkos_version ]] ||
+    die "--kokkos-tarball must be named kokkos-<major>.<minor>.<patch>.tar.{xz,gz,bz2}, not '$(basename "$kokkos_tarball")'"
+  [[ $(basename "$kernels_tarball") =~ ^kokkos-kernels-[0-9]+\.[0-9]+\.[0-9]+\.tar\.(xz|gz|bz2)$ ]] ||
+    die "--kernels-tarball must be named kokkos-kernels-<version>.tar.{xz,gz,bz2}, not '$(basename "$kernels_tarball")'"
+fi
 
 as_root() {
   if [[ $(id -u) -eq 0 ]]; then "$@"
@@ -88,9 +106,43 @@ ensure_packages() {
 }
 
 # ---------------------------------------------------------------- Kokkos sources
+patch_dir() { echo "$repo_root/cmake/patches/kokkos-$kokkos_version"; }
+
 patch_hash() {
-  # Hash of the patch set (names and contents), so a changed patch gives a new cache key.
-  (cd "$repo_root/cmake/patches" && find . -type f -name '*.patch' | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-12
+  # Hash of this version's patches (contents in name order), so a changed patch gives a new cache key.
+  local dir; dir=$(patch_dir)
+  [[ -d $dir ]] || { echo unpatched; return; }
+  (cd "$dir" && find . -type f -name '*.patch' | LC_ALL=C sort | xargs -r cat) | sha256sum | cut -c1-12
+}
+
+# Checks a release tarball against the SHA256SUMS file beside it, so only a known source is built.
+verify_release_tarball() {
+  local tarball=$1 dir name expected
+  [[ -f $tarball ]] || die "$tarball does not exist"
+  dir=$(cd "$(dirname "$tarball")" && pwd); name=$(basename "$tarball")
+  [[ -f $dir/SHA256SUMS ]] || die "no SHA256SUMS beside $tarball (write one: sha256sum $name > SHA256SUMS)"
+  expected=$(awk -v n="$name" '$2 == n || $2 == "*" n {print $1}' "$dir/SHA256SUMS")
+  [[ -n $expected ]] || die "$dir/SHA256SUMS has no line for $name"
+  echo "$expected  $dir/$name" | sha256sum -c --quiet - >/dev/null 2>&1 ||
+    die "$tarball does not match its sha256 in $dir/SHA256SUMS ($expected)"
+}
+
+# Prints a folder holding pristine kokkos/ and kokkos-kernels/ trees from the two release tarballs.
+release_sources() {
+  local kernels_name; kernels_name=$(basename "$kernels_tarball"); kernels_name=${kernels_name%%.tar.*}
+  local src=$cache_root/src/kokkos-$kokkos_version+$kernels_name
+  if [[ -f $src/.complete ]]; then echo "$src"; return; fi
+  verify_release_tarball "$kokkos_tarball"
+  verify_release_tarball "$kernels_tarball"
+  log "extracting $(basename "$kokkos_tarball") and $(basename "$kernels_tarball")"
+  rm -rf "$src.part"; mkdir -p "$src.part"
+  tar -xf "$kokkos_tarball" -C "$src.part"
+  tar -xf "$kernels_tarball" -C "$src.part"
+  [[ -f $src.part/kokkos/CMakeLists.txt && -f $src.part/kokkos-kernels/CMakeLists.txt ]] ||
+    die "the tarballs must unpack to kokkos/ and kokkos-kernels/"
+  touch "$src.part/.complete"
+  rm -rf "$src"; mv "$src.part" "$src"
+  echo "$src"
 }
 
 # Fetch the trilinos orig tarball through apt-get source, using a private apt state whose deb-src entries
@@ -123,6 +175,7 @@ fetch_trilinos_tarball() {
 
 # Prints the folder holding pristine kokkos/ and kokkos-kernels/ trees.
 kokkos_sources() {
+  if [[ -n $kokkos_tarball ]]; then release_sources; return; fi
   if [[ -n ${KSTUDY_KOKKOS_SRC:-} ]]; then
     [[ -f $KSTUDY_KOKKOS_SRC/kokkos/CMakeLists.txt && -f $KSTUDY_KOKKOS_SRC/kokkos-kernels/CMakeLists.txt ]] \
       || die "KSTUDY_KOKKOS_SRC=$KSTUDY_KOKKOS_SRC must hold kokkos/ and kokkos-kernels/"
@@ -157,7 +210,8 @@ build_kokkos() {
   rm -rf "$work"; mkdir -p "$work"
   cp -a "$pristine/kokkos" "$pristine/kokkos-kernels" "$work/"
   local p
-  for p in "$repo_root"/cmake/patches/kokkos-$kokkos_version/*.patch; do
+  for p in "$(patch_dir)"/*.patch; do
+    [[ -f $p ]] || continue
     log "patch $(basename "$p")"
     patch -d "$work/kokkos" -p1 --quiet --forward < "$p" || die "patch $(basename "$p") did not apply"
   done
@@ -176,12 +230,18 @@ build_kokkos() {
                  -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF -DKokkosKernels_INST_EXECSPACE_OPENMP=OFF
                  -DKokkosKernels_INST_EXECSPACE_CUDA=OFF -DKokkosKernels_INST_MEMSPACE_CUDASPACE=OFF
                  -DKokkosKernels_INST_MEMSPACE_CUDAUVMSPACE=OFF -DKokkosKernels_INST_MEMSPACE_HOSTSPACE=OFF)
+  if [[ $kokkos_version != 3.* ]]; then
+    # Kokkos Kernels 4 builds every component by default; kstudy uses BLAS (gemv) only.
+    kk_opts+=(-DKokkosKernels_ENABLE_ALL_COMPONENTS=OFF -DKokkosKernels_ENABLE_COMPONENT_BLAS=ON)
+  fi
   local cxx
   if [[ $flavour == cuda ]]; then
     command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || die "the cuda flavour needs nvcc (CUDA toolkit) on PATH or in /usr/local/cuda"
     export PATH=$PATH:/usr/local/cuda/bin
     cxx=$work/kokkos/bin/nvcc_wrapper
-    kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON "-DKokkos_ARCH_$(cuda_arch_option)=ON")
+    kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$(cuda_arch_option)=ON")
+    # Kokkos 4 allows device lambdas always (the option is deprecated there).
+    [[ $kokkos_version == 3.* ]] && kokkos_opts+=(-DKokkos_ENABLE_CUDA_LAMBDA=ON)
     kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
   else
     cxx=$(command -v g++ || command -v c++)
