@@ -2,7 +2,7 @@
 """kstudy report / compare (reached through `kstudy report ...` and `kstudy compare ...`).
 
     kstudy_report.py report ARCHIVE... --out DIR [--shape 1048576x16] [--cpu-baseline BENCH.json] [--note TEXT]
-    kstudy_report.py compare A.h5 B.h5 [...] [--by backend|machine] [--force] [--out CSV]
+    kstudy_report.py compare A.h5 B.h5 [...] [--by backend|machine|kokkos] [--force] [--out CSV]
 
 Needs Debian's python3-h5py, python3-pandas, python3-numpy, python3-matplotlib (report) and python3-scipy
 (compare); run it with /usr/bin/python3 (the python3 first on PATH may not see Debian's packages).
@@ -51,8 +51,9 @@ def parser():
     r.add_argument("--note", action="append", metavar="TEXT", help="a caveat to print at the top of report.md")
     c = sub.add_parser("compare", help="medians, ratio B/A and Mann-Whitney U per aligned point; --by: portability")
     c.add_argument("archives", nargs="+", metavar="ARCHIVE")
-    c.add_argument("--by", choices=["backend", "machine"],
-                   help="per variant family: efficiency per platform and the Pennycook performance-portability metric")
+    c.add_argument("--by", choices=["backend", "machine", "kokkos"],
+                   help="backend|machine: per variant family, efficiency per platform and the Pennycook "
+                        "performance-portability metric; kokkos: the same study under several Kokkos versions")
     c.add_argument("--force", action="store_true", help="compare even if schema versions or experiment definitions differ")
     c.add_argument("-o", "--out", metavar="CSV", help="also write the table as CSV")
     return p

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """`kstudy compare` through the kstudy binary on the committed CPU fixture: an archive against itself gives
 ratio 1 and no significant difference; a different experiment fingerprint or schema version is refused with
-exit code 2 unless --force; --by backend states its efficiency definition; a missing python is named.
+exit code 2 unless --force; --by backend states its efficiency definition; --by kokkos orders Kokkos versions
+numerically and gives each variant's ratio between them and its multiple of the CUDA escape path's time;
+a missing python is named.
 
 usage: check_compare.py KSTUDY FIXTURE.h5
 Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or scipy.
@@ -32,6 +34,48 @@ def kstudy(*args, env=None):
     run = subprocess.run([KSTUDY, "compare", *map(str, args)], capture_output=True, text=True, env=env)
     print(f"$ kstudy compare {' '.join(map(str, args))} -> {run.returncode}\n{run.stdout[-1500:]}{run.stderr[-1500:]}")
     return run
+
+
+def relabel(path, kokkos_version, scale, escape_stand_in):
+    """A copy of the fixture as if built against another Kokkos: its version, every time times `scale`, and
+    cpu_reference renamed as a handwritten CUDA variant so the x_cuda column has a reference."""
+    with h5py.File(path, "r+") as f:
+        f["environment"].attrs["kokkos_version"] = kokkos_version
+        for name in f["experiments"]:
+            samples = f["experiments"][name]["samples"]
+            if samples.shape[0] == 0:
+                continue
+            rows = samples[:]
+            rows["seconds"] *= scale
+            rows["variant"] = [escape_stand_in if v == b"cpu_reference@openmp" else v for v in rows["variant"]]
+            samples[...] = rows
+
+
+def check_by_kokkos(fixture, tmp):
+    old, new = tmp / "kokkos_old.h5", tmp / "kokkos_new.h5"
+    shutil.copy(fixture, old)
+    shutil.copy(fixture, new)
+    escape = b"fused_cuda_feature_major@cuda"
+    # "10.0.0" sorts after "9.1.0" only numerically: the newer version must be the second column.
+    relabel(old, "9.1.0", 1.0, escape)
+    relabel(new, "10.0.0", 0.5, escape)
+    out = tmp / "kokkos.csv"
+    run = kstudy(new, old, "--by", "kokkos", "--out", out)
+    check(run.returncode == 0 and "x_cuda" in run.stdout, "--by kokkos failed")
+    df = pd.read_csv(out)
+    check(list(c for c in df.columns if c.startswith("median[")) == ["median[9.1.0]", "median[10.0.0]"],
+          f"versions not in numeric order: {list(df.columns)}")
+    check(np.allclose(df.ratio_new_over_old, 0.5), "ratio newest/oldest is not the 0.5 the copy was scaled by")
+    kokkos_rows = df[df.variant != escape.decode()]
+    escape_rows = df[df.variant == escape.decode()]
+    check(len(kokkos_rows) and len(escape_rows), "fixture lost its variants")
+    check(escape_rows["x_cuda[9.1.0]"].isna().all(), "the escape path has an x_cuda of its own")
+    point = ["experiment", "rows", "features", "timer"]
+    merged = kokkos_rows.merge(escape_rows[point + ["median[9.1.0]"]], on=point, suffixes=("", "_cuda"))
+    check(len(merged) and np.allclose(merged["x_cuda[9.1.0]"], merged["median[9.1.0]"] / merged["median[9.1.0]_cuda"]),
+          "x_cuda is not the variant's median over the escape path's at that point")
+    run = kstudy(old, old, "--by", "kokkos")
+    check(run.returncode == 1 and "at least two Kokkos versions" in run.stderr, "one Kokkos version accepted")
 
 
 def main():
@@ -83,6 +127,8 @@ def main():
         point = [c for c in ("archive", "experiment", "rows", "features", "block_size", "regime") if c in df.columns]
         for c in effs:
             check(np.allclose(df.groupby(point)[c].max(), 1.0), f"no family with efficiency 1 on {c}")
+
+        check_by_kokkos(fixture, tmp)
 
         # No python where KSTUDY_PYTHON points: a clear error naming the Debian packages, non-zero exit.
         env = dict(os.environ, KSTUDY_PYTHON=str(tmp / "no-such-python"))

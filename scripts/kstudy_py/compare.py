@@ -1,11 +1,13 @@
 """`kstudy compare A.h5 B.h5 [...]`: medians, ratio B/A and a Mann-Whitney U flag per aligned point;
-`--by backend|machine`: efficiency per platform and the Pennycook performance-portability metric."""
+`--by backend|machine`: efficiency per platform and the Pennycook performance-portability metric;
+`--by kokkos`: one study built against several Kokkos versions (kokkos_versions.py)."""
 import sys
 
 import numpy as np
 import pandas as pd
 
 from . import archive as A
+from . import kokkos_versions
 
 KEYS = ["experiment", "variant", "rows", "features", "timer", "memory_kind", "block_size", "direction", "size_bytes"]
 MIN_SAMPLES = 5
@@ -135,6 +137,30 @@ def show(df, columns):
         print(df[columns].to_string(index=False))
 
 
+def show_kokkos_versions(archives, out):
+    df, versions = kokkos_versions.compare(archives, accepted, significance)
+    if df is None or df.empty:
+        print("kstudy compare --by kokkos: needs archives of at least two Kokkos versions with common points "
+              f"(found: {', '.join(versions) or 'none'})", file=sys.stderr)
+        return 1
+    if out:
+        df.to_csv(out, index=False, float_format="%.9g")
+        print(f"compare: wrote {out}", file=sys.stderr)
+    print(f"Kokkos {', '.join(versions)}: median per version; ratio = median under {versions[-1]} / median under "
+          f"{versions[0]} (Mann-Whitney U two-sided, significant if p < {ALPHA}); x_cuda = the variant's median over "
+          f"the best {kokkos_versions.ESCAPE_FAMILY} (handwritten CUDA) median at the same point in the same archive.")
+    shown = df.copy()
+    for c in shown.columns:
+        if c.startswith("median["):
+            shown[c] = shown[c].map(A.fmt_seconds)
+        elif c.startswith("x_cuda[") or c == "ratio_new_over_old":
+            shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3f}")
+    shown["p_value"] = shown.p_value.map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
+    varying = [k for k in kokkos_versions.POINT if shown[k].astype(str).nunique() > 1 or k == "experiment"]
+    show(shown, varying + [c for c in shown.columns if c not in kokkos_versions.POINT])
+    return 0
+
+
 def main(args):
     archives = A.load(args.archives, check_schema=False)
     if len(archives) < 2 and not args.by:
@@ -148,6 +174,8 @@ def main(args):
             print("kstudy compare: these archives do not measure the same thing; pass --force to compare anyway",
                   file=sys.stderr)
             return 2
+    if args.by == "kokkos":
+        return show_kokkos_versions(archives, args.out)
     if args.by:
         df, platforms = portability(archives, args.by)
         if df is None or df.empty:

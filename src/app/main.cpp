@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
   merge->add_flag("--overwrite", merge_request.overwrite, "Replace an existing output archive");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
-  app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability");
+  app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: Kokkos versions");
   // Listed for --help; main() runs it before Kokkos starts (profile_command).
   kstudy::profile_request unused;
   add_profile_options(*app.add_subcommand("profile", "Per-kernel GPU hardware counters (Nsight Compute) into an archive"),
