@@ -19,6 +19,7 @@
 # KSTUDY_RESUME_SWEEPS=ARCHIVE: sweeps completes that (interrupted) archive with --resume instead of
 # starting afresh, so a sweep cut by one call's time limit is finished by the next.
 # Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the sweeps (defaults: the files');
+# KSTUDY_BENCH_FILTER narrows kstudy_bench (default '@(cuda|openmp)/');
 # KSTUDY_*_SECONDS bound each step; KSTUDY_PACK=1 packs the text logs into $OUT/logs.tar at the end (the
 # device tool brings back at most 8 files).
 set -uo pipefail
@@ -45,7 +46,7 @@ check() {
   timeout ${KSTUDY_TEST_SECONDS:-300} "$bundle/run_tests.sh" --gtest_brief=1 > "$out/tests.txt" 2>&1
   echo "tests rc=$?"; grep -E "FAILED|PASSED|SKIPPED|tests from" "$out/tests.txt" | tail -12
   step bench
-  timeout ${KSTUDY_BENCH_SECONDS:-200} "$bundle/kstudy_bench" --benchmark_filter='@(cuda|openmp)/' --benchmark_min_time=0.05 \
+  timeout ${KSTUDY_BENCH_SECONDS:-200} "$bundle/kstudy_bench" --benchmark_filter="${KSTUDY_BENCH_FILTER:-@(cuda|openmp)/}" --benchmark_min_time=0.05 \
     --benchmark_out="$out/bench.json" --benchmark_out_format=json > "$out/bench.txt" 2>&1
   echo "bench rc=$?"; grep -E "_median|ceiling" "$out/bench.txt" | sed -E 's/ +/ /g'
 }
