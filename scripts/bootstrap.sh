@@ -253,7 +253,9 @@ build_kokkos() {
   cmake --build "$work/kokkos-build" -j "$jobs" > "$work/kokkos-build.log" 2>&1 \
     || { tail -30 "$work/kokkos-build.log" >&2; die "Kokkos build failed (log: $work/kokkos-build.log)"; }
   cmake --install "$work/kokkos-build" > /dev/null
-  log "building Kokkos Kernels $kokkos_version ($flavour, no ETI)"
+  local kernels_label="Kokkos Kernels $kokkos_version"
+  [[ -n $kernels_tarball ]] && kernels_label=$(basename "$kernels_tarball")
+  log "building $kernels_label ($flavour, no ETI)"
   cmake -S "$work/kokkos-kernels" -B "$work/kk-build" "${common[@]}" -DCMAKE_CXX_COMPILER="$cxx" \
     -DKokkos_ROOT="$prefix.part" "${kk_opts[@]}" > "$work/kk-configure.log" 2>&1 \
     || { tail -30 "$work/kk-configure.log" >&2; die "Kokkos Kernels configure failed (log: $work/kk-configure.log)"; }
