@@ -83,8 +83,9 @@ def render(inputs, sections):
         lines += sec.findings + [""]
     if not grouped:
         lines += ["No finding could be computed (see the skipped sections).", ""]
-    lines += ["## Archives", ""] + archive_table(inputs) + [""] + status_lines(inputs) + [""] + ceiling_lines(inputs)
-    lines.append("")
+    lines += ["## Archives", ""] + archive_table(inputs) + [""]
+    for part in (status_lines(inputs), ceiling_lines(inputs)):
+        lines += part + [""] if part else []
     for sec in sections:
         lines += section_lines(sec)
     return "\n".join(lines)
