@@ -1,5 +1,5 @@
-"""The seed article's conclusions (/work/shared/seeds/000_35d2bc83c86599ac.txt, its numbers quoted as constants)
-beside the archives' numbers for the same claims."""
+"""The seed article's conclusions (../shared/seeds/000_35d2bc83c86599ac.txt, as README links it; its numbers
+quoted as constants) beside the archives' numbers for the same claims."""
 import pandas as pd
 
 from .... import archive as A
