@@ -96,7 +96,8 @@ def crossover(inputs, sec):
         return sec.skip("no variant has host-in/host-out timings (one_shot, pipelined, or a host variant's host_wall)")
     inputs.write_csv(df, "crossover.csv", sec,
                      "first tested row count whose host-in/host-out median beats the CPU reference with "
-                     "non-overlapping IQRs (variant q3 < CPU q1), as (previous tested, this); `never` within the tested rows")
+                     "non-overlapping IQRs (variant q3 < CPU q1), as (previous tested, this); `never` within the "
+                     "tested rows")
     sec.lines.extend(detail_tables(df))
     key = inputs.primary_sweep()
     summary = one_shot_summary(df, key)

@@ -119,7 +119,8 @@ def number(v, fmt):
 def table_row(r):
     measured = f"{A.fmt_seconds(r.median_s)} ({r.timing_timer})" if np.isfinite(r.median_s) else "no timing"
     if r.kernels == 0:
-        return f"| `{r.variant}` | {A.fmt_rows(r.rows)}×{r.features} | 0 | {measured} | — | — | — | — | — | {r.status} |"
+        return (f"| `{r.variant}` | {A.fmt_rows(r.rows)}×{r.features} | 0 | {measured} | — | — | — | — | — | "
+                f"{r.status} |")
     return (f"| `{r.variant}` | {A.fmt_rows(r.rows)}×{r.features}{f' b{r.block_size}' if r.block_size else ''} | "
             f"{r.kernels} | {measured} | {number(r.profiled_dram_GBps, ',.0f')} "
             f"({number(r.dram_throughput_pct, '.0f')}%) | {number(r.achieved_occupancy_pct, '.0f')}% / "

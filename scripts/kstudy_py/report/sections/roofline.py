@@ -103,8 +103,8 @@ def roofline(inputs, sec):
     if s.empty:
         return sec.skip("no experiment with timed variants")
     df = roofline_table(inputs, shapes_to_show(inputs, s))
-    inputs.write_csv(df.drop(columns="family"), "roofline.csv", sec, "arithmetic intensity = essential flops / essential bytes (the "
-                     "variants table); achieved GFLOP/s; roof = the matching ceiling of the same archive × intensity")
+    inputs.write_csv(df.drop(columns="family"), "roofline.csv", sec,
+                     "arithmetic intensity = essential flops / essential bytes (the variants table); achieved GFLOP/s; roof = the matching ceiling of the same archive × intensity")
     ceilings = {a.label: a.ceilings() for a in inputs.archives}
     sec.figures.append((roofline_figure(df, ceilings, inputs.primary_sweep(), inputs.out),
                         "Roofline: achieved GFLOP/s at the operation's essential arithmetic intensity against the "
@@ -200,8 +200,8 @@ def roofline_figure(df, ceilings, preferred, out):
         draw_roofline(axes[0][k], label, points, ceilings.get(arch), colour)
         draw_fractions(axes[1][k], label, points, colour)
     handles = [plt.Line2D([], [], marker="o", ls="none", color=colour[f], label=f) for f in sorted(colour)]
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=8, title="family",
-               title_fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=8,
+               title="family", title_fontsize=8, frameon=False)
     fig.suptitle("Roofline against the archive's measured ceilings (solid: device roofs, dotted: host and transfer "
                  "roofs;\nfilled: essential bytes; hollow: a resident point at its variant's modelled traffic)",
                  fontsize=10)

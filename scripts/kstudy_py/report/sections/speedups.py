@@ -136,8 +136,10 @@ def speedups(inputs, sec):
         sec.lines.append(f"No point at {inputs.shape_label()}; see `speedups.csv` for every point.")
     else:
         inputs.write_csv(at[COLUMNS], f"speedup_{rows}x{feats}.csv", sec, f"the same at {inputs.shape_label()}")
-        key = inputs.primary_sweep(feats) if inputs.primary_sweep(feats) in set(zip(at.archive, at.experiment)) \
-            else tuple(at.groupby(["archive", "experiment"]).variant.nunique().idxmax())
+        # The rows sweep where it measured the shape, else the experiment with the most variants there.
+        key = inputs.primary_sweep(feats)
+        if key not in set(zip(at.archive, at.experiment)):
+            key = tuple(at.groupby(["archive", "experiment"]).variant.nunique().idxmax())
         sec.lines.extend(at_shape_lines(inputs, at, key))
         sec.headlines.extend(headline(inputs, at, key))
     best = best_per_regime(inputs)

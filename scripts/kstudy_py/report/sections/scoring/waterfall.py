@@ -136,14 +136,15 @@ def waterfall(inputs, sec, transfer):
                         f"Waterfall at {inputs.shape_label()} for the fastest resident variant: kernel, upload, "
                         "download, remainder, measured one-shot; CPU references as lines"))
     sec.findings.extend(finding(inputs, wf, bench_cpu))
-    sec.headlines.append(f"Resident → one-shot at {inputs.shape_label()} ({wf.archive}/{wf.experiment}): `{best.variant}` "
-                         "takes " + ", ".join(f"{A.fmt_seconds(total)} from {memory} memory ({total / kernel:.0f}× its "
-                                              f"{A.fmt_seconds(kernel)} resident)"
-                                              for memory, _, kernel, total in wf.totals()) + ".")
+    takes = [f"{A.fmt_seconds(total)} from {memory} memory ({total / kernel:.0f}× its {A.fmt_seconds(kernel)} resident)"
+             for memory, _, kernel, total in wf.totals()]
+    sec.headlines.append(f"Resident → one-shot at {inputs.shape_label()} ({wf.archive}/{wf.experiment}): "
+                         f"`{best.variant}` takes " + ", ".join(takes) + ".")
     return sec.done(wf)
 
 
-SHORT_LABELS = {"kernel (resident_wall)": "kernel\n(resident_wall)", "other (one_shot - sum of the above)": "other\n(remainder)",
+SHORT_LABELS = {"kernel (resident_wall)": "kernel\n(resident_wall)",
+                "other (one_shot - sum of the above)": "other\n(remainder)",
                 "allocation (one_shot_alloc - one_shot)": "allocation"}
 STEP_COLOURS = {"measured": "#4c72b0", "remainder": "#999999"}  # anything else: derived from a bandwidth
 
