@@ -82,8 +82,8 @@ def headline(df):
         if len(h):
             b = h.loc[h.fraction_of_roof.idxmax()]
             parts.append(f"{100 * b.fraction_of_roof:.0f}% at {label} (`{b.variant}`, {b.archive}/{b.experiment})")
-    return [f"Roofline: the best resident kernel reaches {'; '.join(parts)} of the archive's measured device read "
-            "bandwidth (essential bytes over time)."] if parts else []
+    return ["Roofline, the best resident kernel's essential bytes over time as a share of the archive's measured "
+            f"device read bandwidth: {'; '.join(parts)}."] if parts else []
 
 
 def intensity_lines(inputs, df):
