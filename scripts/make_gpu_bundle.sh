@@ -21,7 +21,7 @@ cp -r "$repo/experiments" "$bundle/experiments"
 mkdir -p "$bundle/scripts"
 cp "$repo/scripts/kstudy_report.py" "$bundle/scripts/"
 cp -r "$repo/scripts/kstudy_py" "$bundle/scripts/kstudy_py"
-rm -rf "$bundle/scripts/kstudy_py/__pycache__"
+find "$bundle/scripts/kstudy_py" -name __pycache__ -prune -exec rm -rf {} +  # report/ has subpackages
 # Left to the target: the C library family, the driver, and the CUDA toolkit's own libraries (cuBLAS,
 # NVRTC, the runtime), which a GPU machine with the same CUDA major version provides.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcu|libnvrtc|libnvJitLink)'

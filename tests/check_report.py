@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """`kstudy report` on the committed CPU fixture archive, through the kstudy binary: checks the CSVs' contents
-against numbers recomputed here from the archive's samples, and that every figure report.md links is a PNG.
+against numbers recomputed here from the archive's samples, that every figure report.md links is a PNG, and
+report.md's structure (summary of sourced headlines first, grouped findings). The section registry and an
+archive of another operation: check_report_sections.py.
 
 usage: check_report.py KSTUDY FIXTURE.h5
 Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or matplotlib.
@@ -123,6 +125,26 @@ def main():
                 want = float(r.transpose_s) / (r.t_row_s - r.t_feature_s)
                 check(math.isclose(float(r.break_even_reuses), want, rel_tol=2e-3), (r.row_variant, r.break_even_reuses, want))
         check((lay.break_even_reuses != "").all(), "empty break-even cell")
+
+        # report.md opens with a summary whose headlines each name the archive/experiment they come from, then
+        # grouped findings (one layout finding, not one per variant), then where the samples come from.
+        check(md.index("## Summary") < md.index("## Findings") < md.index("## Archives"), "report.md's opening order")
+        summary = md.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        check(len(summary) >= 3, summary)
+        for line in summary:
+            check("cpu_small/" in line or line.startswith("- GPU health: not monitored"), f"headline without source: {line}")
+        findings = md.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
+        check(findings.count("**Layout") == 1, "layout findings not grouped into one")
+
+        # Best per regime: one experiment, every speedup against that experiment's CPU reference at that size.
+        best = pd.read_csv(out / "best_per_regime.csv")
+        check(len(best) > 0 and len(best[["archive", "experiment"]].drop_duplicates()) == 1, "best_per_regime mixes")
+        for _, r in best.iterrows():
+            same = sp[(sp.experiment == r.experiment) & (sp.rows == r.rows) & (sp.features == r.features)]
+            check(math.isclose(r.cpu_median, same.cpu_median.iloc[0], rel_tol=1e-9), (r["size"], "CPU of another experiment"))
+            check(math.isclose(r["median"], same[same.boundary == r.boundary]["median"].min(), rel_tol=1e-9),
+                  (r["size"], r.boundary, "not the experiment's fastest"))
+            check(math.isclose(r.speedup, r.cpu_median / r["median"], rel_tol=1e-7), (r["size"], "speedup"))
 
         # Figures: every PNG report.md links exists and is a non-empty PNG; the CPU fixture has these three.
         figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)

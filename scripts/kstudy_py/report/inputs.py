@@ -1,0 +1,140 @@
+"""What every section reads: the archives, the options, the variants table and the per-point statistics."""
+import json
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from .. import archive as A
+from .variants import REFERENCE_FAMILY, variant_table
+
+POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "block_size", "timer"]
+VARIANT_ATTRIBUTES = ["operation", "family", "fusion_level", "backend", "on_device", "kernels_launched",
+                      "essential_bytes", "essential_flops"]
+# A cold_compile experiment times first and second calls in fresh processes, not steady-state points; the
+# overhead section reads it.
+NOT_TIMING_POINTS = ("cold_compile",)
+HOST_IN_HOST_OUT = ("one_shot", "one_shot_alloc", "pipelined")
+BACKEND_PREFERENCE = {"openmp": 0, "threads": 1, "serial": 2}  # which CPU reference is the baseline
+
+
+class ReportInputs:
+    def __init__(self, archives, out, shape, cpu_baseline, notes, command):
+        self.archives = archives
+        self.out = Path(out)
+        self.shape = shape
+        self.cpu_baseline_path = Path(cpu_baseline) if cpu_baseline else None
+        self.cpu_baseline_name = self.cpu_baseline_path.name if cpu_baseline else ""
+        self.cpu_baseline_in_title = f" ({self.cpu_baseline_name})" if cpu_baseline else ""
+        self.notes = list(notes)
+        self.command = command
+        self.variants = variant_table(archives)
+        self.operations = set(self.variants.operation)
+
+    def experiments(self, kind):
+        for a in self.archives:
+            for e in a.experiments.values():
+                if e.kind == kind:
+                    yield a, e
+
+    def archive_of(self, label):
+        return next(a for a in self.archives if a.label == label)
+
+    def write_csv(self, df, name, sec, description):
+        df.to_csv(self.out / name, index=False, float_format="%.9g")
+        sec.tables.append((name, description))
+
+    @cached_property
+    def points(self):
+        """Median, quartiles, count per timed point of every experiment with a variants table, beside what the
+        table says about the variant (family, backend, on_device, essential bytes, ...) and its boundary."""
+        frames = []
+        timed = set(zip(self.variants.archive, self.variants.experiment))
+        for a in self.archives:
+            for e in a.experiments.values():
+                s = e.accepted()
+                if (a.label, e.name) not in timed or e.kind in NOT_TIMING_POINTS or s.empty:
+                    continue
+                aggs = {"pitch": ("pitch", "max"), "bytes": ("bytes", "max")}
+                if "occupancy" in s.columns:  # calculated occupancy (added to samples after the first archives)
+                    aggs["occupancy"] = ("occupancy", "max")
+                extra = s.groupby(POINT_KEYS, dropna=False).agg(**aggs).reset_index()
+                frames.append(A.stats(s, POINT_KEYS).merge(extra, on=POINT_KEYS))
+        if not frames:
+            return pd.DataFrame(columns=POINT_KEYS + ["n", "median", "q1", "q3", "min", "max", "pitch", "bytes",
+                                                      "boundary"] + VARIANT_ATTRIBUTES)
+        df = pd.concat(frames, ignore_index=True)
+        df["boundary"] = [A.boundary(t, m) for t, m in zip(df.timer, df.memory_kind)]
+        keys = ["archive", "experiment", "variant", "rows", "features", "block_size"]
+        return df.merge(self.variants[keys + VARIANT_ATTRIBUTES], on=keys, how="left")
+
+    @cached_property
+    def baselines(self):
+        """CPU reference per (archive, experiment, rows, features): the reference family's host_wall median,
+        the OpenMP backend preferred."""
+        out = []
+        for _, group in self.points.groupby(["archive", "experiment"]):
+            ref = group[(group.family == REFERENCE_FAMILY) & (group.timer == "host_wall") & (group.block_size == 0)]
+            if ref.empty:
+                continue
+            backends = dict(zip(ref.variant, ref.backend))
+            chosen = sorted(backends, key=lambda v: (BACKEND_PREFERENCE.get(backends[v], 9), v))[0]
+            r = ref[ref.variant == chosen][["archive", "experiment", "rows", "features", "median", "q1", "q3", "n"]]
+            out.append(r.rename(columns={"median": "cpu_median", "q1": "cpu_q1", "q3": "cpu_q3", "n": "cpu_n"})
+                       .assign(baseline=chosen))
+        if not out:
+            return pd.DataFrame(columns=["archive", "experiment", "rows", "features", "cpu_median", "cpu_q1", "cpu_q3",
+                                         "cpu_n", "baseline"])
+        return pd.concat(out, ignore_index=True)
+
+    @cached_property
+    def speedups(self):
+        """Every default-block point beside its experiment's CPU reference at the same shape."""
+        s = self.points[self.points.block_size == 0]
+        df = s.merge(self.baselines, on=["archive", "experiment", "rows", "features"], how="inner")
+        df["speedup"] = df.cpu_median / df["median"]
+        return df
+
+    def primary_sweep(self, features=None):
+        """(archive, experiment) of the speedups with the most row counts (at `features` if given): the one
+        experiment a rows-dependent headline or figure is computed within."""
+        sp = self.speedups if features is None else self.speedups[self.speedups.features == features]
+        if sp.empty:
+            return None
+        counts = sp.groupby(["archive", "experiment"]).rows.nunique()
+        return counts[counts == counts.max()].index[0]
+
+    @cached_property
+    def bench_baseline(self):
+        """The reference family's per-repetition times in a Google Benchmark JSON (kstudy_bench), as stats per
+        shape; the variants table says which benchmark names are CPU references."""
+        if not self.cpu_baseline_path:
+            return pd.DataFrame()
+        reference = self.variants[self.variants.family == REFERENCE_FAMILY]
+        backends = dict(zip(reference.variant, reference.backend))
+        doc = json.loads(self.cpu_baseline_path.read_text())
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+        rows = []
+        for b in doc.get("benchmarks", []):
+            if b.get("run_type") != "iteration" or b.get("error_occurred"):
+                continue
+            parts = b["run_name"].split("/")
+            if parts[0] not in backends or len(parts) < 2 or "x" not in parts[1]:
+                continue
+            r, f = (int(x) for x in parts[1].split("x"))
+            rows.append({"baseline": parts[0], "rows": r, "features": f,
+                         "seconds": b["real_time"] * scale[b.get("time_unit", "ns")]})
+        df = pd.DataFrame(rows)
+        if df.empty:
+            return df
+        df = df[df.baseline == sorted(df.baseline.unique(), key=lambda v: (backends[v] != "openmp", v))[0]]
+        return A.stats(df, ["baseline", "rows", "features"])
+
+    def bench_cpu_at(self, rows, features):
+        b = self.bench_baseline
+        hit = b[(b.rows == rows) & (b.features == features)] if len(b) else b
+        return float(hit["median"].iloc[0]) if len(hit) else None
+
+    def shape_label(self, rows=None, features=None):
+        rows, features = (rows, features) if rows is not None else self.shape
+        return f"{A.fmt_rows(rows)}×{features}"

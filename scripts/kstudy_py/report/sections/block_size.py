@@ -1,0 +1,75 @@
+"""Runtime against the threads per block, for points timed with an explicit block size."""
+from ... import archive as A
+from .. import section
+from ..figures import colours, grid, save
+
+COLUMNS = ["archive", "experiment", "variant", "layout", "rows", "features", "timer", "block_size", "n", "median",
+           "q1", "q3"]
+
+
+def preferred_timer(df):
+    """Device events where measured (no host-side launch cost), else the first timer present."""
+    return "device_events" if (df.timer == "device_events").any() else sorted(df.timer)[0]
+
+
+def spread_table(df, timer):
+    """Per variant and shape: the best block, the worst, and how much slower the worst is."""
+    lines = [f"Best and worst block size per variant and shape ({timer} medians; worst as a multiple of best):", ""]
+    g = df[df.timer == timer]
+    shapes = sorted(set(zip(g.rows, g.features)))
+    lines += ["| variant | " + " | ".join(f"{A.fmt_rows(r)}×{f}" for r, f in shapes) + " |",
+              "| --- |" + " --- |" * len(shapes)]
+    for variant, v in g.groupby("variant"):
+        cells = []
+        for r, f in shapes:
+            p = v[(v.rows == r) & (v.features == f)]
+            if p.empty:
+                cells.append("")
+                continue
+            best, worst = p.loc[p["median"].idxmin()], p.loc[p["median"].idxmax()]
+            cells.append(f"best {best.block_size} ({A.fmt_seconds(best['median'])}), worst {worst.block_size} "
+                         f"(×{worst['median'] / best['median']:.2f})")
+        lines.append(f"| `{variant}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def block_size_figure(df, timer, out):
+    """One panel per shape: each variant's time over its own best block, so the panels share one scale."""
+    g = df[df.timer == timer]
+    shapes = sorted(set(zip(g.rows, g.features)))
+    fig, axes = grid(len(shapes), 2, width=5.2, height=3.6, sharey=True)
+    colour = colours(g.variant)
+    for ax, (rows, feats) in zip(axes, shapes):
+        for variant, s in g[(g.rows == rows) & (g.features == feats)].groupby("variant"):
+            s = s.sort_values("block_size")
+            ax.plot(s.block_size, s["median"] / s["median"].min(), marker="o", ms=3.5, color=colour[variant],
+                    label=variant)
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("block size (threads)")
+        ax.set_ylabel("time / its best block")
+        ax.set_title(f"{A.fmt_rows(rows)}×{feats}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(f"Block size: {timer} median relative to each variant's best block", fontsize=11)
+    return save(fig, out, "block_size.png")
+
+
+@section("block_size", "Block size", order=80)
+def block_size(inputs, sec):
+    s = inputs.points[inputs.points.block_size > 0]
+    if s.empty:
+        return sec.skip("no samples with an explicit block size (the `block_size` experiment)")
+    has_occupancy = "occupancy" in s.columns and (s.occupancy.fillna(0) > 0).any()
+    columns = COLUMNS + (["occupancy"] if has_occupancy else [])
+    df = s[columns].sort_values(columns[:8])
+    inputs.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout"
+                     + ("; calculated occupancy (active warps / maximum) as recorded by the run" if has_occupancy else ""))
+    if not has_occupancy:
+        sec.lines.append("No calculated occupancy in these archives (0 or absent): runtime only.")
+    timer = preferred_timer(df)
+    sec.lines.extend(spread_table(df, timer))
+    sec.figures.append((block_size_figure(df, timer, inputs.out), f"Runtime vs block size ({timer}), one panel per "
+                        "shape, each variant relative to its own best block; occupancy is in `block_size.csv`"))
+    return sec.done(df)

@@ -1,0 +1,107 @@
+"""Crossover brackets: the first tested row count at which a host-in/host-out time beats the CPU reference."""
+import numpy as np
+import pandas as pd
+
+from ... import archive as A
+from .. import section
+from ..figures import ordered_boundaries
+from ..inputs import HOST_IN_HOST_OUT
+from ..variants import REFERENCE_FAMILY
+
+CRITERION = ("Criterion: the variant's third quartile lies below the CPU reference's first quartile (one-shot or "
+             "pipelined for device variants; host_wall for host variants, whose input is already on the host).")
+
+
+def candidates(sp):
+    """Host-in/host-out timings: a device variant's one-shot and pipelined times, a host variant's host_wall."""
+    sp = sp[sp.family != REFERENCE_FAMILY]
+    device = sp[sp.timer.isin(HOST_IN_HOST_OUT)]
+    host = sp[~sp.on_device.astype(bool) & (sp.timer == "host_wall")]
+    return pd.concat([device, host])
+
+
+def bracket(g):
+    """(previous tested rows, first winning rows, bracket text, stays ahead) for one series sorted by rows."""
+    wins = (g.q3 < g.cpu_q1).to_numpy()  # non-overlapping IQRs, variant below the CPU
+    tested = g.rows.to_numpy()
+    if not wins.any():
+        return "", "", "never", ""
+    i = int(np.argmax(wins))
+    previous = int(tested[i - 1]) if i > 0 else ""
+    stays = bool((g["median"].to_numpy()[i:] < g.cpu_median.to_numpy()[i:]).all())
+    return previous, int(tested[i]), f"({previous if i > 0 else 'none tested below'}, {int(tested[i])})", stays
+
+
+def crossover_table(sp):
+    out = []
+    keys = ["archive", "experiment", "variant", "timer", "memory_kind", "features"]
+    for (arch, exp, variant, timer, memory, features), g in candidates(sp).groupby(keys):
+        g = g.sort_values("rows")
+        previous, first, text, stays = bracket(g)
+        out.append({"archive": arch, "experiment": exp, "variant": variant, "timer": timer, "memory_kind": memory,
+                    "features": features, "baseline": g.baseline.iloc[0], "tested_rows_min": int(g.rows.min()),
+                    "tested_rows_max": int(g.rows.max()), "points": len(g), "previous_rows": previous,
+                    "first_winning_rows": first, "bracket": text, "median_below_cpu_at_all_larger": stays})
+    return pd.DataFrame(out)
+
+
+def detail_tables(df):
+    """One table per experiment: a row per variant (and width, where the experiment varies it), a column per
+    timing boundary."""
+    lines = [CRITERION]
+    df = df.assign(boundary=[A.boundary(t, m) for t, m in zip(df.timer, df.memory_kind)])
+    for (arch, exp), g in df.groupby(["archive", "experiment"]):
+        columns = ordered_boundaries(g.boundary)
+        widths = g.features.nunique() > 1
+        lines += ["", f"{arch}/{exp}, bracket in rows (stays ahead: the median stays below the CPU's at every larger "
+                      "size):", "",
+                  "| variant | " + ("features | " if widths else "") + " | ".join(columns) + " |",
+                  "| --- |" + (" --- |" if widths else "") + " --- |" * len(columns)]
+        for (variant, features), v in g.groupby(["variant", "features"]):
+            cells = {r.boundary: r.bracket + ("" if r.bracket == "never" else
+                                              ", stays ahead" if r.median_below_cpu_at_all_larger else ", falls back")
+                     for r in v.itertuples()}
+            lines.append(f"| `{variant}` | " + (f"{features} | " if widths else "")
+                         + " | ".join(cells.get(b, "") for b in columns) + " |")
+    return lines
+
+
+def one_shot_summary(df, key):
+    """Per host memory kind, how many device variants of the experiment cross over from a one-shot call."""
+    lines = []
+    dev = df[(df.archive == key[0]) & (df.experiment == key[1]) & (df.timer == "one_shot")]
+    for memory, g in dev.groupby("memory_kind"):
+        won = g[g.bracket != "never"]
+        where = f"{key[0]}/{key[1]}"
+        if won.empty:
+            lines.append(f"**one-shot {memory}** ({where}): no device variant beats the CPU reference up to "
+                         f"{A.fmt_rows(g.tested_rows_max.max())} rows.")
+            continue
+        firsts = won.first_winning_rows.astype(int)
+        last = won.loc[firsts.idxmax()]
+        text = (f"**one-shot {memory}** ({where}): {len(won)} of {len(g)} device variants beat the CPU reference "
+                f"(separate IQRs) within the tested rows; the first from {won.loc[firsts.idxmin()].bracket} rows "
+                f"(`{won.loc[firsts.idxmin()].variant}`), the last from {last.bracket} (`{last.variant}`)")
+        never = g[g.bracket == "never"].variant.tolist()
+        lines.append(text + ("; never: " + ", ".join(f"`{v}`" for v in never) if never else "") + ".")
+    return lines
+
+
+@section("crossover", "Crossover brackets", order=30)
+def crossover(inputs, sec):
+    if inputs.points.empty or inputs.baselines.empty:
+        return sec.skip("needs timed variants with a CPU reference baseline")
+    df = crossover_table(inputs.speedups)
+    if df.empty:
+        return sec.skip("no variant has host-in/host-out timings (one_shot, pipelined, or a host variant's host_wall)")
+    inputs.write_csv(df, "crossover.csv", sec,
+                     "first tested row count whose host-in/host-out median beats the CPU reference with "
+                     "non-overlapping IQRs (variant q3 < CPU q1), as (previous tested, this); `never` within the "
+                     "tested rows")
+    sec.lines.extend(detail_tables(df))
+    key = inputs.primary_sweep()
+    summary = one_shot_summary(df, key)
+    if summary:
+        sec.findings.extend(f"- {line}" for line in summary)
+        sec.headlines.append("Crossover: " + " ".join(summary))
+    return sec.done(df)

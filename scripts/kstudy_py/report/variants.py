@@ -1,0 +1,79 @@
+"""What each timed variant is: one table per archive experiment, read from the archive.
+
+Schema 4 archives store it as `/experiments/<name>/variants` (one row per variant and measured shape). For
+older archives, `legacy_variant_table` builds the same table once; it is the only place in the report that
+derives anything from a variant's name. Every section reads the table, never the names.
+"""
+import h5py
+import numpy as np
+import pandas as pd
+
+from .. import archive as A
+
+FIELDS = ["variant", "operation", "family", "fusion_level", "layout", "backend", "on_device", "kernels_launched",
+          "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written", "essential_bytes",
+          "essential_flops"]
+SHAPE_KEYS = ["variant", "rows", "features", "block_size"]
+# The family of every operation's CPU baseline (the C++ variants' `implementation`).
+REFERENCE_FAMILY = "cpu_reference"
+
+
+def stored_variant_table(archive, experiment):
+    """The archive's own variants table for the experiment, or None when the archive predates it."""
+    with h5py.File(archive.path, "r") as f:
+        path = f"experiments/{experiment.name}/variants"
+        if path not in f:
+            return None
+        table = A.frame(f[path])
+    table["on_device"] = table.on_device.astype(bool)
+    return table
+
+
+# Schema <= 3: what the scoring variants' registrations said (variants/*.cpp, *.cu), keyed by family.
+LEGACY_OPERATION = "scoring"
+LEGACY_FUSION_LEVEL = {"composed": "none", "partial_fusion": "partial"}  # every other scoring family: full
+LEGACY_KERNELS = {"composed": 5, "partial_fusion": 3}                   # every other scoring family: 1
+HOST_BACKENDS = ("serial", "openmp", "threads")
+
+
+def legacy_variant_table(experiment):
+    """The variants table of a schema <= 3 archive, where only `scoring` experiments timed variants: family and
+    backend from the variant's name (`<family>_<layout>[_<flavour>]@<backend>`), layout from the samples (the
+    profile table for a profile archive), essential bytes and flops from the scoring model. Those archives
+    stored no modelled read/written split (NaN here); their samples' `bytes` is per timer and stays there."""
+    if experiment.kind != LEGACY_OPERATION:
+        return None
+    frames = []
+    if not experiment.samples.empty:
+        frames.append(experiment.samples[SHAPE_KEYS + ["layout"]].drop_duplicates())
+    if not experiment.profile.empty:
+        frames.append(experiment.profile[SHAPE_KEYS + ["layout"]].drop_duplicates())
+    if not frames:
+        return None
+    table = pd.concat(frames, ignore_index=True).drop_duplicates(SHAPE_KEYS)
+    table["family"] = [A.split_layout(v)[0] for v in table.variant]
+    table["backend"] = table.variant.map(A.backend)
+    table["operation"] = LEGACY_OPERATION
+    table["fusion_level"] = table.family.map(lambda f: LEGACY_FUSION_LEVEL.get(f, "full"))
+    table["on_device"] = ~table.backend.isin(HOST_BACKENDS)
+    table["kernels_launched"] = table.family.map(lambda f: LEGACY_KERNELS.get(f, 1))
+    table["modelled_bytes_read"] = np.nan
+    table["modelled_bytes_written"] = np.nan
+    table["essential_bytes"] = A.essential_bytes(table.rows, table.features)
+    table["essential_flops"] = A.flops(table.rows, table.features)
+    return table[FIELDS]
+
+
+def variant_table(archives):
+    """Every experiment's variants table, with its archive and experiment; empty when no experiment has one."""
+    frames = []
+    for a in archives:
+        for e in a.experiments.values():
+            table = stored_variant_table(a, e)
+            if table is None:
+                table = legacy_variant_table(e)
+            if table is not None and len(table):
+                frames.append(table.assign(archive=a.label, experiment=e.name))
+    if not frames:
+        return pd.DataFrame(columns=["archive", "experiment"] + FIELDS)
+    return pd.concat(frames, ignore_index=True)
