@@ -243,6 +243,8 @@ build_kokkos() {
     # Kokkos 4 allows device lambdas always (the option is deprecated there).
     [[ $kokkos_version == 3.* ]] && kokkos_opts+=(-DKokkos_ENABLE_CUDA_LAMBDA=ON)
     kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
+    # Kokkos Kernels 4 turns cuSOLVER on with CUDA, and cuSOLVER needs the cuSPARSE kstudy leaves off.
+    [[ $kokkos_version != 3.* ]] && kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF)
   else
     cxx=$(command -v g++ || command -v c++)
     kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=OFF)
