@@ -12,7 +12,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -132,10 +131,12 @@ void pass_on_stop(pid_t pid, const std::string& program) {
 process_result run_process(const spawn_options& options) {
   if (options.argv.empty()) throw std::invalid_argument("run_process: empty argv");
   const std::string& program = options.argv.front();
-  for (const auto& [target, path, stream] : {std::tuple{options.stdout_target, &options.stdout_path, "stdout"},
-                                             std::tuple{options.stderr_target, &options.stderr_path, "stderr"}})
-    if (target == stream_target::file && path->empty())
+  const auto check_target = [&](stream_target target, const std::string& path, const char* stream) {
+    if (target == stream_target::file && path.empty())
       throw std::invalid_argument(std::string("run_process: ") + stream + " of " + program + " goes to a file without a path");
+  };
+  check_target(options.stdout_target, options.stdout_path, "stdout");
+  check_target(options.stderr_target, options.stderr_path, "stderr");
 
   // Everything the child needs is prepared here, before fork.
   std::vector<std::string> argv_strings = options.argv;

@@ -28,8 +28,8 @@ struct spawn_options {
   // confined to one core ran 10x slow).
   bool reset_affinity = false;
   // The child is sent SIGKILL when this process dies (PR_SET_PDEATHSIG), so a kill -9 of kstudy does
-  // not leave a child computing and holding the archive open. The signal follows the calling thread's
-  // exit, which run_process' synchronous wait makes the same thing.
+  // not leave a child computing and holding the archive open. The kernel sends it when the thread that
+  // forked exits; run_process waits in that thread, so that is when this process ends.
   bool die_with_parent = false;
 };
 
