@@ -1,17 +1,11 @@
 #include "kstudy/profile.hpp"
 
 #include <Kokkos_Core.hpp>
-#include <fcntl.h>
 #include <nlohmann/json.hpp>
-#include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +23,8 @@
 #include "kstudy/experiment.hpp"
 #include "kstudy/gate.hpp"
 #include "kstudy/ncu.hpp"
+#include "kstudy/platform/process.hpp"
+#include "kstudy/platform/stop_signal.hpp"
 #include "kstudy/probes.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/variant.hpp"
@@ -52,9 +48,6 @@ constexpr bool build_has_cuda = false;
 // Test mode (tests/check_profile_host.sh): host variants under a stand-in ncu (tests/fake_ncu.py), so CI
 // runs the whole orchestration without a GPU. No CUDA call is made; the archive says so; never a measurement.
 bool host_test_mode() { return std::getenv("KSTUDY_PROFILE_HOST_TEST") != nullptr; }
-
-std::atomic<int> g_stop_signal{0};
-void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 int visible_gpus() {
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
@@ -93,37 +86,18 @@ std::string command_text(const std::vector<std::string>& argv) {
 }
 
 // Runs argv[0] with stdout and stderr sent to files (the same file when the paths are equal) under the C
-// locale (ncu's number format), from every CPU (a forked child inherits the calling thread's OpenMP
-// binding; see spawn_and_wait in study.cpp). Passes a stop request on. Returns the exit status.
+// locale (ncu's number format), from every CPU (see platform::spawn_options::reset_affinity), dying with
+// this process (a kill -9 of kstudy must not leave ncu profiling). Returns the exit status.
 int run_tool(const std::vector<std::string>& args, const std::string& stdout_path, const std::string& stderr_path) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all);
-    sched_setaffinity(0, sizeof all, &all);
-    const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = stderr_path == stdout_path ? out : open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0) _exit(126);
-    dup2(out, STDOUT_FILENO);
-    dup2(err, STDERR_FILENO);
-    setenv("LC_ALL", "C", 1);
-    execv(args[0].c_str(), argv.data());
-    std::perror("kstudy: exec failed");
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waitpid failed");
-    if (g_stop_signal) kill(pid, g_stop_signal);
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  platform::spawn_options options;
+  options.argv = args;
+  options.env = {{"LC_ALL", "C"}};
+  options.stdout_target = options.stderr_target = platform::stream_target::file;
+  options.stdout_path = stdout_path;
+  options.stderr_path = stderr_path;
+  options.reset_affinity = true;
+  options.die_with_parent = true;
+  return platform::run_process(options).status();
 }
 
 // An ncu-level failure (no counter access, an unusable profiler): every point would fail the same way.
@@ -508,11 +482,7 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
   if (visible_gpus() == 0 && !host_test)
     throw std::runtime_error("no CUDA GPU is visible here (cudaGetDeviceCount found none): kstudy profile needs one");
 
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  platform::install_stop_handlers();
 
   // Working folder for ncu's reports: kept with --keep-ncu, else a temporary one removed at the end.
   std::string folder = request.keep;
@@ -554,7 +524,7 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
 
   std::map<std::string, std::vector<profile_record>> records;  // per experiment
   int failed = 0;
-  for (std::size_t i = 0; i < plan.size() && !g_stop_signal; ++i) {
+  for (std::size_t i = 0; i < plan.size() && !platform::stop_requested(); ++i) {
     const auto& p = plan[i];
     const auto& pt = p.point;
     std::vector<std::string> args{std::to_string(pt.rows), std::to_string(pt.features), std::to_string(pt.block_size),
@@ -603,8 +573,8 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     auto& mine = records[p.e->name];
     mine.insert(mine.end(), rows.begin(), rows.end());
   }
-  if (g_stop_signal) {
-    std::cerr << "kstudy profile: stopped by signal " << g_stop_signal << "; no archive written\n";
+  if (platform::stop_requested()) {
+    std::cerr << "kstudy profile: stopped by signal " << platform::stop_requested() << "; no archive written\n";
     return 130;
   }
 

@@ -2,15 +2,11 @@
 
 #include <Kokkos_Core.hpp>
 #include <nlohmann/json.hpp>
-#include <sched.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +29,8 @@
 #include "kstudy/gate.hpp"
 #include "kstudy/gpu_health.hpp"
 #include "kstudy/pipeline.hpp"
+#include "kstudy/platform/process.hpp"
+#include "kstudy/platform/stop_signal.hpp"
 #include "kstudy/probes.hpp"
 #include "kstudy/sink.hpp"
 #include "kstudy/timers.hpp"
@@ -48,17 +46,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::atomic<int> g_stop_signal{0};
-void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
 
 // HDF5 cannot recover from a write that fails half way (a full disk or a file-size limit leaves the
 // file truncated and unreadable), so every write is preceded by a check that the archive's file system
@@ -587,7 +574,7 @@ void run_transfer_points(const experiment& e, int replication, health_guarded_si
     for (const auto& memory : e.memory)
       for (const auto& direction : e.directions) {
         const std::int64_t point = index++;
-        if (g_stop_signal) return;
+        if (platform::stop_requested()) return;
         if (done.count(point)) continue;
         std::vector<sample_record> samples;
         sample_record base;
@@ -698,7 +685,7 @@ void run_cold_points(const experiment& e, int replication, health_guarded_sink& 
   for (const auto rows : e.rows)
     for (const auto features : e.features) {
       const std::int64_t this_point = point++;
-      if (done.count(this_point) || g_stop_signal) continue;
+      if (done.count(this_point) || platform::stop_requested()) continue;
       auto keys = point_keys(e, replication, this_point);
       keys.rows = rows;
       keys.features = features;
@@ -797,49 +784,19 @@ experiment read_definition_file(const std::string& path, shard_spec& shard) {
   return e;
 }
 
-// Starts `exe args` as a fresh process and waits for it; with `output`, captures its stdout. The child
-// starts from every CPU: a forked process inherits the affinity of the calling thread, which OpenMP's
-// binding pinned to one core, and OpenMP sizes its places from that mask when the new image loads (seen
-// on the H200 machine: a 16-thread CPU baseline confined to one core ran 10x slow).
+// Starts `exe args` as a fresh process from every CPU and waits for it; with `output`, captures its
+// stdout. The child dies with this process: a kill -9 of `kstudy run` must not leave a replication
+// computing and holding the archive, which the next --resume then could not open.
 int spawn_and_wait(const std::string& exe, const std::vector<std::string>& args, std::string* output = nullptr) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(exe.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int pipe_fds[2] = {-1, -1};
-  if (output && pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all);
-    sched_setaffinity(0, sizeof all, &all);
-    if (output) {
-      dup2(pipe_fds[1], STDOUT_FILENO);
-      close(pipe_fds[0]);
-      close(pipe_fds[1]);
-    }
-    execv(exe.c_str(), argv.data());
-    std::perror("kstudy: exec of child process failed");
-    _exit(127);
-  }
-  if (output) {
-    close(pipe_fds[1]);
-    char buffer[4096];
-    ssize_t n;
-    while ((n = read(pipe_fds[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR))
-      if (n > 0) output->append(buffer, static_cast<std::size_t>(n));
-    close(pipe_fds[0]);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waitpid failed");
-    if (g_stop_signal) kill(pid, g_stop_signal);  // pass the stop request on; the child finishes its point
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  platform::spawn_options options;
+  options.argv.push_back(exe);
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  if (output) options.stdout_target = platform::stream_target::capture;
+  options.reset_affinity = true;
+  options.die_with_parent = true;
+  auto result = platform::run_process(options);
+  if (output) *output = std::move(result.output);
+  return result.status();
 }
 
 // Runs a __first_call child and parses the one JSON line it prints.
@@ -1042,7 +999,7 @@ int run_first_call(const std::string& variant_id, std::int64_t rows, std::int64_
 }
 
 int run_replication(const std::string& archive, const std::string& definition_file, int replication) {
-  install_stop_handlers();
+  platform::install_stop_handlers();
   std::error_code ec;
   g_self_exe = fs::read_symlink("/proc/self/exe", ec).string();
   shard_spec shard;
@@ -1063,7 +1020,7 @@ int run_replication(const std::string& archive, const std::string& definition_fi
       progress_line progress(e.name + " rep " + std::to_string(replication), std::int64_t(points.size()), quiet);
       shape_inputs inputs;
       for (const auto& p : points) {
-        if (g_stop_signal) break;
+        if (platform::stop_requested()) break;
         if (!done.count(p.index)) {
           auto keys = point_keys(e, replication, p.index);
           keys.rows = p.rows;
@@ -1111,16 +1068,16 @@ int run_replication(const std::string& archive, const std::string& definition_fi
   g_open_archive = {};
   sink.end_experiment(e.name);
   sink.finish();
-  if (g_stop_signal) {
-    std::cerr << "kstudy: stopped by signal " << g_stop_signal << " after the current point; finished points are in "
-              << archive << " (kstudy run --resume completes it)\n";
+  if (platform::stop_requested()) {
+    std::cerr << "kstudy: stopped by signal " << platform::stop_requested()
+              << " after the current point; finished points are in " << archive << " (kstudy run --resume completes it)\n";
     return 130;
   }
   return 0;
 }
 
 int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv) {
-  install_stop_handlers();
+  platform::install_stop_handlers();
   g_self_exe = self_exe;
   // Everything that can be wrong with the request is found before any measurement.
   std::vector<experiment> experiments;
@@ -1184,7 +1141,7 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   for (const auto& e : experiments) {
     const auto definition = write_definition_file(e, request.shard);
     const auto points = point_count(e);
-    for (int r = 0; r < e.protocol.replications && !g_stop_signal; ++r) {
+    for (int r = 0; r < e.protocol.replications && !platform::stop_requested(); ++r) {
       bool any = false;  // a replication with no point in this shard needs no process
       for (std::int64_t p = 0; p < points && !any; ++p) any = in_shard(request.shard, p, r, e.protocol.replications);
       if (!any) continue;
@@ -1198,11 +1155,11 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
       if (child != 0) {
         std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
         rc = child;
-        if (child >= 128 || child == exit_out_of_room || child == exit_device_lost || g_stop_signal) break;
+        if (child >= 128 || child == exit_out_of_room || child == exit_device_lost || platform::stop_requested()) break;
       }
     }
     std::remove(definition.c_str());
-    if (g_stop_signal || rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost) break;
+    if (platform::stop_requested() || rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost) break;
   }
 
   // Summaries over everything the archive holds for these experiments, written once: an interrupted
@@ -1212,7 +1169,7 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
     const auto samples = read_samples(request.out, e.name);
     auto summaries = summarise(samples, ceilings);
     all_summaries.insert(all_summaries.end(), summaries.begin(), summaries.end());
-    if (g_stop_signal || rc != 0 || !read_summaries(request.out, e.name).empty()) continue;
+    if (platform::stop_requested() || rc != 0 || !read_summaries(request.out, e.name).empty()) continue;
     hdf5_sink archive_sink(request.out, open_mode::append);
     room_checked_sink sink(archive_sink, request.out);
     sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
@@ -1230,7 +1187,7 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   }
   // Marks the archive complete (every point of every experiment run, summaries written), so that
   // `kstudy submit --resume` and `kstudy merge` can tell a finished shard from an interrupted one.
-  if (rc == 0 && !g_stop_signal) {
+  if (rc == 0 && !platform::stop_requested()) {
     try {
       ensure_room(request.out, 4096);
       hdf5_sink archive_sink(request.out, open_mode::append);
@@ -1259,7 +1216,7 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   }
   if (!request.json_out.empty()) write_json_copy(request.out, request.json_out);
   std::cout << "results: " << fs::absolute(request.out).string() << "\n";
-  if (g_stop_signal) {
+  if (platform::stop_requested()) {
     std::cerr << "kstudy: interrupted; finished points are kept. Complete with: kstudy run --resume --out " << request.out
               << " ...\n";
     return 130;

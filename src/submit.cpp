@@ -1,10 +1,8 @@
 #include "kstudy/submit.hpp"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include "kstudy/archive.hpp"
 #include "kstudy/build_info.hpp"
 #include "kstudy/experiment.hpp"
+#include "kstudy/platform/process.hpp"
 
 namespace kstudy {
 namespace {
@@ -43,33 +42,18 @@ std::string find_on_path(const std::string& program) {
 
 // Runs program with args; returns its exit status and its stdout (and stderr with with_stderr; else its
 // stderr goes to ours, so sbatch's warnings reach the user and cannot be mistaken for the job id).
+// Not die_with_parent: sbatch and squeue are short client calls, and an sbatch killed half way with
+// kstudy could leave a job array submitted whose id nobody was told; letting it finish costs nothing.
 int capture(const std::string& program, const std::vector<std::string>& args, std::string& output,
             bool with_stderr) {
-  std::vector<char*> argv{const_cast<char*>(program.c_str())};
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    if (with_stderr) dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    execv(program.c_str(), argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0) output.append(buffer, static_cast<std::size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw std::runtime_error("waitpid failed");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  platform::spawn_options options;
+  options.argv.push_back(program);
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.stdout_target = platform::stream_target::capture;
+  if (with_stderr) options.stderr_target = platform::stream_target::capture;
+  auto result = platform::run_process(options);
+  output += result.output;
+  return result.status();
 }
 
 std::string trim(std::string s) {

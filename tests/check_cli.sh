@@ -3,7 +3,10 @@
 #   bad input   -> clear error naming the file and field, non-zero exit, no archive
 #   run quick   -> an archive that passes the schema check
 #   kill -9     -> an archive that opens; --resume completes it to exactly the samples of a clean run
+#   kill -9 of the parent alone -> its replication child dies with it at once; --resume completes the archive
 #   SIGTERM     -> stops after the current point, exits non-zero, keeps the finished points
+#   held archive -> --resume / --overwrite of an archive another process holds open: a message naming it,
+#                  non-zero exit, the file unchanged
 #   no room     -> stops before a write that might not fit (exit 75), the archive opens, --resume completes
 #   GPU health  -> through the real NVML path (a stand-in libnvidia-ml here), throttled samples flagged and
 #                  counted by the console and by `kstudy report`
@@ -93,6 +96,60 @@ if "$kstudy" run "$tiny" --resume --out "$work/killed.h5" -q > /dev/null 2> "$wo
 else
   fail "--resume failed: $(tail -3 "$work/stderr")"
 fi
+
+# kill -9 of the parent `kstudy run` alone, as a user would: the replication child goes with it (left
+# running it would go on writing and hold the archive's lock, and --resume would fail), and an immediate
+# --resume completes the archive.
+"$kstudy" run "$tiny" --out "$work/orphan.h5" > /dev/null 2> "$work/orphan.log" &
+parent=$!
+wait_for_progress "$work/orphan.log" || fail "no progress line within 60 s"
+kill -9 "$parent"
+wait "$parent" 2> /dev/null
+survivors=""
+for _ in $(seq 20); do  # two seconds
+  survivors=$(pgrep -f -- "__replicate $work/orphan.h5 " | tr '\n' ' ')
+  [[ -z $survivors ]] && break
+  sleep 0.1
+done
+if [[ -n $survivors ]]; then
+  fail "replication child(ren) $survivors outlived kill -9 of their parent"
+  kill -9 $survivors 2> /dev/null
+else
+  pass "the replication child died with its parent"
+fi
+/usr/bin/python3 "$src/tests/check_run_archive.py" fewer "$work/orphan.h5" "$work/clean.h5" tiny ||
+  fail "kill -9 of the parent came too late to interrupt anything: the test proves nothing"
+if "$kstudy" run "$tiny" --resume --out "$work/orphan.h5" -q > /dev/null 2> "$work/stderr"; then
+  /usr/bin/python3 "$src/tests/check_run_archive.py" same-points "$work/orphan.h5" "$work/clean.h5" tiny ||
+    fail "archive resumed after kill -9 of the parent differs from an uninterrupted run"
+else
+  fail "--resume right after kill -9 of the parent failed: $(tail -3 "$work/stderr")"
+fi
+
+# An archive another process holds open (here an h5py writer; a live kstudy run's child holds it the same
+# way): --resume and --overwrite refuse with a message naming it, exit non-zero, and change nothing.
+cp "$work/killed.h5" "$work/held.h5"
+/usr/bin/python3 -c "import h5py, sys, time; f = h5py.File(sys.argv[1], 'a'); print('held', flush=True); time.sleep(120)" \
+  "$work/held.h5" > "$work/holder.out" 2>&1 &
+holder=$!
+for _ in $(seq 100); do grep -q held "$work/holder.out" && break; sleep 0.1; done
+if ! grep -q held "$work/holder.out"; then
+  fail "the h5py holder did not open the archive: $(cat "$work/holder.out")"
+else
+  before=$(md5sum < "$work/held.h5")
+  for mode in --resume --overwrite; do
+    "$kstudy" run "$tiny" $mode --out "$work/held.h5" -q > /dev/null 2> "$work/held.err"
+    rc=$?
+    if [[ $rc -eq 0 ]]; then fail "$mode of a held archive: exit status 0"
+    elif ! grep -q "archive '$work/held.h5' is open in another process" "$work/held.err"; then
+      fail "$mode of a held archive: no clear message: $(cat "$work/held.err")"
+    elif grep -q "H5F\|HDF5" "$work/held.err"; then fail "$mode of a held archive: a raw HDF5 error: $(cat "$work/held.err")"
+    elif [[ $(md5sum < "$work/held.h5") != "$before" ]]; then fail "$mode of a held archive changed it"
+    else pass "$mode of a held archive refused (rc=$rc): $(head -c 200 "$work/held.err")"; fi
+  done
+fi
+kill "$holder" 2> /dev/null
+wait "$holder" 2> /dev/null
 
 # SIGTERM: stop after the current point, non-zero exit, finished points kept; --resume completes.
 "$kstudy" run "$tiny" --out "$work/term.h5" > /dev/null 2> "$work/term.err" &

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/archive.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/merge.hpp"
@@ -263,7 +264,13 @@ int main(int argc, char** argv) {
     }
     if (*run) {
       if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
-      return kstudy::run_study(request, self_exe(), argc, argv);
+      try {
+        return kstudy::run_study(request, self_exe(), argc, argv);
+      } catch (const kstudy::archive_in_use& in_use) {
+        std::cerr << "kstudy: error: " << in_use.what() << "; wait for it to finish or stop it, then "
+                  << (request.resume ? "--resume" : "run again") << "\n";
+        return 1;
+      }
     }
     if (*submit) return kstudy::submit_study(submit_request, self_exe());
     if (*merge) {

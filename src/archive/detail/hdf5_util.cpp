@@ -1,6 +1,14 @@
 #include "detail/hdf5_util.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
 #include <stdexcept>
+
+#include "kstudy/archive.hpp"
 
 namespace kstudy::archive_detail {
 
@@ -19,6 +27,36 @@ herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* 
 }
 
 std::vector<std::string> attribute_names(hid_t object, const std::string& path);
+
+herr_t find_lock_failure(unsigned, const H5E_error2_t* error, void* out) {
+  if (error && error->min_num == H5E_CANTLOCKFILE) *static_cast<bool*>(out) = true;
+  return 0;
+}
+
+// Whether the last HDF5 call failed taking its file lock (the error stack is left for fail()).
+bool lock_refused() {
+  bool refused = false;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, find_lock_failure, &refused);
+  return refused;
+}
+
+// HDF5 1.10 (built with flock, as Debian's is) holds flock on an open file for as long as it is open:
+// shared to read, exclusive to write, and refuses to open a file whose lock it cannot take. The same
+// probe here tells a file held by another process from other open failures, and guards H5Fcreate's
+// truncation, which 1.10.8 does before it takes the lock (checked: a file held by an h5py writer was
+// left empty). A probe that cannot run says "not held" and HDF5's own error stands.
+bool held_elsewhere(const std::string& path, bool exclusive) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the probe's lock if it took one; nothing was written through fd
+  return held;
+}
+
+[[noreturn]] void throw_in_use(const std::string& path) {
+  H5Eclear2(H5E_DEFAULT);
+  throw archive_in_use("archive '" + path + "' is open in another process (a kstudy run still writing it?)");
+}
 
 }  // namespace
 
@@ -162,12 +200,17 @@ void delete_all_attributes(hid_t object, const std::string& path, const std::str
 }
 
 h5_handle create_file(const std::string& path, bool truncate) {
-  return file_handle(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT),
-                     "H5Fcreate", path);
+  std::error_code ec;
+  if (truncate && std::filesystem::exists(path, ec) && held_elsewhere(path, true)) throw_in_use(path);
+  const hid_t id = H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0 && lock_refused() && held_elsewhere(path, true)) throw_in_use(path);
+  return file_handle(id, "H5Fcreate", path);
 }
 
 h5_handle open_file(const std::string& path, bool writable) {
-  return file_handle(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path);
+  const hid_t id = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0 && lock_refused() && held_elsewhere(path, writable)) throw_in_use(path);
+  return file_handle(id, "H5Fopen", path);
 }
 
 void create_row_dataset(hid_t group, const char* name, hid_t file_type, const char* units, const std::string& path) {

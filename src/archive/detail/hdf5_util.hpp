@@ -82,6 +82,7 @@ void delete_all_attributes(hid_t object, const std::string& path, const std::str
 // Archive files are opened with the default (earliest) format bounds on purpose: the 1.10 "latest" superblock
 // marks a file as open-for-write, and an archive left by a killed process would then refuse to open
 // until someone ran h5clear. The earliest format holds everything the schema uses.
+// Both throw kstudy::archive_in_use when another process holds the file open (HDF5's file lock).
 h5_handle create_file(const std::string& path, bool truncate);
 h5_handle open_file(const std::string& path, bool writable);
 

@@ -4,6 +4,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,13 @@ enum class open_mode {
 };
 const char* to_string(open_mode mode);
 open_mode parse_open_mode(const std::string& name);  // throws std::invalid_argument naming the value
+
+// Opening or replacing an archive was refused because another process holds it open (a kstudy run
+// still writing it, a reader holding it while this process would write); the file was not changed.
+class archive_in_use : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // Writes straight to the final path. Every HDF5 failure throws std::runtime_error naming the HDF5 call
 // and the archive's path (HDF5's own error printing is silenced). Not thread-safe: one writer.

@@ -1,0 +1,50 @@
+#pragma once
+// Starting a child process and waiting for it: the one fork/exec/waitpid of kstudy (the replication
+// children of `kstudy run`, the ncu child of `kstudy profile`, sbatch and squeue of `kstudy submit`).
+// Linux: CPU affinity and the parent-death signal are Linux interfaces.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kstudy::platform {
+
+// Where one of the child's output streams goes.
+enum class stream_target {
+  inherit,  // ours
+  capture,  // into process_result::output (stdout and stderr both captured: interleaved as written)
+  file,     // the file at the options' path, created or truncated
+};
+
+struct spawn_options {
+  std::vector<std::string> argv;  // argv[0] is the program's path: executed as given, no PATH search
+  std::vector<std::pair<std::string, std::string>> env;  // set in the child's environment (others inherited)
+  stream_target stdout_target = stream_target::inherit;
+  std::string stdout_path;  // for stream_target::file
+  stream_target stderr_target = stream_target::inherit;
+  std::string stderr_path;  // for stream_target::file; the same path as stdout_path shares one file
+  // The child starts from every CPU instead of the calling thread's affinity: a forked process inherits
+  // the mask of the thread that forked, which OpenMP's binding pinned to one core, and OpenMP sizes its
+  // places from that mask when the new image loads (seen on the H200 machine: a 16-thread CPU baseline
+  // confined to one core ran 10x slow).
+  bool reset_affinity = false;
+  // The child is sent SIGKILL when this process dies (PR_SET_PDEATHSIG), so a kill -9 of kstudy does
+  // not leave a child computing and holding the archive open. The kernel sends it when the thread that
+  // forked exits; run_process waits in that thread, so that is when this process ends.
+  bool die_with_parent = false;
+};
+
+struct process_result {
+  int exit_code = 0;  // when the child exited
+  int signal = 0;     // the signal that ended it, else 0
+  std::string output;  // the captured stream(s)
+  // The shell's convention: the exit code, or 128 + the signal.
+  int status() const { return signal != 0 ? 128 + signal : exit_code; }
+};
+
+// Runs the child to its end. While waiting, a stop request (stop_signal.hpp) is passed on to the child,
+// which finishes its unit of work and exits. Throws std::runtime_error naming the program and the cause
+// when the child cannot be started (an output file that cannot be opened, a failed exec, ...), and
+// std::invalid_argument for an empty argv or a file target without a path.
+process_result run_process(const spawn_options& options);
+
+}  // namespace kstudy::platform

@@ -1,0 +1,253 @@
+#include "kstudy/platform/process.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kstudy/platform/stop_signal.hpp"
+
+extern char** environ;
+
+namespace kstudy::platform {
+namespace {
+
+// Owns one file descriptor. A failed close is not reported: the parent's copies of the child's output
+// descriptors and of the pipes only read or are handed over, the child's copies do the writing.
+class fd_guard {
+ public:
+  fd_guard() = default;
+  explicit fd_guard(int fd) : m_fd(fd) {}
+  fd_guard(fd_guard&& other) noexcept : m_fd(std::exchange(other.m_fd, -1)) {}
+  fd_guard& operator=(fd_guard&& other) noexcept {
+    if (this != &other) {
+      reset();
+      m_fd = std::exchange(other.m_fd, -1);
+    }
+    return *this;
+  }
+  ~fd_guard() { reset(); }
+  int get() const { return m_fd; }
+  void reset() {
+    if (m_fd >= 0) ::close(m_fd);
+    m_fd = -1;
+  }
+
+ private:
+  int m_fd = -1;
+};
+
+struct pipe_pair {
+  fd_guard read, write;
+};
+
+void open_pipe(pipe_pair& p, const std::string& program) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::runtime_error("cannot start " + program + ": pipe2 failed: " + std::strerror(errno));
+  p.read = fd_guard(fds[0]);
+  p.write = fd_guard(fds[1]);
+}
+
+// What the child could not do before exec, sent back through a close-on-exec pipe: end of file on it
+// means the exec succeeded.
+enum class child_step : int { pdeathsig, affinity, redirect_stdout, redirect_stderr, exec };
+
+const char* describe(child_step step) {
+  switch (step) {
+    case child_step::pdeathsig: return "prctl(PR_SET_PDEATHSIG)";
+    case child_step::affinity: return "sched_setaffinity (resetting the CPU affinity)";
+    case child_step::redirect_stdout: return "dup2 of stdout";
+    case child_step::redirect_stderr: return "dup2 of stderr";
+    case child_step::exec: return "execve";
+  }
+  return "an unknown step";
+}
+
+struct child_failure {
+  child_step step;
+  int error;
+};
+
+// In the forked child only async-signal-safe calls: the parent has other threads (OpenMP's, Kokkos')
+// whose locks the child inherits held.
+[[noreturn]] void child_fail(int report_fd, child_step step) {
+  const child_failure failure{step, errno};
+  // Nothing to do if the report cannot be written: the parent then sees exit status 127.
+  [[maybe_unused]] const ssize_t written = ::write(report_fd, &failure, sizeof failure);
+  ::_exit(127);
+}
+
+// dup2 onto an equal descriptor keeps its close-on-exec flag; clear it instead.
+bool redirect(int from, int to) {
+  if (from != to) return ::dup2(from, to) == to;
+  const int flags = ::fcntl(to, F_GETFD);
+  return flags >= 0 && ::fcntl(to, F_SETFD, flags & ~FD_CLOEXEC) == 0;
+}
+
+std::vector<std::string> child_environment(const spawn_options& options) {
+  for (const auto& [name, value] : options.env)
+    if (name.empty() || name.find('=') != std::string::npos)
+      throw std::invalid_argument("run_process: environment variable name '" + name + "' is empty or contains '='");
+  std::vector<std::string> entries;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    const auto name = entry.substr(0, entry.find('='));
+    bool overridden = false;
+    for (const auto& override_entry : options.env) overridden = overridden || override_entry.first == name;
+    if (!overridden) entries.emplace_back(entry);
+  }
+  for (const auto& [name, value] : options.env) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Passes a stop request on to the child (called when a wait was interrupted by a signal).
+void pass_on_stop(pid_t pid, const std::string& program) {
+  const int sig = stop_requested();
+  if (sig != 0 && ::kill(pid, sig) != 0 && errno != ESRCH)
+    throw std::runtime_error("cannot pass signal " + std::to_string(sig) + " on to " + program + ": " +
+                             std::strerror(errno));
+}
+
+}  // namespace
+
+process_result run_process(const spawn_options& options) {
+  if (options.argv.empty()) throw std::invalid_argument("run_process: empty argv");
+  const std::string& program = options.argv.front();
+  const auto check_target = [&](stream_target target, const std::string& path, const char* stream) {
+    if (target == stream_target::file && path.empty())
+      throw std::invalid_argument(std::string("run_process: ") + stream + " of " + program + " goes to a file without a path");
+  };
+  check_target(options.stdout_target, options.stdout_path, "stdout");
+  check_target(options.stderr_target, options.stderr_path, "stderr");
+
+  // Everything the child needs is prepared here, before fork.
+  std::vector<std::string> argv_strings = options.argv;
+  std::vector<std::string> env_strings = child_environment(options);
+  const auto argv = pointers(argv_strings);
+  const auto envp = pointers(env_strings);
+  cpu_set_t all_cpus;
+  CPU_ZERO(&all_cpus);
+  if (options.reset_affinity) {
+    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+    if (cpus < 1)
+      throw std::runtime_error("cannot start " + program + ": sysconf(_SC_NPROCESSORS_CONF) failed: " +
+                               std::strerror(errno));
+    for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all_cpus);
+  }
+
+  const auto open_output = [&](const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw std::runtime_error("cannot open " + path + " for the output of " + program + ": " + std::strerror(errno));
+    return fd;
+  };
+  fd_guard stdout_file, stderr_file;
+  if (options.stdout_target == stream_target::file) stdout_file = fd_guard(open_output(options.stdout_path));
+  if (options.stderr_target == stream_target::file && !(options.stdout_target == stream_target::file &&
+                                                         options.stderr_path == options.stdout_path))
+    stderr_file = fd_guard(open_output(options.stderr_path));
+  const bool capturing =
+      options.stdout_target == stream_target::capture || options.stderr_target == stream_target::capture;
+  pipe_pair output, report;
+  if (capturing) open_pipe(output, program);
+  open_pipe(report, program);
+
+  const auto target_fd = [&](stream_target target, const fd_guard& file) {
+    if (target == stream_target::capture) return output.write.get();
+    if (target == stream_target::file) return file.get() >= 0 ? file.get() : stdout_file.get();
+    return -1;
+  };
+  const int child_stdout = target_fd(options.stdout_target, stdout_file);
+  const int child_stderr = target_fd(options.stderr_target, stderr_file);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("cannot start " + program + ": fork failed: " + std::strerror(errno));
+  if (pid == 0) {
+    const int fd = report.write.get();
+    if (options.die_with_parent) {
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(fd, child_step::pdeathsig);
+      if (::getppid() != parent) ::_exit(127);  // the parent died before prctl: nobody is left to run for
+    }
+    if (options.reset_affinity && ::sched_setaffinity(0, sizeof all_cpus, &all_cpus) != 0)
+      child_fail(fd, child_step::affinity);
+    if (child_stdout >= 0 && !redirect(child_stdout, STDOUT_FILENO)) child_fail(fd, child_step::redirect_stdout);
+    if (child_stderr >= 0 && !redirect(child_stderr, STDERR_FILENO)) child_fail(fd, child_step::redirect_stderr);
+    ::execve(argv.front(), argv.data(), envp.data());
+    child_fail(fd, child_step::exec);
+  }
+
+  // The parent keeps only the read ends: end of file then comes when the child is done with them.
+  report.write.reset();
+  output.write.reset();
+  stdout_file.reset();
+  stderr_file.reset();
+
+  const auto reap = [&] {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) throw std::runtime_error("waitpid for " + program + " failed: " + std::strerror(errno));
+      pass_on_stop(pid, program);
+    }
+    return status;
+  };
+
+  child_failure failure{};
+  std::size_t got = 0;
+  while (got < sizeof failure) {
+    const ssize_t n = ::read(report.read.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (n == 0 || errno != EINTR) break;
+  }
+  if (got == sizeof failure) {
+    reap();
+    throw std::runtime_error("cannot start " + program + ": " + describe(failure.step) + " failed: " +
+                             std::strerror(failure.error));
+  }
+
+  process_result result;
+  int read_error = 0;
+  if (capturing) {
+    char buffer[4096];
+    for (;;) {
+      const ssize_t n = ::read(output.read.get(), buffer, sizeof buffer);
+      if (n > 0) {
+        result.output.append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0) {
+        break;
+      } else if (errno == EINTR) {
+        pass_on_stop(pid, program);
+      } else {
+        read_error = errno;
+        break;
+      }
+    }
+    output.read.reset();  // a child still writing gets EPIPE instead of blocking forever
+  }
+  const int status = reap();
+  if (read_error != 0)
+    throw std::runtime_error("reading the output of " + program + " failed: " + std::strerror(read_error));
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+}  // namespace kstudy::platform
