@@ -50,6 +50,29 @@ double occupancy(kernel_fn kernel, int block, int smem_bytes) {
   return double(warps) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
 }
 
+// Each kernel states its own split of the SM's unified L1/shared memory: as much L1 as the shared memory
+// of its resident blocks leaves. Without a preference of its own a kernel gets the device-wide one, and
+// Kokkos 3.4's initialisation sets that to "prefer shared" (cudaDeviceSetCacheConfig) for the whole
+// process: on the H200 the same binary's one-thread-per-row kernels then ran 1.2-4.4x slower than in a
+// Kokkos 4.6 process, which sets a carveout per Kokkos kernel instead (data/h200-2026-11-30-s4).
+void prefer_l1(kernel_fn kernel, int block, int smem_bytes) {
+  int carveout = cudaSharedmemCarveoutMaxL1;
+  if (smem_bytes > 0) {
+    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                           cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           cudaSharedmemCarveoutMaxShared));
+    cudaFuncAttributes attributes{};
+    KSTUDY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)));
+    const std::int64_t per_block = std::int64_t(smem_bytes) + std::int64_t(attributes.sharedSizeBytes) +
+                                   device_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
+    const std::int64_t needed = per_block * resident_blocks_per_sm(kernel, block, smem_bytes);
+    const std::int64_t per_sm = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+    carveout = static_cast<int>(std::min<std::int64_t>(100, (100 * needed + per_sm - 1) / per_sm));
+  }
+  KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+}
+
 struct launch_geometry {
   int grid = 0;
   int block = 0;
@@ -79,6 +102,7 @@ launch_geometry plan_launch(kernel_fn kernel, bool tiled, const table_shape& sha
         plan.mode == kstudy_global_rows ? block / 32 * kstudy_warp_rows : plan.tile_rows;
     work_blocks = (shape.rows + rows_per_step - 1) / rows_per_step;
   }
+  prefer_l1(kernel, block, g.smem_bytes);
   const int per_sm = resident_blocks_per_sm(kernel, block, g.smem_bytes);
   if (per_sm < 1)
     throw std::runtime_error("fused_cuda: a block of " + std::to_string(block) + " threads does not fit an SM");
