@@ -574,9 +574,10 @@ TEST(Archive, PandasFixture) {
 }  // namespace
 
 namespace {
-// Archives of schema version 1 (the committed H200 data) remain readable; occupancy reads as 0.
+// Archives of schema version 1 (the first H200 dataset's cold_compile archive) remain readable;
+// occupancy reads as 0.
 TEST(Archive, ReadsVersionOneArchives) {
-  const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/data/h200-2026-11-30/cold.h5";
+  const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/h200_v1_cold.h5";
   const auto samples = kstudy::read_samples(path, "cold_compile");
   ASSERT_FALSE(samples.empty());
   for (const auto& s : samples) EXPECT_EQ(s.occupancy, 0.0);

@@ -76,7 +76,7 @@ TEST(NcuCsv, ParsesTheRawPage) {
   EXPECT_FALSE(ncu::is_kokkos_kernel(launches[10].name));  // cuBLAS gemv
 }
 
-// A real recording: ncu 2025.3.1 on the H200 (data/h200-2026-11-30-s2), point 0 of profile_layouts: seven
+// A real recording: ncu 2025.3.1 on the H200 (the retired data/h200-2026-11-30-s2 dataset), point 0 of profile_layouts: seven
 // variants, each call preceded by the marker kernel. Every field the profile table needs is present.
 TEST(NcuCsv, ParsesAnH200Recording) {
   const auto table = ncu::parse_raw_csv(fixture_text("ncu_h200_profile_layouts_point0.csv"));
