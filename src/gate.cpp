@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 
 namespace kstudy {
@@ -80,21 +81,34 @@ gate_result check_results(const scoring_problem& problem, const reference_result
     g.flag_mismatches += bad_flag;
     if ((bad_score || bad_flag) && first_bad < 0) {
       first_bad = r;
+      // Nine significant digits tell two float32 values apart: an error just over its bound must not print
+      // as a score equal to the reference.
       std::ostringstream os;
-      os << "row " << r << ": score " << s << " vs reference " << ref << " (bound " << bound << "), flag "
-         << int(flag[r]) << " vs " << int(reference.flag[r]);
+      os << std::setprecision(9) << "row " << r << ": ";
+      if (bad_score)
+        os << "score " << s << " differs from reference " << ref << " by " << std::fabs(s - ref)
+           << ", which exceeds the bound " << bound;
+      else
+        os << "flag " << int(flag[r]) << ", reference " << int(reference.flag[r]) << " (reference score " << ref
+           << ", threshold " << threshold << ", bound " << bound << ")";
       first_reason = os.str();
     }
   }
   const std::int64_t count_error = std::llabs(flagged_count - reference.flagged);
-  g.flagged_count_error = count_error > g.ambiguous_rows ? count_error - g.ambiguous_rows : 0;
+  const std::int64_t beyond_ambiguous = count_error > g.ambiguous_rows ? count_error - g.ambiguous_rows : 0;
   // The returned count must also agree with the returned flags themselves.
-  g.flagged_count_error = std::max<std::int64_t>(g.flagged_count_error, std::llabs(flagged_count - flag_sum));
+  const std::int64_t against_flags = std::llabs(flagged_count - flag_sum);
+  g.flagged_count_error = std::max(beyond_ambiguous, against_flags);
   g.passed = g.score_failures == 0 && g.flag_mismatches == 0 && g.flagged_count_error == 0;
   if (!g.passed) {
     std::ostringstream os;
     os << g.score_failures << " score failures, " << g.flag_mismatches << " flag mismatches, flagged count "
        << flagged_count << " vs reference " << reference.flagged << " (" << g.ambiguous_rows << " ambiguous)";
+    // Said outright: with every row right, the count is the only thing wrong.
+    if (against_flags != 0) os << "; flagged count " << flagged_count << " but " << flag_sum << " flags set";
+    if (beyond_ambiguous != 0)
+      os << "; flagged count off the reference by " << count_error << ", more than the " << g.ambiguous_rows
+         << " ambiguous rows allow";
     if (first_bad >= 0) os << "; first: " << first_reason;
     g.message = os.str();
   }
