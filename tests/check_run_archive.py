@@ -38,8 +38,8 @@ def schema(archive, experiment):
                      "host", "flavour"]:
             if attr not in f.attrs:
                 fail(f"root attribute {attr} missing")
-        if f.attrs["schema_version"] != "3":
-            fail("schema_version is not 3")
+        if f.attrs["schema_version"] != "4":
+            fail("schema_version is not 4")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
                      "omp_proc_bind", "default_execution_space"]:
@@ -55,7 +55,8 @@ def schema(archive, experiment):
         ceilings = frame(f, f"/experiments/{experiment}/ceilings")
         attribution = frame(f, f"/experiments/{experiment}/attribution")
         health = frame(f, f"/experiments/{experiment}/health")
-        for name in ["samples", "gate", "ceilings", "summary", "attribution", "health"]:
+        variants = frame(f, f"/experiments/{experiment}/variants")
+        for name in ["samples", "gate", "ceilings", "summary", "attribution", "health", "variants"]:
             ds = g[name]
             if ds.chunks is None:
                 fail(f"{name} is not chunked")
@@ -65,7 +66,7 @@ def schema(archive, experiment):
         fail("an empty table: samples/gate/summary/ceilings must all have rows")
     if not gate.passed.all():
         fail(f"gate failures: {gate[gate.passed == 0].message.tolist()[:3]}")
-    if not (samples[samples.trial >= 0].gate_passed == 1).all():
+    if not (samples[samples.trial >= 0].gate == "passed").all():
         fail("timed samples without a passed gate")
     if (samples.seconds[samples.trial >= 0] <= 0).any():
         fail("non-positive timings")
@@ -85,10 +86,49 @@ def schema(archive, experiment):
     expected_samples = summary.samples.sum()
     if expected_samples != len(samples[(samples.trial >= 0) & (samples.status == "ok")]):
         fail("summary sample counts do not add up to the accepted samples")
+    check_variants(samples, variants)
     composed = attribution[attribution.variant.str.startswith("composed")]
     if composed.empty or not composed.kernel.str.contains("composed::standardize").any():
         fail("no per-kernel attribution of the composed variants")
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
+
+
+VARIANT_FIELDS = ["variant", "operation", "family", "fusion_level", "layout", "backend", "on_device",
+                  "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read",
+                  "modelled_bytes_written", "essential_bytes", "essential_flops"]
+
+
+def check_variants(samples, variants):
+    """One variants row per (variant, rows, features, block_size) the samples measured, with the models."""
+    if list(variants.columns) != VARIANT_FIELDS:
+        fail(f"variants fields {list(variants.columns)}")
+    key = ["variant", "rows", "features", "block_size"]
+    if variants.duplicated(key).any():
+        fail("duplicated variants rows")
+    measured = set(map(tuple, samples[key].drop_duplicates().values.tolist()))
+    described = set(map(tuple, variants[key].values.tolist()))
+    if measured != described:
+        fail(f"variants rows {len(described)} for {len(measured)} measured (variant, shape) points")
+    if set(variants.operation) != {"scoring"}:
+        fail(f"operations {set(variants.operation)}")
+    if not (variants.variant.str.split("@").str[0].str.startswith(variants.family)
+            & (variants.variant.str.split("@").str[1] == variants.backend)).all():
+        fail("family or backend disagree with the variant id")
+    if not (variants.essential_flops == 5 * variants.rows * variants.features).all():
+        fail("essential_flops is not 5 per element")
+    essential = variants.rows * variants.features * 4 + 3 * variants.features * 4 + variants.rows * 5
+    if not (variants.essential_bytes == essential).all():
+        fail("essential_bytes is not x + the feature vectors + score and flag")
+    if not (variants.modelled_bytes_read + variants.modelled_bytes_written >= variants.essential_bytes).all():
+        fail("a traffic model below the essential traffic")
+    # samples.bytes of the resident timers is the variant's traffic model
+    resident = samples[samples.timer.isin(["host_wall", "resident_wall"]) & (samples.trial >= 0)]
+    joined = resident.merge(variants, on=key)
+    if joined.empty or not (joined.bytes == joined.modelled_bytes_read + joined.modelled_bytes_written).all():
+        fail("samples.bytes differs from the variants table's traffic model")
+    composed = variants[variants.family == "composed"]
+    if composed.empty or not ((composed.fusion_level == "none") & (composed.kernels_launched == 5)).all():
+        fail("composed variants not described as unfused, five kernels")
 
 
 def same_points(a, b, experiment):

@@ -25,9 +25,19 @@ struct traffic_model {
   std::int64_t total() const { return bytes_read + bytes_written; }
 };
 
+// The operation a variant implements; essential_traffic and essential_flops model it.
+enum class operation_kind { scoring };
+const char* to_string(operation_kind operation);
+
 // Minimal traffic of the operation itself: x read once, the three feature vectors read, score and
 // flag written once. Every variant's "effective" bandwidth divides this by its time.
 traffic_model essential_traffic(const table_shape& shape);
+
+// Arithmetic of the operation per element of x: subtract the mean, multiply by 1/std, two compares
+// (the clip), and one FMA (weight and row sum). The roofline's intensity is essential_flops over
+// essential_traffic; the threshold compare per row is left out as negligible.
+inline constexpr std::int64_t flops_per_element = 5;
+std::int64_t essential_flops(const table_shape& shape);
 
 struct variant_info {
   std::string name;            // e.g. fused_kokkos_feature_major
@@ -40,6 +50,7 @@ struct variant_info {
   int kernels_launched = 1;        // per resident run
   bool tunable_block_size = false; // honours run_options::block_size
   std::function<traffic_model(const table_shape&)> traffic;  // modelled bytes for one resident run
+  operation_kind operation = operation_kind::scoring;
 
   std::string id() const { return name + "@" + backend; }
 };
