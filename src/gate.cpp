@@ -7,31 +7,47 @@
 
 namespace kstudy {
 
+namespace {
+
+struct row_reference {
+  double score = 0.0;
+  double magnitude = 0.0;  // sum_f |z_f * w_f|
+};
+
+// One row of the operation in float64 on the float32 inputs.
+row_reference reference_row(const scoring_problem& problem, std::int64_t r) {
+  const auto& shape = problem.shape;
+  const double clip = problem.clip;
+  row_reference row;
+  for (std::int64_t f = 0; f < shape.features; ++f) {
+    const double x = problem.x[shape.offset(r, f)];
+    double z = (x - static_cast<double>(problem.mean.data[f])) * static_cast<double>(problem.inv_std.data[f]);
+    // Same clamp semantics as the variants: NaN passes through.
+    z = z < -clip ? -clip : (z > clip ? clip : z);
+    const double term = z * static_cast<double>(problem.weight.data[f]);
+    row.score += term;
+    row.magnitude += std::fabs(term);
+  }
+  return row;
+}
+
+}  // namespace
+
 reference_result compute_reference(const scoring_problem& problem) {
   problem.validate();
-  const auto& shape = problem.shape;
-  const std::int64_t rows = shape.rows, features = shape.features;
+  const std::int64_t rows = problem.shape.rows;
   reference_result ref;
   ref.score.resize(rows);
   ref.magnitude.resize(rows);
   ref.flag.resize(rows);
-  const double clip = problem.clip, threshold = problem.threshold;
+  const double threshold = problem.threshold;
   std::int64_t flagged = 0;
 #pragma omp parallel for reduction(+ : flagged) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
-    double sum = 0.0, magnitude = 0.0;
-    for (std::int64_t f = 0; f < features; ++f) {
-      const double x = problem.x[shape.offset(r, f)];
-      double z = (x - static_cast<double>(problem.mean.data[f])) * static_cast<double>(problem.inv_std.data[f]);
-      // Same clamp semantics as the variants: NaN passes through.
-      z = z < -clip ? -clip : (z > clip ? clip : z);
-      const double term = z * static_cast<double>(problem.weight.data[f]);
-      sum += term;
-      magnitude += std::fabs(term);
-    }
-    ref.score[r] = sum;
-    ref.magnitude[r] = magnitude;
-    ref.flag[r] = sum > threshold ? 1 : 0;
+    const auto row = reference_row(problem, r);
+    ref.score[r] = row.score;
+    ref.magnitude[r] = row.magnitude;
+    ref.flag[r] = row.score > threshold ? 1 : 0;
     flagged += ref.flag[r];
   }
   ref.flagged = flagged;
@@ -39,6 +55,10 @@ reference_result compute_reference(const scoring_problem& problem) {
 }
 
 double gate_rtol(std::int64_t features) { return static_cast<double>(features + 4) * 0x1.0p-23; }
+
+double score_tolerance(const scoring_problem& problem, std::int64_t row) {
+  return gate_rtol(problem.shape.features) * reference_row(problem, row).magnitude + gate_atol;
+}
 
 gate_result check_results(const scoring_problem& problem, const reference_result& reference, const float* score,
                           const std::uint8_t* flag, std::int64_t flagged_count) {

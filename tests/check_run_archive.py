@@ -9,6 +9,10 @@
   check_run_archive.py attr ARCHIVE NAME VALUE           root attribute NAME is VALUE
   check_run_archive.py health ARCHIVE EXPERIMENT         a run under the stand-in NVML (check_cli.sh): odd
                                                          points throttled; prints "<throttled> of <samples>"
+  check_run_archive.py rejected ARCHIVE EXPERIMENT VARIANT POINT
+                                                         VARIANT's output was corrupted at POINT (check_cli.sh,
+                                                         KSTUDY_INJECT_FAULT=VARIANT:corrupt:POINT): rejected there
+                                                         for one score, summarised elsewhere, others unaffected
 """
 import sys
 
@@ -210,6 +214,46 @@ def health(archive, experiment):
     print(f"{int(samples.throttled.sum())} of {len(samples)} samples throttled")
 
 
+def rejected(archive, experiment, variant, point):
+    point = int(point)
+    with h5py.File(archive, "r") as f:
+        samples = frame(f, f"/experiments/{experiment}/samples")
+        gate = frame(f, f"/experiments/{experiment}/gate")
+        summary = frame(f, f"/experiments/{experiment}/summary")
+        if f.attrs.get("complete") != "true":
+            fail("the run did not complete")
+    mine = samples[samples.variant == variant]
+    at = mine[mine.point == point]
+    if at.empty or not ((at.status == "rejected") & (at.gate == "failed")).all():
+        fail(f"{variant} at point {point}: statuses {sorted(set(at.status))}, gate {sorted(set(at.gate))}")
+    elsewhere = mine[mine.point != point]
+    if elsewhere.empty or not ((elsewhere.status == "ok") & (elsewhere.gate == "passed")).all():
+        fail(f"{variant} away from point {point}: {sorted(set(elsewhere.status))}")
+    others = samples[samples.variant != variant]
+    if others.empty or not ((others.status == "ok") & (others.gate == "passed")).all():
+        fail(f"other variants affected: {sorted(set(others.status))}")
+    shape = at.iloc[0]
+    g = gate[(gate.variant == variant) & (gate.rows == shape.rows) & (gate.features == shape.features)]
+    if len(g) != 1 or g.passed.iloc[0] != 0:
+        fail(f"gate rows of {variant} at point {point}: {g.to_dict('records')}")
+    g = g.iloc[0]
+    # Slightly wrong: one score just past its tolerance, no flag touched, and the message says so.
+    if g.score_failures != 1 or g.flag_mismatches != 0 or "exceeds the bound" not in g.message:
+        fail(f"the gate does not say why: {g.score_failures} score failures, {g.flag_mismatches} flag mismatches, "
+             f"{g.message!r}")
+    if not g.rtol < g.max_relative_error < 1e-3:  # over rtol (relative to the row's own scale), but only just
+        fail(f"not slightly wrong: max_relative_error {g.max_relative_error}, rtol {g.rtol}")
+    others_gates = gate[(gate.variant != variant) | (gate.rows != shape.rows) | (gate.features != shape.features)]
+    if not others_gates.passed.all():
+        fail("another gate failed")
+    s = summary[summary.variant == variant]
+    if ((s.rows == shape.rows) & (s.features == shape.features)).any():
+        fail(f"{variant} at point {point} is in the summary")
+    if s.empty or set(summary.variant) != set(samples.variant):
+        fail(f"summary variants {sorted(set(summary.variant))}")
+    print(f"ok: {len(at)} rejected samples of {variant} at point {point}, none summarised: {g.message[:100]}")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "schema":
@@ -222,6 +266,8 @@ if __name__ == "__main__":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "union":
         union(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif mode == "rejected":
+        rejected(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif mode == "attr":
         attr(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
