@@ -63,6 +63,7 @@ class fault_injecting_variant final : public scoring_variant {
   void poison() override { m_inner->poison(); }
   void* stream() const override { return m_inner->stream(); }
   bool queues_asynchronously() const override { return m_inner->queues_asynchronously(); }
+  bool enqueues_run() const override { return m_inner->enqueues_run(); }
   void enqueue_upload(const float* host_x) override { m_inner->enqueue_upload(host_x); }
   void enqueue_run() override;
   void enqueue_download(float* host_score, std::uint8_t* host_flag) override {

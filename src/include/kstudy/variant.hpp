@@ -84,6 +84,12 @@ class scoring_variant {
   // memory passed in must stay valid until wait(). A variant on its own stream overrides them and says
   // so in queues_asynchronously(); the defaults run synchronously, which serialises a pipeline.
   virtual bool queues_asynchronously() const { return false; }
+  // Whether enqueue_run() returns with the whole resident run queued on stream(), wait() fencing it and
+  // making flagged_count() current, so that a CUDA event recorded between the two ends with the work
+  // (run_between_events). Every variant that queues asynchronously does; so may one that runs
+  // synchronously only because run() ends in a host fence (a reduction into host memory), even where
+  // its work shares a stream with others' and so cannot overlap in a pipeline.
+  virtual bool enqueues_run() const { return queues_asynchronously(); }
   virtual void enqueue_upload(const float* host_x) { upload(host_x); }
   virtual void enqueue_run() { run(); }
   virtual void enqueue_download(float* host_score, std::uint8_t* host_flag) { download(host_score, host_flag); }
