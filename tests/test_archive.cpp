@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 
 #include "scratch_dir.hpp"
 #include "kstudy/archive.hpp"
+#include "kstudy/study.hpp"
 
 namespace {
 
@@ -657,5 +659,41 @@ TEST(Archive, ReadsVersionThreeGatePassedAsAVerdict) {
   const auto launch = kstudy::read_samples(path, "launch_overhead");
   ASSERT_FALSE(launch.empty());
   for (const auto& s : launch) EXPECT_EQ(s.gate, kstudy::gate_verdict::passed) << s.variant;
+  // The summary this kstudy computes from those samples is the one version 3 stored.
+  for (const auto& name : kstudy::list_experiments(path)) {
+    const auto stored = kstudy::read_summaries(path, name);
+    const auto recomputed = kstudy::summarise(kstudy::read_samples(path, name), kstudy::read_ceilings(path, name));
+    ASSERT_EQ(recomputed.size(), stored.size()) << name;
+    for (std::size_t i = 0; i < stored.size(); ++i) EXPECT_EQ(members(recomputed[i]), members(stored[i])) << name;
+  }
+}
+
+// The summary takes ok samples of measured trials whose gate passed or that had nothing to gate (calibration
+// probes), and nothing the gate rejected.
+TEST(Archive, SummaryTakesPassedAndNotGatedSamplesOnly) {
+  std::vector<kstudy::sample_record> samples;
+  const auto add = [&](const std::string& variant, kstudy::gate_verdict gate, const std::string& status, int trial) {
+    kstudy::sample_record s;
+    s.experiment = "rule";
+    s.variant = variant;
+    s.gate = gate;
+    s.status = status;
+    s.trial = trial;
+    s.seconds = 1e-3 * (trial + 1);
+    samples.push_back(s);
+  };
+  for (int trial = 0; trial < 3; ++trial) {
+    add("scored", kstudy::gate_verdict::passed, "ok", trial);
+    add("probe", kstudy::gate_verdict::not_gated, "ok", trial);
+    add("wrong", kstudy::gate_verdict::failed, "rejected", trial);
+  }
+  add("scored", kstudy::gate_verdict::passed, "ok", -1);                // a warm-up
+  add("scored", kstudy::gate_verdict::passed, "failed: threw", 3);      // after its gate passed
+  add("probe", kstudy::gate_verdict::not_gated, "failed: no device", -1);
+  const auto summary = kstudy::summarise(samples, {});
+  ASSERT_EQ(summary.size(), 2u);
+  std::map<std::string, std::int64_t> counts;
+  for (const auto& s : summary) counts[s.variant] = s.samples;
+  EXPECT_EQ(counts, (std::map<std::string, std::int64_t>{{"probe", 3}, {"scored", 3}}));
 }
 }  // namespace
