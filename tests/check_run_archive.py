@@ -115,9 +115,10 @@ def check_variants(samples, variants):
         fail(f"variants rows {len(described)} for {len(measured)} measured (variant, shape) points")
     if set(variants.operation) != {"scoring"}:
         fail(f"operations {set(variants.operation)}")
-    if not (variants.variant.str.split("@").str[0].str.startswith(variants.family)
-            & (variants.variant.str.split("@").str[1] == variants.backend)).all():
-        fail("family or backend disagree with the variant id")
+    for variant, family, backend in zip(variants.variant, variants.family, variants.backend):
+        name, _, on = variant.partition("@")
+        if not name.startswith(family) or on != backend:
+            fail(f"{variant}: family {family} or backend {backend} disagrees with the id")
     if not (variants.essential_flops == 5 * variants.rows * variants.features).all():
         fail("essential_flops is not 5 per element")
     essential = variants.rows * variants.features * 4 + 3 * variants.features * 4 + variants.rows * 5

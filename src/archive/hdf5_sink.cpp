@@ -74,7 +74,12 @@ struct hdf5_sink::state {
   void append(const char* call, const std::vector<R>& records) {
     require_experiment(call);
     check_experiment_field(records, experiment, path);
+    if (records.empty()) return;
     append_records(experiment_group.get(), records, path);
+    // Closing the dataset wrote its last chunk, possibly in place of the flushed copy (a deflated chunk
+    // that did not grow), while the chunk index in the file still describes the old one: a process killed
+    // now leaves that chunk unreadable, flushed rows and all. The index goes out at once.
+    check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", path);
   }
 };
 
