@@ -1,9 +1,14 @@
 #include "kstudy/fault_injection.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "kstudy/gate.hpp"
 
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/cuda_escape.hpp"
@@ -16,6 +21,7 @@ const char* to_string(fault_kind kind) {
     case fault_kind::host_exception: return "throw";
     case fault_kind::invalid_launch: return "launch";
     case fault_kind::device_trap: return "trap";
+    case fault_kind::corrupt_output: return "corrupt";
   }
   return "?";
 }
@@ -30,14 +36,16 @@ fault_plan parse_fault_plan(const std::string& value) {
     start = colon + 1;
   }
   if (parts.size() < 2 || parts.size() > 3 || parts[0].empty())
-    throw std::invalid_argument(where + "expected <variant>:<kind>[:<point>], kind one of throw, launch, trap");
+    throw std::invalid_argument(where +
+                                "expected <variant>:<kind>[:<point>], kind one of throw, launch, trap, corrupt");
   fault_plan plan;
   plan.pattern = parts[0];
   const std::string& kind = parts[1];
   if (kind == "throw") plan.kind = fault_kind::host_exception;
   else if (kind == "launch") plan.kind = fault_kind::invalid_launch;
   else if (kind == "trap") plan.kind = fault_kind::device_trap;
-  else throw std::invalid_argument(where + "unknown kind '" + kind + "' (throw, launch or trap)");
+  else if (kind == "corrupt") plan.kind = fault_kind::corrupt_output;
+  else throw std::invalid_argument(where + "unknown kind '" + kind + "' (throw, launch, trap or corrupt)");
   if (parts.size() == 3) {
     const auto& text = parts[2];
     if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
@@ -48,7 +56,7 @@ fault_plan parse_fault_plan(const std::string& value) {
   if (matches.empty())
     throw std::invalid_argument(where + "no variant of this build matches '" + plan.pattern + "' (see `kstudy list`)");
   for (const auto* v : matches) {
-    if (plan.kind != fault_kind::host_exception) {
+    if (plan.kind == fault_kind::invalid_launch || plan.kind == fault_kind::device_trap) {
 #ifndef KSTUDY_HAVE_CUDA_VARIANTS
       throw std::invalid_argument(where + "kind '" + kind + "' needs the cuda flavour");
 #else
@@ -72,6 +80,30 @@ fault_injecting_variant::fault_injecting_variant(std::unique_ptr<scoring_variant
                                                  std::string variant_id)
     : m_inner(std::move(inner)), m_kind(kind), m_variant_id(std::move(variant_id)) {}
 
+void fault_injecting_variant::prepare(const scoring_problem& problem, const run_options& options) {
+  m_inner->prepare(problem, options);
+  m_problem = problem;
+}
+
+void fault_injecting_variant::download(float* host_score, std::uint8_t* host_flag) {
+  m_inner->download(host_score, host_flag);
+  if (m_kind != fault_kind::corrupt_output) return;
+  const double threshold = m_problem.threshold;
+  for (std::int64_t r = 0; r < m_problem.shape.rows; ++r) {
+    const double score = host_score[r], bound = score_tolerance(m_problem, r);
+    // A row whose flag no score within the tolerances could change: only the score is then wrong.
+    if (!std::isfinite(score) || std::fabs(score - threshold) <= 4 * bound) continue;
+    // Moved away from the threshold, to the first float beyond twice the bound: |new - reference| >=
+    // |new - score| - |score - reference| > 2 bound - bound.
+    const float away = score > threshold ? INFINITY : -INFINITY;
+    float corrupted = static_cast<float>(score + (score > threshold ? 2 : -2) * bound);
+    while (std::fabs(double(corrupted) - score) <= 2 * bound) corrupted = std::nextafter(corrupted, away);
+    host_score[r] = corrupted;
+    return;
+  }
+  throw std::logic_error("injected fault (corrupt): no row of " + m_variant_id + " is far enough from the threshold");
+}
+
 void fault_injecting_variant::run() {
   m_inner->run();
   fire_if_armed();
@@ -88,6 +120,8 @@ void fault_injecting_variant::fire_if_armed() {
   if (!m_armed) return;
   m_armed = false;
   switch (m_kind) {
+    case fault_kind::corrupt_output:
+      return;  // download() corrupts; the runs themselves are left alone
     case fault_kind::host_exception:
       throw std::runtime_error("injected fault (throw) in " + m_variant_id);
     case fault_kind::invalid_launch:

@@ -2,35 +2,52 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 
 namespace kstudy {
 
+namespace {
+
+struct row_reference {
+  double score = 0.0;
+  double magnitude = 0.0;  // sum_f |z_f * w_f|
+};
+
+// One row of the operation in float64 on the float32 inputs.
+row_reference reference_row(const scoring_problem& problem, std::int64_t r) {
+  const auto& shape = problem.shape;
+  const double clip = problem.clip;
+  row_reference row;
+  for (std::int64_t f = 0; f < shape.features; ++f) {
+    const double x = problem.x[shape.offset(r, f)];
+    double z = (x - static_cast<double>(problem.mean.data[f])) * static_cast<double>(problem.inv_std.data[f]);
+    // Same clamp semantics as the variants: NaN passes through.
+    z = z < -clip ? -clip : (z > clip ? clip : z);
+    const double term = z * static_cast<double>(problem.weight.data[f]);
+    row.score += term;
+    row.magnitude += std::fabs(term);
+  }
+  return row;
+}
+
+}  // namespace
+
 reference_result compute_reference(const scoring_problem& problem) {
   problem.validate();
-  const auto& shape = problem.shape;
-  const std::int64_t rows = shape.rows, features = shape.features;
+  const std::int64_t rows = problem.shape.rows;
   reference_result ref;
   ref.score.resize(rows);
   ref.magnitude.resize(rows);
   ref.flag.resize(rows);
-  const double clip = problem.clip, threshold = problem.threshold;
+  const double threshold = problem.threshold;
   std::int64_t flagged = 0;
 #pragma omp parallel for reduction(+ : flagged) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
-    double sum = 0.0, magnitude = 0.0;
-    for (std::int64_t f = 0; f < features; ++f) {
-      const double x = problem.x[shape.offset(r, f)];
-      double z = (x - static_cast<double>(problem.mean.data[f])) * static_cast<double>(problem.inv_std.data[f]);
-      // Same clamp semantics as the variants: NaN passes through.
-      z = z < -clip ? -clip : (z > clip ? clip : z);
-      const double term = z * static_cast<double>(problem.weight.data[f]);
-      sum += term;
-      magnitude += std::fabs(term);
-    }
-    ref.score[r] = sum;
-    ref.magnitude[r] = magnitude;
-    ref.flag[r] = sum > threshold ? 1 : 0;
+    const auto row = reference_row(problem, r);
+    ref.score[r] = row.score;
+    ref.magnitude[r] = row.magnitude;
+    ref.flag[r] = row.score > threshold ? 1 : 0;
     flagged += ref.flag[r];
   }
   ref.flagged = flagged;
@@ -38,6 +55,10 @@ reference_result compute_reference(const scoring_problem& problem) {
 }
 
 double gate_rtol(std::int64_t features) { return static_cast<double>(features + 4) * 0x1.0p-23; }
+
+double score_tolerance(const scoring_problem& problem, std::int64_t row) {
+  return gate_rtol(problem.shape.features) * reference_row(problem, row).magnitude + gate_atol;
+}
 
 gate_result check_results(const scoring_problem& problem, const reference_result& reference, const float* score,
                           const std::uint8_t* flag, std::int64_t flagged_count) {
@@ -80,21 +101,34 @@ gate_result check_results(const scoring_problem& problem, const reference_result
     g.flag_mismatches += bad_flag;
     if ((bad_score || bad_flag) && first_bad < 0) {
       first_bad = r;
+      // Nine significant digits tell two float32 values apart: an error just over its bound must not print
+      // as a score equal to the reference.
       std::ostringstream os;
-      os << "row " << r << ": score " << s << " vs reference " << ref << " (bound " << bound << "), flag "
-         << int(flag[r]) << " vs " << int(reference.flag[r]);
+      os << std::setprecision(9) << "row " << r << ": ";
+      if (bad_score)
+        os << "score " << s << " differs from reference " << ref << " by " << std::fabs(s - ref)
+           << ", which exceeds the bound " << bound;
+      else
+        os << "flag " << int(flag[r]) << ", reference " << int(reference.flag[r]) << " (reference score " << ref
+           << ", threshold " << threshold << ", bound " << bound << ")";
       first_reason = os.str();
     }
   }
   const std::int64_t count_error = std::llabs(flagged_count - reference.flagged);
-  g.flagged_count_error = count_error > g.ambiguous_rows ? count_error - g.ambiguous_rows : 0;
+  const std::int64_t beyond_ambiguous = count_error > g.ambiguous_rows ? count_error - g.ambiguous_rows : 0;
   // The returned count must also agree with the returned flags themselves.
-  g.flagged_count_error = std::max<std::int64_t>(g.flagged_count_error, std::llabs(flagged_count - flag_sum));
+  const std::int64_t against_flags = std::llabs(flagged_count - flag_sum);
+  g.flagged_count_error = std::max(beyond_ambiguous, against_flags);
   g.passed = g.score_failures == 0 && g.flag_mismatches == 0 && g.flagged_count_error == 0;
   if (!g.passed) {
     std::ostringstream os;
     os << g.score_failures << " score failures, " << g.flag_mismatches << " flag mismatches, flagged count "
        << flagged_count << " vs reference " << reference.flagged << " (" << g.ambiguous_rows << " ambiguous)";
+    // Said outright: with every row right, the count is the only thing wrong.
+    if (against_flags != 0) os << "; flagged count " << flagged_count << " but " << flag_sum << " flags set";
+    if (beyond_ambiguous != 0)
+      os << "; flagged count off the reference by " << count_error << ", more than the " << g.ambiguous_rows
+         << " ambiguous rows allow";
     if (first_bad >= 0) os << "; first: " << first_reason;
     g.message = os.str();
   }

@@ -226,6 +226,7 @@ void health_guarded_sink::discard_point_records() {
   m_samples.clear();
   m_gates.clear();
   m_attribution.clear();
+  m_variants.clear();
 }
 
 void health_guarded_sink::write_samples(const std::vector<sample_record>& samples) {
@@ -243,6 +244,11 @@ void health_guarded_sink::write_attribution(const std::vector<attribution_record
   m_attribution.insert(m_attribution.end(), attribution.begin(), attribution.end());
 }
 
+void health_guarded_sink::write_variants(const std::vector<variant_record>& variants) {
+  if (!m_open) return m_inner.write_variants(variants);
+  m_variants.insert(m_variants.end(), variants.begin(), variants.end());
+}
+
 void health_guarded_sink::flush() {
   if (m_open) {
     const double seconds = m_timer.seconds();
@@ -255,9 +261,11 @@ void health_guarded_sink::flush() {
     const auto samples = std::move(m_samples);
     const auto gates = std::move(m_gates);
     const auto attribution = std::move(m_attribution);
+    const auto variants = std::move(m_variants);
     discard_point_records();
     m_inner.write_attribution(attribution);
     m_inner.write_gates(gates);
+    m_inner.write_variants(variants);
     m_inner.write_samples(samples);
     m_inner.write_health({health});
   }

@@ -124,6 +124,7 @@ struct merged_experiment {
   experiment_record record;
   std::vector<sample_record> samples;
   std::vector<gate_record> gates;
+  std::vector<variant_record> variants;
   std::vector<attribution_record> attribution;
   std::vector<health_record> health;  // one row per (point, replication): kept with its unit
   std::vector<std::vector<ceiling_record>> ceilings;  // per shard
@@ -230,7 +231,7 @@ merge_report merge_shards(const merge_request& request) {
         else mine.insert(key);
       }
       for (const auto& key : mine) unit_owner[key] = in.path;
-      // Gates and attribution belong to replication 0 of a scoring point, identified by its shape.
+      // Gates, variants and attribution rows belong to replication 0 of a point, identified by its shape.
       std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> dropped_shapes;
       for (auto& s : samples) {
         const unit_key key{name, s.point, s.replication};
@@ -244,6 +245,8 @@ merge_report merge_shards(const merge_request& request) {
       }
       for (auto& g : read_gates(in.path, name))
         if (!dropped_shapes.count({g.rows, g.features, g.block_size})) m.gates.push_back(std::move(g));
+      for (auto& v : read_variants(in.path, name))
+        if (!dropped_shapes.count({v.rows, v.features, v.block_size})) m.variants.push_back(std::move(v));
       for (auto& a : read_attribution(in.path, name)) {
         bool drop = false;
         for (const auto& shape : dropped_shapes)
@@ -314,6 +317,7 @@ merge_report merge_shards(const merge_request& request) {
       sink.begin_experiment(m.record);
       sink.write_ceilings(ceilings);
       sink.write_gates(m.gates);
+      sink.write_variants(m.variants);
       sink.write_attribution(m.attribution);
       std::stable_sort(m.health.begin(), m.health.end(), [](const auto& a, const auto& b) {
         return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);

@@ -2,13 +2,17 @@
 
 #include <array>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace kstudy {
 
 namespace {
-// One table for both directions, so a new timer cannot be printable but unparsable.
-constexpr std::array<std::pair<timer_kind, const char*>, 11> k_timer_names{{
+// One table per enum for both directions, so a new value cannot be printable but unparsable.
+template <class E, std::size_t N>
+using name_table = std::array<std::pair<E, const char*>, N>;
+
+constexpr name_table<timer_kind, 11> k_timer_names{{
     {timer_kind::host_wall, "host_wall"},
     {timer_kind::resident_wall, "resident_wall"},
     {timer_kind::device_events, "device_events"},
@@ -21,21 +25,41 @@ constexpr std::array<std::pair<timer_kind, const char*>, 11> k_timer_names{{
     {timer_kind::transfer, "transfer"},
     {timer_kind::transpose, "transpose"},
 }};
-}  // namespace
 
-const char* to_string(timer_kind kind) {
-  for (const auto& [k, name] : k_timer_names)
-    if (k == kind) return name;
-  throw std::invalid_argument("kstudy: timer_kind value " + std::to_string(static_cast<int>(kind)) +
+constexpr name_table<gate_verdict, 3> k_gate_verdict_names{{
+    {gate_verdict::passed, "passed"},
+    {gate_verdict::failed, "failed"},
+    {gate_verdict::not_gated, "not_gated"},
+}};
+
+template <class E, std::size_t N>
+const char* name_of(const name_table<E, N>& table, E value, const char* what) {
+  for (const auto& [k, name] : table)
+    if (k == value) return name;
+  throw std::invalid_argument(std::string("kstudy: ") + what + " value " + std::to_string(static_cast<int>(value)) +
                               " has no name");
 }
 
-timer_kind parse_timer_kind(const std::string& name) {
-  for (const auto& [k, n] : k_timer_names)
+template <class E, std::size_t N>
+E value_of(const name_table<E, N>& table, const std::string& name, const char* what) {
+  for (const auto& [k, n] : table)
     if (name == n) return k;
   std::string known;
-  for (const auto& entry : k_timer_names) known += (known.empty() ? "" : ", ") + std::string(entry.second);
-  throw std::invalid_argument("kstudy: unknown timer '" + name + "' (known: " + known + ")");
+  for (const auto& entry : table) known += (known.empty() ? "" : ", ") + std::string(entry.second);
+  throw std::invalid_argument(std::string("kstudy: unknown ") + what + " '" + name + "' (known: " + known + ")");
+}
+}  // namespace
+
+const char* to_string(timer_kind kind) { return name_of(k_timer_names, kind, "timer_kind"); }
+timer_kind parse_timer_kind(const std::string& name) { return value_of(k_timer_names, name, "timer"); }
+
+const char* to_string(gate_verdict verdict) { return name_of(k_gate_verdict_names, verdict, "gate_verdict"); }
+gate_verdict parse_gate_verdict(const std::string& name) {
+  return value_of(k_gate_verdict_names, name, "gate verdict");
+}
+
+bool summarised(const sample_record& sample) {
+  return sample.status == "ok" && sample.trial >= 0 && sample.gate != gate_verdict::failed;
 }
 
 }  // namespace kstudy

@@ -116,6 +116,15 @@ class room_checked_sink : public result_sink {
     check(r.size());
     m_inner.write_health(r);
   }
+  void write_variants(const std::vector<variant_record>& r) override {
+    check(r.size());
+    m_inner.write_variants(r);
+  }
+  void write_profile(const std::vector<profile_record>& r,
+                     const std::map<std::string, std::string>& attributes) override {
+    check(r.size() + 1);  // the attributes take about a record's room
+    m_inner.write_profile(r, attributes);
+  }
   void flush() override { m_inner.flush(); }
   void end_experiment(const std::string& name) override { m_inner.end_experiment(name); }
   void finish() override { m_inner.finish(); }
@@ -126,6 +135,9 @@ class room_checked_sink : public result_sink {
   result_sink& m_inner;
   std::string m_path;
 };
+
+// Padding of the padded layout in a first-call (cold) child, which takes no experiment definition.
+constexpr std::int64_t k_first_call_row_padding = 3;
 
 bool wants(const experiment& e, timer_kind t) { return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end(); }
 
@@ -200,11 +212,34 @@ class progress_line {
 struct prepared_variant {
   const registered_variant* entry;
   std::unique_ptr<scoring_variant> impl;
-  bool gate_passed = false;
+  gate_verdict gate = gate_verdict::not_gated;
   std::string failure;  // non-empty: no samples can be taken
   table_shape shape;
   std::int64_t bytes = 0;
 };
+
+// The variants-table row of a variant at a point: its identity and the models of what it moves and
+// computes at this shape (the shape it ran, padding included).
+variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size) {
+  variant_record r;
+  r.variant = info.id();
+  r.operation = to_string(info.operation);
+  r.family = info.implementation;
+  r.fusion_level = info.fusion_level;
+  r.layout = to_string(info.layout);
+  r.backend = info.backend;
+  r.on_device = info.on_device;
+  r.kernels_launched = info.kernels_launched;
+  r.rows = shape.rows;
+  r.features = shape.features;
+  r.block_size = block_size;
+  const auto modelled = info.traffic(shape);
+  r.modelled_bytes_read = modelled.bytes_read;
+  r.modelled_bytes_written = modelled.bytes_written;
+  r.essential_bytes = essential_traffic(shape).total();
+  r.essential_flops = essential_flops(shape);
+  return r;
+}
 
 sample_record base_sample(const experiment& e, const point_spec& p, const prepared_variant& v, int replication) {
   sample_record s;
@@ -218,8 +253,8 @@ sample_record base_sample(const experiment& e, const point_spec& p, const prepar
   s.bytes = v.bytes;
   s.point = p.index;
   s.replication = replication;
-  s.gate_passed = v.gate_passed;
-  s.status = v.gate_passed ? "ok" : "rejected";
+  s.gate = v.gate;
+  s.status = v.gate == gate_verdict::passed ? "ok" : "rejected";
   s.occupancy = v.impl ? v.impl->calculated_occupancy() : 0.0;
   return s;
 }
@@ -241,7 +276,7 @@ open_archive g_open_archive;
 [[noreturn]] void stop_for_lost_device(sample_record marker, const std::string& lost, const std::string& error) {
   marker.status = "aborted: CUDA context lost (" + lost + "): " + error;
   marker.trial = -1;
-  marker.gate_passed = false;
+  marker.gate = gate_verdict::not_gated;  // the point's gate rows are dropped with its other records
   try {
     if (auto* sink = g_open_archive.sink) {
       sink->discard_point_records();
@@ -328,14 +363,15 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
         out.resize(p.rows);
         v.impl->download(out.score.data(), out.flag.data());
         const auto g = check_results(data.problem(), *reference, out.score.data(), out.flag.data(), v.impl->flagged_count());
-        v.gate_passed = g.passed;
+        v.gate = g.passed ? gate_verdict::passed : gate_verdict::failed;
         gates.push_back({e.name, entry->info.id(), std::string(to_string(v.shape.layout)), p.rows, p.features, p.block_size,
                          g.passed, g.max_abs_error, g.max_relative_error, g.rtol, g.atol, g.score_failures,
                          g.flag_mismatches, g.ambiguous_rows, g.message});
         if (!g.passed) std::cerr << "\nkstudy: gate FAILED for " << entry->info.id() << " at " << p.rows << "x" << p.features << ": " << g.message << "\n";
       } catch (const std::exception& ex) {
         v.failure = std::string("failed: ") + ex.what();
-        auto where = base_sample(e, p, prepared_variant{entry, nullptr, false, "", v.shape, v.bytes}, replication);
+        auto where = base_sample(
+            e, p, prepared_variant{entry, nullptr, gate_verdict::not_gated, "", v.shape, v.bytes}, replication);
         where.timer = entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
         stop_if_device_lost(where, ex.what());  // before any destructor touches the device
         v.impl.reset();
@@ -343,8 +379,7 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
     }
     if (!v.failure.empty()) {
       auto s = base_sample(e, p, v, replication);
-      s.status = v.failure;
-      s.gate_passed = false;
+      s.status = v.failure;  // gate: not_gated, the variant never got that far
       s.trial = -1;
       samples.push_back(s);
     }
@@ -401,8 +436,7 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
   // is dropped for the rest of the point, its state being unknown; the other variants go on. Where the
   // CUDA context did not survive, stop_if_device_lost() ends the replication instead.
   const auto fail_variant = [&](prepared_variant& v, sample_record failed, const std::string& error) {
-    failed.status = "failed: " + error;
-    failed.gate_passed = false;
+    failed.status = "failed: " + error;  // gate: still the point's verdict on the variant
     stop_if_device_lost(failed, error);
     std::cerr << "\nkstudy: " << v.entry->info.id() << " failed at " << p.rows << "x" << p.features << " ("
               << to_string(failed.timer) << ", trial " << failed.trial << "): " << error
@@ -419,7 +453,7 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
     try {
       for (int w = 0; w < e.protocol.warmups; ++w) v.impl->run();
     } catch (const std::exception& ex) {
-      auto failed = base_sample(e, p, prepared_variant{v.entry, nullptr, false, "", v.shape, v.bytes}, replication);
+      auto failed = base_sample(e, p, prepared_variant{v.entry, nullptr, v.gate, "", v.shape, v.bytes}, replication);
       failed.trial = -1;  // a warm-up
       failed.timer = v.entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
       fail_variant(v, failed, ex.what());
@@ -503,8 +537,8 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
             s.memory_kind = std::string(to_string(kind));
             s.seconds = t.seconds();
             s.bytes = v.bytes + std::int64_t(dataset_for(v.shape.layout).x().size() * sizeof(float)) + p.rows * 5;
-            s.gate_passed = v.gate_passed && g.passed;
-            s.status = s.gate_passed ? "ok" : "rejected";
+            s.gate = v.gate == gate_verdict::passed && g.passed ? gate_verdict::passed : gate_verdict::failed;
+            s.status = s.gate == gate_verdict::passed ? "ok" : "rejected";
             samples.push_back(s);
           }
           if (wants(e, timer_kind::one_shot_alloc)) {
@@ -541,7 +575,7 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
           auto rows = attribute_kernels(*v.impl, e.name, v.entry->info.id(), v.shape, std::max(1, e.protocol.trials));
           attribution.insert(attribution.end(), rows.begin(), rows.end());
         } catch (const std::exception& ex) {
-          auto where = base_sample(e, p, prepared_variant{v.entry, nullptr, false, "", v.shape, v.bytes}, replication);
+          auto where = base_sample(e, p, prepared_variant{v.entry, nullptr, v.gate, "", v.shape, v.bytes}, replication);
           where.trial = -1;
           stop_if_device_lost(where, ex.what());
           std::cerr << "\nkstudy: the attribution pass of " << v.entry->info.id() << " failed (" << ex.what()
@@ -550,7 +584,12 @@ void run_scoring_point(const experiment& e, const point_spec& p, int replication
       }
     sink.write_attribution(attribution);
   }
-  if (replication == 0) sink.write_gates(gates);
+  if (replication == 0) {
+    sink.write_gates(gates);
+    std::vector<variant_record> described;
+    for (const auto& v : variants) described.push_back(describe_variant(v.entry->info, v.shape, p.block_size));
+    sink.write_variants(described);
+  }
   sink.write_samples(samples);
   sink.flush();
 }
@@ -586,7 +625,7 @@ void run_transfer_points(const experiment& e, int replication, health_guarded_si
         base.point = point;
         base.replication = replication;
         base.timer = timer_kind::transfer;
-        base.gate_passed = true;
+        base.gate = gate_verdict::not_gated;  // a copy computes no scores
         base.status = "ok";
         auto keys = point_keys(e, replication, point);
         keys.bytes = bytes;
@@ -605,7 +644,6 @@ void run_transfer_points(const experiment& e, int replication, health_guarded_si
         } catch (const std::exception& ex) {
           stop_if_device_lost(base, ex.what());
           base.status = std::string("failed: ") + ex.what();
-          base.gate_passed = false;
           base.trial = -1;
           samples.push_back(base);
         }
@@ -615,9 +653,10 @@ void run_transfer_points(const experiment& e, int replication, health_guarded_si
       }
 }
 
-// One accepted sample per measured trial of a calibration probe, written and flushed as one point.
+// One accepted sample per measured trial of a calibration probe (no scores, so nothing to gate), written
+// and flushed as one point.
 void write_probe_point(result_sink& sink, sample_record base, const std::vector<double>& seconds) {
-  base.gate_passed = true;
+  base.gate = gate_verdict::not_gated;
   base.status = "ok";
   std::vector<sample_record> samples;
   for (std::size_t t = 0; t < seconds.size(); ++t) {
@@ -690,6 +729,13 @@ void run_cold_points(const experiment& e, int replication, health_guarded_sink& 
       keys.rows = rows;
       keys.features = features;
       sink.begin_point(keys);
+      if (replication == 0) {
+        std::vector<variant_record> described;
+        for (const auto* entry : select_variants(e))
+          described.push_back(describe_variant(
+              entry->info, make_shape(rows, features, entry->info.layout, k_first_call_row_padding), 0));
+        sink.write_variants(described);
+      }
       std::vector<sample_record> samples;
       for (int trial = 0; trial < e.protocol.trials; ++trial) {
         for (const auto* entry : select_variants(e)) {
@@ -707,8 +753,8 @@ void run_cold_points(const experiment& e, int replication, health_guarded_sink& 
           try {
             const auto r = run_child_for_json(g_self_exe, {"__first_call", entry->info.id(), std::to_string(rows),
                                                            std::to_string(features)});
-            s.gate_passed = r["gate"].get<bool>();
-            s.status = s.gate_passed ? "ok" : "rejected";
+            s.gate = r["gate"].get<bool>() ? gate_verdict::passed : gate_verdict::failed;
+            s.status = s.gate == gate_verdict::passed ? "ok" : "rejected";
             s.seconds = r["first"].get<double>();
             samples.push_back(s);
             auto warm = s;  // the same process's second call, for contrast
@@ -718,7 +764,7 @@ void run_cold_points(const experiment& e, int replication, health_guarded_sink& 
             auto init = s;
             init.variant = "kokkos_initialize";
             init.layout = "";
-            init.gate_passed = true;
+            init.gate = gate_verdict::not_gated;
             init.status = "ok";
             init.seconds = r["initialize"].get<double>();
             samples.push_back(init);
@@ -737,7 +783,7 @@ void run_cold_points(const experiment& e, int replication, health_guarded_sink& 
         c.trial = trial;
         c.timer = timer_kind::compile;
         c.seconds = nvrtc.compile_seconds;
-        c.gate_passed = true;
+        c.gate = gate_verdict::not_gated;
         c.status = "ok";
         samples.push_back(c);
         c.variant = "module_load_fused_cuda_kernels";
@@ -821,6 +867,7 @@ void write_json_copy(const std::string& archive, const std::string& path) {
     sink.write_summaries(read_summaries(archive, name));
     sink.write_attribution(read_attribution(archive, name));
     sink.write_health(read_health(archive, name));
+    sink.write_variants(read_variants(archive, name));
     sink.end_experiment(name);
   }
   sink.finish();
@@ -925,7 +972,7 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
                          std::int64_t, int, std::int64_t>;
   std::map<key, std::vector<const sample_record*>> groups;
   for (const auto& s : samples)
-    if (s.gate_passed && s.status == "ok" && s.trial >= 0)
+    if (summarised(s))
       groups[{s.experiment, s.variant, s.layout, s.memory_kind, s.direction, s.rows, s.features, s.block_size,
               static_cast<int>(s.timer), s.bytes}]
           .push_back(&s);
@@ -975,7 +1022,7 @@ int run_first_call(const std::string& variant_id, std::int64_t rows, std::int64_
   const auto* entry = variant_registry::instance().find(variant_id);
   if (!entry) throw std::invalid_argument("unknown variant '" + variant_id + "'");
   dataset_options options;
-  const host_dataset data(make_shape(rows, features, entry->info.layout, 3), options);
+  const host_dataset data(make_shape(rows, features, entry->info.layout, k_first_call_row_padding), options);
   auto variant = entry->make();
   variant->prepare(data.problem(), {});
   variant->poison();

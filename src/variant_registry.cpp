@@ -1,9 +1,19 @@
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "kstudy/variant.hpp"
 
 namespace kstudy {
+
+const char* to_string(operation_kind operation) {
+  switch (operation) {
+    case operation_kind::scoring: return "scoring";
+  }
+  throw std::invalid_argument("kstudy: operation_kind value " + std::to_string(static_cast<int>(operation)) +
+                              " has no name");
+}
 
 traffic_model essential_traffic(const table_shape& shape) {
   traffic_model t;
@@ -11,6 +21,8 @@ traffic_model essential_traffic(const table_shape& shape) {
   t.bytes_written = shape.rows * std::int64_t(sizeof(float) + sizeof(std::uint8_t));
   return t;
 }
+
+std::int64_t essential_flops(const table_shape& shape) { return flops_per_element * shape.rows * shape.features; }
 
 variant_registry& variant_registry::instance() {
   static variant_registry registry;

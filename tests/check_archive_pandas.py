@@ -17,7 +17,7 @@ TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_a
           "compile", "launch", "transfer", "transpose"}
 COLUMNS = {
     "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "pitch",
-                "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate_passed",
+                "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate",
                 "throttled", "status", "occupancy"],
     "gate": ["experiment", "variant", "layout", "rows", "features", "block_size", "passed", "max_abs_error",
              "max_relative_error", "rtol", "atol", "score_failures", "flag_mismatches", "ambiguous_rows", "message"],
@@ -30,7 +30,11 @@ COLUMNS = {
                "before_temperature_c", "before_power_mw", "before_throttle_reasons", "after_sm_clock_mhz",
                "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
                "seconds", "throttled", "reasons"],
+    "variants": ["variant", "operation", "family", "fusion_level", "layout", "backend", "on_device",
+                 "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
+                 "essential_bytes", "essential_flops"],
 }
+GATE_VERDICTS = {"passed", "failed", "not_gated"}
 
 
 def text(value):
@@ -41,7 +45,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "3", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "4", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):
@@ -58,14 +62,21 @@ def main():
     assert len(samples) == expected_rows, (len(samples), expected_rows)
     timers = set(samples["timer"].map(text))
     assert timers <= TIMERS and timers, timers
-    assert samples["gate_passed"].dtype == "uint8", samples["gate_passed"].dtype
+    verdicts = set(samples["gate"].map(text))
+    assert verdicts == GATE_VERDICTS, verdicts  # the fixture writes each of them
     assert samples["bytes"].dtype == "int64", samples["bytes"].dtype
     assert samples["seconds"].dtype == "float64", samples["seconds"].dtype
     assert samples["status"].map(text).str.startswith(("ok", "rejected")).all()
     health = frames["health"]
     assert len(health) > 0 and health["before_throttle_reasons"].dtype == "int64", health.dtypes
     assert health["throttled"].dtype == "uint8", health["throttled"].dtype
-    print(f"{path}: {len(samples)} sample rows, timers {sorted(timers)}; {len(health)} health rows")
+    variants = frames["variants"]
+    assert len(variants) > 0, "no variants rows"
+    assert variants["on_device"].dtype == "uint8" and variants["kernels_launched"].dtype == "int32", variants.dtypes
+    for column in COLUMNS["variants"][8:]:
+        assert variants[column].dtype == "int64", (column, variants[column].dtype)
+    print(f"{path}: {len(samples)} sample rows, timers {sorted(timers)}, gate verdicts {sorted(verdicts)}; "
+          f"{len(health)} health rows; {len(variants)} variants rows")
     print(samples.head(3).to_string())
 
 

@@ -8,6 +8,9 @@
 #   held archive -> --resume / --overwrite of an archive another process holds open: a message naming it,
 #                  non-zero exit, the file unchanged
 #   no room     -> stops before a write that might not fit (exit 75), the archive opens, --resume completes
+#   wrong output -> a variant whose output is slightly wrong at one point (KSTUDY_INJECT_FAULT corrupt) is
+#                  rejected by the real gate there: archived `rejected`, the gate table says why, left out of
+#                  the summary, other variants and points unaffected, exit 0, the console says so
 #   GPU health  -> through the real NVML path (a stand-in libnvidia-ml here), throttled samples flagged and
 #                  counted by the console and by `kstudy report`
 # (Faults inside variants and points too big for memory: tests/test_faults.cpp, also through the real CLI.)
@@ -67,6 +70,23 @@ fi
 if "$kstudy" run quick --trials 2 --replications 2 --out "$work/quick.h5" -q 2> "$work/stderr"; then
   fail "an existing archive was overwritten without --resume/--overwrite"
 else pass "existing archive refused: $(head -c 120 "$work/stderr")"; fi
+
+# One score of one variant just over its gate tolerance at point 1 (the fault corrupts what download() returns):
+# the gate rejects that variant there and nowhere else.
+corrupted=fused_kokkos_feature_major@openmp
+[[ $flavour == cuda ]] && corrupted=fused_kokkos_feature_major@cuda
+if KSTUDY_INJECT_FAULT=$corrupted:corrupt:1 "$kstudy" run "$tiny" --replications 1 --out "$work/corrupt.h5" \
+     > "$work/corrupt.log" 2> "$work/corrupt.err"; then
+  /usr/bin/python3 "$src/tests/check_run_archive.py" rejected "$work/corrupt.h5" tiny "$corrupted" 1 ||
+    fail "corrupted output: archive"
+  grep -q "!! GATE FAILED: $corrupted .*1 score failures" "$work/corrupt.log" ||
+    fail "corrupted output: the console does not show the gate failure: $(grep -m3 -i gate "$work/corrupt.log")"
+  grep -qE "[0-9]+ rejected, !! 1 GATE FAILURE$" "$work/corrupt.log" ||
+    fail "corrupted output: the console does not count the rejected samples: $(grep samples "$work/corrupt.log")"
+  grep -q "gate FAILED for $corrupted" "$work/corrupt.err" || fail "corrupted output: nothing on stderr"
+else
+  fail "run with a corrupted variant exited non-zero: $(tail -3 "$work/corrupt.err")"
+fi
 
 # Uninterrupted reference run of the tiny experiment.
 "$kstudy" run "$tiny" --out "$work/clean.h5" -q > /dev/null 2>&1 || fail "clean tiny run failed"

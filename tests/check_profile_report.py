@@ -53,7 +53,7 @@ def main():
     kstudy, timing, profile = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     prof = table(profile, "profile")
     samples = table(timing, "samples")
-    accepted = samples[(samples.gate_passed == 1) & (samples.status == "ok") & (samples.trial >= 0)]
+    accepted = samples[(samples.gate != "failed") & (samples.status == "ok") & (samples.trial >= 0)]  # schema 4
     with tempfile.TemporaryDirectory(prefix="kstudy_profile_report_") as tmp:
         out = Path(tmp) / "report"
         md = report(kstudy, [timing, profile], out)

@@ -9,6 +9,10 @@
   check_run_archive.py attr ARCHIVE NAME VALUE           root attribute NAME is VALUE
   check_run_archive.py health ARCHIVE EXPERIMENT         a run under the stand-in NVML (check_cli.sh): odd
                                                          points throttled; prints "<throttled> of <samples>"
+  check_run_archive.py rejected ARCHIVE EXPERIMENT VARIANT POINT
+                                                         VARIANT's output was corrupted at POINT (check_cli.sh,
+                                                         KSTUDY_INJECT_FAULT=VARIANT:corrupt:POINT): rejected there
+                                                         for one score, summarised elsewhere, others unaffected
 """
 import sys
 
@@ -38,8 +42,8 @@ def schema(archive, experiment):
                      "host", "flavour"]:
             if attr not in f.attrs:
                 fail(f"root attribute {attr} missing")
-        if f.attrs["schema_version"] != "3":
-            fail("schema_version is not 3")
+        if f.attrs["schema_version"] != "4":
+            fail("schema_version is not 4")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
                      "omp_proc_bind", "default_execution_space"]:
@@ -55,7 +59,8 @@ def schema(archive, experiment):
         ceilings = frame(f, f"/experiments/{experiment}/ceilings")
         attribution = frame(f, f"/experiments/{experiment}/attribution")
         health = frame(f, f"/experiments/{experiment}/health")
-        for name in ["samples", "gate", "ceilings", "summary", "attribution", "health"]:
+        variants = frame(f, f"/experiments/{experiment}/variants")
+        for name in ["samples", "gate", "ceilings", "summary", "attribution", "health", "variants"]:
             ds = g[name]
             if ds.chunks is None:
                 fail(f"{name} is not chunked")
@@ -65,7 +70,7 @@ def schema(archive, experiment):
         fail("an empty table: samples/gate/summary/ceilings must all have rows")
     if not gate.passed.all():
         fail(f"gate failures: {gate[gate.passed == 0].message.tolist()[:3]}")
-    if not (samples[samples.trial >= 0].gate_passed == 1).all():
+    if not (samples[samples.trial >= 0].gate == "passed").all():
         fail("timed samples without a passed gate")
     if (samples.seconds[samples.trial >= 0] <= 0).any():
         fail("non-positive timings")
@@ -85,10 +90,50 @@ def schema(archive, experiment):
     expected_samples = summary.samples.sum()
     if expected_samples != len(samples[(samples.trial >= 0) & (samples.status == "ok")]):
         fail("summary sample counts do not add up to the accepted samples")
+    check_variants(samples, variants)
     composed = attribution[attribution.variant.str.startswith("composed")]
     if composed.empty or not composed.kernel.str.contains("composed::standardize").any():
         fail("no per-kernel attribution of the composed variants")
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
+
+
+VARIANT_FIELDS = ["variant", "operation", "family", "fusion_level", "layout", "backend", "on_device",
+                  "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read",
+                  "modelled_bytes_written", "essential_bytes", "essential_flops"]
+
+
+def check_variants(samples, variants):
+    """One variants row per (variant, rows, features, block_size) the samples measured, with the models."""
+    if list(variants.columns) != VARIANT_FIELDS:
+        fail(f"variants fields {list(variants.columns)}")
+    key = ["variant", "rows", "features", "block_size"]
+    if variants.duplicated(key).any():
+        fail("duplicated variants rows")
+    measured = set(map(tuple, samples[key].drop_duplicates().values.tolist()))
+    described = set(map(tuple, variants[key].values.tolist()))
+    if measured != described:
+        fail(f"variants rows {len(described)} for {len(measured)} measured (variant, shape) points")
+    if set(variants.operation) != {"scoring"}:
+        fail(f"operations {set(variants.operation)}")
+    for variant, family, backend in zip(variants.variant, variants.family, variants.backend):
+        name, _, on = variant.partition("@")
+        if not name.startswith(family) or on != backend:
+            fail(f"{variant}: family {family} or backend {backend} disagrees with the id")
+    if not (variants.essential_flops == 5 * variants.rows * variants.features).all():
+        fail("essential_flops is not 5 per element")
+    essential = variants.rows * variants.features * 4 + 3 * variants.features * 4 + variants.rows * 5
+    if not (variants.essential_bytes == essential).all():
+        fail("essential_bytes is not x + the feature vectors + score and flag")
+    if not (variants.modelled_bytes_read + variants.modelled_bytes_written >= variants.essential_bytes).all():
+        fail("a traffic model below the essential traffic")
+    # samples.bytes of the resident timers is the variant's traffic model
+    resident = samples[samples.timer.isin(["host_wall", "resident_wall"]) & (samples.trial >= 0)]
+    joined = resident.merge(variants, on=key)
+    if joined.empty or not (joined.bytes == joined.modelled_bytes_read + joined.modelled_bytes_written).all():
+        fail("samples.bytes differs from the variants table's traffic model")
+    composed = variants[variants.family == "composed"]
+    if composed.empty or not ((composed.fusion_level == "none") & (composed.kernels_launched == 5)).all():
+        fail("composed variants not described as unfused, five kernels")
 
 
 def same_points(a, b, experiment):
@@ -170,6 +215,46 @@ def health(archive, experiment):
     print(f"{int(samples.throttled.sum())} of {len(samples)} samples throttled")
 
 
+def rejected(archive, experiment, variant, point):
+    point = int(point)
+    with h5py.File(archive, "r") as f:
+        samples = frame(f, f"/experiments/{experiment}/samples")
+        gate = frame(f, f"/experiments/{experiment}/gate")
+        summary = frame(f, f"/experiments/{experiment}/summary")
+        if f.attrs.get("complete") != "true":
+            fail("the run did not complete")
+    mine = samples[samples.variant == variant]
+    at = mine[mine.point == point]
+    if at.empty or not ((at.status == "rejected") & (at.gate == "failed")).all():
+        fail(f"{variant} at point {point}: statuses {sorted(set(at.status))}, gate {sorted(set(at.gate))}")
+    elsewhere = mine[mine.point != point]
+    if elsewhere.empty or not ((elsewhere.status == "ok") & (elsewhere.gate == "passed")).all():
+        fail(f"{variant} away from point {point}: {sorted(set(elsewhere.status))}")
+    others = samples[samples.variant != variant]
+    if others.empty or not ((others.status == "ok") & (others.gate == "passed")).all():
+        fail(f"other variants affected: {sorted(set(others.status))}")
+    shape = at.iloc[0]
+    g = gate[(gate.variant == variant) & (gate.rows == shape.rows) & (gate.features == shape.features)]
+    if len(g) != 1 or g.passed.iloc[0] != 0:
+        fail(f"gate rows of {variant} at point {point}: {g.to_dict('records')}")
+    g = g.iloc[0]
+    # Slightly wrong: one score just past its tolerance, no flag touched, and the message says so.
+    if g.score_failures != 1 or g.flag_mismatches != 0 or "exceeds the bound" not in g.message:
+        fail(f"the gate does not say why: {g.score_failures} score failures, {g.flag_mismatches} flag mismatches, "
+             f"{g.message!r}")
+    if not g.rtol < g.max_relative_error < 1e-3:  # over rtol (relative to the row's own scale), but only just
+        fail(f"not slightly wrong: max_relative_error {g.max_relative_error}, rtol {g.rtol}")
+    others_gates = gate[(gate.variant != variant) | (gate.rows != shape.rows) | (gate.features != shape.features)]
+    if not others_gates.passed.all():
+        fail("another gate failed")
+    s = summary[summary.variant == variant]
+    if ((s.rows == shape.rows) & (s.features == shape.features)).any():
+        fail(f"{variant} at point {point} is in the summary")
+    if s.empty or set(summary.variant) != set(samples.variant):
+        fail(f"summary variants {sorted(set(summary.variant))}")
+    print(f"ok: {len(at)} rejected samples of {variant} at point {point}, none summarised: {g.message[:100]}")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "schema":
@@ -182,6 +267,8 @@ if __name__ == "__main__":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "union":
         union(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif mode == "rejected":
+        rejected(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif mode == "attr":
         attr(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 
 #include "scratch_dir.hpp"
 #include "kstudy/archive.hpp"
+#include "kstudy/study.hpp"
 
 namespace {
 
@@ -26,6 +28,8 @@ const std::vector<timer_kind> k_all_timers{
     timer_kind::host_wall, timer_kind::resident_wall, timer_kind::device_events, timer_kind::one_shot,
     timer_kind::one_shot_alloc, timer_kind::pipelined, timer_kind::cold, timer_kind::compile,
     timer_kind::launch, timer_kind::transfer, timer_kind::transpose};
+
+const std::vector<gate_verdict> k_all_verdicts{gate_verdict::passed, gate_verdict::failed, gate_verdict::not_gated};
 
 // A fresh directory per test, removed afterwards.
 // Each test gets its own folder (tests/scratch_dir.hpp).
@@ -52,9 +56,9 @@ sample_record make_sample(const std::string& experiment, std::int64_t i) {
   s.trial = static_cast<std::int32_t>(i);
   s.timer = k_all_timers[static_cast<std::size_t>(i) % k_all_timers.size()];
   s.seconds = 1e-6 * static_cast<double>(i + 1) + 1e-13;
-  s.gate_passed = i % 5 != 0;
+  s.gate = k_all_verdicts[static_cast<std::size_t>(i / 5) % k_all_verdicts.size()];
   s.throttled = i % 7 == 0;
-  s.status = s.gate_passed ? "ok" : "rejected: µ-probe ✓";  // UTF-8
+  s.status = s.gate != gate_verdict::failed ? "ok" : "rejected: µ-probe ✓";  // UTF-8
   return s;
 }
 
@@ -150,6 +154,26 @@ health_record make_health(const std::string& experiment, std::int64_t i) {
   return h;
 }
 
+variant_record make_variant(std::int64_t i) {
+  variant_record v;
+  v.variant = "variant_" + std::to_string(i) + (i % 2 ? "@cuda" : "@openmp");
+  v.operation = "scoring";
+  v.family = i % 3 ? "fused_kokkos" : "composed";
+  v.fusion_level = i % 3 ? "full" : "none";
+  v.layout = i % 2 ? "padded_row_major" : "feature_major";
+  v.backend = i % 2 ? "cuda" : "openmp";
+  v.on_device = i % 2 == 1;
+  v.kernels_launched = static_cast<std::int32_t>(1 + 4 * (i % 3 == 0));
+  v.rows = (std::int64_t{1} << 33) + i;  // beyond 32 bits
+  v.features = 16 + i;
+  v.block_size = 128 * (i % 4);
+  v.modelled_bytes_read = (std::int64_t{5} << 36) + i;
+  v.modelled_bytes_written = (std::int64_t{3} << 34) + i;
+  v.essential_bytes = (std::int64_t{1} << 37) + i;
+  v.essential_flops = (std::int64_t{5} << 37) + i;
+  return v;
+}
+
 template <class R, class F>
 std::vector<R> make_many(std::int64_t count, F make) {
   std::vector<R> records;
@@ -160,8 +184,8 @@ std::vector<R> make_many(std::int64_t count, F make) {
 // Explicit member lists (not the archive's own field tables), so a member the tables lack is caught.
 auto members(const sample_record& r) {
   return std::tie(r.experiment, r.variant, r.layout, r.memory_kind, r.direction, r.rows, r.features, r.pitch,
-                  r.block_size, r.bytes, r.point, r.replication, r.trial, r.timer, r.seconds, r.gate_passed,
-                  r.throttled, r.status);
+                  r.block_size, r.bytes, r.point, r.replication, r.trial, r.timer, r.seconds, r.gate,
+                  r.throttled, r.status, r.occupancy);
 }
 auto members(const gate_record& r) {
   return std::tie(r.experiment, r.variant, r.layout, r.rows, r.features, r.block_size, r.passed, r.max_abs_error,
@@ -182,6 +206,12 @@ auto members(const health_record& r) {
                   r.before_temperature_c, r.before_power_mw, r.before_throttle_reasons, r.after_sm_clock_mhz,
                   r.after_memory_clock_mhz, r.after_temperature_c, r.after_power_mw, r.after_throttle_reasons,
                   r.seconds, r.throttled, r.reasons);
+}
+
+auto members(const variant_record& r) {
+  return std::tie(r.variant, r.operation, r.family, r.fusion_level, r.layout, r.backend, r.on_device,
+                  r.kernels_launched, r.rows, r.features, r.block_size, r.modelled_bytes_read,
+                  r.modelled_bytes_written, r.essential_bytes, r.essential_flops);
 }
 
 template <class R>
@@ -209,6 +239,7 @@ struct experiment_content {
   std::vector<summary_record> summaries;
   std::vector<attribution_record> attribution;
   std::vector<health_record> health;
+  std::vector<variant_record> variants;
 };
 
 experiment_content make_content(const std::string& experiment, std::int64_t samples) {
@@ -217,7 +248,8 @@ experiment_content make_content(const std::string& experiment, std::int64_t samp
           make_many<ceiling_record>(4, [](auto i) { return make_ceiling(i); }),
           make_many<summary_record>(12, [&](auto i) { return make_summary(experiment, i); }),
           make_many<attribution_record>(3, [&](auto i) { return make_attribution(experiment, i); }),
-          make_many<health_record>(9, [&](auto i) { return make_health(experiment, i); })};
+          make_many<health_record>(9, [&](auto i) { return make_health(experiment, i); }),
+          make_many<variant_record>(6, [](auto i) { return make_variant(i); })};
 }
 
 void write_content(result_sink& sink, const experiment_record& experiment, const experiment_content& content) {
@@ -233,6 +265,8 @@ void write_content(result_sink& sink, const experiment_record& experiment, const
   sink.write_attribution(content.attribution);
   sink.write_health({content.health.begin(), content.health.begin() + 4});
   sink.write_health({content.health.begin() + 4, content.health.end()});
+  sink.write_variants({content.variants.begin(), content.variants.begin() + 2});
+  sink.write_variants({content.variants.begin() + 2, content.variants.end()});
   sink.flush();
   sink.end_experiment(experiment.name);
 }
@@ -244,6 +278,7 @@ void expect_archive_holds(const std::string& path, const std::string& experiment
   expect_same_records(content.summaries, read_summaries(path, experiment));
   expect_same_records(content.attribution, read_attribution(path, experiment));
   expect_same_records(content.health, read_health(path, experiment));
+  expect_same_records(content.variants, read_variants(path, experiment));
 }
 
 std::string error_of(const std::function<void()>& call) {
@@ -265,6 +300,9 @@ TEST(Archive, TimerNamesRoundTrip) {
   EXPECT_STREQ(to_string(timer_kind::one_shot_alloc), "one_shot_alloc");
   EXPECT_THROW(parse_timer_kind("wall_clock"), std::invalid_argument);
   EXPECT_NE(error_of([] { parse_timer_kind("wall_clock"); }).find("wall_clock"), std::string::npos);
+  for (gate_verdict verdict : k_all_verdicts) EXPECT_EQ(parse_gate_verdict(to_string(verdict)), verdict);
+  EXPECT_STREQ(to_string(gate_verdict::not_gated), "not_gated");
+  EXPECT_NE(error_of([] { parse_gate_verdict("true"); }).find("'true'"), std::string::npos);
   EXPECT_EQ(parse_open_mode("resume"), open_mode::resume);
   EXPECT_THROW(parse_open_mode("truncate"), std::invalid_argument);
 }
@@ -313,6 +351,7 @@ TEST(Archive, EmptyExperimentHasEveryTable) {
   EXPECT_TRUE(read_summaries(path, "nothing").empty());
   EXPECT_TRUE(read_attribution(path, "nothing").empty());
   EXPECT_TRUE(read_health(path, "nothing").empty());
+  EXPECT_TRUE(read_variants(path, "nothing").empty());
   // Versioned even without begin().
   EXPECT_EQ(read_metadata(path).root.at("schema_version"), archive_schema_version);
 }
@@ -501,12 +540,15 @@ TEST(Archive, JsonSinkHoldsTheSameRows) {
   EXPECT_EQ(alpha.at("summary").size(), read_summaries(h5_path, "alpha").size());
   EXPECT_EQ(alpha.at("attribution").size(), read_attribution(h5_path, "alpha").size());
   EXPECT_EQ(alpha.at("health").size(), read_health(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("variants").size(), read_variants(h5_path, "alpha").size());
+  EXPECT_EQ(alpha.at("variants").at(1).at("family"), content.variants[1].family);
+  EXPECT_EQ(alpha.at("variants").at(1).at("on_device"), true);
   EXPECT_EQ(alpha.at("health").at(0).at("before_throttle_reasons"), 0x4);
   EXPECT_EQ(alpha.at("samples").size(), 1100u);
   const auto& row = alpha.at("samples").at(3);
   EXPECT_EQ(row.at("timer"), to_string(content.samples[3].timer));
   EXPECT_EQ(row.at("bytes"), content.samples[3].bytes);
-  EXPECT_EQ(row.at("gate_passed"), content.samples[3].gate_passed);
+  EXPECT_EQ(row.at("gate"), to_string(content.samples[3].gate));
 
   // The console got the failed gates prominently and one aligned summary table.
   const std::string text = console.str();
@@ -585,18 +627,74 @@ TEST(Archive, ReadsVersionOneArchives) {
   EXPECT_TRUE(kstudy::read_health(path, "cold_compile").empty());  // no health table before version 3
 }
 
-// An older archive (the committed CPU report fixture) reads with no health rows; appending to it (and so
-// resuming it) is refused rather than mixing two layouts in one file.
+// Older archives (the committed CPU fixtures, schema 1 and 3) read with no variants rows (and no health rows
+// before 3); appending to them (and so resuming them) is refused rather than mixing two layouts in one file.
 TEST(Archive, ReadsOlderArchivesButDoesNotAppendToThem) {
-  const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/cpu_small.h5";
-  ASSERT_NE(kstudy::read_metadata(path).root.at("schema_version"), kstudy::archive_schema_version);
-  for (const auto& name : kstudy::list_experiments(path)) {
-    EXPECT_FALSE(kstudy::read_samples(path, name).empty()) << name;
-    EXPECT_TRUE(kstudy::read_health(path, name).empty()) << name;
+  for (const char* fixture : {"cpu_small.h5", "cpu_v3_small.h5"}) {
+    const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/" + fixture;
+    const auto version = kstudy::read_metadata(path).root.at("schema_version");
+    ASSERT_NE(version, kstudy::archive_schema_version) << fixture;
+    for (const auto& name : kstudy::list_experiments(path)) {
+      EXPECT_FALSE(kstudy::read_samples(path, name).empty()) << fixture << " " << name;
+      EXPECT_EQ(kstudy::read_health(path, name).empty(), version != "3") << fixture << " " << name;
+      EXPECT_TRUE(kstudy::read_variants(path, name).empty()) << fixture << " " << name;
+    }
+    const auto copy = fs::temp_directory_path() / ("kstudy_old_copy_" + std::to_string(::getpid()) + ".h5");
+    fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+    EXPECT_THROW(kstudy::hdf5_sink(copy.string(), kstudy::open_mode::append), std::runtime_error) << fixture;
+    fs::remove(copy);
   }
-  const auto copy = fs::temp_directory_path() / ("kstudy_v2_copy_" + std::to_string(::getpid()) + ".h5");
-  fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
-  EXPECT_THROW(kstudy::hdf5_sink(copy.string(), kstudy::open_mode::append), std::runtime_error);
-  fs::remove(copy);
+}
+
+// Version 3 stored gate_passed (calibration samples as 1); it reads as the verdict passed / failed.
+TEST(Archive, ReadsVersionThreeGatePassedAsAVerdict) {
+  const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/cpu_v3_small.h5";
+  ASSERT_EQ(kstudy::read_metadata(path).root.at("schema_version"), "3");
+  std::size_t failed = 0;
+  for (const auto& s : kstudy::read_samples(path, "feature_small")) {
+    const bool ok = s.status == "ok";
+    EXPECT_EQ(s.gate, ok ? kstudy::gate_verdict::passed : kstudy::gate_verdict::failed) << s.variant << " " << s.status;
+    failed += !ok;
+  }
+  EXPECT_EQ(failed, 1u);  // the fixture's injected throw (tests/fixtures/README.md)
+  const auto launch = kstudy::read_samples(path, "launch_overhead");
+  ASSERT_FALSE(launch.empty());
+  for (const auto& s : launch) EXPECT_EQ(s.gate, kstudy::gate_verdict::passed) << s.variant;
+  // The summary this kstudy computes from those samples is the one version 3 stored.
+  for (const auto& name : kstudy::list_experiments(path)) {
+    const auto stored = kstudy::read_summaries(path, name);
+    const auto recomputed = kstudy::summarise(kstudy::read_samples(path, name), kstudy::read_ceilings(path, name));
+    ASSERT_EQ(recomputed.size(), stored.size()) << name;
+    for (std::size_t i = 0; i < stored.size(); ++i) EXPECT_EQ(members(recomputed[i]), members(stored[i])) << name;
+  }
+}
+
+// The summary takes ok samples of measured trials whose gate passed or that had nothing to gate (calibration
+// probes), and nothing the gate rejected.
+TEST(Archive, SummaryTakesPassedAndNotGatedSamplesOnly) {
+  std::vector<kstudy::sample_record> samples;
+  const auto add = [&](const std::string& variant, kstudy::gate_verdict gate, const std::string& status, int trial) {
+    kstudy::sample_record s;
+    s.experiment = "rule";
+    s.variant = variant;
+    s.gate = gate;
+    s.status = status;
+    s.trial = trial;
+    s.seconds = 1e-3 * (trial + 1);
+    samples.push_back(s);
+  };
+  for (int trial = 0; trial < 3; ++trial) {
+    add("scored", kstudy::gate_verdict::passed, "ok", trial);
+    add("probe", kstudy::gate_verdict::not_gated, "ok", trial);
+    add("wrong", kstudy::gate_verdict::failed, "rejected", trial);
+  }
+  add("scored", kstudy::gate_verdict::passed, "ok", -1);                // a warm-up
+  add("scored", kstudy::gate_verdict::passed, "failed: threw", 3);      // after its gate passed
+  add("probe", kstudy::gate_verdict::not_gated, "failed: no device", -1);
+  const auto summary = kstudy::summarise(samples, {});
+  ASSERT_EQ(summary.size(), 2u);
+  std::map<std::string, std::int64_t> counts;
+  for (const auto& s : summary) counts[s.variant] = s.samples;
+  EXPECT_EQ(counts, (std::map<std::string, std::int64_t>{{"probe", 3}, {"scored", 3}}));
 }
 }  // namespace

@@ -24,6 +24,10 @@
 #include "scratch_dir.hpp"
 #include "kokkos_test_support.hpp"
 #include "kstudy/archive.hpp"
+#include "kstudy/fault_injection.hpp"
+#include "kstudy/gate.hpp"
+#include "kstudy/variant.hpp"
+#include "kstudy/views/data_generator.hpp"
 
 namespace {
 
@@ -130,7 +134,7 @@ void expect_failed_sample_and_study_went_on(const std::string& archive, const st
           EXPECT_TRUE(starts_with(rows[0]->status, "failed: ")) << where << ": " << rows[0]->status;
           EXPECT_NE(rows[0]->status.find(error_text), std::string::npos) << where << ": " << rows[0]->status;
           EXPECT_EQ(rows[0]->trial, 0) << where;
-          EXPECT_FALSE(rows[0]->gate_passed) << where;
+          EXPECT_EQ(rows[0]->gate, gate_verdict::passed) << where;  // its gate ran before the fault
         } else {
           ASSERT_FALSE(rows.empty()) << where << " is missing: the study did not go on";
           for (const auto* s : rows) EXPECT_EQ(s->status, "ok") << where;
@@ -236,6 +240,36 @@ TEST(Faults, DeviceTrapStopsCleanlyAndResumeCompletes) {
   EXPECT_FALSE(read_summaries(archive, "faults").empty());
 }
 
+// `corrupt` leaves the variant's runs alone and makes its output slightly wrong: one score just over its
+// tolerance, nothing else, so the real gate fails it for exactly that (end to end: tests/check_cli.sh).
+TEST(Faults, CorruptOutputIsOneScoreJustOverItsTolerance) {
+  KSTUDY_REQUIRE_KOKKOS();
+  const auto plan = parse_fault_plan(k_variants[1] + ":corrupt:2");
+  EXPECT_EQ(plan.kind, fault_kind::corrupt_output);
+  EXPECT_EQ(plan.point, 2);
+  const auto* entry = variant_registry::instance().find(k_variants[1]);
+  ASSERT_NE(entry, nullptr);
+  fault_injecting_variant variant(entry->make(), plan.kind, entry->info.id());
+  const host_dataset data(make_shape(3001, 16, entry->info.layout));
+  const auto problem = data.problem();
+  variant.prepare(problem, {});
+  variant.arm();  // as the runner does after the warm-ups: nothing changes for this kind
+  for (int run = 0; run < 2; ++run) {
+    variant.poison();
+    variant.run();
+    scoring_results out;
+    out.resize(problem.shape.rows);
+    variant.download(out.score.data(), out.flag.data());
+    const auto g = check_results(problem, compute_reference(problem), out.score.data(), out.flag.data(),
+                                 variant.flagged_count());
+    EXPECT_FALSE(g.passed) << "run " << run;
+    EXPECT_EQ(g.score_failures, 1) << g.message;
+    EXPECT_EQ(g.flag_mismatches, 0) << g.message;
+    EXPECT_EQ(g.flagged_count_error, 0) << g.message;
+    EXPECT_LT(g.max_relative_error, 1e-3) << g.message;  // over its own tolerance, by at most about three
+  }
+}
+
 // A point too big for memory is skipped before anything is allocated, with the reason, and the study
 // goes on: device variants against device memory, host variants against host memory.
 TEST(Faults, PointTooBigForMemoryIsSkippedWithTheReason) {
@@ -254,7 +288,7 @@ TEST(Faults, PointTooBigForMemoryIsSkippedWithTheReason) {
     }
     ASSERT_TRUE(starts_with(s.status, "skipped: needs ")) << s.variant << ": " << s.status;
     EXPECT_EQ(s.trial, -1);
-    EXPECT_FALSE(s.gate_passed);
+    EXPECT_EQ(s.gate, gate_verdict::not_gated);  // nothing was run to gate
     const bool device = s.variant.find("@cuda") != std::string::npos;
     EXPECT_NE(s.status.find(device ? " device bytes, " : " host bytes, "), std::string::npos) << s.variant << ": " << s.status;
     EXPECT_TRUE(skipped.insert(s.variant).second) << s.variant << " skipped twice";

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,8 @@ class recording_sink final : public result_sink {
   std::vector<gate_record> gates;
   std::vector<attribution_record> attribution;
   std::vector<health_record> health;
+  std::vector<variant_record> variants;
+  std::vector<profile_record> profile;
 
   void begin(const run_metadata&) override { calls.push_back("begin"); }
   void begin_experiment(const experiment_record&) override { calls.push_back("begin_experiment"); }
@@ -85,6 +88,14 @@ class recording_sink final : public result_sink {
     calls.push_back("health");
     health.insert(health.end(), r.begin(), r.end());
   }
+  void write_variants(const std::vector<variant_record>& r) override {
+    calls.push_back("variants");
+    variants.insert(variants.end(), r.begin(), r.end());
+  }
+  void write_profile(const std::vector<profile_record>& r, const std::map<std::string, std::string>&) override {
+    calls.push_back("profile");
+    profile.insert(profile.end(), r.begin(), r.end());
+  }
   void flush() override { calls.push_back("flush"); }
   void end_experiment(const std::string&) override { calls.push_back("end_experiment"); }
   void finish() override { calls.push_back("finish"); }
@@ -97,7 +108,7 @@ sample_record sample(std::int64_t point, int trial) {
   s.point = point;
   s.trial = trial;
   s.seconds = 1e-4;
-  s.gate_passed = true;
+  s.gate = gate_verdict::passed;
   s.status = "ok";
   return s;
 }
@@ -205,15 +216,17 @@ TEST(GpuHealth, GuardHoldsAPointsRecordsUntilItsFlush) {
   EXPECT_TRUE(guard.in_point());
   guard.write_attribution({attribution_record{}});
   guard.write_gates({gate_record{}});
+  guard.write_variants({variant_record{}});
   guard.write_samples({sample(0, 0)});
   EXPECT_EQ(inner.calls, (std::vector<std::string>{"begin_experiment", "samples"}));  // nothing of the point yet
   guard.flush();
   EXPECT_FALSE(guard.in_point());
-  EXPECT_EQ(inner.calls, (std::vector<std::string>{"begin_experiment", "samples", "attribution", "gates", "samples",
-                                                   "health", "flush"}));
+  EXPECT_EQ(inner.calls, (std::vector<std::string>{"begin_experiment", "samples", "attribution", "gates", "variants",
+                                                   "samples", "health", "flush"}));
   // A discarded point writes only what came after the discard (the runner's `aborted` row).
   guard.begin_point(keys(1));
   guard.write_samples({sample(1, 0), sample(1, 1)});
+  guard.write_variants({variant_record{}});
   guard.discard_point_records();
   auto aborted = sample(1, -1);
   aborted.status = "aborted: CUDA context lost";
@@ -222,6 +235,11 @@ TEST(GpuHealth, GuardHoldsAPointsRecordsUntilItsFlush) {
   ASSERT_EQ(inner.samples.size(), 3u);
   EXPECT_EQ(inner.samples.back().status, "aborted: CUDA context lost");
   EXPECT_EQ(inner.health.size(), 2u);
+  EXPECT_EQ(inner.variants.size(), 1u);  // the discarded point's row went with it
+  // The profile table is not per point: it passes straight through, never dropped.
+  guard.write_profile({profile_record{}, profile_record{}}, {{"ncu_version", "test"}});
+  EXPECT_EQ(inner.calls.back(), "profile");
+  EXPECT_EQ(inner.profile.size(), 2u);
 }
 
 TEST(GpuHealth, ArchiveStoresTheFlagsAndTheHealthTable) {

@@ -347,13 +347,13 @@ TEST(Profile, ReportFixture) {
         s.trial = trial;
         s.timer = timer;
         s.seconds = (45.0 + 10.0 * double(v) + (timer == timer_kind::resident_wall ? 5.0 : 0.0) + trial) * 1e-6;
-        s.gate_passed = true;
+        s.gate = gate_verdict::passed;
         s.status = "ok";
         samples.push_back(s);
       }
   auto rejected = samples.front();
   rejected.seconds = 1.0;
-  rejected.gate_passed = false;
+  rejected.gate = gate_verdict::failed;
   rejected.status = "rejected";
   samples.push_back(rejected);
   {

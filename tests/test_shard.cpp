@@ -105,7 +105,7 @@ sample_record sample(int point, int replication, int trial) {
   s.trial = trial;
   s.timer = timer_kind::host_wall;
   s.seconds = 1e-3 * (point + 1) + 1e-5 * replication + 1e-7 * trial;
-  s.gate_passed = true;
+  s.gate = gate_verdict::passed;
   s.status = "ok";
   return s;
 }
@@ -123,6 +123,7 @@ std::string write_shard(const scratch_dir& dir, int index, int count, const shar
   m.environment = {{"kokkos_version", "3.4.1"}, {"cpu_model", "Test CPU"}, {"openmp_threads", std::to_string(index + 1)}};
   std::vector<sample_record> samples;
   std::vector<gate_record> gates;
+  std::vector<variant_record> variants;
   for (int p = 0; p < k_points; ++p)
     for (int r = 0; r < k_replications; ++r) {
       const bool extra = std::find(options.extra_units.begin(), options.extra_units.end(), std::make_pair(p, r)) !=
@@ -137,6 +138,11 @@ std::string write_shard(const scratch_dir& dir, int index, int count, const shar
         g.features = 8;
         g.passed = true;
         gates.push_back(g);
+        variant_record v;
+        v.variant = g.variant;
+        v.rows = g.rows;
+        v.features = g.features;
+        variants.push_back(v);
       }
     }
   // Each shard measured its own ceilings; bandwidth rises with the index so the median is shard 1's.
@@ -146,6 +152,7 @@ std::string write_shard(const scratch_dir& dir, int index, int count, const shar
   sink.begin_experiment({e.name, e.definition_json, "{}", e.fingerprint()});
   sink.write_ceilings(ceilings);
   sink.write_gates(gates);
+  sink.write_variants(variants);
   sink.write_samples(samples);
   sink.write_summaries(summarise(samples, ceilings));
   sink.end_experiment(e.name);
@@ -191,6 +198,7 @@ TEST(Merge, HoldsExactlyTheUnionOfTheShards) {
     return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);
   }));
   EXPECT_EQ(read_gates(request.out, "merge_test").size(), std::size_t(k_points));
+  EXPECT_EQ(read_variants(request.out, "merge_test").size(), std::size_t(k_points));
   // Summaries recomputed from all samples against the median shard's ceilings (shard 1's).
   const auto ceilings = read_ceilings(request.out, "merge_test");
   ASSERT_EQ(ceilings.size(), 1u);
@@ -290,6 +298,7 @@ TEST(Merge, DetectsDuplicateSamples) {
   for (const auto& s : samples) keys.insert({s.point, s.replication, s.trial});
   EXPECT_EQ(keys.size(), samples.size());
   EXPECT_EQ(read_gates(request.out, "merge_test").size(), std::size_t(k_points));
+  EXPECT_EQ(read_variants(request.out, "merge_test").size(), std::size_t(k_points));
 }
 
 TEST(Merge, ReportsMissingAndIncompleteShards) {

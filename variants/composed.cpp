@@ -12,12 +12,15 @@ namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class composed final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::kokkos_variant<ExecutionSpace, Layout, Value>;
+class composed final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
   using table = typename base::table_type;
 
  public:
-  void run() override {
+  // On the default instance (the library row sum queues on its stream), so not pipelined; but every
+  // step queues there without a host fence, so device events stop right behind the threshold kernel.
+  // Public: nvcc refuses extended lambdas in a private or protected member function.
+  void launch() override {
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const Value clip = this->m_clip;
     detail::map_elements<ExecutionSpace, Layout>("kstudy::composed::standardize", this->m_space, this->m_x, m_standardized,
@@ -28,8 +31,8 @@ class composed final : public detail::kokkos_variant<ExecutionSpace, Layout, Val
     detail::map_elements<ExecutionSpace, Layout>("kstudy::composed::weight", this->m_space, m_clipped, m_weighted,
                                                  KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return v * weight(f); });
     detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
-    this->m_flagged =
-        detail::threshold_step("kstudy::composed::threshold", this->m_space, this->m_score, this->m_flag, this->m_threshold);
+    detail::threshold_step("kstudy::composed::threshold", this->m_space, this->m_score, this->m_flag, this->m_threshold,
+                           this->m_count_host);
   }
 
  protected:

@@ -59,31 +59,18 @@ KOKKOS_INLINE_FUNCTION Value row_score(const Table& x, std::int64_t r, std::int6
 }
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class fused_kokkos final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::kokkos_variant<ExecutionSpace, Layout, Value>;
+class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
   static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
 
  public:
+  // On its own stream, so device instances overlap in a pipeline; host spaces run synchronously.
   fused_kokkos() : base(/*own_stream=*/true) {}
 
   bool queues_asynchronously() const override { return !on_host; }
 
-  // The resident run: the queued kernel (its reduction writes the count to pinned host memory), then
-  // the stream fenced.
-  void run() override {
-    launch();
-    this->m_space.fence();
-    this->m_flagged = this->m_count_host();
-  }
-
-  // Host spaces run synchronously (queues_asynchronously() is false there).
-  void enqueue_run() override {
-    if constexpr (on_host) run();
-    else launch();
-  }
-
   // Queues the kernel; its flagged count lands in m_count_host.
-  void launch() {
+  void launch() override {
 
     if constexpr (on_host) {
       if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();

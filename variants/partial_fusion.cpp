@@ -11,19 +11,21 @@ namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class partial_fusion final : public detail::kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::kokkos_variant<ExecutionSpace, Layout, Value>;
+class partial_fusion final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
 
  public:
-  void run() override {
+  // On the default instance, like composed: queued without a host fence, never pipelined. (Public for
+  // nvcc's extended lambdas.)
+  void launch() override {
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const Value clip = this->m_clip;
     detail::map_elements<ExecutionSpace, Layout>(
         "kstudy::partial_fusion::standardize_clip_weight", this->m_space, this->m_x, m_weighted,
         KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return detail::clamp_nan_through((v - mean(f)) * inv_std(f), clip) * weight(f); });
     detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
-    this->m_flagged = detail::threshold_step("kstudy::partial_fusion::threshold", this->m_space, this->m_score,
-                                             this->m_flag, this->m_threshold);
+    detail::threshold_step("kstudy::partial_fusion::threshold", this->m_space, this->m_score, this->m_flag,
+                           this->m_threshold, this->m_count_host);
   }
 
  protected:

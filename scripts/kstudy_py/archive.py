@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1 to 3) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 4) into pandas, and the statistics every table shares."""
 import json
 from pathlib import Path
 
@@ -6,8 +6,12 @@ import h5py
 import numpy as np
 import pandas as pd
 
-SCHEMA_VERSIONS = {"1", "2", "3"}  # 2 added occupancy to samples and summary, 3 the health table
-TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "profile")  # profile: kstudy profile only
+# 2 added occupancy to samples and summary, 3 the health table, 4 the verdict samples.gate (for the bool
+# gate_passed) and the variants table
+SCHEMA_VERSIONS = {"1", "2", "3", "4"}
+TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "variants",
+          "profile")  # profile: kstudy profile only
+GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_verdict)
 # NVML clocks-event reasons that flag a sample as throttled (kstudy/gpu_health.hpp): SW power cap, HW slowdown,
 # SW thermal, HW thermal, HW power brake; not GPU idle (0x1) or application clocks (0x2).
 SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
@@ -34,6 +38,17 @@ def frame(dataset):
     return df
 
 
+def with_gate_verdict(samples):
+    """Samples with both gate columns whatever the schema: `gate` (passed, failed or not_gated; versions 1 to 3
+    stored gate_passed, read as passed / failed) and `gate_passed` (1 unless the gate failed: what versions 1
+    to 3 stored, calibration samples included, kept for readers written before schema 4)."""
+    if "gate" not in samples.columns and "gate_passed" in samples.columns:
+        samples["gate"] = np.where(samples.gate_passed == 1, "passed", "failed")
+    elif "gate" in samples.columns and "gate_passed" not in samples.columns:
+        samples["gate_passed"] = (samples.gate != "failed").astype(np.uint8)
+    return samples
+
+
 class Experiment:
     def __init__(self, archive, name, group):
         self.archive = archive
@@ -47,24 +62,29 @@ class Experiment:
             self.definition = {}
         self.kind = self.definition.get("kind", "")
         tables = {t: frame(group[t]) if t in group else pd.DataFrame() for t in TABLES}
-        self.samples = tables["samples"]
+        self.samples = with_gate_verdict(tables["samples"])
         self.gate = tables["gate"]
         self.ceilings = tables["ceilings"]
         self.summary = tables["summary"]
         self.attribution = tables["attribution"]
         self.health = tables["health"]  # empty before schema 3
         self.has_health_table = "health" in group
+        # One row per (variant, rows, features, block_size) measured: family, layout, fusion level, traffic
+        # and flop models as the C++ code knows them; empty before schema 4.
+        self.variants = tables["variants"]
         self.profile = tables["profile"]
         self.profile_attrs = {k: text(v) for k, v in group["profile"].attrs.items()} if "profile" in group else {}
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
 
     def accepted(self):
-        """Samples that count: gate passed, status ok, measured trial (trial < 0 would be a warm-up)."""
+        """Samples that count, as the C++ summary takes them (kstudy::summarised): status ok, a measured trial
+        (trial < 0 would be a warm-up), output not rejected by the gate (passed, or a calibration sample with
+        nothing to gate)."""
         s = self.samples
         if s.empty:
             return s
-        return s[(s.gate_passed == 1) & (s.status == "ok") & (s.trial >= 0)]
+        return s[(s.gate != "failed") & (s.status == "ok") & (s.trial >= 0)]
 
 
 class Archive:
@@ -188,6 +208,7 @@ def essential_bytes(rows, features):
 
 
 def flops(rows, features):
+    """kstudy::essential_flops (variant.hpp); schema 4 archives also store it per row of the variants table."""
     return FLOPS_PER_ELEMENT * rows * features
 
 

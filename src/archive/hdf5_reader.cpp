@@ -1,5 +1,6 @@
 // The archive's read side: --resume and reports read what hdf5_sink wrote.
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 
@@ -48,10 +49,30 @@ std::vector<R> read_table(const std::string& path, const std::string& experiment
   return read_records<R>(group.get(), path);
 }
 
+// A table not every archive has (health before version 3, variants before 4, profile outside kstudy
+// profile): no rows where the dataset is absent.
+template <class R>
+std::vector<R> read_optional_table(const std::string& path, const std::string& experiment) {
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  if (!link_exists(group.get(), record_table<R>::dataset, path)) return {};
+  return read_records<R>(group.get(), path);
+}
+
+// One uint8 field of every row of a compound dataset (HDF5 converts only the member named).
+std::vector<std::uint8_t> read_uint8_field(hid_t group, const char* dataset, const char* field,
+                                           const std::string& path) {
+  h5_handle type = type_handle(H5Tcreate(H5T_COMPOUND, sizeof(std::uint8_t)), "H5Tcreate(memory compound)", path);
+  check(H5Tinsert(type.get(), field, 0, H5T_NATIVE_UINT8), std::string("H5Tinsert(") + field + ")", path);
+  std::vector<unsigned char> rows;
+  read_row_buffer(group, dataset, type.get(), rows, sizeof(std::uint8_t), path);
+  return {rows.begin(), rows.end()};
+}
+
 }  // namespace
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "2" || version == "1";
+  return version == archive_schema_version || version == "3" || version == "2" || version == "1";
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {
@@ -86,7 +107,17 @@ experiment_record read_experiment(const std::string& path, const std::string& ex
 }
 
 std::vector<sample_record> read_samples(const std::string& path, const std::string& experiment) {
-  return read_table<sample_record>(path, experiment);
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  auto samples = read_records<sample_record>(group.get(), path);
+  // Versions 1 to 3 stored a bool, gate_passed, with calibration samples as passed: read as passed / failed.
+  if (read_string_attribute(file.get(), "schema_version", path) != archive_schema_version) {
+    const auto passed =
+        read_uint8_field(group.get(), record_table<sample_record>::dataset, "gate_passed", path);
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      samples[i].gate = passed[i] ? gate_verdict::passed : gate_verdict::failed;
+  }
+  return samples;
 }
 std::vector<gate_record> read_gates(const std::string& path, const std::string& experiment) {
   return read_table<gate_record>(path, experiment);
@@ -127,17 +158,15 @@ std::vector<shard_record> read_shards(const std::string& path) {
 }
 
 std::vector<health_record> read_health(const std::string& path, const std::string& experiment) {
-  h5_handle file = open_archive(path);
-  h5_handle group = open_experiment(file.get(), path, experiment);
-  if (!link_exists(group.get(), record_table<health_record>::dataset, path)) return {};  // schema 1 and 2
-  return read_records<health_record>(group.get(), path);
+  return read_optional_table<health_record>(path, experiment);
+}
+
+std::vector<variant_record> read_variants(const std::string& path, const std::string& experiment) {
+  return read_optional_table<variant_record>(path, experiment);
 }
 
 std::vector<profile_record> read_profile(const std::string& path, const std::string& experiment) {
-  h5_handle file = open_archive(path);
-  h5_handle group = open_experiment(file.get(), path, experiment);
-  if (!link_exists(group.get(), record_table<profile_record>::dataset, path)) return {};
-  return read_records<profile_record>(group.get(), path);
+  return read_optional_table<profile_record>(path, experiment);
 }
 
 std::map<std::string, std::string> read_profile_attributes(const std::string& path, const std::string& experiment) {

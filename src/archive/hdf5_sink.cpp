@@ -24,7 +24,9 @@ void check_experiment_field(const std::vector<R>& records, const std::string& cu
                                   "' was written while experiment '" + current + "' is open");
 }
 
+// Ceilings and variant rows name no experiment: the group they are written to is theirs.
 void check_experiment_field(const std::vector<ceiling_record>&, const std::string&, const std::string&) {}
+void check_experiment_field(const std::vector<variant_record>&, const std::string&, const std::string&) {}
 
 template <class R>
 void ensure_dataset(hid_t group, const std::string& path) {
@@ -38,6 +40,7 @@ void ensure_datasets(hid_t group, const std::string& path) {
   ensure_dataset<summary_record>(group, path);
   ensure_dataset<attribution_record>(group, path);
   ensure_dataset<health_record>(group, path);
+  ensure_dataset<variant_record>(group, path);
 }
 
 void check_schema_version(hid_t file, const std::string& path) {
@@ -71,7 +74,12 @@ struct hdf5_sink::state {
   void append(const char* call, const std::vector<R>& records) {
     require_experiment(call);
     check_experiment_field(records, experiment, path);
+    if (records.empty()) return;
     append_records(experiment_group.get(), records, path);
+    // Closing the dataset wrote its last chunk, possibly in place of the flushed copy (a deflated chunk
+    // that did not grow), while the chunk index in the file still describes the old one: a process killed
+    // now leaves that chunk unreadable, flushed rows and all. The index goes out at once.
+    check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", path);
   }
 };
 
@@ -156,7 +164,7 @@ void hdf5_sink::begin_experiment(const experiment_record& experiment) {
     write_string_attribute(group.get(), "protocol", experiment.protocol_json, s.path);
     write_string_attribute(group.get(), "fingerprint", experiment.fingerprint, s.path);
   }
-  // Every table up front (readers find all six, possibly empty); on resume, any a crash left uncreated.
+  // Every table up front (readers find all seven, possibly empty); on resume, any a crash left uncreated.
   ensure_datasets(group.get(), s.path);
   s.experiment_group = std::move(group);
   s.experiment = experiment.name;
@@ -198,6 +206,9 @@ void hdf5_sink::write_shard(const shard_record& shard) {
   append_records(group.get(), shard.ceilings, s.path);
 }
 void hdf5_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
+void hdf5_sink::write_variants(const std::vector<variant_record>& variants) {
+  m_state->append("write_variants", variants);
+}
 
 void hdf5_sink::write_profile(const std::vector<profile_record>& profile,
                               const std::map<std::string, std::string>& attributes) {

@@ -23,7 +23,7 @@ json to_json_row(const R& record) {
     std::visit(
         [&](auto member) {
           const auto& value = record.*member;
-          if constexpr (std::is_same_v<std::decay_t<decltype(value)>, timer_kind>)
+          if constexpr (archive_detail::is_named_enum_v<std::decay_t<decltype(value)>>)
             row[field.name] = to_string(value);
           else
             row[field.name] = value;
@@ -116,6 +116,9 @@ void json_sink::write_attribution(const std::vector<attribution_record>& attribu
 }
 
 void json_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
+void json_sink::write_variants(const std::vector<variant_record>& variants) {
+  m_state->append("write_variants", variants);
+}
 
 void json_sink::write_profile(const std::vector<profile_record>& profile,
                               const std::map<std::string, std::string>& attributes) {

@@ -52,7 +52,9 @@ void sink_fanout::write_attribution(const std::vector<attribution_record>& attri
 void sink_fanout::write_health(const std::vector<health_record>& health) {
   for_each([&](result_sink& s) { s.write_health(health); });
 }
-
+void sink_fanout::write_variants(const std::vector<variant_record>& variants) {
+  for_each([&](result_sink& s) { s.write_variants(variants); });
+}
 void sink_fanout::write_profile(const std::vector<profile_record>& profile,
                                 const std::map<std::string, std::string>& attributes) {
   for_each([&](result_sink& s) { s.write_profile(profile, attributes); });

@@ -247,7 +247,7 @@ class kokkos_variant : public scoring_variant {
 #endif
   void wait() override {
     m_space.fence();
-    if (!this->queues_asynchronously()) return;  // synchronous variants set m_flagged in run()
+    if (!this->enqueues_run()) return;  // enqueue_run() was run(), which set m_flagged
     m_flagged = m_count_host();
   }
 
@@ -285,6 +285,33 @@ class kokkos_variant : public scoring_variant {
 #ifdef KOKKOS_ENABLE_CUDA
   cudaStream_t m_own_stream = nullptr;
 #endif
+};
+
+// A Kokkos variant whose resident run is queued by launch(), which reduces the flagged count into
+// m_count_host (pinned host memory on CUDA, so the reduction needs no host fence): run() fences the
+// instance and reads the count; on a device, enqueue_run() only queues (enqueues_run), so an event
+// recorded after it ends with the work, and wait() fences and reads the count.
+template <class ExecutionSpace, class Layout, class Value = float>
+class queued_kokkos_variant : public kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = kokkos_variant<ExecutionSpace, Layout, Value>;
+
+ public:
+  using base::base;
+
+  bool enqueues_run() const override { return !is_host_space_v<ExecutionSpace>; }
+  void run() override {
+    launch();
+    this->m_space.fence();
+    this->m_flagged = this->m_count_host();
+  }
+  void enqueue_run() override {
+    if constexpr (is_host_space_v<ExecutionSpace>) run();
+    else launch();
+  }
+
+ protected:
+  // Queues every kernel of one resident run on m_space, the count into m_count_host.
+  virtual void launch() = 0;
 };
 
 }  // namespace kstudy::detail

@@ -85,13 +85,14 @@ void row_sums(const ExecutionSpace&, const Table& table, const Vector& ones, con
   KokkosBlas::gemv("N", typename Score::value_type(1), table, ones, typename Score::value_type(0), score);
 }
 
-// flag = score > threshold, and the flagged count, in one reduction kernel. Device spaces use a
-// resident wave of 256-thread teams striding over the rows: Kokkos 3.4 caps a RangePolicy reduction's
-// grid at its block size (256 blocks, 0.4 waves on an H200).
-template <class ExecutionSpace, class Score, class Flag>
-std::int64_t threshold_step(const char* label, const ExecutionSpace& space, const Score& score, const Flag& flag,
-                            typename Score::value_type threshold) {
-  std::int64_t flagged = 0;
+// flag = score > threshold, and the flagged count, in one reduction kernel queued on space, the count
+// reduced into the rank-0 view `flagged` (pinned host memory on CUDA: no host fence; read it after
+// fencing space). Device spaces use a resident wave of 256-thread teams striding over the rows: Kokkos
+// 3.4 caps a RangePolicy reduction's grid at its block size (256 blocks, 0.4 waves on an H200).
+template <class ExecutionSpace, class Score, class Flag, class Count>
+void threshold_step(const char* label, const ExecutionSpace& space, const Score& score, const Flag& flag,
+                    typename Score::value_type threshold, const Count& flagged) {
+  static_assert(Kokkos::is_view<Count>::value && Count::rank == 0, "the count goes to a rank-0 view");
   const std::int64_t rows = score.extent(0);
   if constexpr (is_host_space_v<ExecutionSpace>) {
     Kokkos::parallel_reduce(
@@ -120,7 +121,6 @@ std::int64_t threshold_step(const char* label, const ExecutionSpace& space, cons
         },
         flagged);
   }
-  return flagged;
 }
 
 }  // namespace kstudy::detail

@@ -110,7 +110,7 @@ compound_layout make_layout(const std::string& path) {
     std::visit(
         [&](auto member) {
           using T = std::remove_reference_t<decltype(std::declval<R&>().*member)>;
-          if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, timer_kind>)
+          if constexpr (std::is_same_v<T, std::string> || is_named_enum_v<T>)
             members.push_back({sizeof(char*), string_type.get(), string_type.get()});
           else if constexpr (std::is_same_v<T, std::int64_t>)
             members.push_back({sizeof(std::int64_t), H5T_NATIVE_INT64, H5T_STD_I64LE});
@@ -164,7 +164,7 @@ std::vector<unsigned char> pack_rows(const std::vector<R>& records, const compou
             if constexpr (std::is_same_v<T, std::string>) {
               const char* p = value.c_str();
               std::memcpy(dst, &p, sizeof p);
-            } else if constexpr (std::is_same_v<T, timer_kind>) {
+            } else if constexpr (is_named_enum_v<T>) {
               const char* p = to_string(value);
               std::memcpy(dst, &p, sizeof p);
             } else if constexpr (std::is_same_v<T, bool>) {
@@ -192,13 +192,15 @@ std::vector<R> unpack_rows(const unsigned char* buffer, std::size_t count, const
           [&](auto member) {
             auto& value = records[r].*member;
             using T = std::decay_t<decltype(value)>;
-            if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, timer_kind>) {
+            if constexpr (std::is_same_v<T, std::string>) {
               const char* p = nullptr;
               std::memcpy(&p, src, sizeof p);
-              if constexpr (std::is_same_v<T, std::string>)
-                value = p ? p : "";
-              else
-                value = parse_timer_kind(p ? p : "");
+              value = p ? p : "";
+            } else if constexpr (is_named_enum_v<T>) {
+              // Null: the file's dataset has no such field (an older schema); the reader fills it in.
+              const char* p = nullptr;
+              std::memcpy(&p, src, sizeof p);
+              if (p) value = named_enum<T>::parse(p);
             } else if constexpr (std::is_same_v<T, bool>) {
               std::uint8_t v = 0;
               std::memcpy(&v, src, sizeof v);

@@ -4,6 +4,7 @@
 // member's name everywhere and a new member needs one line here.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -13,7 +14,21 @@ namespace kstudy::archive_detail {
 
 template <class R>
 using member_ptr = std::variant<std::string R::*, std::int64_t R::*, std::int32_t R::*, double R::*, bool R::*,
-                                timer_kind R::*>;
+                                timer_kind R::*, gate_verdict R::*>;
+
+// Enums stored as their names (variable-length strings in HDF5, strings in JSON).
+template <class T>
+struct named_enum : std::false_type {};
+template <>
+struct named_enum<timer_kind> : std::true_type {
+  static timer_kind parse(const std::string& name) { return parse_timer_kind(name); }
+};
+template <>
+struct named_enum<gate_verdict> : std::true_type {
+  static gate_verdict parse(const std::string& name) { return parse_gate_verdict(name); }
+};
+template <class T>
+inline constexpr bool is_named_enum_v = named_enum<T>::value;
 
 template <class R>
 struct field {
@@ -36,7 +51,7 @@ struct record_table<sample_record> {
         {"features", &R::features},     {"pitch", &R::pitch},             {"block_size", &R::block_size},
         {"bytes", &R::bytes},           {"point", &R::point},             {"replication", &R::replication},
         {"trial", &R::trial},           {"timer", &R::timer},             {"seconds", &R::seconds},
-        {"gate_passed", &R::gate_passed}, {"throttled", &R::throttled},   {"status", &R::status},
+        {"gate", &R::gate},             {"throttled", &R::throttled},     {"status", &R::status},
         {"occupancy", &R::occupancy},
     };
     return table;
@@ -213,13 +228,42 @@ struct record_table<profile_record> {
   }
 };
 
+template <>
+struct record_table<variant_record> {
+  using R = variant_record;
+  static constexpr const char* dataset = "variants";
+  static constexpr const char* units =
+      "modelled_bytes_read, modelled_bytes_written, essential_bytes: B (one resident run); essential_flops: flop";
+  static const std::vector<field<R>>& fields() {
+    static const std::vector<field<R>> table{
+        {"variant", &R::variant},
+        {"operation", &R::operation},
+        {"family", &R::family},
+        {"fusion_level", &R::fusion_level},
+        {"layout", &R::layout},
+        {"backend", &R::backend},
+        {"on_device", &R::on_device},
+        {"kernels_launched", &R::kernels_launched},
+        {"rows", &R::rows},
+        {"features", &R::features},
+        {"block_size", &R::block_size},
+        {"modelled_bytes_read", &R::modelled_bytes_read},
+        {"modelled_bytes_written", &R::modelled_bytes_written},
+        {"essential_bytes", &R::essential_bytes},
+        {"essential_flops", &R::essential_flops},
+    };
+    return table;
+  }
+};
+
 // The dataset names of an experiment group, in the order the schema lists them.
 inline const std::vector<const char*>& dataset_names() {
   static const std::vector<const char*> names{record_table<sample_record>::dataset, record_table<gate_record>::dataset,
                                               record_table<ceiling_record>::dataset,
                                               record_table<summary_record>::dataset,
                                               record_table<attribution_record>::dataset,
-                                              record_table<health_record>::dataset};
+                                              record_table<health_record>::dataset,
+                                              record_table<variant_record>::dataset};
   return names;
 }
 

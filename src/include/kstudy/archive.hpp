@@ -14,10 +14,11 @@
 namespace kstudy {
 
 // Written as the root attribute schema_version; bump on any incompatible change of the layout.
-// 2 added occupancy to samples and summary; 3 added the health table.
-inline constexpr const char* archive_schema_version = "3";
+// 2 added occupancy to samples and summary; 3 added the health table; 4 replaced samples.gate_passed by
+// the verdict samples.gate and added the variants table.
+inline constexpr const char* archive_schema_version = "4";
 // Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
-// (versions 1 and 2).
+// (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3).
 bool archive_schema_readable(const std::string& version);
 
 enum class open_mode {
@@ -69,6 +70,7 @@ class hdf5_sink : public result_sink {
   // /shards/<index>/environment, and its ceilings as /shards/<index>/ceilings. Refuses an index twice.
   void write_shard(const shard_record& shard);
   void write_health(const std::vector<health_record>& health) override;
+  void write_variants(const std::vector<variant_record>& variants) override;
   // Creates the experiment's profile table on first use; attributes are written on it (replacing any of
   // the same name) beside its units.
   void write_profile(const std::vector<profile_record>& profile,
@@ -95,6 +97,7 @@ std::vector<attribution_record> read_attribution(const std::string& path, const 
 // The /shards records of a merged archive, by index (empty for any other archive).
 std::vector<shard_record> read_shards(const std::string& path);
 std::vector<health_record> read_health(const std::string& path, const std::string& experiment);  // none before v3
+std::vector<variant_record> read_variants(const std::string& path, const std::string& experiment);  // none before v4
 // The profile table and its attributes (units, ncu version, command line, ...); empty where the experiment
 // has no profile table (every archive `kstudy run` writes).
 std::vector<profile_record> read_profile(const std::string& path, const std::string& experiment);
@@ -117,6 +120,7 @@ class json_sink : public result_sink {
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
   void write_health(const std::vector<health_record>& health) override;
+  void write_variants(const std::vector<variant_record>& variants) override;
   void write_profile(const std::vector<profile_record>& profile,
                      const std::map<std::string, std::string>& attributes) override;
   void flush() override {}  // the document is only complete at finish()
@@ -143,6 +147,10 @@ class console_sink : public result_sink {
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
   void write_health(const std::vector<health_record>& health) override;
+  // What a person watching a run needs is in the tables above; the model rows and hardware counters are
+  // for the archive and the report.
+  void write_variants(const std::vector<variant_record>&) override {}
+  void write_profile(const std::vector<profile_record>&, const std::map<std::string, std::string>&) override {}
   void flush() override;
   void end_experiment(const std::string& name) override;
   void finish() override;

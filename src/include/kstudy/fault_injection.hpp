@@ -4,13 +4,19 @@
 //   KSTUDY_INJECT_FAULT=<variant>:<kind>[:<point>]
 //
 // <variant> is matched like --variants (name, name@backend or family). The runner wraps each matching
-// variant it prepares, and that variant's first timed run at every scoring point (or only at point
-// index <point>) fails after running (its gate and warm-ups are untouched, so the failure is the trial's):
+// variant it prepares at every scoring point (or only at point index <point>). For the first three kinds
+// that variant's first timed run fails after running (its gate and warm-ups are untouched, so the failure
+// is the trial's):
 //   throw   a host exception (every flavour, every variant)
 //   launch  a kernel launch with an invalid configuration on the variant's stream: a CUDA error that
 //           leaves the context usable (cuda flavour, device variants)
 //   trap    a kernel that executes __trap() on the variant's stream: a sticky error that destroys the
 //           CUDA context (cuda flavour, device variants)
+// The fourth runs normally but returns slightly wrong output, so that the real gate must catch it:
+//   corrupt every download() of scores and flags (what the gate reads) moves one score, on the first
+//           row far from the threshold, to just over twice its gate tolerance from the variant's own
+//           value (so over the tolerance from the reference), flag left as it was: the gate rejects the
+//           variant at that point with one score failure (every flavour, every variant)
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -21,7 +27,7 @@
 
 namespace kstudy {
 
-enum class fault_kind { host_exception, invalid_launch, device_trap };
+enum class fault_kind { host_exception, invalid_launch, device_trap, corrupt_output };
 const char* to_string(fault_kind kind);
 
 struct fault_plan {
@@ -42,21 +48,22 @@ fault_plan parse_fault_plan(const std::string& value);
 std::optional<fault_plan> fault_plan_from_environment();
 
 // Forwards everything to the wrapped variant; after arm(), the next run() runs the variant and then
-// injects the fault (once).
+// injects the fault (once). A corrupt_output wrapper needs no arming: it corrupts every download().
 class fault_injecting_variant final : public scoring_variant {
  public:
   fault_injecting_variant(std::unique_ptr<scoring_variant> inner, fault_kind kind, std::string variant_id);
 
   void arm() { m_armed = true; }
 
-  void prepare(const scoring_problem& problem, const run_options& options) override { m_inner->prepare(problem, options); }
+  void prepare(const scoring_problem& problem, const run_options& options) override;
   void run() override;
   void upload(const float* host_x) override { m_inner->upload(host_x); }
-  void download(float* host_score, std::uint8_t* host_flag) override { m_inner->download(host_score, host_flag); }
+  void download(float* host_score, std::uint8_t* host_flag) override;
   std::int64_t flagged_count() const override { return m_inner->flagged_count(); }
   void poison() override { m_inner->poison(); }
   void* stream() const override { return m_inner->stream(); }
   bool queues_asynchronously() const override { return m_inner->queues_asynchronously(); }
+  bool enqueues_run() const override { return m_inner->enqueues_run(); }
   void enqueue_upload(const float* host_x) override { m_inner->enqueue_upload(host_x); }
   void enqueue_run() override;
   void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
@@ -69,6 +76,7 @@ class fault_injecting_variant final : public scoring_variant {
   std::unique_ptr<scoring_variant> m_inner;
   fault_kind m_kind;
   std::string m_variant_id;
+  scoring_problem m_problem;  // the prepared inputs, for the tolerance a corrupted score must exceed
   void fire_if_armed();
   bool m_armed = false;
 };

@@ -44,6 +44,8 @@ struct gate_result {
 
 double gate_rtol(std::int64_t features);
 constexpr double gate_atol = 1e-6;
+// The bound check_results allows row's score: rtol * sum_f |z_f w_f| + atol, from the problem's inputs.
+double score_tolerance(const scoring_problem& problem, std::int64_t row);
 
 gate_result check_results(const scoring_problem& problem, const reference_result& reference,
                           const float* score, const std::uint8_t* flag, std::int64_t flagged_count);

@@ -6,6 +6,7 @@
 // NVML is dlopen()ed (no link-time dependency): a machine without the NVIDIA driver records
 // "unavailable: <why>" and the study runs as before. The readings are taken outside every timed region.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,7 +75,7 @@ void fill_health(health_record& record, const std::string& device, const gpu_rea
                  double seconds);
 
 // The per-point writer of a replication. It wraps the archive's sink: begin_point() reads the GPU and
-// opens a point; the point's samples, gates and attribution rows are held back until flush(), which
+// opens a point; the point's samples, gates, attribution and variants rows are held back until flush(), which
 // reads the GPU again, flags every sample of the point as throttled when either reading showed a
 // slowdown, and writes the records and the point's health row before flushing the archive. Outside a
 // point every call is passed straight through.
@@ -98,6 +99,11 @@ class health_guarded_sink : public result_sink {
   void write_summaries(const std::vector<summary_record>& summaries) override { m_inner.write_summaries(summaries); }
   void write_attribution(const std::vector<attribution_record>& attribution) override;
   void write_health(const std::vector<health_record>& health) override { m_inner.write_health(health); }
+  void write_variants(const std::vector<variant_record>& variants) override;
+  void write_profile(const std::vector<profile_record>& profile,
+                     const std::map<std::string, std::string>& attributes) override {
+    m_inner.write_profile(profile, attributes);
+  }
   void flush() override;  // ends the open point, if any
   void end_experiment(const std::string& name) override { m_inner.end_experiment(name); }
   void finish() override { m_inner.finish(); }
@@ -112,6 +118,7 @@ class health_guarded_sink : public result_sink {
   std::vector<sample_record> m_samples;
   std::vector<gate_record> m_gates;
   std::vector<attribution_record> m_attribution;
+  std::vector<variant_record> m_variants;
 };
 
 }  // namespace kstudy

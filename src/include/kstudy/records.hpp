@@ -25,6 +25,16 @@ enum class timer_kind {
 const char* to_string(timer_kind kind);
 timer_kind parse_timer_kind(const std::string& name);
 
+// What the correctness gate said about the output a sample's timings belong to. Calibration samples
+// (transfer, launch, transpose, compile and Kokkos-initialize probes) compute no scores: nothing to gate.
+enum class gate_verdict {
+  passed,     // the variant's output at this point matched the reference
+  failed,     // it did not: the sample is kept as rejected, never summarised
+  not_gated,  // no gate ran: a calibration probe, or a variant that failed or was skipped before its gate
+};
+const char* to_string(gate_verdict verdict);
+gate_verdict parse_gate_verdict(const std::string& name);
+
 // One measured trial.
 struct sample_record {
   std::string experiment;
@@ -42,7 +52,7 @@ struct sample_record {
   std::int32_t trial = 0;
   timer_kind timer = timer_kind::host_wall;
   double seconds = 0.0;
-  bool gate_passed = false;     // false: kept as rejected, never summarised
+  gate_verdict gate = gate_verdict::not_gated;
   bool throttled = false;       // the GPU reported a slowdown reason before or after the point (health)
   // ok | rejected | failed: <error text> (the variant threw or a CUDA call failed; the study went on) |
   // skipped: <reason> (e.g. the point does not fit memory) | aborted: <error text> (the CUDA context was
@@ -50,6 +60,10 @@ struct sample_record {
   std::string status;
   double occupancy = 0.0;       // calculated occupancy of the variant's kernel at this block size (0: n/a)
 };
+
+// Whether a sample enters the summary: a measured trial (not a warm-up or a failure marker) with status
+// ok whose output the gate did not reject (passed, or a calibration sample with nothing to gate).
+bool summarised(const sample_record& sample);
 
 // Gate verdict for one (variant, shape).
 struct gate_record {
@@ -170,6 +184,27 @@ struct profile_record {
   double global_load_requests = 0.0;      // global load requests (one per warp-level instruction)
   double global_store_sectors = 0.0;
   double global_store_requests = 0.0;
+};
+
+// What the code knows about one variant at one point an experiment measured: its identity, the model
+// of what it moves and computes there, and the operation's own minimum of both. One row per (variant,
+// rows, features, block_size), written with the point's first replication.
+struct variant_record {
+  std::string variant;       // variant id (name@backend), as in sample_record::variant
+  std::string operation;     // the operation it implements (variant_info::operation): scoring
+  std::string family;        // variant_info::implementation: cpu_reference, composed, partial_fusion, ...
+  std::string fusion_level;  // none | partial | full
+  std::string layout;        // row_major | feature_major | padded_row_major
+  std::string backend;       // serial | openmp | cuda
+  bool on_device = false;    // its memory is not host-accessible: one-shot timings include transfers
+  std::int32_t kernels_launched = 0;  // per resident run
+  std::int64_t rows = 0;
+  std::int64_t features = 0;
+  std::int64_t block_size = 0;             // the point's block size (0 = variant default)
+  std::int64_t modelled_bytes_read = 0;    // the variant's traffic model for one resident run at this shape
+  std::int64_t modelled_bytes_written = 0;
+  std::int64_t essential_bytes = 0;        // the operation's minimum traffic at this shape (essential_traffic)
+  std::int64_t essential_flops = 0;        // the operation's arithmetic at this shape (essential_flops)
 };
 
 // Root attributes and /environment: provenance of the whole archive.

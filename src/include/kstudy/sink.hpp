@@ -1,7 +1,10 @@
 #pragma once
 // The one output interface of a study. The runner produces records; every destination (HDF5 archive,
-// JSON document, console table) is a result_sink, and sink_fanout lets the runner write to all of them
-// through the same calls.
+// JSON document, console table) is a result_sink. A run's replication processes write the archive alone
+// (hdf5_sink, behind the runner's room check and GPU health guard, which forward every call); the
+// console table and the JSON copy are then written from the archive as read back, so they show what was
+// archived across replications and resumed runs. sink_fanout writes several sinks through the same calls,
+// for a caller that produces records once for several destinations.
 //
 // Call order: begin, then per experiment begin_experiment, any number of write_* and flush calls, and
 // end_experiment; finally finish. write_* calls append to the current experiment.
@@ -26,14 +29,12 @@ class result_sink {
   virtual void write_summaries(const std::vector<summary_record>& summaries) = 0;
   virtual void write_attribution(const std::vector<attribution_record>& attribution) = 0;
   virtual void write_health(const std::vector<health_record>& health) = 0;
+  virtual void write_variants(const std::vector<variant_record>& variants) = 0;
   // Per-kernel hardware counters of `kstudy profile`, with attributes describing how they were taken
-  // (ncu version, command line, metric names). Only the archive and its JSON copy keep them; a sink
-  // without a profile table ignores them.
+  // (ncu version, command line, metric names). Only the archive and its JSON copy keep them. Pure, like
+  // every write: a sink that wraps another must forward it, not inherit a silent drop.
   virtual void write_profile(const std::vector<profile_record>& profile,
-                             const std::map<std::string, std::string>& attributes) {
-    (void)profile;
-    (void)attributes;
-  }
+                             const std::map<std::string, std::string>& attributes) = 0;
   // Make everything written so far durable (the HDF5 archive survives a crash after it).
   virtual void flush() = 0;
   virtual void end_experiment(const std::string& name) = 0;
@@ -60,6 +61,7 @@ class sink_fanout : public result_sink {
   void write_summaries(const std::vector<summary_record>& summaries) override;
   void write_attribution(const std::vector<attribution_record>& attribution) override;
   void write_health(const std::vector<health_record>& health) override;
+  void write_variants(const std::vector<variant_record>& variants) override;
   void write_profile(const std::vector<profile_record>& profile,
                      const std::map<std::string, std::string>& attributes) override;
   void flush() override;

@@ -37,12 +37,13 @@ class device_event_timer {
 };
 
 // Runs a variant once between the two events (the caller's wall clock spans the whole call). A variant
-// that queues asynchronously gets its stop event right behind its queued work and is waited for after
-// it, so the events time that work alone, not the host's return trip; a synchronous one stops after run().
+// that can queue its run (enqueues_run) gets its stop event right behind its queued work and is waited
+// for after it, so the events time that work alone, not the host fence and return trip; one that
+// cannot stops after run().
 template <class Variant>
 void run_between_events(Variant& variant, device_event_timer& events) {
   events.start();
-  if (variant.queues_asynchronously()) {
+  if (variant.enqueues_run()) {
     variant.enqueue_run();
     events.stop();
     variant.wait();

@@ -25,9 +25,19 @@ struct traffic_model {
   std::int64_t total() const { return bytes_read + bytes_written; }
 };
 
+// The operation a variant implements; essential_traffic and essential_flops model it.
+enum class operation_kind { scoring };
+const char* to_string(operation_kind operation);
+
 // Minimal traffic of the operation itself: x read once, the three feature vectors read, score and
 // flag written once. Every variant's "effective" bandwidth divides this by its time.
 traffic_model essential_traffic(const table_shape& shape);
+
+// Arithmetic of the operation per element of x: subtract the mean, multiply by 1/std, two compares
+// (the clip), and one FMA (weight and row sum). The roofline's intensity is essential_flops over
+// essential_traffic; the threshold compare per row is left out as negligible.
+inline constexpr std::int64_t flops_per_element = 5;
+std::int64_t essential_flops(const table_shape& shape);
 
 struct variant_info {
   std::string name;            // e.g. fused_kokkos_feature_major
@@ -40,6 +50,7 @@ struct variant_info {
   int kernels_launched = 1;        // per resident run
   bool tunable_block_size = false; // honours run_options::block_size
   std::function<traffic_model(const table_shape&)> traffic;  // modelled bytes for one resident run
+  operation_kind operation = operation_kind::scoring;
 
   std::string id() const { return name + "@" + backend; }
 };
@@ -73,6 +84,12 @@ class scoring_variant {
   // memory passed in must stay valid until wait(). A variant on its own stream overrides them and says
   // so in queues_asynchronously(); the defaults run synchronously, which serialises a pipeline.
   virtual bool queues_asynchronously() const { return false; }
+  // Whether enqueue_run() returns with the whole resident run queued on stream(), wait() fencing it and
+  // making flagged_count() current, so that a CUDA event recorded between the two ends with the work
+  // (run_between_events). Every variant that queues asynchronously does; so may one that runs
+  // synchronously only because run() ends in a host fence (a reduction into host memory), even where
+  // its work shares a stream with others' and so cannot overlap in a pipeline.
+  virtual bool enqueues_run() const { return queues_asynchronously(); }
   virtual void enqueue_upload(const float* host_x) { upload(host_x); }
   virtual void enqueue_run() { run(); }
   virtual void enqueue_download(float* host_score, std::uint8_t* host_flag) { download(host_score, host_flag); }
