@@ -54,7 +54,9 @@ def bench():
 
 
 def medians(samples):
-    ok = samples[(samples.gate_passed == 1) & (samples.status == "ok") & (samples.trial >= 0)]
+    # Schema 4 stores the verdict as `gate` (passed, failed, not_gated); the archives read here are schema 3.
+    verdict_ok = samples.gate != "failed" if "gate" in samples.columns else samples.gate_passed == 1
+    ok = samples[verdict_ok & (samples.status == "ok") & (samples.trial >= 0)]
     keys = ["variant", "rows", "features", "timer", "memory_kind"]
     g = ok.groupby(keys).seconds
     return pd.DataFrame({"median": g.median(), "q1": g.quantile(0.25), "q3": g.quantile(0.75), "n": g.size()}).reset_index()

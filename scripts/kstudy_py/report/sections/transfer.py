@@ -13,7 +13,7 @@ COLUMNS = ["archive", "experiment", "bytes", "direction", "memory_kind", "n_ok",
 def experiment_table(a, e):
     """Every attempted copy point, with its ok and failed sample counts and the first failure's status."""
     all_ = e.samples
-    counts = all_.assign(ok=(all_.gate_passed == 1) & (all_.status == "ok") & (all_.trial >= 0)) \
+    counts = all_.assign(ok=(all_.gate != "failed") & (all_.status == "ok") & (all_.trial >= 0)) \
         .groupby(KEYS).ok.agg(n_ok="sum", n_all="size").reset_index()
     df = counts.merge(A.stats(e.accepted(), KEYS), on=KEYS, how="left")
     df["n_failed"] = df.n_all - df.n_ok
