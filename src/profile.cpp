@@ -213,6 +213,22 @@ struct planned_point {
   std::vector<std::string> variants;
 };
 
+// The variants table of a profile archive: what the code knows of every variant profiled at each point of
+// the experiment, as `kstudy run` stores it, so a report reads the same model for both archives.
+std::vector<variant_record> profiled_variants(const std::vector<planned_point>& plan, const experiment& e) {
+  std::vector<variant_record> rows;
+  for (const auto& p : plan) {
+    if (p.e != &e) continue;
+    for (const auto& id : p.variants) {
+      const auto* v = variant_registry::instance().find(id);
+      if (v == nullptr) continue;
+      rows.push_back(describe_variant(
+          v->info, make_shape(p.point.rows, p.point.features, v->info.layout, e.row_padding), p.point.block_size));
+    }
+  }
+  return rows;
+}
+
 std::string shape_text(std::int64_t rows, std::int64_t features, std::int64_t block) {
   return std::to_string(rows) + "x" + std::to_string(features) + (block ? " block " + std::to_string(block) : "");
 }
@@ -602,6 +618,7 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     for (const auto& e : experiments) {
       const json protocol = json::parse(e.definition_json)["protocol"];
       sink.begin_experiment({e.name, e.definition_json, protocol.dump(), e.fingerprint()});
+      sink.write_variants(profiled_variants(plan, e));
       sink.write_profile(records[e.name], attributes);
       sink.end_experiment(e.name);
     }

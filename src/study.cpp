@@ -218,29 +218,6 @@ struct prepared_variant {
   std::int64_t bytes = 0;
 };
 
-// The variants-table row of a variant at a point: its identity and the models of what it moves and
-// computes at this shape (the shape it ran, padding included).
-variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size) {
-  variant_record r;
-  r.variant = info.id();
-  r.operation = to_string(info.operation);
-  r.family = info.implementation;
-  r.fusion_level = info.fusion_level;
-  r.layout = to_string(info.layout);
-  r.backend = info.backend;
-  r.on_device = info.on_device;
-  r.kernels_launched = info.kernels_launched;
-  r.rows = shape.rows;
-  r.features = shape.features;
-  r.block_size = block_size;
-  const auto modelled = info.traffic(shape);
-  r.modelled_bytes_read = modelled.bytes_read;
-  r.modelled_bytes_written = modelled.bytes_written;
-  r.essential_bytes = essential_traffic(shape).total();
-  r.essential_flops = essential_flops(shape);
-  return r;
-}
-
 sample_record base_sample(const experiment& e, const point_spec& p, const prepared_variant& v, int replication) {
   sample_record s;
   s.experiment = e.name;
@@ -874,6 +851,29 @@ void write_json_copy(const std::string& archive, const std::string& path) {
 }
 
 }  // namespace
+
+// The variants-table row of a variant at a point: its identity and the models of what it moves and
+// computes at this shape (the shape it ran, padding included).
+variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size) {
+  variant_record r;
+  r.variant = info.id();
+  r.operation = to_string(info.operation);
+  r.family = info.implementation;
+  r.fusion_level = info.fusion_level;
+  r.layout = to_string(info.layout);
+  r.backend = info.backend;
+  r.on_device = info.on_device;
+  r.kernels_launched = info.kernels_launched;
+  r.rows = shape.rows;
+  r.features = shape.features;
+  r.block_size = block_size;
+  const auto modelled = info.traffic(shape);
+  r.modelled_bytes_read = modelled.bytes_read;
+  r.modelled_bytes_written = modelled.bytes_written;
+  r.essential_bytes = essential_traffic(shape).total();
+  r.essential_flops = essential_flops(shape);
+  return r;
+}
 
 void check_experiment(const experiment& e) {
   point_count(e);  // an unknown kind

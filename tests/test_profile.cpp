@@ -16,6 +16,7 @@
 #include "kstudy/experiment.hpp"
 #include "kstudy/ncu.hpp"
 #include "kstudy/profile.hpp"
+#include "kstudy/variant.hpp"
 
 namespace {
 
@@ -307,6 +308,32 @@ TEST(ProfileArchive, TimingArchivesHaveNoProfileTable) {
   EXPECT_TRUE(read_profile_attributes(path, "profile_layouts").empty());
 }
 
+// The variants rows a schema-4 archive stores beside what it measured at 1,048,576 x 16 (what kstudy run and
+// kstudy profile write through describe_variant; the CPU build has no @cuda variants to describe).
+std::vector<variant_record> fixture_variants(const std::vector<std::pair<std::string, std::string>>& ids) {
+  const table_shape shape = make_shape(1048576, 16, table_layout::feature_major);
+  std::vector<variant_record> rows;
+  for (const auto& [id, layout] : ids) {
+    variant_record r;
+    r.variant = id;
+    r.operation = "scoring";
+    r.family = id.substr(0, id.rfind(layout) - 1);
+    r.fusion_level = r.family == "composed" ? "none" : "full";
+    r.layout = layout;
+    r.backend = "cuda";
+    r.on_device = true;
+    r.kernels_launched = r.family == "composed" ? 5 : 1;
+    r.rows = shape.rows;
+    r.features = shape.features;
+    r.essential_bytes = essential_traffic(shape).total();
+    r.essential_flops = essential_flops(shape);
+    r.modelled_bytes_read = essential_traffic(shape).bytes_read;
+    r.modelled_bytes_written = essential_traffic(shape).bytes_written;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 // Writes the archives tests/check_profile_report.py reads (ctest fixture profile_fixture): the profile of
 // the committed ncu sample, and a timing archive of the same experiment whose samples are invented here
 // (round numbers for the report's arithmetic, not measurements). Run alone, it writes to a scratch folder.
@@ -322,6 +349,11 @@ TEST(Profile, ReportFixture) {
     hdf5_sink sink(profile_path, open_mode::overwrite);
     sink.begin(metadata);
     sink.begin_experiment(profile_experiment());
+    sink.write_variants(fixture_variants({{"fused_cuda_feature_major@cuda", "feature_major"},
+                                          {"fused_cuda_row_major_tiled@cuda", "row_major"},
+                                          {"fused_kokkos_feature_major@cuda", "feature_major"},
+                                          {"fused_kokkos_row_major@cuda", "row_major"},
+                                          {"composed_feature_major@cuda", "feature_major"}}));
     sink.write_profile(fixture_records(), k_attributes);
     sink.end_experiment("profile_layouts");
     sink.finish();
@@ -361,6 +393,7 @@ TEST(Profile, ReportFixture) {
     metadata.environment.erase("ncu_version");
     sink.begin(metadata);
     sink.begin_experiment(profile_experiment());
+    sink.write_variants(fixture_variants(timed));
     sink.write_samples(samples);
     sink.end_experiment("profile_layouts");
     sink.finish();

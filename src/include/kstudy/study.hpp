@@ -74,6 +74,10 @@ struct point_spec {
 };
 std::vector<point_spec> scoring_points(const experiment& e);
 
+// The variants-table row of a variant at a point: its identity and the models of what it moves and
+// computes at the shape it runs (padding included). `kstudy run` and `kstudy profile` both store it.
+variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size);
+
 // Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings.
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
                                       const std::vector<ceiling_record>& ceilings);
