@@ -13,8 +13,10 @@ for exe in src/app/kstudy src/app/kstudy_bench tests/kstudy_tests; do
 done
 rm -rf "$bundle"; mkdir -p "$bundle/lib"
 cp "$build/src/app/kstudy" "$build/src/app/kstudy_bench" "$build/tests/kstudy_tests" "$bundle/"
-# The tests' stand-in NVML (tests/fake_nvml), which kstudy_tests looks for in lib/.
+# The tests' stand-in NVML (tests/fake_nvml), which kstudy_tests looks for in lib/, and the process
+# tests' helper program, which they look for beside kstudy_tests.
 cp "$build/tests/libkstudy_fake_nvidia_ml.so" "$bundle/lib/"
+cp "$build/tests/kstudy_process_helper" "$bundle/"
 cp -r "$repo/experiments" "$bundle/experiments"
 # `kstudy report` / `kstudy compare` look for scripts/ beside the binary (Python; on the target they need
 # Debian's python3-h5py, python3-pandas, python3-matplotlib, python3-scipy).

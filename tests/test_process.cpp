@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -193,12 +194,27 @@ struct orphan_outcome {
   int middle_signal = 0;
 };
 
+// The helper program beside this test binary (a GPU bundle carries it there), else where the build put it.
+std::string process_helper() {
+  std::error_code ec;
+  const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "kstudy_process_helper";
+  return !ec && std::filesystem::exists(beside, ec) ? beside.string() : std::string(KSTUDY_PROCESS_HELPER);
+}
+
 orphan_outcome kill_middle_process(const std::string& mode, const kstudy::test::scratch_dir& dir) {
   const auto middle_pid_file = dir.file(mode + ".pid"), grandchild_pid_file = dir.file(mode + ".grandchild.pid");
   spawn_options options;
-  options.argv = {KSTUDY_PROCESS_HELPER, mode, middle_pid_file, grandchild_pid_file};
+  options.argv = {process_helper(), mode, middle_pid_file, grandchild_pid_file};
   process_result middle;
-  std::thread waiter([&] { middle = run_process(options); });
+  std::string start_error;
+  // An exception escaping a thread terminates the whole suite: a helper that cannot start is a failure.
+  std::thread waiter([&] {
+    try {
+      middle = run_process(options);
+    } catch (const std::exception& error) {
+      start_error = error.what();
+    }
+  });
   const pid_t middle_pid = wait_for_pid(middle_pid_file), grandchild = wait_for_pid(grandchild_pid_file);
   orphan_outcome outcome;
   if (middle_pid > 0 && grandchild > 0) {
@@ -209,6 +225,7 @@ orphan_outcome kill_middle_process(const std::string& mode, const kstudy::test::
     if (middle_pid > 0) ::kill(middle_pid, SIGKILL);
   }
   waiter.join();
+  EXPECT_EQ(start_error, "");
   outcome.middle_signal = middle.signal;
   if (grandchild > 0) {
     outcome.grandchild_gone = gone_within(grandchild, std::chrono::milliseconds(2000));
