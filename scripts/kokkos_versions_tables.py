@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Prints README's *Kokkos 3.4 vs 4.6* tables from one device call's two bundles (no number typed in).
 
-    scripts/kokkos_versions_tables.py DIR_A DIR_B
+    scripts/kokkos_versions_tables.py DIR_A DIR_B   (two builds of one Kokkos are labelled by folder)
 
 Each DIR holds what scripts/device_kokkos_compare.sh wrote for one Kokkos build: bench.json (kstudy_bench,
 resident, CUDA events, median of 7), profile.h5 (Nsight Compute counters of the Kokkos kernels) and
@@ -62,6 +62,8 @@ def profile_counters(directory):
 def main():
     a, b = Path(sys.argv[1]), Path(sys.argv[2])
     va, vb = kokkos_version(a), kokkos_version(b)
+    if va == vb:  # two builds of one Kokkos (e.g. before and after a kstudy change): name them by folder
+        va, vb = a.name, b.name
     (ma, roof_a), (mb, roof_b) = bench_medians(a), bench_medians(b)
     print(f"Device read roof measured in each run: {roof_a:.0f} GB/s (Kokkos {va} build), "
           f"{roof_b:.0f} GB/s (Kokkos {vb} build)\n")
