@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -150,10 +151,28 @@ std::string utc_now() {
   return buf;
 }
 
+// Every value written into the job script raw (an #SBATCH line) must stay one line: a newline in
+// --sbatch-option=$'--account=x\necho INJECTED' would add a command of its own to the script.
+void refuse_control_characters(const std::string& option, const std::string& value) {
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x", c);
+      throw std::runtime_error(option + " '" + value.substr(0, i) + "...' contains a control character (" + code +
+                               " at position " + std::to_string(i) +
+                               "): refused, every value becomes one line of the job script");
+    }
+  }
+}
+
 }  // namespace
 
 int submit_study(const submit_request& request, const std::string& self_exe) {
   // Everything that can be wrong is found before anything is written or submitted.
+  refuse_control_characters("--partition", request.partition);
+  refuse_control_characters("--time", request.time);
+  for (const auto& option : request.sbatch_options) refuse_control_characters("--sbatch-option", option);
   const auto e = prepare_experiment(request.experiment, request.overrides);
   check_experiment(e);
   std::error_code ec;

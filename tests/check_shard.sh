@@ -94,6 +94,11 @@ expect_fail 1 "has only 6 (point x replication) units" "--array beyond the units
   "$kstudy" submit "$tiny" --array 7 --dry-run
 expect_fail 1 "--array must be at least 1, not 0" "--array 0 refused" -- "$kstudy" submit "$tiny" --array 0 --dry-run
 expect_fail 1 "--array N (the number of shards" "missing --array refused" -- "$kstudy" submit "$tiny" --dry-run
+# A value with a control character would write a line of its own into the job script.
+expect_fail 1 "contains a control character (0x0a at position 11)" "newline in --sbatch-option refused" -- \
+  "$kstudy" submit "$tiny" --array 2 --dry-run "--sbatch-option=--account=x"$'\n'"echo INJECTED"
+expect_fail 1 "--partition 'gpu...' contains a control character (0x09" "tab in --partition refused" -- \
+  "$kstudy" submit "$tiny" --array 2 --dry-run --partition "gpu"$'\t'"x"
 expect_fail 1 "sbatch not found on PATH" "missing sbatch reported" -- \
   env PATH=/usr/bin/nonexistent "$kstudy" submit "$tiny" --array 3 --out-dir "$work/nosbatch"
 [[ -e $work/nosbatch ]] && fail "submit without sbatch created its directory"
