@@ -15,6 +15,9 @@ from pathlib import Path
 import h5py
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kstudy_py.archive import frame  # noqa: E402  (the archive reader's own dataset decoding)
+
 SHAPES = ["1048576x16", "16777216x16", "262144x256"]
 
 
@@ -35,21 +38,13 @@ def bench_medians(directory):
     return pd.DataFrame(rows), roof
 
 
-def decoded(dataset):
-    frame = pd.DataFrame(dataset[:])
-    for column in frame.columns:
-        if frame[column].dtype == object:
-            frame[column] = frame[column].str.decode("utf-8")
-    return frame
-
-
 def profile_counters(directory):
     """Per variant and shape: registers, occupancy and DRAM throughput of its longest kernel."""
     path = directory / "profile.h5"
     if not path.exists():
         return pd.DataFrame()
     with h5py.File(path, "r") as f:
-        frames = [decoded(g["profile"]) for g in f["experiments"].values() if "profile" in g]
+        frames = [frame(g["profile"]) for g in f["experiments"].values() if "profile" in g]
     p = pd.concat(frames, ignore_index=True)
     p = p[(p.status == "ok") & (p.launch >= 0)]
     p["shape"] = p.rows.astype(str) + "x" + p.features.astype(str)
