@@ -49,6 +49,9 @@ def parser():
     r.add_argument("--cpu-baseline", metavar="BENCH_JSON",
                    help="also compare against the cpu_reference repetitions of a kstudy_bench Google Benchmark JSON")
     r.add_argument("--note", action="append", metavar="TEXT", help="a caveat to print at the top of report.md")
+    r.add_argument("--sections", action="append", metavar="FILE.py",
+                   help="a Python module of your own report sections (@section from kstudy_py.report), loaded "
+                        "beside the built-in ones; see docs/extending.md")
     c = sub.add_parser("compare", help="medians, ratio B/A and Mann-Whitney U per aligned point; --by: portability")
     c.add_argument("archives", nargs="+", metavar="ARCHIVE")
     c.add_argument("--by", choices=["backend", "machine", "kokkos"],

@@ -43,7 +43,7 @@ expect_refusal() {  # FILE FIELD-SUBSTRING
 corpus=$src/tests/malformed_experiments
 expect_refusal "$corpus/unknown_key.json" "field 'colour'"
 expect_refusal "$corpus/rows_zero.json" "field 'rows[0]'"
-expect_refusal "$corpus/bytes_overflow.json" "overflows a 64-bit byte count"
+expect_refusal "$corpus/bytes_overflow.json" "overflow a 64-bit byte count"
 expect_refusal "$corpus/syntax_error.json" "not valid JSON"
 expect_refusal "$src/tests/cli_unknown_variant.json" "unknown variant 'no_such_variant'"
 
@@ -56,7 +56,7 @@ else pass "unwritable output refused up front: $(head -c 160 "$work/stderr")"; f
 # The main job and its archive's schema.
 tiny=$work/tiny.json
 cat > "$tiny" <<'JSON'
-{"name": "tiny", "rows": [1000, 3001, 9000, 20000, 40000, 65537], "features": [7, 16],
+{"name": "tiny", "operation": "scoring", "rows": [1000, 3001, 9000, 20000, 40000, 65537], "features": [7, 16],
  "variants": ["cpu_reference", "composed", "fused_kokkos_feature_major", "fused_kokkos_row_major"],
  "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],
  "protocol": {"warmups": 1, "trials": 3, "replications": 2, "seed": 7, "threads": 2, "shuffle": true}}

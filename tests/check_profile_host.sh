@@ -16,7 +16,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 cat > "$work/tiny.json" <<'JSON'
-{"name": "tiny_profile", "shapes": [[4096, 16], [1024, 64], [2048, 8]],
+{"name": "tiny_profile", "operation": "scoring", "shapes": [[4096, 16], [1024, 64], [2048, 8]],
  "variants": ["fused_kokkos_feature_major@openmp", "composed_feature_major@openmp", "cpu_reference@openmp"],
  "protocol": {"seed": 7}}
 JSON

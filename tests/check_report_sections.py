@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """`kstudy report`'s section registry, in process: every section module registers itself, the scoring-only
 sections are registered for the scoring operation, a section registered for another operation does not run on a
-scoring archive, and an archive holding only a toy operation's variants (a tiny h5 built here, with its own
-variants table) still renders the generic sections from that table.
+scoring archive, and a schema 5 archive holding only toy operations' variants (a tiny h5 built here, with its
+own variants table and `axes` column: a rows x features operation and two one-axis vector operations) still
+renders the generic sections from that table, the per-operation bandwidth and roofline among them, while the
+scoring sections stay off it. The committed legacy fixture (schema 1, kind "scoring") still renders them all.
 
 usage: check_report_sections.py FIXTURE.h5   (the committed scoring fixture, tests/fixtures/cpu_small.h5)
 Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or matplotlib.
@@ -29,9 +31,18 @@ from kstudy_py import report  # noqa: E402
 
 SCORING_ONLY = {"layout", "waterfall", "seed"}
 GENERIC = {"speedups", "bench_baseline", "crossover", "roofline", "profile", "block_size", "transfer", "overhead",
-           "health"}
+           "health", "bandwidth_by_operation", "roofline_by_operation"}
+PER_OPERATION = {"bandwidth_by_operation", "roofline_by_operation"}
+# What the legacy fixture renders (besides the skipped ones); it must keep rendering exactly these.
+FIXTURE_RENDERED = {"speedups", "crossover", "layout", "roofline", "overhead", "transfer", "health"}
 TOY_ROWS = (1024, 65536)
 TOY_FLOPS_PER_ELEMENT = 3  # the toy operation's own essential model, unlike scoring's 5
+# The one-axis toy operations: n elements; copy moves 8 B per element and does no arithmetic, dot reads 8 B
+# and does 2 flops per element. Kokkos takes KOKKOS_COST times the handwritten CUDA variant's time.
+VECTOR_N = (1 << 10, 1 << 16, 1 << 20)
+VECTOR_OPERATIONS = {"toy_copy": (8, 0), "toy_dot": (8, 2)}  # operation: (essential bytes, flops) per element
+CEILINGS = {"device_read": 4e12, "device_copy": 3e12, "host_read": 1e11}  # bytes per second
+KOKKOS_COST = 1.25
 calls = []
 
 
@@ -68,7 +79,7 @@ def toy_samples():
                 rows.append({"experiment": "toy_sweep", "variant": variant, "layout": "row_major", "memory_kind": "",
                              "direction": "", "rows": n, "features": 8, "pitch": 8, "block_size": 0, "bytes": n * 32,
                              "point": TOY_ROWS.index(n), "replication": 0, "trial": trial, "timer": "host_wall",
-                             "seconds": scale * n * 1e-9 * (1 + 0.01 * trial), "gate_passed": 1, "throttled": 0,
+                             "seconds": scale * n * 1e-9 * (1 + 0.01 * trial), "gate": "passed", "throttled": 0,
                              "status": "ok", "occupancy": 0.0})
     return pd.DataFrame(rows)
 
@@ -84,16 +95,75 @@ def toy_variants():
     return pd.DataFrame(rows)
 
 
+def vector_variants():
+    """Per toy vector operation: a CPU reference and a Kokkos variant on the host, a Kokkos and a handwritten
+    CUDA variant on the device (family stream_cuda: one of the handwritten families the report knows)."""
+    rows = []
+    for operation, (bytes_per_element, flops_per_element) in VECTOR_OPERATIONS.items():
+        for variant, family, backend in ((f"{operation}_reference@openmp", "cpu_reference", "openmp"),
+                                         (f"{operation}_kokkos@openmp", "stream_kokkos", "openmp"),
+                                         (f"{operation}_kokkos@cuda", "stream_kokkos", "cuda"),
+                                         (f"{operation}_cuda@cuda", "stream_cuda", "cuda")):
+            for n in VECTOR_N:
+                rows.append({"variant": variant, "operation": operation, "axes": "n", "family": family,
+                             "fusion_level": "full", "layout": "row_major", "backend": backend,
+                             "on_device": int(backend == "cuda"), "kernels_launched": 1, "rows": n, "features": 1,
+                             "block_size": 0, "modelled_bytes_read": n * bytes_per_element,
+                             "modelled_bytes_written": 0, "essential_bytes": n * bytes_per_element,
+                             "essential_flops": n * flops_per_element})
+    return pd.DataFrame(rows)
+
+
+def vector_seconds(v, timer):
+    """Device variants run at 80% of device_copy (Kokkos at that / KOKKOS_COST), host ones at half host_read;
+    resident_wall adds 1 µs to the device events."""
+    seconds = v.essential_bytes / (0.8 * CEILINGS["device_copy"] if v.on_device else 0.5 * CEILINGS["host_read"])
+    seconds *= KOKKOS_COST if v.on_device and v.family == "stream_kokkos" else 1.0
+    return seconds + (1e-6 if timer == "resident_wall" else 0.0)
+
+
+def vector_samples(variants):
+    rows = []
+    for v in variants.itertuples():
+        timers = ("device_events", "resident_wall") if v.on_device else ("host_wall",)
+        for timer in timers:
+            for trial in range(5):
+                rows.append({"experiment": "toy_vector", "variant": v.variant, "layout": v.layout,
+                             "memory_kind": "", "direction": "", "rows": v.rows, "features": 1, "pitch": 1,
+                             "block_size": 0, "bytes": v.essential_bytes, "point": VECTOR_N.index(v.rows),
+                             "replication": 0, "trial": trial, "timer": timer,
+                             "seconds": vector_seconds(v, timer) * (1 + 0.001 * (trial - 2)), "gate": "passed",
+                             "throttled": 0, "status": "ok", "occupancy": 0.0})
+    return pd.DataFrame(rows)
+
+
+def ceilings():
+    return pd.DataFrame({"name": list(CEILINGS), "bytes": [1 << 30] * len(CEILINGS),
+                         "seconds": [(1 << 30) / bw for bw in CEILINGS.values()],
+                         "bytes_per_second": list(CEILINGS.values())})
+
+
+def write_tables(group, tables):
+    for name, df in tables.items():
+        group.create_dataset(name, data=compound({c: df[c].tolist() for c in df.columns}))
+
+
 def write_toy_archive(path):
-    """Schema 3 (what archive.py reads today) plus the variants table schema 4 adds; the report reads that
-    table wherever it is present."""
+    """Schema 5: sweeps name their operations and axes in the definition, the variants table has `axes`."""
     with h5py.File(path, "w") as f:
-        f.attrs["schema_version"] = "3"
+        f.attrs["schema_version"] = "5"
         f.attrs["git_commit"] = "toy"
         e = f.create_group("experiments/toy_sweep")
-        e.attrs["definition"] = json.dumps({"kind": "toy", "name": "toy_sweep", "rows": list(TOY_ROWS)})
-        for name, df in (("samples", toy_samples()), ("variants", toy_variants())):
-            e.create_dataset(name, data=compound({c: df[c].tolist() for c in df.columns}))
+        e.attrs["definition"] = json.dumps({"kind": "sweep", "operation": ["toy"], "name": "toy_sweep",
+                                            "rows": list(TOY_ROWS), "features": [8]})
+        variants = toy_variants()
+        variants.insert(2, "axes", "rows,features")
+        write_tables(e, {"samples": toy_samples(), "variants": variants})
+        e = f.create_group("experiments/toy_vector")
+        e.attrs["definition"] = json.dumps({"kind": "sweep", "operation": list(VECTOR_OPERATIONS),
+                                            "name": "toy_vector", "n": list(VECTOR_N)})
+        variants = vector_variants()
+        write_tables(e, {"samples": vector_samples(variants), "variants": variants, "ceilings": ceilings()})
 
 
 def check_registry():
@@ -108,13 +178,45 @@ def check_registry():
         check(("scoring" in where) == (key in SCORING_ONLY), (key, "module outside its operation's package"))
 
 
+def rendered(sections):
+    return {s.key for s in sections if not s.skipped}
+
+
 def check_scoring_archive(fixture, out):
+    """The legacy fixture (schema 1, kind "scoring", no operation anywhere) is the scoring operation."""
+    archive = A.load([fixture])[0]
+    quick = archive.experiments["quick"]
+    check(quick.kind == "sweep" and quick.operations == ["scoring"] and quick.axes == ["rows", "features"],
+          (quick.kind, quick.operations, quick.axes))
+    check(archive.experiments["transfer_calibration"].operations == [], "a transfer experiment with an operation")
     calls.clear()
-    sections = report.build_report(A.load([fixture]), out)
+    sections = report.build_report([archive], out)
     keys = {s.key for s in sections}
     check("toy_probe" not in keys and not calls, "a section registered for `toy` ran on a scoring archive")
     check(SCORING_ONLY <= keys, f"scoring sections missing: {sorted(SCORING_ONLY - keys)}")
-    check("Toy operation probe" not in (out / "report.md").read_text(), "toy section rendered")
+    check(rendered(sections) == FIXTURE_RENDERED | PER_OPERATION, sorted(rendered(sections)))
+    md = (out / "report.md").read_text()
+    check("Toy operation probe" not in md, "toy section rendered")
+    summary = md.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    check(summary[0].startswith("- scoring (cpu_small/"), f"no scoring line opens the summary: {summary[0]}")
+    bw = pd.read_csv(out / "bandwidth_by_operation.csv")
+    check(set(bw.operation) == {"scoring"} and (bw.essential_GB_per_s > 0).all(), "scoring bandwidth table")
+
+
+def check_schema4_reading(tmp):
+    """A schema 4 sweep: kind "scoring", no operation in its definition, a variants table without `axes`."""
+    path = tmp / "v4.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["schema_version"] = "4"
+        e = f.create_group("experiments/quick")
+        e.attrs["definition"] = json.dumps({"kind": "scoring", "name": "quick", "rows": list(TOY_ROWS)})
+        write_tables(e, {"samples": toy_samples(), "variants": toy_variants()})
+    quick = A.load([path])[0].experiments["quick"]
+    check(quick.kind == "sweep" and quick.operations == ["scoring"], (quick.kind, quick.operations))
+    check(list(quick.variants["axes"].unique()) == ["rows,features"] and quick.axes == ["rows", "features"],
+          "schema 4 variants table not read as rows,features")
+    # The variants table, not the definition, says which operation each variant implements.
+    check(set(op for op, _ in quick.variant_operations().values()) == {"toy"}, quick.variant_operations())
 
 
 def check_toy_archive(out):
@@ -137,6 +239,47 @@ def check_toy_archive(out):
     check(len(roof) > 0 and all(math.isclose(r.ai_flop_per_byte, TOY_FLOPS_PER_ELEMENT * 8 / 36) for r in
                                 roof.itertuples()), roof.ai_flop_per_byte.tolist())
     check("the toy operation moves" in md, "roofline does not name the toy operation")
+    check_vector_operations(out, sections, md, sp)
+
+
+def check_vector_operations(out, sections, md, sp):
+    """The one-axis operations: read from the definition and the `axes` column, each against its own CPU
+    reference, in the per-operation bandwidth table, Kokkos-vs-CUDA ratio, roofline and summary."""
+    vector = A.load([out.parent / "toy.h5"])[0].experiments["toy_vector"]
+    check(vector.operations == list(VECTOR_OPERATIONS) and vector.axes == ["n"], (vector.operations, vector.axes))
+    check(PER_OPERATION <= rendered(sections), f"per-operation sections not rendered: {sorted(rendered(sections))}")
+    mine = sp[sp.experiment == "toy_vector"]
+    check(len(mine) and all(b.startswith(v.split("_")[0] + "_" + v.split("_")[1] + "_") for v, b in
+                            zip(mine.variant, mine.baseline)), "a speedup against another operation's reference")
+    bw = pd.read_csv(out / "bandwidth_by_operation.csv")
+    check(set(bw.operation) == {"toy"} | set(VECTOR_OPERATIONS), set(bw.operation))
+    for operation in VECTOR_OPERATIONS:
+        g = bw[bw.operation == operation]
+        check(set(g.point) == {"n=2^10", "n=2^16", "n=2^20"}, set(g.point))
+        cuda = g[g.family == "stream_cuda"]
+        check((cuda.timer == "device_events").all(), "device events not preferred for a device variant")
+        check(np.allclose(cuda.pct_of_device_copy, 80) and np.allclose(cuda.pct_of_device_read, 60), cuda.to_string())
+        check(cuda.pct_of_host_read.isna().all(), "a device variant measured against the host roof")
+        kokkos = g[(g.family == "stream_kokkos") & (g.backend == "cuda")]
+        check(np.allclose(kokkos.pct_of_device_copy, 80 / KOKKOS_COST), kokkos.pct_of_device_copy.tolist())
+        host = g[g.backend == "openmp"]
+        check(np.allclose(host.pct_of_host_read, 50) and host.pct_of_device_read.isna().all(), host.to_string())
+    ratios = pd.read_csv(out / "kokkos_vs_handwritten.csv")
+    check(set(ratios.operation) == set(VECTOR_OPERATIONS) and len(ratios) == 2 * len(VECTOR_N), ratios.to_string())
+    check(np.allclose(ratios.kokkos_over_handwritten, KOKKOS_COST) and (ratios.timer == "device_events").all(),
+          ratios.kokkos_over_handwritten.tolist())
+    roof = pd.read_csv(out / "roofline_by_operation.csv")
+    check(np.allclose(roof[roof.operation == "toy_dot"].ai_flop_per_byte, 2 / 8)
+          and (roof[roof.operation == "toy_copy"].ai_flop_per_byte == 0).all(), "intensities of the vector toys")
+    data = (out / "roofline_by_operation.png").read_bytes()
+    check(data.startswith(b"\x89PNG") and "No compute roof" in md, "roofline by operation not drawn")
+    # The summary opens with one line per operation, naming its experiment, best family and the Kokkos cost.
+    summary = md.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    for k, operation in enumerate(["toy"] + list(VECTOR_OPERATIONS)):
+        check(summary[k].startswith(f"- {operation} (toy/"), (k, summary[k]))
+    copy_line = summary[1]
+    check("best `stream_cuda@cuda`" in copy_line and "80% of device_copy" in copy_line and "n=2^20" in copy_line
+          and "1.25×" in copy_line, copy_line)
 
 
 def main():
@@ -144,6 +287,7 @@ def main():
     check_registry()
     with tempfile.TemporaryDirectory(prefix="kstudy_report_sections_") as tmp:
         check_scoring_archive(fixture, Path(tmp) / "scoring")
+        check_schema4_reading(Path(tmp))
         check_toy_archive(Path(tmp) / "toy")
     print("report section checks passed")
 

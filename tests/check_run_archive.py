@@ -14,6 +14,7 @@
                                                          KSTUDY_INJECT_FAULT=VARIANT:corrupt:POINT): rejected there
                                                          for one score, summarised elsewhere, others unaffected
 """
+import json
 import sys
 
 import h5py
@@ -42,8 +43,8 @@ def schema(archive, experiment):
                      "host", "flavour"]:
             if attr not in f.attrs:
                 fail(f"root attribute {attr} missing")
-        if f.attrs["schema_version"] != "4":
-            fail("schema_version is not 4")
+        if f.attrs["schema_version"] != SCHEMA_VERSION:
+            fail(f"schema_version is not {SCHEMA_VERSION}")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
                      "omp_proc_bind", "default_execution_space"]:
@@ -53,6 +54,7 @@ def schema(archive, experiment):
         for attr in ["definition", "protocol", "fingerprint"]:
             if attr not in g.attrs:
                 fail(f"experiment attribute {attr} missing")
+        definition = json.loads(g.attrs["definition"])
         samples = frame(f, f"/experiments/{experiment}/samples")
         gate = frame(f, f"/experiments/{experiment}/gate")
         summary = frame(f, f"/experiments/{experiment}/summary")
@@ -90,16 +92,35 @@ def schema(archive, experiment):
     expected_samples = summary.samples.sum()
     if expected_samples != len(samples[(samples.trial >= 0) & (samples.status == "ok")]):
         fail("summary sample counts do not add up to the accepted samples")
+    check_definition(definition, variants)
     check_variants(samples, variants)
-    composed = attribution[attribution.variant.str.startswith("composed")]
-    if composed.empty or not composed.kernel.str.contains("composed::standardize").any():
-        fail("no per-kernel attribution of the composed variants")
+    if SCORING in set(variants.operation):
+        composed = attribution[attribution.variant.str.startswith("composed")]
+        if composed.empty or not composed.kernel.str.contains("composed::standardize").any():
+            fail("no per-kernel attribution of the composed variants")
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-VARIANT_FIELDS = ["variant", "operation", "family", "fusion_level", "layout", "backend", "on_device",
+SCHEMA_VERSION = "5"
+SCORING = "scoring"
+VARIANT_FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "layout", "backend", "on_device",
                   "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read",
                   "modelled_bytes_written", "essential_bytes", "essential_flops"]
+
+
+def check_definition(definition, variants):
+    """A sweep names its operations (a list) and one key per axis or "shapes"; the variants table's operations
+    and axes are the definition's."""
+    if definition.get("kind") != "sweep":
+        fail(f"definition kind {definition.get('kind')!r}, expected sweep")
+    operations = definition.get("operation")
+    if not isinstance(operations, list) or not operations:
+        fail(f"definition operation {operations!r}: expected a non-empty list")
+    if not set(variants.operation) <= set(operations):
+        fail(f"variants of operations {sorted(set(variants.operation))}, the definition names {operations}")
+    for axes in set(variants["axes"]):
+        if "shapes" not in definition and not all(axis in definition for axis in axes.split(",")):
+            fail(f"axes {axes} not in the definition's keys {sorted(definition)}")
 
 
 def check_variants(samples, variants):
@@ -113,17 +134,15 @@ def check_variants(samples, variants):
     described = set(map(tuple, variants[key].values.tolist()))
     if measured != described:
         fail(f"variants rows {len(described)} for {len(measured)} measured (variant, shape) points")
-    if set(variants.operation) != {"scoring"}:
-        fail(f"operations {set(variants.operation)}")
-    for variant, family, backend in zip(variants.variant, variants.family, variants.backend):
-        name, _, on = variant.partition("@")
-        if not name.startswith(family) or on != backend:
-            fail(f"{variant}: family {family} or backend {backend} disagrees with the id")
-    if not (variants.essential_flops == 5 * variants.rows * variants.features).all():
-        fail("essential_flops is not 5 per element")
-    essential = variants.rows * variants.features * 4 + 3 * variants.features * 4 + variants.rows * 5
-    if not (variants.essential_bytes == essential).all():
-        fail("essential_bytes is not x + the feature vectors + score and flag")
+    for variant, backend in zip(variants.variant, variants.backend):
+        if variant.partition("@")[2] != backend:
+            fail(f"{variant}: backend {backend} disagrees with the id")
+    one_axis = variants[~variants["axes"].str.contains(",")]
+    if (one_axis.features != 1).any():
+        fail("a one-axis operation's variants with features != 1")
+    if (variants.essential_bytes <= 0).any() or (variants.essential_flops < 0).any():
+        fail("essential bytes not positive or flops negative")
+    check_scoring_variants(variants[variants.operation == SCORING])
     if not (variants.modelled_bytes_read + variants.modelled_bytes_written >= variants.essential_bytes).all():
         fail("a traffic model below the essential traffic")
     # samples.bytes of the resident timers is the variant's traffic model
@@ -131,6 +150,22 @@ def check_variants(samples, variants):
     joined = resident.merge(variants, on=key)
     if joined.empty or not (joined.bytes == joined.modelled_bytes_read + joined.modelled_bytes_written).all():
         fail("samples.bytes differs from the variants table's traffic model")
+
+
+def check_scoring_variants(variants):
+    """The scoring operation's own models: its axes, names, essential flops and bytes, the composed family."""
+    if variants.empty:
+        return
+    if set(variants["axes"]) != {"rows,features"}:
+        fail(f"scoring axes {set(variants['axes'])}")
+    for variant, family in zip(variants.variant, variants.family):
+        if not variant.startswith(family):
+            fail(f"{variant}: family {family} disagrees with the id")
+    if not (variants.essential_flops == 5 * variants.rows * variants.features).all():
+        fail("essential_flops is not 5 per element")
+    essential = variants.rows * variants.features * 4 + 3 * variants.features * 4 + variants.rows * 5
+    if not (variants.essential_bytes == essential).all():
+        fail("essential_bytes is not x + the feature vectors + score and flag")
     composed = variants[variants.family == "composed"]
     if composed.empty or not ((composed.fusion_level == "none") & (composed.kernels_launched == 5)).all():
         fail("composed variants not described as unfused, five kernels")

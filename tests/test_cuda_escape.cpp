@@ -55,8 +55,8 @@ TEST(CudaEscape, OccupancyIsAFractionForEveryBlockSize) {
 TEST(CudaEscape, ProbesLaunch) {
   KSTUDY_REQUIRE_KOKKOS();
   const kstudy::host_dataset data(kstudy::make_shape(64, 4, table_layout::row_major));
-  auto variant = cuda_variant("fused_cuda_row_major").make();
-  variant->prepare(data.problem(), {});
+  auto variant = kstudy::make_scoring_variant(cuda_variant("fused_cuda_row_major"));
+  variant->prepare_table(data.problem(), {});
   ASSERT_NE(variant->stream(), nullptr);
   EXPECT_NO_THROW(escape::launch_empty_kernel(variant->stream()));
   EXPECT_NO_THROW(escape::launch_touch_kernel(variant->stream()));
@@ -68,19 +68,19 @@ TEST(CudaEscape, RejectsIllegalBlockSizesAndEmptyTables) {
   for (const char* name : fused_cuda_names) {
     const auto& entry = cuda_variant(name);
     const kstudy::host_dataset data(kstudy::make_shape(100, 8, entry.info.layout, 3));
-    auto variant = entry.make();
+    auto variant = kstudy::make_scoring_variant(entry);
     for (const int block : {33, 16, 1056, 2048, -32})
-      EXPECT_THROW(variant->prepare(data.problem(), kstudy::run_options{block}), std::invalid_argument)
+      EXPECT_THROW(variant->prepare_table(data.problem(), kstudy::run_options{block}), std::invalid_argument)
           << name << " block " << block;
-    EXPECT_NO_THROW(variant->prepare(data.problem(), kstudy::run_options{0})) << name;  // 0: the default
+    EXPECT_NO_THROW(variant->prepare_table(data.problem(), kstudy::run_options{0})) << name;  // 0: the default
     auto problem = data.problem();
     problem.shape.rows = 0;
-    EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument) << name;
+    EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument) << name;
     problem = data.problem();
     problem.shape.layout = entry.info.layout == table_layout::feature_major ? table_layout::row_major
                                                                            : table_layout::feature_major;
     problem.shape.pitch = problem.shape.features;
-    EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument) << name << ": layout mismatch";
+    EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument) << name << ": layout mismatch";
   }
 }
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "detail/kokkos_variant.hpp"
+#include "scoring/detail/kokkos_variant.hpp"
 #include "kstudy/views/data_generator.hpp"
 
 namespace {

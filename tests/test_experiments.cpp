@@ -44,7 +44,7 @@ TEST(Experiments, HugeFileIsRefusedBeforeParsing) {
   const auto path = fs::temp_directory_path() / "kstudy_huge_experiment.json";
   {
     std::ofstream out(path);
-    out << R"({"name": "huge", "rows": [1], "features": [1], "description": ")" << std::string(1100000, 'a') << "\"}";
+    out << R"({"name": "huge", "operation": "scoring", "rows": [1], "features": [1], "description": ")" << std::string(1100000, 'a') << "\"}";
   }
   try {
     kstudy::load_experiment(path.string());
@@ -77,41 +77,39 @@ TEST(Experiments, BuiltinsParseWithDistinctFingerprints) {
 
 TEST(Experiments, RowsSweepExpandsTheSeedsDoublingRange) {
   const auto e = kstudy::load_experiment(kstudy::resolve_experiment_path("rows_sweep"));
-  ASSERT_EQ(e.rows.size(), 15u);
-  EXPECT_EQ(e.rows.front(), 1024);
-  EXPECT_EQ(e.rows.back(), 16777216);
+  ASSERT_EQ(e.points.size(), 15u);  // rows 1024 .. 16M, doubling, at one feature count
+  EXPECT_EQ(e.points.front(), (std::vector<std::int64_t>{1024, 16}));
+  EXPECT_EQ(e.points.back(), (std::vector<std::int64_t>{16777216, 16}));
   EXPECT_EQ(e.protocol.warmups, 2);
   EXPECT_EQ(e.protocol.trials, 7);
   EXPECT_EQ(e.protocol.replications, 3);
 }
 
 TEST(Experiments, DefaultsAndFingerprintFollowTheDefinition) {
-  const auto a = kstudy::parse_experiment(R"({"name": "a", "rows": [8], "features": [3]})", "a.json");
-  EXPECT_EQ(a.kind, "scoring");
+  const auto a = kstudy::parse_experiment(R"({"name": "a", "operation": "scoring", "rows": [8], "features": [3]})", "a.json");
+  EXPECT_EQ(a.kind, "sweep");
   EXPECT_EQ(a.block_sizes, std::vector<std::int64_t>{0});
-  const auto b = kstudy::parse_experiment(R"({"name": "a", "rows": [8], "features": [3], "protocol": {"trials": 3}})",
+  const auto b = kstudy::parse_experiment(R"({"name": "a", "operation": "scoring", "rows": [8], "features": [3], "protocol": {"trials": 3}})",
                                           "b.json");
   EXPECT_NE(a.fingerprint(), b.fingerprint());
 }
 
 TEST(Experiments, ShapesReplaceTheGridInOrder) {
   const auto e = kstudy::parse_experiment(
-      R"({"name": "s", "shapes": [[64, 16], [8, 256]], "block_sizes": [0, 128]})", "s.json");
-  EXPECT_TRUE(e.rows.empty());
-  EXPECT_EQ(e.table_shapes(), (std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 16}, {8, 256}}));
-  const auto points = kstudy::scoring_points(e);
+      R"({"name": "s", "operation": "scoring", "shapes": [[64, 16], [8, 256]], "block_sizes": [0, 128]})", "s.json");
+  EXPECT_EQ(e.points, (std::vector<std::vector<std::int64_t>>{{64, 16}, {8, 256}}));
+  const auto points = kstudy::sweep_points(e);
   ASSERT_EQ(points.size(), 4u);
   EXPECT_EQ(points[1].index, 1);
-  EXPECT_EQ(points[1].rows, 64);
+  EXPECT_EQ(points[1].extents, (std::vector<std::int64_t>{64, 16}));
   EXPECT_EQ(points[1].block_size, 128);
-  EXPECT_EQ(points[2].rows, 8);
-  EXPECT_EQ(points[2].features, 256);
+  EXPECT_EQ(points[2].extents, (std::vector<std::int64_t>{8, 256}));
+  EXPECT_EQ(points[2].op->info().name, "scoring");
   // The shapes are part of the definition (and so of the fingerprint); the grid form expands the same way.
   EXPECT_NE(e.definition_json.find("\"shapes\":[[64,16],[8,256]]"), std::string::npos) << e.definition_json;
   EXPECT_EQ(kstudy::parse_experiment(e.definition_json, "again").fingerprint(), e.fingerprint());
-  const auto grid = kstudy::parse_experiment(R"({"name": "g", "rows": [8, 64], "features": [16, 256]})", "g.json");
-  EXPECT_EQ(grid.table_shapes(),
-            (std::vector<std::pair<std::int64_t, std::int64_t>>{{8, 16}, {8, 256}, {64, 16}, {64, 256}}));
+  const auto grid = kstudy::parse_experiment(R"({"name": "g", "operation": "scoring", "rows": [8, 64], "features": [16, 256]})", "g.json");
+  EXPECT_EQ(grid.points, (std::vector<std::vector<std::int64_t>>{{8, 16}, {8, 256}, {64, 16}, {64, 256}}));
 }
 
 }  // namespace

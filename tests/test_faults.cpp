@@ -25,7 +25,10 @@
 #include "kokkos_test_support.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/fault_injection.hpp"
-#include "kstudy/gate.hpp"
+#include "kstudy/experiment.hpp"
+#include "kstudy/host_io.hpp"
+#include "kstudy/point_inputs.hpp"
+#include "scoring/gate.hpp"
 #include "kstudy/variant.hpp"
 #include "kstudy/views/data_generator.hpp"
 
@@ -91,7 +94,7 @@ std::string quoted_list(const std::vector<std::string>& names) {
 
 // A small scoring experiment over four points.
 void write_experiment(const fs::path& path, const std::vector<std::string>& variants, const std::string& rows) {
-  std::ofstream(path) << R"({"name": "faults", "rows": )" << rows << R"(, "features": [16],
+  std::ofstream(path) << R"({"name": "faults", "operation": "scoring", "rows": )" << rows << R"(, "features": [16],
  "variants": [)" << quoted_list(variants) << R"(],
  "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],
  "protocol": {"warmups": 1, "trials": 3, "replications": 2, "seed": 11, "threads": 2, "shuffle": true}})";
@@ -249,23 +252,22 @@ TEST(Faults, CorruptOutputIsOneScoreJustOverItsTolerance) {
   EXPECT_EQ(plan.point, 2);
   const auto* entry = variant_registry::instance().find(k_variants[1]);
   ASSERT_NE(entry, nullptr);
-  fault_injecting_variant variant(entry->make(), plan.kind, entry->info.id());
-  const host_dataset data(make_shape(3001, 16, entry->info.layout));
-  const auto problem = data.problem();
-  variant.prepare(problem, {});
+  const auto& op = operation_of(*entry);
+  fault_injecting_variant variant(entry->make(), plan.kind, entry->info.id(), op);
+  point_inputs inputs(op, {3001, 16}, 0, kstudy::protocol{}.seed);
+  const auto& data = inputs.data(entry->info.layout);
+  variant.prepare(data, {});
   variant.arm();  // as the runner does after the warm-ups: nothing changes for this kind
   for (int run = 0; run < 2; ++run) {
     variant.poison();
     variant.run();
-    scoring_results out;
-    out.resize(problem.shape.rows);
-    variant.download(out.score.data(), out.flag.data());
-    const auto g = check_results(problem, compute_reference(problem), out.score.data(), out.flag.data(),
-                                 variant.flagged_count());
+    host_outputs out(op, data.shape());
+    op.poison(out.spans());
+    variant.download(out.spans());
+    const auto g = op.check(data, inputs.reference(), out.spans());
     EXPECT_FALSE(g.passed) << "run " << run;
-    EXPECT_EQ(g.score_failures, 1) << g.message;
-    EXPECT_EQ(g.flag_mismatches, 0) << g.message;
-    EXPECT_EQ(g.flagged_count_error, 0) << g.message;
+    EXPECT_EQ(g.value_failures, 1) << g.message;
+    EXPECT_EQ(g.discrete_mismatches, 0) << g.message;
     EXPECT_LT(g.max_relative_error, 1e-3) << g.message;  // over its own tolerance, by at most about three
   }
 }

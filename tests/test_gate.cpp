@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "kstudy/gate.hpp"
+#include "scoring/gate.hpp"
 #include "kstudy/views/data_generator.hpp"
 
 namespace {
 
 using kstudy::check_results;
-using kstudy::gate_result;
+using gate_result = kstudy::scoring_gate_result;
 using kstudy::host_dataset;
 using kstudy::reference_result;
 

@@ -244,9 +244,7 @@ TEST(Profile, PointsSpreadOverTheSweep) {
 
 TEST(Profile, TheBuiltInExperimentHasThreeShapes) {
   const auto e = load_experiment(resolve_experiment_path("profile_layouts"));
-  EXPECT_EQ(e.table_shapes(), (std::vector<std::pair<std::int64_t, std::int64_t>>{
-                                  {1048576, 16}, {16777216, 16}, {262144, 256}}));
-  EXPECT_TRUE(e.rows.empty());
+  EXPECT_EQ(e.points, (std::vector<std::vector<std::int64_t>>{{1048576, 16}, {16777216, 16}, {262144, 256}}));
 }
 
 experiment_record profile_experiment() {
@@ -325,10 +323,13 @@ std::vector<variant_record> fixture_variants(const std::vector<std::pair<std::st
     r.kernels_launched = r.family == "composed" ? 5 : 1;
     r.rows = shape.rows;
     r.features = shape.features;
-    r.essential_bytes = essential_traffic(shape).total();
-    r.essential_flops = essential_flops(shape);
-    r.modelled_bytes_read = essential_traffic(shape).bytes_read;
-    r.modelled_bytes_written = essential_traffic(shape).bytes_written;
+    const auto& op = *operation_registry::instance().find("scoring");
+    r.operation = "scoring";
+    r.axes = "rows,features";
+    r.essential_bytes = op.essential_traffic(shape).total();
+    r.essential_flops = op.essential_flops(shape);
+    r.modelled_bytes_read = op.essential_traffic(shape).bytes_read;
+    r.modelled_bytes_written = op.essential_traffic(shape).bytes_written;
     rows.push_back(r);
   }
   return rows;

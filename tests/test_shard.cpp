@@ -58,7 +58,7 @@ TEST(Shard, UnitsPartitionAcrossShards) {
 }
 
 TEST(Shard, PointCountsFollowTheAxes) {
-  auto e = parse_experiment(R"({"name": "s", "rows": [10, 20, 30], "features": [4, 8], "block_sizes": [0, 64],
+  auto e = parse_experiment(R"({"name": "s", "operation": "scoring", "rows": [10, 20, 30], "features": [4, 8], "block_sizes": [0, 64],
                                 "variants": ["cpu_reference"], "timers": ["host_wall"],
                                 "protocol": {"replications": 3}})",
                             "s.json");
@@ -81,7 +81,7 @@ class scratch_dir : public kstudy::test::scratch_dir {
 };
 
 constexpr int k_points = 4, k_replications = 3, k_trials = 2;
-const std::string k_definition = R"({"name": "merge_test", "rows": [100, 200, 300, 400], "features": [8],
+const std::string k_definition = R"({"name": "merge_test", "operation": "scoring", "rows": [100, 200, 300, 400], "features": [8],
   "variants": ["cpu_reference"], "timers": ["host_wall"], "protocol": {"trials": 2, "replications": 3}})";
 
 struct shard_options {
@@ -243,7 +243,7 @@ TEST(Merge, RefusesDifferentExperimentDefinitionsUnlessForced) {
   merge_request request;
   request.out = dir.file("merged.h5");
   shard_options other;
-  other.definition = R"({"name": "merge_test", "rows": [100, 200, 300, 400], "features": [8],
+  other.definition = R"({"name": "merge_test", "operation": "scoring", "rows": [100, 200, 300, 400], "features": [8],
     "variants": ["cpu_reference"], "timers": ["host_wall"], "protocol": {"trials": 2, "replications": 3, "seed": 5}})";
   request.shards = {write_shard(dir, 0, 2), write_shard(dir, 1, 2, other)};
   const auto refusal = refusal_of(request);

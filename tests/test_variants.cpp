@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kokkos_test_support.hpp"
-#include "kstudy/gate.hpp"
-#include "kstudy/pipeline.hpp"
+#include "scoring/gate.hpp"
+#include "scoring/pipeline.hpp"
 #include "kstudy/probes.hpp"
 #include "kstudy/variant.hpp"
 #include "kstudy/views/data_generator.hpp"
@@ -26,7 +26,7 @@ using kstudy::table_layout;
 
 std::vector<std::string> variant_ids() {
   std::vector<std::string> ids;
-  for (const auto* v : kstudy::variant_registry::instance().all()) ids.push_back(v->info.id());
+  for (const auto* v : kstudy::variant_registry::instance().of_operation("scoring")) ids.push_back(v->info.id());
   return ids;
 }
 
@@ -47,15 +47,15 @@ class VariantCorrectness : public ::testing::TestWithParam<std::string> {
   }
 
   // Runs the variant on the dataset and returns the gate verdict.
-  kstudy::gate_result run_gated(const host_dataset& data, kstudy::run_options options = {}) const {
-    auto variant = entry().make();
+  kstudy::scoring_gate_result run_gated(const host_dataset& data, kstudy::run_options options = {}) const {
+    auto variant = kstudy::make_scoring_variant(entry());
     const auto problem = data.problem();
-    variant->prepare(problem, options);
+    variant->prepare_table(problem, options);
     variant->poison();
     variant->run();
     kstudy::scoring_results out;
     out.resize(problem.shape.rows);
-    variant->download(out.score.data(), out.flag.data());
+    variant->download_scores(out.score.data(), out.flag.data());
     const auto reference = kstudy::compute_reference(problem);
     return kstudy::check_results(problem, reference, out.score.data(), out.flag.data(), variant->flagged_count());
   }
@@ -81,12 +81,12 @@ TEST_P(VariantCorrectness, PoisonIsCaughtWhenNothingRuns) {
   KSTUDY_REQUIRE_KOKKOS();
   // The gate must be able to fail: poisoned outputs that no run overwrote are rejected.
   const host_dataset data(shape_for(129, 8));
-  auto variant = entry().make();
-  variant->prepare(data.problem(), {});
+  auto variant = kstudy::make_scoring_variant(entry());
+  variant->prepare_table(data.problem(), {});
   variant->poison();
   kstudy::scoring_results out;
   out.resize(129);
-  variant->download(out.score.data(), out.flag.data());
+  variant->download_scores(out.score.data(), out.flag.data());
   const auto gate = kstudy::check_results(data.problem(), kstudy::compute_reference(data.problem()), out.score.data(),
                                           out.flag.data(), variant->flagged_count());
   EXPECT_FALSE(gate.passed);
@@ -111,13 +111,13 @@ TEST_P(VariantCorrectness, EdgeValues) {
   std::vector<float> inv_std(data.inv_std());
   inv_std[5] = 0.0f;
   problem.inv_std.data = inv_std.data();
-  auto variant = entry().make();
-  variant->prepare(problem, {});
+  auto variant = kstudy::make_scoring_variant(entry());
+  variant->prepare_table(problem, {});
   variant->poison();
   variant->run();
   kstudy::scoring_results out;
   out.resize(shape.rows);
-  variant->download(out.score.data(), out.flag.data());
+  variant->download_scores(out.score.data(), out.flag.data());
   const auto g2 = kstudy::check_results(problem, kstudy::compute_reference(problem), out.score.data(), out.flag.data(),
                                         variant->flagged_count());
   EXPECT_TRUE(g2.passed) << g2.message;
@@ -128,37 +128,37 @@ TEST_P(VariantCorrectness, EdgeValues) {
 TEST_P(VariantCorrectness, RejectsMalformedProblems) {
   KSTUDY_REQUIRE_KOKKOS();
   const host_dataset data(shape_for(64, 6));
-  auto variant = entry().make();
+  auto variant = kstudy::make_scoring_variant(entry());
   auto problem = data.problem();
   problem.mean.size = 5;  // extents disagree with x
-  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+  EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument);
   problem = data.problem();
   problem.shape.rows = 0;
-  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+  EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument);
   problem = data.problem();
   problem.shape.features = 0;
-  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+  EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument);
   problem = data.problem();
   problem.x = nullptr;
-  EXPECT_THROW(variant->prepare(problem, {}), std::invalid_argument);
+  EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument);
 }
 
 TEST_P(VariantCorrectness, RepeatedRunsAgree) {
   KSTUDY_REQUIRE_KOKKOS();
   // A race shows as results that move between runs on the same inputs.
   const host_dataset data(shape_for(10007, 16));
-  auto variant = entry().make();
-  variant->prepare(data.problem(), {});
+  auto variant = kstudy::make_scoring_variant(entry());
+  variant->prepare_table(data.problem(), {});
   kstudy::scoring_results first, again;
   first.resize(10007);
   again.resize(10007);
   variant->run();
-  variant->download(first.score.data(), first.flag.data());
+  variant->download_scores(first.score.data(), first.flag.data());
   const auto count = variant->flagged_count();
   for (int i = 0; i < 3; ++i) {
     variant->poison();
     variant->run();
-    variant->download(again.score.data(), again.flag.data());
+    variant->download_scores(again.score.data(), again.flag.data());
     EXPECT_EQ(first.flag, again.flag);
     EXPECT_EQ(count, variant->flagged_count());
   }
@@ -171,7 +171,7 @@ class TunableVariant : public VariantCorrectness {};
 
 std::vector<std::string> tunable_variant_ids() {
   std::vector<std::string> ids;
-  for (const auto* v : kstudy::variant_registry::instance().all())
+  for (const auto* v : kstudy::variant_registry::instance().of_operation("scoring"))
     if (v->info.tunable_block_size) ids.push_back(v->info.id());
   return ids;
 }
@@ -196,7 +196,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TunableVariant);
 INSTANTIATE_TEST_SUITE_P(Tunable, TunableVariant, ::testing::ValuesIn(tunable_variant_ids()), test_name);
 
 TEST(VariantRegistry, EveryFamilyIsPresentWithMetadata) {
-  const auto all = kstudy::variant_registry::instance().all();
+  const auto all = kstudy::variant_registry::instance().of_operation("scoring");
   ASSERT_FALSE(all.empty());
   for (const char* family : {"cpu_reference", "composed", "partial_fusion", "fused_kokkos"})
     EXPECT_FALSE(kstudy::variant_registry::instance().match(family).empty()) << family;
@@ -207,7 +207,7 @@ TEST(VariantRegistry, EveryFamilyIsPresentWithMetadata) {
   const auto shape = kstudy::make_shape(1 << 20, 16, table_layout::row_major);
   for (const auto* v : all) {
     EXPECT_FALSE(v->info.description.empty()) << v->info.id();
-    EXPECT_GE(v->info.traffic(shape).total(), kstudy::essential_traffic(shape).total()) << v->info.id();
+    EXPECT_GE(v->info.traffic(shape).total(), kstudy::scoring_essential_traffic(shape).total()) << v->info.id();
     EXPECT_GE(v->info.kernels_launched, 1);
   }
 }

@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1 to 4) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 5) into pandas, and the statistics every table shares."""
 import json
 from pathlib import Path
 
@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 
 # 2 added occupancy to samples and summary, 3 the health table, 4 the verdict samples.gate (for the bool
-# gate_passed) and the variants table
-SCHEMA_VERSIONS = {"1", "2", "3", "4"}
+# gate_passed) and the variants table, 5 operations: the sweep kind (was "scoring"), the definition's
+# "operation" list and axis keys, and the variants table's `axes` column
+SCHEMA_VERSIONS = {"1", "2", "3", "4", "5"}
 TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "variants",
           "profile")  # profile: kstudy profile only
 GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_verdict)
@@ -16,6 +17,14 @@ GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_
 # SW thermal, HW thermal, HW power brake; not GPU idle (0x1) or application clocks (0x2).
 SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 REFERENCE = "cpu_reference"
+# Schemas 1 to 4 knew one operation: their sweeps (kind "scoring") and cold starts time it over rows x features.
+LEGACY_OPERATION = "scoring"
+LEGACY_AXES = ("rows", "features")
+LEGACY_KIND_NAMES = {"scoring": "sweep"}  # the sweep kind was named after its only operation
+# Kinds whose experiments time an operation's variants; the others (transfer, launch, transpose) time none.
+OPERATION_KINDS = ("sweep", "cold_compile")
+# Definition keys holding integer lists that are not problem axes (the fallback reading of axis names).
+NON_AXIS_KEYS = {"block_sizes", "sizes_bytes", "row_padding"}
 FLOPS_PER_ELEMENT = 5  # sub, mul, 2 compares (clip), fma (weight + row sum)
 FLOAT_BYTES = 4
 OUTPUT_BYTES_PER_ROW = 4 + 1  # float score + uint8 flag
@@ -49,6 +58,46 @@ def with_gate_verdict(samples):
     return samples
 
 
+def kind_of(definition):
+    """The experiment kind under its schema 5 name: a legacy "scoring" experiment is a sweep."""
+    kind = definition.get("kind", "")
+    return LEGACY_KIND_NAMES.get(kind, kind)
+
+
+def operations_of(definition):
+    """The operations an experiment times: the definition's "operation" (a name or a list; schema 5), the
+    legacy scoring operation for a schema 1 to 4 sweep or cold start, none for the other kinds."""
+    named = definition.get("operation")
+    if isinstance(named, str):
+        return [named]
+    if isinstance(named, list):
+        return [str(n) for n in named]
+    return [LEGACY_OPERATION] if kind_of(definition) in OPERATION_KINDS else []
+
+
+def axes_of(definition, operations, variants):
+    """The experiment's axis names, first extent first. The variants table's `axes` column says it where the
+    archive has one (the definition's keys are stored sorted, so their order is not the axes'); a legacy
+    experiment's are rows, features; otherwise the definition's integer-list keys that are no known setting."""
+    if "axes" in variants.columns and len(variants):
+        return variants["axes"].iloc[0].split(",")
+    if operations == [LEGACY_OPERATION]:
+        return list(LEGACY_AXES)
+    if not operations:
+        return []
+    keys = [k for k, v in definition.items() if k not in NON_AXIS_KEYS and isinstance(v, list) and v
+            and all(isinstance(x, int) for x in v)]
+    first = {axis: i for i, axis in enumerate(LEGACY_AXES)}  # rows before features; any other by name
+    return sorted(keys, key=lambda k: (first.get(k, len(first)), k))
+
+
+def with_axes_column(variants):
+    """A variants table with its `axes` column; schema 4 tables predate it and describe scoring variants."""
+    if len(variants.columns) and "axes" not in variants.columns:
+        variants.insert(variants.columns.get_loc("operation") + 1, "axes", ",".join(LEGACY_AXES))
+    return variants
+
+
 class Experiment:
     def __init__(self, archive, name, group):
         self.archive = archive
@@ -60,7 +109,7 @@ class Experiment:
             self.definition = json.loads(self.definition_text)
         except ValueError:
             self.definition = {}
-        self.kind = self.definition.get("kind", "")
+        self.kind = kind_of(self.definition)
         tables = {t: frame(group[t]) if t in group else pd.DataFrame() for t in TABLES}
         self.samples = with_gate_verdict(tables["samples"])
         self.gate = tables["gate"]
@@ -71,11 +120,23 @@ class Experiment:
         self.has_health_table = "health" in group
         # One row per (variant, rows, features, block_size) measured: family, layout, fusion level, traffic
         # and flop models as the C++ code knows them; empty before schema 4.
-        self.variants = tables["variants"]
+        self.variants = with_axes_column(tables["variants"])
+        self.operations = operations_of(self.definition)
+        self.axes = axes_of(self.definition, self.operations, self.variants)
         self.profile = tables["profile"]
         self.profile_attrs = {k: text(v) for k, v in group["profile"].attrs.items()} if "profile" in group else {}
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
+
+    def variant_operations(self):
+        """variant -> (operation, axes) for every variant the experiment names: the variants table's columns
+        where the archive has one, else the experiment's own operation (a legacy experiment times one)."""
+        if len(self.variants):
+            return {v: (op, axes) for v, op, axes in
+                    zip(self.variants.variant, self.variants.operation, self.variants["axes"])}
+        names = self.samples.variant.unique() if len(self.samples) else []
+        default = (self.operations[0] if self.operations else "", ",".join(self.axes))
+        return {v: default for v in names}
 
     def accepted(self):
         """Samples that count, as the C++ summary takes them (kstudy::summarised): status ok, a measured trial
@@ -232,3 +293,18 @@ def fmt_seconds(s):
 
 def fmt_rows(n):
     return f"{int(n):,}"
+
+
+def fmt_extent(n):
+    """A one-axis extent: a power of two as 2^k (STREAM sizes), any other with thousands separators."""
+    n = int(n)
+    return f"2^{n.bit_length() - 1}" if n >= 1024 and n & (n - 1) == 0 else fmt_rows(n)
+
+
+def point_label(rows, features, axes):
+    """A problem point as a reader knows it: n=2^20 for a one-axis operation, 1,048,576×16 for rows × features.
+    `rows`, `features`: the archive's first and second extents; `axes`: the comma-separated axis names."""
+    names = str(axes).split(",") if isinstance(axes, str) and axes else list(LEGACY_AXES)
+    if len(names) == 1:
+        return f"{names[0]}={fmt_extent(rows)}"
+    return f"{fmt_rows(rows)}×{int(features)}"

@@ -8,6 +8,7 @@ import pandas as pd
 
 from . import archive as A
 from . import kokkos_versions
+from .report.variants import variant_table
 
 KEYS = ["experiment", "variant", "rows", "features", "timer", "memory_kind", "block_size", "direction", "size_bytes"]
 MIN_SAMPLES = 5
@@ -33,14 +34,25 @@ def check(archives):
     return problems
 
 
+def variant_identities(archive):
+    """(experiment, variant) -> operation and family, as the archive's variants table says (the legacy table for
+    schema 1 to 3); what lets a comparison keep operations apart without reading variant names."""
+    table = variant_table([archive])
+    return table[["experiment", "variant", "operation", "family"]].drop_duplicates(["experiment", "variant"])
+
+
 def accepted(archive):
     frames = [e.accepted() for e in archive.experiments.values()]
     frames = [f for f in frames if not f.empty]
     if not frames:
-        return pd.DataFrame(columns=KEYS + ["seconds"])
+        return pd.DataFrame(columns=KEYS + ["seconds", "operation", "family"])
     s = pd.concat(frames, ignore_index=True)
     # Calibration points (transfers, probes) have no shape: their size is what tells them apart.
     s["size_bytes"] = np.where(s.rows == 0, s.bytes, 0)
+    # Probes and calibrations implement no operation: "" keeps them in every grouping.
+    s = s.merge(variant_identities(archive), on=["experiment", "variant"], how="left")
+    s["operation"] = s.operation.fillna("")
+    s["family"] = s.family.fillna("")
     return s
 
 
@@ -96,14 +108,15 @@ def portability(archives, by):
         s = s[(s.rows > 0) & (s.variant.str.contains("@"))]
         if s.empty:
             continue
-        s = s.assign(family=s.variant.map(A.family))
+        s = s.assign(family=s.variant.map(A.family))  # the variant across backends: its id without @backend
         s = s.assign(platform=s.variant.map(A.backend) if by == "backend" else f"{a.label} ({a.platform()})",
                      archive=a.label)
         frames.append(s)
     if not frames:
         return None, []
     s = regimes(pd.concat(frames, ignore_index=True))
-    point = ["experiment", "rows", "features", "block_size", "regime"]
+    # The operation is part of the point: a stream experiment times copy, triad, dot, ... at one size.
+    point = ["experiment", "operation", "rows", "features", "block_size", "regime"]
     if by == "backend":
         point = ["archive"] + point
     med = s.groupby(point + ["platform", "family", "variant"]).seconds.median().reset_index()
@@ -190,9 +203,8 @@ def main(args):
               "(memory kind) = a device variant's one_shot from that host memory or a host variant's host_wall; "
               f"families: variant name without @backend{'; on each machine a family takes its fastest backend' if args.by == 'machine' else ''}")
         print()
-        df = df.sort_values([c for c in ("archive", "experiment", "regime", "rows", "features") if c in df.columns]
-                            + ["PP"], ascending=[True] * (len([c for c in ("archive", "experiment", "regime", "rows",
-                                                                          "features") if c in df.columns])) + [False])
+        order = [c for c in ("archive", "experiment", "operation", "regime", "rows", "features") if c in df.columns]
+        df = df.sort_values(order + ["PP"], ascending=[True] * len(order) + [False])
         cols = [c for c in df.columns]
         shown = df.copy()
         for c in cols:

@@ -1,17 +1,19 @@
 """`kstudy compare A.h5 B.h5 --by kokkos`: the same study built against different Kokkos versions.
 
 Per variant and point: the median under each Kokkos version, the ratio newest / oldest with a
-Mann-Whitney U flag, and each Kokkos variant's time as a multiple of the handwritten CUDA escape path's
-best time at the same point in the same archive (what Kokkos costs against CUDA, per version)."""
+Mann-Whitney U flag, and each Kokkos variant's time as a multiple of the best handwritten CUDA (escape path or
+vendor library) time at the same point of the same operation in the same archive (what Kokkos costs against
+CUDA, per version). Any operation: the variants table says each variant's operation and family."""
 import sys
 
 import numpy as np
 import pandas as pd
 
-from . import archive as A
+from .report.variants import HANDWRITTEN_FAMILIES, is_handwritten
 
-POINT = ["experiment", "rows", "features", "timer", "memory_kind", "block_size", "direction", "size_bytes"]
-ESCAPE_FAMILY = "fused_cuda"
+POINT = ["experiment", "operation", "rows", "features", "timer", "memory_kind", "block_size", "direction",
+         "size_bytes"]
+ESCAPE_FAMILY = "/".join(HANDWRITTEN_FAMILIES)  # how the table names them
 
 
 def version_key(text):
@@ -22,25 +24,22 @@ def kokkos_version(archive):
     return archive.environment.get("kokkos_version", "unknown")
 
 
-def is_escape_path(variant):
-    # The handwritten CUDA variants' family (variant_info::implementation) is fused_cuda.
-    return A.family(variant).startswith(ESCAPE_FAMILY)
-
-
 def medians(archive, accepted):
+    """Samples per (point, variant), and the variants that are handwritten CUDA or a vendor library."""
     s = accepted(archive)
     s = s[s.rows > 0]
     if s.empty:
-        return s, {}
+        return {}, set()
     groups = {k: g.seconds.to_numpy() for k, g in s.groupby(POINT + ["variant"])}
-    return s, groups
+    escapes = set(s[s.family.map(is_handwritten)].variant)
+    return groups, escapes
 
 
-def escape_best(groups):
-    """Best median of the CUDA escape path per point."""
+def escape_best(groups, escapes):
+    """Best median of the handwritten CUDA variants per point."""
     best = {}
     for key, values in groups.items():
-        if is_escape_path(key[-1]):
+        if key[-1] in escapes:
             m = float(np.median(values))
             best[key[:-1]] = min(best.get(key[:-1], np.inf), m)
     return best
@@ -59,8 +58,8 @@ def compare(archives, accepted, significance):
         if len(by_version[v]) > 1:
             print(f"compare --by kokkos: {len(by_version[v])} archives use Kokkos {v}; the first ("
                   f"{by_version[v][0].label}) stands for it", file=sys.stderr)
-        _, groups = medians(by_version[v][0], accepted)
-        per_version[v] = (groups, escape_best(groups))
+        groups, escapes = medians(by_version[v][0], accepted)
+        per_version[v] = (groups, escape_best(groups, escapes), escapes)
     oldest, newest = versions[0], versions[-1]
     common = set.intersection(*(set(per_version[v][0]) for v in versions))
     rows = []
@@ -68,10 +67,10 @@ def compare(archives, accepted, significance):
         point, variant = key[:-1], key[-1]
         row = dict(zip(POINT, point), variant=variant)
         for v in versions:
-            groups, best = per_version[v]
+            groups, best, escapes = per_version[v]
             m = float(np.median(groups[key]))
             row[f"median[{v}]"] = m
-            row[f"x_cuda[{v}]"] = m / best[point] if point in best and not is_escape_path(variant) else np.nan
+            row[f"x_cuda[{v}]"] = m / best[point] if point in best and variant not in escapes else np.nan
         a, b = per_version[oldest][0][key], per_version[newest][0][key]
         row["ratio_new_over_old"] = float(np.median(b)) / float(np.median(a))
         row["p_value"], row["significance"] = significance(a, b)

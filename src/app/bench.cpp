@@ -1,12 +1,14 @@
-// kstudy_bench: Google Benchmark targets for every registered variant at the reference shapes,
-// resident (inputs already in the variant's memory), timed with CUDA events on the variant's own stream
-// for device variants (manual time) and the host clock for host variants. Every variant passes the
-// correctness gate on the same data before it is timed; a failing one is reported as an error, never a
-// time. Ceilings are measured first in the same process; each result carries
-//   GB/s      essential bytes (x read once, score + flag written once) per second, the same for all
+// kstudy_bench: Google Benchmark targets for every registered variant of every operation at the
+// operation's reference points, resident (inputs already in the variant's memory), timed with CUDA events
+// on the variant's own stream for device variants (manual time) and the host clock for host variants.
+// Every variant passes the correctness gate on the same data before it is timed; a failing one is
+// reported as an error, never a time. Ceilings are measured first in the same process; each result carries
+//   GB/s      the operation's essential bytes per second (the same model for every variant of it)
 //   roof      that bandwidth as a fraction of the measured read roof of its memory (device or host)
 //
-//   kstudy_bench [--shapes=1048576x16,16777216x16,262144x256] [google-benchmark flags]
+//   kstudy_bench [--operations=scoring,stream_triad] [--shapes=1048576x16,262144x256]
+//                [google-benchmark flags]
+// --shapes replaces the reference points of every selected operation with as many axes as a shape has.
 #include <Kokkos_Core.hpp>
 #include <benchmark/benchmark.h>
 
@@ -15,75 +17,74 @@
 #include <map>
 #include <memory>
 #include <sstream>
-#include <tuple>
 #include <string>
 #include <vector>
 
 #include "kstudy/ceilings.hpp"
-#include "kstudy/gate.hpp"
+#include "kstudy/experiment.hpp"
+#include "kstudy/operation.hpp"
+#include "kstudy/point_inputs.hpp"
 #include "kstudy/timers.hpp"
 #include "kstudy/variant.hpp"
-#include "kstudy/views/data_generator.hpp"
 
 namespace {
 
-struct shape_arg {
-  std::int64_t rows, features;
-};
+using extents_t = std::vector<std::int64_t>;
 
-std::vector<shape_arg> parse_shapes(const std::string& text) {
-  std::vector<shape_arg> out;
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> out;
   std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const auto x = item.find('x');
-    if (x == std::string::npos) throw std::invalid_argument("--shapes: '" + item + "' is not ROWSxFEATURES");
-    out.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+  for (std::string item; std::getline(ss, item, separator);)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<extents_t> parse_shapes(const std::string& text) {
+  std::vector<extents_t> out;
+  for (const auto& item : split(text, ',')) {
+    extents_t extents;
+    for (const auto& x : split(item, 'x')) {
+      std::size_t used = 0;
+      const long long v = std::stoll(x, &used);
+      if (used != x.size() || v < 1) throw std::invalid_argument("--shapes: '" + item + "' is not EXTENTxEXTENT...");
+      extents.push_back(v);
+    }
+    out.push_back(extents);
   }
   return out;
 }
 
-// Data and reference per (shape, layout), shared by the variants that use that layout.
-struct data_cache {
-  std::map<std::tuple<std::int64_t, std::int64_t, int>, std::unique_ptr<kstudy::host_dataset>> datasets;
-  std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<kstudy::reference_result>> references;
+std::string extents_text(const extents_t& extents) {
+  std::string text;
+  for (const auto x : extents) text += (text.empty() ? "" : "x") + std::to_string(x);
+  return text;
+}
 
-  const kstudy::host_dataset& get(std::int64_t rows, std::int64_t features, kstudy::table_layout layout) {
-    auto& slot = datasets[{rows, features, static_cast<int>(layout)}];
-    if (!slot) slot = std::make_unique<kstudy::host_dataset>(kstudy::make_shape(rows, features, layout, 3));
-    return *slot;
-  }
-  const kstudy::reference_result& reference(const kstudy::host_dataset& data) {
-    auto& slot = references[{data.shape().rows, data.shape().features}];
-    if (!slot) slot = std::make_unique<kstudy::reference_result>(kstudy::compute_reference(data.problem()));
-    return *slot;
-  }
-};
+// Inputs and reference per (operation, point), shared by the variants at that point.
+std::map<std::pair<const kstudy::operation*, extents_t>, std::unique_ptr<kstudy::point_inputs>> g_inputs;
 
 struct prepared {
-  std::unique_ptr<kstudy::scoring_variant> variant;
+  std::unique_ptr<kstudy::variant> variant;
   kstudy::gate_result gate;
 };
-
-data_cache g_data;
 std::map<std::string, prepared> g_prepared;
 std::vector<kstudy::ceiling_record> g_ceilings;
 
-void bench_variant(benchmark::State& state, const kstudy::registered_variant* entry, shape_arg shape) {
-  const std::string key = entry->info.id() + "/" + std::to_string(shape.rows) + "x" + std::to_string(shape.features);
-  auto& p = g_prepared[key];
-  const auto& data = g_data.get(shape.rows, shape.features, entry->info.layout);
+kstudy::point_inputs& inputs_for(const kstudy::operation& op, const extents_t& extents) {
+  auto& slot = g_inputs[{&op, extents}];
+  if (!slot) slot = std::make_unique<kstudy::point_inputs>(op, extents, 3, kstudy::protocol{}.seed);
+  return *slot;
+}
+
+void bench_variant(benchmark::State& state, const kstudy::registered_variant* entry, extents_t extents) {
+  const auto& op = kstudy::operation_of(*entry);
+  auto& inputs = inputs_for(op, extents);
+  const auto shape = inputs.shape(entry->info.layout);
+  auto& p = g_prepared[entry->info.id() + "/" + extents_text(extents)];
   if (!p.variant) {
     try {
       p.variant = entry->make();
-      p.variant->prepare(data.problem(), {});
-      p.variant->poison();
-      p.variant->run();
-      kstudy::scoring_results out;
-      out.resize(shape.rows);
-      p.variant->download(out.score.data(), out.flag.data());
-      p.gate = kstudy::check_results(data.problem(), g_data.reference(data), out.score.data(), out.flag.data(),
-                                     p.variant->flagged_count());
+      p.gate = kstudy::prepare_and_gate(*p.variant, *entry, inputs, {});
     } catch (const std::exception& e) {
       p.gate.passed = false;
       p.gate.message = e.what();
@@ -102,30 +103,39 @@ void bench_variant(benchmark::State& state, const kstudy::registered_variant* en
     const double host_seconds = wall.seconds();
     state.SetIterationTime(events.available() ? events.seconds() : host_seconds);
   }
-  const auto essential = kstudy::essential_traffic(data.shape()).total();
+  const auto essential = op.essential_traffic(shape).total();
   state.counters["GB/s"] = benchmark::Counter(double(essential) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   if (const auto* roof = kstudy::roof_for(g_ceilings, device); roof && roof->bytes_per_second > 0)
     state.counters["roof"] =
         benchmark::Counter(double(essential) / roof->bytes_per_second, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["modelled_MB"] = double(entry->info.traffic(data.shape()).total()) / 1e6;
-  state.SetLabel(entry->info.fusion_level + ", " + std::to_string(entry->info.kernels_launched) + " kernel(s)");
+  state.counters["modelled_MB"] = double(entry->info.traffic(shape).total()) / 1e6;
+  state.SetLabel(std::string(kstudy::to_string(entry->info.fusion)) + ", " +
+                 std::to_string(entry->info.kernels_launched) + " kernel(s)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
-  std::string shapes_text = "1048576x16,16777216x16,262144x256";
+  std::string shapes_text, operations_text;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--shapes=", 9) == 0) shapes_text = argv[i] + 9;
+    else if (std::strncmp(argv[i], "--operations=", 13) == 0) operations_text = argv[i] + 13;
     else rest.push_back(argv[i]);
   }
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());
-  std::vector<shape_arg> shapes;
+  std::vector<extents_t> shapes;
+  std::vector<const kstudy::operation*> operations;
   try {
     shapes = parse_shapes(shapes_text);
+    for (const auto& name : split(operations_text, ',')) {
+      const auto* op = kstudy::operation_registry::instance().find(name);
+      if (op == nullptr) throw std::invalid_argument("--operations: unknown operation '" + name + "' (see kstudy list)");
+      operations.push_back(op);
+    }
+    if (operations.empty()) operations = kstudy::operation_registry::instance().all();
   } catch (const std::exception& e) {
     std::cerr << "kstudy_bench: " << e.what() << "\n";
     return 2;
@@ -140,17 +150,24 @@ int main(int argc, char** argv) {
     std::cerr << "ceiling " << c.name << ": " << c.bytes_per_second / 1e9 << " GB/s (" << c.bytes << " B in "
               << c.seconds * 1e6 << " us)\n";
   }
-  for (const auto& shape : shapes)
-    for (const auto* entry : kstudy::variant_registry::instance().all()) {
-      const std::string name = entry->info.id() + "/" + std::to_string(shape.rows) + "x" + std::to_string(shape.features);
-      benchmark::RegisterBenchmark(name.c_str(), bench_variant, entry, shape)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond)
-          ->Repetitions(7)
-          ->DisplayAggregatesOnly(true);
-    }
+  for (const auto* op : operations) {
+    std::vector<extents_t> points;
+    for (const auto& s : shapes)
+      if (s.size() == op->info().axes.size()) points.push_back(s);
+    if (shapes.empty()) points = op->info().bench_points;
+    for (const auto& extents : points)
+      for (const auto* entry : kstudy::variant_registry::instance().of_operation(op->info().name)) {
+        const std::string name = entry->info.id() + "/" + extents_text(extents);
+        benchmark::RegisterBenchmark(name.c_str(), bench_variant, entry, extents)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Repetitions(7)
+            ->DisplayAggregatesOnly(true);
+      }
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   g_prepared.clear();  // free device buffers before Kokkos finalises
+  g_inputs.clear();
   return 0;
 }

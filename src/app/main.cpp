@@ -14,6 +14,8 @@
 #include "kstudy/archive.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
+#include "kstudy/experiment_kind.hpp"
+#include "kstudy/operation.hpp"
 #include "kstudy/merge.hpp"
 #include "kstudy/profile.hpp"
 #include "kstudy/study.hpp"
@@ -41,18 +43,35 @@ void ensure_thread_binding(char** argv) {
   execv(exe.c_str(), argv);  // returns only on failure; then carry on unbound
 }
 
+// Operations with their variants (traffic at the operation's first bench point), then experiment kinds,
+// built-in experiments and backends: everything here is read from the registries.
 int list_command() {
-  std::cout << "Variants (" << kstudy::variant_registry::instance().all().size() << "):\n";
-  std::cout << std::left << std::setw(38) << "  id" << std::setw(16) << "family" << std::setw(9) << "fusion" << std::setw(18)
-            << "layout" << std::setw(8) << "kernels" << std::setw(7) << "block" << "bytes @1Mx16  description\n";
-  for (const auto* v : kstudy::variant_registry::instance().all()) {
-    const auto& i = v->info;
-    const auto shape = kstudy::make_shape(1 << 20, 16, i.layout, 3);
-    std::cout << "  " << std::setw(36) << i.id() << std::setw(16) << i.implementation << std::setw(9) << i.fusion_level
-              << std::setw(18) << kstudy::to_string(i.layout) << std::setw(8) << i.kernels_launched << std::setw(7)
-              << (i.tunable_block_size ? "yes" : "no") << std::setw(14)
-              << (std::to_string(i.traffic(shape).total() / 1000000) + " MB") << i.description << "\n";
+  const auto& operations = kstudy::operation_registry::instance().all();
+  std::cout << "Operations (" << operations.size() << "), each with its variants:\n";
+  for (const auto* op : operations) {
+    const auto& o = op->info();
+    std::string axes;
+    for (const auto& a : o.axes) axes += (axes.empty() ? "" : " x ") + a;
+    std::vector<std::int64_t> at = o.bench_points.empty() ? std::vector<std::int64_t>(o.axes.size(), 1024)
+                                                          : o.bench_points.front();
+    std::string at_text;
+    for (const auto x : at) at_text += (at_text.empty() ? "" : "x") + std::to_string(x);
+    std::cout << "\n" << o.name << " (" << axes << "): " << o.description << "\n";
+    std::cout << std::left << "  " << std::setw(36) << "id" << std::setw(16) << "family" << std::setw(9) << "fusion"
+              << std::setw(18) << "layout" << std::setw(8) << "kernels" << std::setw(7) << "block" << std::setw(22)
+              << ("MB @" + at_text) << "description\n";
+    for (const auto* v : kstudy::variant_registry::instance().of_operation(o.name)) {
+      const auto& i = v->info;
+      const auto shape = op->shape(at, i.layout, 3);
+      std::cout << "  " << std::setw(36) << i.id() << std::setw(16) << i.family << std::setw(9)
+                << kstudy::to_string(i.fusion) << std::setw(18) << kstudy::to_string(i.layout) << std::setw(8)
+                << i.kernels_launched << std::setw(7) << (i.tunable_block_size ? "yes" : "no") << std::setw(22)
+                << std::to_string(i.traffic(shape).total() / 1000000) << i.description << "\n";
+    }
   }
+  std::cout << "\nExperiment kinds:\n";
+  for (const auto* k : kstudy::experiment_kind_registry::instance().all())
+    std::cout << "  " << std::setw(14) << k->name << k->description << "\n";
   std::cout << "\nBuilt-in experiments:";
   for (const auto& name : kstudy::builtin_experiment_names()) std::cout << " " << name;
   std::cout << "\n\nBackends:";
@@ -171,13 +190,15 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (argc >= 5 && std::string(argv[1]) == "__first_call") {
+  if (argc >= 4 && std::string(argv[1]) == "__first_call") {
     kstudy::wall_timer init;
     init.start();
     Kokkos::ScopeGuard guard(argc, argv);
     const double initialize_seconds = init.seconds();
     try {
-      return kstudy::run_first_call(argv[2], std::atoll(argv[3]), std::atoll(argv[4]), initialize_seconds);
+      std::vector<std::int64_t> extents;
+      for (int i = 3; i < argc; ++i) extents.push_back(std::atoll(argv[i]));
+      return kstudy::run_first_call(argv[2], extents, initialize_seconds);
     } catch (const std::exception& e) {
       std::cerr << "kstudy: error: " << e.what() << "\n";
       return 1;

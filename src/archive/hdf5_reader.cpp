@@ -72,7 +72,7 @@ std::vector<std::uint8_t> read_uint8_field(hid_t group, const char* dataset, con
 }  // namespace
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "3" || version == "2" || version == "1";
+  return version == archive_schema_version || version == "4" || version == "3" || version == "2" || version == "1";
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {
@@ -111,7 +111,8 @@ std::vector<sample_record> read_samples(const std::string& path, const std::stri
   h5_handle group = open_experiment(file.get(), path, experiment);
   auto samples = read_records<sample_record>(group.get(), path);
   // Versions 1 to 3 stored a bool, gate_passed, with calibration samples as passed: read as passed / failed.
-  if (read_string_attribute(file.get(), "schema_version", path) != archive_schema_version) {
+  const auto version = read_string_attribute(file.get(), "schema_version", path);
+  if (version == "1" || version == "2" || version == "3") {
     const auto passed =
         read_uint8_field(group.get(), record_table<sample_record>::dataset, "gate_passed", path);
     for (std::size_t i = 0; i < samples.size(); ++i)
@@ -162,7 +163,11 @@ std::vector<health_record> read_health(const std::string& path, const std::strin
 }
 
 std::vector<variant_record> read_variants(const std::string& path, const std::string& experiment) {
-  return read_optional_table<variant_record>(path, experiment);
+  auto variants = read_optional_table<variant_record>(path, experiment);
+  // Before version 5 every variant was the scoring operation's, and the table had no axes column.
+  for (auto& v : variants)
+    if (v.axes.empty()) v.axes = "rows,features";
+  return variants;
 }
 
 std::vector<profile_record> read_profile(const std::string& path, const std::string& experiment) {

@@ -15,6 +15,7 @@ operation (their `variants` table says which); the others work for any operation
 missing are kept in report.md as skipped, with the reason.
 """
 import importlib
+import importlib.util
 import pkgutil
 import shlex
 import sys
@@ -73,11 +74,18 @@ def section(key, title, order, needs=(), operation=None):
     return register
 
 
-def load_sections():
-    """Imports every module under sections/ (recursively), which registers their sections."""
+def load_sections(extra=()):
+    """Imports every module under sections/ (recursively), which registers their sections, then each of the
+    user's own section files in `extra` (kstudy report --sections FILE.py)."""
     package = importlib.import_module(f"{__name__}.sections")
     for module in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
         importlib.import_module(module.name)
+    for path in extra:
+        spec = importlib.util.spec_from_file_location(f"kstudy_user_sections_{Path(path).stem}", path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"--sections {path}: not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
 
 
 def applicable(registrations, operations):
@@ -117,11 +125,11 @@ def command_line(argv):
     return "kstudy report " + " ".join(shown)
 
 
-def build_report(archives, out, shape=(1048576, 16), cpu_baseline=None, notes=(), command=""):
+def build_report(archives, out, shape=(1048576, 16), cpu_baseline=None, notes=(), command="", extra_sections=()):
     """Writes every table, figure and report.md under `out`; returns the sections in reading order."""
     from .inputs import ReportInputs
     from .markdown import render
-    load_sections()
+    load_sections(extra_sections)
     inputs = ReportInputs(archives, out, shape, cpu_baseline, notes, command)
     inputs.out.mkdir(parents=True, exist_ok=True)
     sections = run_sections(inputs, applicable(REGISTRY.values(), inputs.operations))
@@ -133,7 +141,7 @@ def main(args):
     archives = A.load(args.archives)
     shape = tuple(int(x) for x in args.shape.lower().split("x"))
     sections = build_report(archives, args.out, shape=shape, cpu_baseline=args.cpu_baseline, notes=args.note or [],
-                            command=command_line(sys.argv[2:]))
+                            command=command_line(sys.argv[2:]), extra_sections=args.sections or [])
     written = sorted(p.name for p in Path(args.out).iterdir() if p.suffix in (".csv", ".png"))
     skipped = [s.title for s in sections if s.skipped]
     print(f"report: {Path(args.out) / 'report.md'} ({len(written)} tables and figures"

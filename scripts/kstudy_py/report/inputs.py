@@ -9,7 +9,7 @@ from .. import archive as A
 from .variants import REFERENCE_FAMILY, variant_table
 
 POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "block_size", "timer"]
-VARIANT_ATTRIBUTES = ["operation", "family", "fusion_level", "backend", "on_device", "kernels_launched",
+VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "backend", "on_device", "kernels_launched",
                       "essential_bytes", "essential_flops"]
 # A cold_compile experiment times first and second calls in fresh processes, not steady-state points; the
 # overhead section reads it.
@@ -68,37 +68,53 @@ class ReportInputs:
         keys = ["archive", "experiment", "variant", "rows", "features", "block_size"]
         return df.merge(self.variants[keys + VARIANT_ATTRIBUTES], on=keys, how="left")
 
+    def points_of(self, operation):
+        """The timed points of one operation's variants (what a section registered for it reads)."""
+        return self.points[self.points.operation == operation]
+
     @cached_property
     def baselines(self):
-        """CPU reference per (archive, experiment, rows, features): the reference family's host_wall median,
-        the OpenMP backend preferred."""
+        """CPU reference per (archive, experiment, operation, rows, features): the reference family's host_wall
+        median, the OpenMP backend preferred. Per operation: an experiment of several operations (stream) has a
+        CPU reference for each."""
         out = []
-        for _, group in self.points.groupby(["archive", "experiment"]):
+        for _, group in self.points.groupby(["archive", "experiment", "operation"]):
             ref = group[(group.family == REFERENCE_FAMILY) & (group.timer == "host_wall") & (group.block_size == 0)]
             if ref.empty:
                 continue
             backends = dict(zip(ref.variant, ref.backend))
             chosen = sorted(backends, key=lambda v: (BACKEND_PREFERENCE.get(backends[v], 9), v))[0]
-            r = ref[ref.variant == chosen][["archive", "experiment", "rows", "features", "median", "q1", "q3", "n"]]
+            r = ref[ref.variant == chosen][["archive", "experiment", "operation", "rows", "features", "median", "q1",
+                                            "q3", "n"]]
             out.append(r.rename(columns={"median": "cpu_median", "q1": "cpu_q1", "q3": "cpu_q3", "n": "cpu_n"})
                        .assign(baseline=chosen))
         if not out:
-            return pd.DataFrame(columns=["archive", "experiment", "rows", "features", "cpu_median", "cpu_q1", "cpu_q3",
-                                         "cpu_n", "baseline"])
+            return pd.DataFrame(columns=["archive", "experiment", "operation", "rows", "features", "cpu_median",
+                                         "cpu_q1", "cpu_q3", "cpu_n", "baseline"])
         return pd.concat(out, ignore_index=True)
 
     @cached_property
     def speedups(self):
         """Every default-block point beside its experiment's CPU reference at the same shape."""
         s = self.points[self.points.block_size == 0]
-        df = s.merge(self.baselines, on=["archive", "experiment", "rows", "features"], how="inner")
+        df = s.merge(self.baselines, on=["archive", "experiment", "operation", "rows", "features"], how="inner")
         df["speedup"] = df.cpu_median / df["median"]
         return df
 
-    def primary_sweep(self, features=None):
-        """(archive, experiment) of the speedups with the most row counts (at `features` if given): the one
-        experiment a rows-dependent headline or figure is computed within."""
+    def primary_operation(self):
+        """The operation the speedup summaries describe: the one with the most measured points (the others are in
+        speedups.csv and, per operation, in the bandwidth section)."""
+        sp = self.speedups.drop_duplicates(["operation", "rows", "features"])
+        if sp.empty:
+            return None
+        counts = sp.groupby("operation").size()
+        return counts[counts == counts.max()].index[0]
+
+    def primary_sweep(self, features=None, operation=None):
+        """(archive, experiment) of the speedups with the most row counts (at `features`, of `operation` if
+        given): the one experiment a rows-dependent headline or figure is computed within."""
         sp = self.speedups if features is None else self.speedups[self.speedups.features == features]
+        sp = sp if operation is None else sp[sp.operation == operation]
         if sp.empty:
             return None
         counts = sp.groupby(["archive", "experiment"]).rows.nunique()
@@ -112,6 +128,7 @@ class ReportInputs:
             return pd.DataFrame()
         reference = self.variants[self.variants.family == REFERENCE_FAMILY]
         backends = dict(zip(reference.variant, reference.backend))
+        operations = dict(zip(reference.variant, reference.operation))
         doc = json.loads(self.cpu_baseline_path.read_text())
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
         rows = []
@@ -122,17 +139,17 @@ class ReportInputs:
             if parts[0] not in backends or len(parts) < 2 or "x" not in parts[1]:
                 continue
             r, f = (int(x) for x in parts[1].split("x"))
-            rows.append({"baseline": parts[0], "rows": r, "features": f,
+            rows.append({"baseline": parts[0], "operation": operations[parts[0]], "rows": r, "features": f,
                          "seconds": b["real_time"] * scale[b.get("time_unit", "ns")]})
         df = pd.DataFrame(rows)
         if df.empty:
             return df
         df = df[df.baseline == sorted(df.baseline.unique(), key=lambda v: (backends[v] != "openmp", v))[0]]
-        return A.stats(df, ["baseline", "rows", "features"])
+        return A.stats(df, ["baseline", "operation", "rows", "features"])
 
-    def bench_cpu_at(self, rows, features):
+    def bench_cpu_at(self, rows, features, operation):
         b = self.bench_baseline
-        hit = b[(b.rows == rows) & (b.features == features)] if len(b) else b
+        hit = b[(b.operation == operation) & (b.rows == rows) & (b.features == features)] if len(b) else b
         return float(hit["median"].iloc[0]) if len(hit) else None
 
     def shape_label(self, rows=None, features=None):

@@ -1,36 +1,42 @@
 """What each timed variant is: one table per archive experiment, read from the archive.
 
-Schema 4 archives store it as `/experiments/<name>/variants` (one row per variant and measured shape). For
-older archives, `legacy_variant_table` builds the same table once; it is the only place in the report that
-derives anything from a variant's name. Every section reads the table, never the names.
+Schema 4 and later archives store it as `/experiments/<name>/variants` (one row per variant and measured
+shape; schema 5 adds the operation's `axes`). For older archives, `legacy_variant_table` builds the same table
+once; it is the only place in the report that derives anything from a variant's name. Every section reads the
+table, never the names.
 """
-import h5py
 import numpy as np
 import pandas as pd
 
 from .. import archive as A
 
-FIELDS = ["variant", "operation", "family", "fusion_level", "layout", "backend", "on_device", "kernels_launched",
-          "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written", "essential_bytes",
-          "essential_flops"]
+FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "layout", "backend", "on_device",
+          "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
+          "essential_bytes", "essential_flops"]
 SHAPE_KEYS = ["variant", "rows", "features", "block_size"]
 # The family of every operation's CPU baseline (the C++ variants' `implementation`).
 REFERENCE_FAMILY = "cpu_reference"
+# Families whose kernels are written without Kokkos: kstudy's handwritten CUDA escape paths and the vendor
+# libraries (variant_info::implementation). "What Kokkos costs" compares every other device family with them.
+HANDWRITTEN_FAMILIES = ("fused_cuda", "stream_cuda", "cublas", "cub")
 
 
-def stored_variant_table(archive, experiment):
-    """The archive's own variants table for the experiment, or None when the archive predates it."""
-    with h5py.File(archive.path, "r") as f:
-        path = f"experiments/{experiment.name}/variants"
-        if path not in f:
-            return None
-        table = A.frame(f[path])
+def is_handwritten(family):
+    return family in HANDWRITTEN_FAMILIES
+
+
+def stored_variant_table(experiment):
+    """The archive's own variants table for the experiment (axes filled in for schema 4), or None when the
+    archive predates it."""
+    if experiment.variants.empty:
+        return None
+    table = experiment.variants.copy()
     table["on_device"] = table.on_device.astype(bool)
-    return table
+    return table[FIELDS]
 
 
 # Schema <= 3: what the scoring variants' registrations said (variants/*.cpp, *.cu), keyed by family.
-LEGACY_OPERATION = "scoring"
+LEGACY_OPERATION = A.LEGACY_OPERATION
 LEGACY_FUSION_LEVEL = {"composed": "none", "partial_fusion": "partial"}  # every other scoring family: full
 LEGACY_KERNELS = {"composed": 5, "partial_fusion": 3}                   # every other scoring family: 1
 HOST_BACKENDS = ("serial", "openmp", "threads")
@@ -41,7 +47,7 @@ def legacy_variant_table(experiment):
     backend from the variant's name (`<family>_<layout>[_<flavour>]@<backend>`), layout from the samples (the
     profile table for a profile archive), essential bytes and flops from the scoring model. Those archives
     stored no modelled read/written split (NaN here); their samples' `bytes` is per timer and stays there."""
-    if experiment.kind != LEGACY_OPERATION:
+    if experiment.kind != "sweep" or experiment.operations != [LEGACY_OPERATION]:
         return None
     frames = []
     if not experiment.samples.empty:
@@ -54,6 +60,7 @@ def legacy_variant_table(experiment):
     table["family"] = [A.split_layout(v)[0] for v in table.variant]
     table["backend"] = table.variant.map(A.backend)
     table["operation"] = LEGACY_OPERATION
+    table["axes"] = ",".join(A.LEGACY_AXES)
     table["fusion_level"] = table.family.map(lambda f: LEGACY_FUSION_LEVEL.get(f, "full"))
     table["on_device"] = ~table.backend.isin(HOST_BACKENDS)
     table["kernels_launched"] = table.family.map(lambda f: LEGACY_KERNELS.get(f, 1))
@@ -69,7 +76,7 @@ def variant_table(archives):
     frames = []
     for a in archives:
         for e in a.experiments.values():
-            table = stored_variant_table(a, e)
+            table = stored_variant_table(e)
             if table is None:
                 table = legacy_variant_table(e)
             if table is not None and len(table):

@@ -238,6 +238,7 @@ struct record_table<variant_record> {
     static const std::vector<field<R>> table{
         {"variant", &R::variant},
         {"operation", &R::operation},
+        {"axes", &R::axes},
         {"family", &R::family},
         {"fusion_level", &R::fusion_level},
         {"layout", &R::layout},

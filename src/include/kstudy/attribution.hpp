@@ -11,7 +11,7 @@
 namespace kstudy {
 
 // Runs the (prepared) variant `runs` times under the callbacks; seconds and calls are per run.
-std::vector<attribution_record> attribute_kernels(scoring_variant& variant, const std::string& experiment,
+std::vector<attribution_record> attribute_kernels(variant& variant, const std::string& experiment,
                                                   const std::string& variant_id, const table_shape& shape, int runs);
 
 }  // namespace kstudy

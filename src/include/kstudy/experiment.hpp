@@ -3,13 +3,15 @@
 // back by Python reports with no extra parser, nlohmann_json is a Debian package, and strict
 // validation (unknown keys, types, ranges) is straightforward over its DOM.
 //
-// A file describes one experiment:
+// A file describes one experiment of one kind. The kinds register themselves (kstudy/experiment_kind.hpp,
+// one file each under src/study/kinds/); the fields below are those of kind `sweep`, which runs the
+// variants of one or more operations over the operations' axes:
 //   {
-//     "name": "rows_sweep", "description": "...", "kind": "scoring",
-//     "rows": {"from": 1024, "to": 16777216, "factor": 2},   // or a list: [1024, 4096]
+//     "name": "rows_sweep", "description": "...", "kind": "sweep",
+//     "operation": "scoring",              // or a list of operations with the same axes
+//     "rows": {"from": 1024, "to": 16777216, "factor": 2},   // one key per axis: a list or a range
 //     "features": [16],
-//     (or, for kind scoring, "shapes": [[1048576, 16], [262144, 256]]: explicit rows x features
-//      points instead of the rows x features grid; not together with rows/features)
+//     (or "shapes": [[1048576, 16], [262144, 256]]: explicit points, one extent per axis, instead of the grid)
 //     "variants": ["all"],                 // names, name@backend or families; "all" = every variant
 //     "memory": ["pageable", "pinned"],    // host memory kinds for one-shot timers
 //     "block_sizes": [0],                  // 0 = the variant's default
@@ -18,9 +20,7 @@
 //     "protocol": {"warmups": 2, "trials": 7, "replications": 3, "seed": 20261130,
 //                  "threads": 8, "shuffle": true}
 //   }
-// Kinds: scoring (the variants over the axes), transfer (host<->device copies over "sizes_bytes" and
-// "directions"), launch (launch-overhead probes), cold_compile (first call per variant in a fresh
-// process, and NVRTC), transpose (resident row-major -> feature-major conversion and break-even).
+// `kstudy list` names every kind with what it measures.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -43,10 +43,15 @@ struct protocol {
 struct experiment {
   std::string name;
   std::string description;
-  std::string kind = "scoring";
+  std::string kind = "sweep";
   std::string source;  // the file it came from
-  std::vector<std::int64_t> rows, features, block_sizes{0}, sizes_bytes;
-  std::vector<std::pair<std::int64_t, std::int64_t>> shapes;  // explicit (rows, features) points, if given
+  // Kinds over operations (sweep, cold_compile): the operations, their axis names and the problem points.
+  std::vector<std::string> operations;
+  std::vector<std::string> axes;
+  std::vector<std::vector<std::int64_t>> points;  // extents per point, in axis order (the grid or "shapes")
+  // Kinds over a table (transpose): its rows x features grid.
+  std::vector<std::int64_t> rows, features;
+  std::vector<std::int64_t> block_sizes{0}, sizes_bytes;
   std::vector<std::string> variants{"all"}, memory{"pageable"}, directions{"h2d", "d2h"};
   std::vector<timer_kind> timers;
   std::int64_t row_padding = 3;
@@ -54,8 +59,6 @@ struct experiment {
   std::string definition_json;  // normalised definition, as stored in the archive
 
   std::string fingerprint() const;  // stable hash of the definition (protocol overrides included)
-  // The (rows, features) points of a scoring experiment: the explicit shapes, else the rows x features grid.
-  std::vector<std::pair<std::int64_t, std::int64_t>> table_shapes() const;
 };
 
 // Parses and validates; throws experiment_error naming the file, the field and the problem.

@@ -4,7 +4,7 @@
 //   KSTUDY_INJECT_FAULT=<variant>:<kind>[:<point>]
 //
 // <variant> is matched like --variants (name, name@backend or family). The runner wraps each matching
-// variant it prepares at every scoring point (or only at point index <point>). For the first three kinds
+// variant it prepares at every point (or only at point index <point>). For the first three kinds
 // that variant's first timed run fails after running (its gate and warm-ups are untouched, so the failure
 // is the trial's):
 //   throw   a host exception (every flavour, every variant)
@@ -48,36 +48,35 @@ fault_plan parse_fault_plan(const std::string& value);
 std::optional<fault_plan> fault_plan_from_environment();
 
 // Forwards everything to the wrapped variant; after arm(), the next run() runs the variant and then
-// injects the fault (once). A corrupt_output wrapper needs no arming: it corrupts every download().
-class fault_injecting_variant final : public scoring_variant {
+// injects the fault (once). A corrupt_output wrapper needs no arming: it corrupts every download(), through
+// the operation's own corrupt() (just beyond the gate's tolerance in one output).
+class fault_injecting_variant final : public variant {
  public:
-  fault_injecting_variant(std::unique_ptr<scoring_variant> inner, fault_kind kind, std::string variant_id);
+  fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id, const operation& op);
 
   void arm() { m_armed = true; }
 
-  void prepare(const scoring_problem& problem, const run_options& options) override;
+  void prepare(const problem_data& problem, const run_options& options) override;
   void run() override;
-  void upload(const float* host_x) override { m_inner->upload(host_x); }
-  void download(float* host_score, std::uint8_t* host_flag) override;
-  std::int64_t flagged_count() const override { return m_inner->flagged_count(); }
+  void upload(const std::vector<host_span>& inputs) override { m_inner->upload(inputs); }
+  void download(const std::vector<host_span>& outputs) override;
   void poison() override { m_inner->poison(); }
   void* stream() const override { return m_inner->stream(); }
   bool queues_asynchronously() const override { return m_inner->queues_asynchronously(); }
   bool enqueues_run() const override { return m_inner->enqueues_run(); }
-  void enqueue_upload(const float* host_x) override { m_inner->enqueue_upload(host_x); }
+  void enqueue_upload(const std::vector<host_span>& inputs) override { m_inner->enqueue_upload(inputs); }
   void enqueue_run() override;
-  void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
-    m_inner->enqueue_download(host_score, host_flag);
-  }
+  void enqueue_download(const std::vector<host_span>& outputs) override { m_inner->enqueue_download(outputs); }
   void wait() override { m_inner->wait(); }
   double calculated_occupancy() const override { return m_inner->calculated_occupancy(); }
 
  private:
-  std::unique_ptr<scoring_variant> m_inner;
+  void fire_if_armed();
+  std::unique_ptr<variant> m_inner;
   fault_kind m_kind;
   std::string m_variant_id;
-  scoring_problem m_problem;  // the prepared inputs, for the tolerance a corrupted score must exceed
-  void fire_if_armed();
+  const operation* m_operation;
+  const problem_data* m_problem = nullptr;  // the prepared inputs, for the tolerance a corruption must exceed
   bool m_armed = false;
 };
 

@@ -191,7 +191,9 @@ struct profile_record {
 // rows, features, block_size), written with the point's first replication.
 struct variant_record {
   std::string variant;       // variant id (name@backend), as in sample_record::variant
-  std::string operation;     // the operation it implements (variant_info::operation): scoring
+  std::string operation;     // the operation it implements (variant_info::operation): scoring, stream_triad, ...
+  std::string axes;          // the operation's axis names, comma-separated: rows,features | n (rows, features
+                             // below are its first two extents; a one-axis operation has features = 1)
   std::string family;        // variant_info::implementation: cpu_reference, composed, partial_fusion, ...
   std::string fusion_level;  // none | partial | full
   std::string layout;        // row_major | feature_major | padded_row_major

@@ -50,29 +50,34 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
 // Child: `kstudy __replicate ARCHIVE DEFINITION_FILE REPLICATION` (the definition file carries the shard).
 int run_replication(const std::string& archive, const std::string& definition_file, int replication);
 
-// Child of a cold_compile replication: `kstudy __first_call VARIANT ROWS FEATURES` in a fresh process.
+// Child of a cold_compile replication: `kstudy __first_call VARIANT EXTENT...` in a fresh process.
 // Prints one JSON line: Kokkos initialisation, the first run (module load, first launch), a warm second
 // run, and the gate verdict of the first run's output. `initialize_seconds` is measured by the caller.
-int run_first_call(const std::string& variant_id, std::int64_t rows, std::int64_t features, double initialize_seconds);
+int run_first_call(const std::string& variant_id, const std::vector<std::int64_t>& extents, double initialize_seconds);
 
 // Parses an experiment file and applies the request's overrides (which become part of the
 // definition, so resume and merge see them).
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request);
 
-// What run_study checks before measuring: every named variant exists (in this build or another flavour).
-// Throws experiment_error naming the file and the variant.
+// What run_study checks before measuring: the kind is run by this build and passes its own check (every
+// named variant exists, in this build or another flavour). Throws experiment_error naming file and field.
 void check_experiment(const experiment& e);
-// The variants an experiment names that this build provides, in its order, each once. Names another
-// flavour provides (fused_cuda_* on a CPU build) are skipped with a note; unknown names throw
-// experiment_error naming the file and field.
+// The variants of the experiment's operations it names that this build provides, in its order, each once.
+// Names of a family the operation marks as another flavour's (its CUDA variants on a CPU build), or on a
+// backend this build lacks, are skipped with a note; unknown names throw experiment_error naming the
+// file and field.
 std::vector<const registered_variant*> select_variants(const experiment& e);
 
-// One point of a scoring experiment: a (rows, features) shape at one block size; index = the point's
-// position in the experiment (samples carry it for resume).
-struct point_spec {
-  std::int64_t index, rows, features, block_size;
+// One point of an experiment over operations: an operation, the problem's extents (in its axes' order)
+// and a block size; index = the point's position in the experiment (samples carry it for resume). The
+// operations vary slowest, then the problem points, then the block sizes.
+struct sweep_point {
+  std::int64_t index = 0;
+  const operation* op = nullptr;
+  std::vector<std::int64_t> extents;
+  std::int64_t block_size = 0;
 };
-std::vector<point_spec> scoring_points(const experiment& e);
+std::vector<sweep_point> sweep_points(const experiment& e);
 
 // The variants-table row of a variant at a point: its identity and the models of what it moves and
 // computes at the shape it runs (padding included). `kstudy run` and `kstudy profile` both store it.

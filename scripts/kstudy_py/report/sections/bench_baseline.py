@@ -26,8 +26,9 @@ def bench_baseline(inputs, sec):
         return sec.skip("no CPU reference repetitions in that benchmark file")
     s = inputs.points[(inputs.points.block_size == 0) & inputs.points.timer.map(A.is_device_timer)]
     renamed = base.rename(columns={"median": "cpu_median", "q1": "cpu_q1", "q3": "cpu_q3", "n": "cpu_n"})
-    df = s.merge(renamed[["baseline", "rows", "features", "cpu_median", "cpu_q1", "cpu_q3", "cpu_n"]],
-                 on=["rows", "features"])
+    # The same operation only: another operation's point may share the benchmark's extents.
+    df = s.merge(renamed[["baseline", "operation", "rows", "features", "cpu_median", "cpu_q1", "cpu_q3", "cpu_n"]],
+                 on=["operation", "rows", "features"])
     if df.empty:
         shapes = ", ".join(f"{r}x{f}" for r, f in zip(base.rows, base.features))
         return sec.skip(f"the benchmark's CPU shapes ({shapes}) are not in the archives")

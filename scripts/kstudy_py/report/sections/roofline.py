@@ -1,5 +1,6 @@
 """Roofline: achieved flops at the operation's essential arithmetic intensity against the archive's measured
-bandwidth ceilings, at the reference shape and the largest tested one."""
+bandwidth ceilings, at the reference shape (`--shape ROWSxFEATURES`) and the largest tested one. Operations of
+two axes only, since the reference shape names two extents; `roofline_by_operation` draws every operation."""
 import numpy as np
 import pandas as pd
 
@@ -9,6 +10,11 @@ from ..figures import MARKERS, colours, plt, save
 # The ceiling that bounds each timer; host-in/host-out timers are bounded by the upload from their memory kind.
 ROOF_OF_TIMER = {"resident_wall": "device_read", "device_events": "device_read", "host_wall": "host_read"}
 RESIDENT_TIMERS = ("resident_wall", "host_wall")
+
+
+def two_axes(points):
+    """Points of operations over two axes, whose extents a ROWSxFEATURES reference shape can name."""
+    return points["axes"].fillna("").str.count(",") == 1
 
 
 def shapes_to_show(inputs, s):
@@ -99,9 +105,10 @@ def intensity_lines(inputs, df):
 
 @section("roofline", "Roofline", order=60)
 def roofline(inputs, sec):
-    s = inputs.points[inputs.points.block_size == 0]
+    s = inputs.points[(inputs.points.block_size == 0) & two_axes(inputs.points)]
     if s.empty:
-        return sec.skip("no experiment with timed variants")
+        return sec.skip("no experiment with timed variants of a two-axis operation (rows × features); "
+                        "*Roofline by operation* covers the others")
     df = roofline_table(inputs, shapes_to_show(inputs, s))
     inputs.write_csv(df.drop(columns="family"), "roofline.csv", sec,
                      "arithmetic intensity = essential flops / essential bytes (the variants table); achieved GFLOP/s; roof = the matching ceiling of the same archive × intensity")

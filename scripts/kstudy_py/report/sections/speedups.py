@@ -22,20 +22,20 @@ def best_per_boundary(points):
     return best.set_index("boundary").loc[ordered_boundaries(best.boundary)].reset_index()
 
 
-def best_per_regime(inputs):
+def best_per_regime(inputs, operation):
     """Fastest variant per timing boundary at the smallest, reference and largest row counts of one experiment
-    (the primary sweep at the reference width, else its most swept width), so every speedup in a row shares
-    that experiment's CPU reference."""
+    (the primary sweep at the reference width, else its most swept width) and one operation, so every speedup
+    in a row shares that experiment's CPU reference of that operation."""
     rows, feats = inputs.shape
-    sp = inputs.speedups
+    sp = inputs.speedups[inputs.speedups.operation == operation]
     f = feats if (sp.features == feats).any() else sp.features.mode().iloc[0]
-    key = inputs.primary_sweep(f)
+    key = inputs.primary_sweep(f, operation)
     sp = in_experiment(sp[sp.features == f], key)
     out = []
     for r in dict.fromkeys([sp.rows.min(), rows, sp.rows.max()]):
         if not (sp.rows == r).any():
             continue
-        size = f"{A.fmt_rows(r)}×{f}" + (" (reference)" if r == rows and f == feats else "")
+        size = A.point_label(r, f, sp["axes"].iloc[0]) + (" (reference)" if r == rows and f == feats else "")
         at = sp[sp.rows == r]
         for b in ordered_boundaries(at.boundary):
             x = at[at.boundary == b].loc[lambda g: g["median"].idxmin()]
@@ -110,7 +110,7 @@ def speedup_figure(sp, key, out):
         ax.set_yscale("log")
         ax.set_title(b, fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
-        ax.set_xlabel("rows")
+        ax.set_xlabel(sp["axes"].iloc[0].split(",")[0])  # the swept (first) axis: rows, n, ...
         ax.set_ylabel("speedup over CPU reference")
     legend = axes[-1]
     legend.axis("off")
@@ -132,23 +132,31 @@ def speedups(inputs, sec):
                      "speedup = the same experiment's CPU median / median")
     rows, feats = inputs.shape
     at = sp[(sp.rows == rows) & (sp.features == feats)]
+    # The tables, headline and figure below describe one operation; speedups.csv has them all.
+    operation = inputs.primary_operation()
+    if sp.operation.nunique() > 1:
+        sec.lines.append(f"Below: the {operation} operation (the most measured points); `speedups.csv` has "
+                         f"every operation ({', '.join(sorted(sp.operation.unique()))}).")
     if at.empty:
         sec.lines.append(f"No point at {inputs.shape_label()}; see `speedups.csv` for every point.")
     else:
         inputs.write_csv(at[COLUMNS], f"speedup_{rows}x{feats}.csv", sec, f"the same at {inputs.shape_label()}")
-        # The rows sweep where it measured the shape, else the experiment with the most variants there.
-        key = inputs.primary_sweep(feats)
-        if key not in set(zip(at.archive, at.experiment)):
-            key = tuple(at.groupby(["archive", "experiment"]).variant.nunique().idxmax())
-        sec.lines.extend(at_shape_lines(inputs, at, key))
-        sec.headlines.extend(headline(inputs, at, key))
-    best = best_per_regime(inputs)
+        at = at[at.operation == operation]
+        if len(at):
+            # The rows sweep where it measured the shape, else the experiment with the most variants there.
+            key = inputs.primary_sweep(feats, operation)
+            if key not in set(zip(at.archive, at.experiment)):
+                key = tuple(at.groupby(["archive", "experiment"]).variant.nunique().idxmax())
+            sec.lines.extend(at_shape_lines(inputs, at, key))
+            sec.headlines.extend(headline(inputs, at, key))
+    best = best_per_regime(inputs, operation)
     inputs.write_csv(best, "best_per_regime.csv", sec, "fastest variant per timing boundary at the smallest, "
                      "reference and largest row counts of one experiment, against that experiment's CPU reference")
     sec.findings.extend(regime_findings(best))
-    feats_swept = sp.groupby("features").rows.nunique().idxmax()
-    key = inputs.primary_sweep(feats_swept)
-    swept = in_experiment(sp[sp.features == feats_swept], key)
+    mine = sp[sp.operation == operation]
+    feats_swept = mine.groupby("features").rows.nunique().idxmax()
+    key = inputs.primary_sweep(feats_swept, operation)
+    swept = in_experiment(mine[mine.features == feats_swept], key)
     if swept.rows.nunique() >= 2:
         sec.figures.append((speedup_figure(swept, key, inputs.out), f"Speedup over the CPU reference vs rows (log–log) "
                             f"in {key[0]}/{key[1]}: one panel per timing boundary, one line per variant family (its "

@@ -7,16 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "kstudy/views/host_memory.hpp"
+
 namespace kstudy {
-
-enum class host_memory { pageable, pinned };
-
-inline std::string_view to_string(host_memory kind) { return kind == host_memory::pinned ? "pinned" : "pageable"; }
-inline host_memory parse_host_memory(std::string_view name) {
-  if (name == "pageable") return host_memory::pageable;
-  if (name == "pinned") return host_memory::pinned;
-  throw std::invalid_argument("unknown host memory kind '" + std::string(name) + "' (expected pageable or pinned)");
-}
 
 constexpr bool pinned_memory_available() {
 #ifdef KOKKOS_ENABLE_CUDA

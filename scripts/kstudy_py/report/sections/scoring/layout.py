@@ -8,6 +8,7 @@ from ... import section
 from ...figures import colours, grid, save
 
 RESIDENT = ("host_wall", "resident_wall")
+OPERATION = "scoring"  # its layouts: row-major, feature-major and padded tables of rows x features
 
 
 def reuse_words(value):
@@ -46,7 +47,8 @@ def layout_table(inputs, measured):
     # Archives are the same machine when their GPU and CPU models match.
     machine = {a.label: (a.environment.get("gpu_name", ""), a.environment.get("cpu_model", ""))
                for a in inputs.archives}
-    s = inputs.points[inputs.points.timer.isin(RESIDENT) & (inputs.points.block_size == 0)]
+    points = inputs.points_of(OPERATION)
+    s = points[points.timer.isin(RESIDENT) & (points.block_size == 0)]
     rows = []
     for (arch, exp, n_rows, feats, timer), g in s.groupby(["archive", "experiment", "rows", "features", "timer"]):
         for (family, backend), items in g.groupby(["family", "backend"], sort=False):
@@ -145,7 +147,7 @@ def layout_figure(df, out):
     return save(fig, out, "layout_ratio.png")
 
 
-@section("layout", "Layout: row-major vs feature-major vs padded", order=50, operation="scoring")
+@section("layout", "Layout: row-major vs feature-major vs padded", order=50, operation=OPERATION)
 def layout(inputs, sec):
     measured = transposes(inputs)
     df = layout_table(inputs, measured)

@@ -9,6 +9,8 @@ from .... import archive as A
 from ... import section
 from ...figures import plt, save
 
+OPERATION = "scoring"  # upload and download sizes below are the scoring operation's (x in; score, flag out)
+
 
 @dataclass
 class Waterfall:
@@ -107,19 +109,20 @@ def finding(inputs, wf, bench_cpu):
     return lines
 
 
-@section("waterfall", "Where the ratio goes: resident to one-shot", order=40, needs=("transfer",), operation="scoring")
+@section("waterfall", "Where the ratio goes: resident to one-shot", order=40, needs=("transfer",), operation=OPERATION)
 def waterfall(inputs, sec, transfer):
     rows, feats = inputs.shape
-    s = inputs.points[(inputs.points.rows == rows) & (inputs.points.features == feats) &
-                      (inputs.points.block_size == 0)]
+    points = inputs.points_of(OPERATION)
+    s = points[(points.rows == rows) & (points.features == feats) & (points.block_size == 0)]
     best = fastest_with_one_shot(s)
     if best is None:
         return sec.skip(f"needs resident_wall and one_shot samples of one device variant in one experiment at "
                         f"{inputs.shape_label()}")
     rows_ = [c for memory in ("pinned", "pageable") for c in components(inputs, transfer.value, s, best, memory)]
     df = pd.DataFrame(rows_)
-    base = inputs.baselines[(inputs.baselines.archive == best.archive) & (inputs.baselines.experiment == best.experiment)
-                            & (inputs.baselines.rows == rows) & (inputs.baselines.features == feats)]
+    b = inputs.baselines
+    base = b[(b.archive == best.archive) & (b.experiment == best.experiment) & (b.operation == OPERATION)
+             & (b.rows == rows) & (b.features == feats)]
     wf = Waterfall(df, float(base.cpu_median.iloc[0]) if len(base) else None, best.archive, best.experiment)
     inputs.write_csv(df, f"waterfall_{rows}x{feats}.csv", sec,
                      "resident → one-shot decomposition; upload/download derived from copy bandwidth (source column)")
@@ -129,7 +132,7 @@ def waterfall(inputs, sec, transfer):
                      "score (float) + flag (uint8) per row.")
     sec.lines += [detail_line(g, wf.cpu) for _, g in df.groupby("memory_kind", sort=False)]
     cpus = [(f"CPU reference ({best.experiment})", wf.cpu)] if wf.cpu else []
-    bench_cpu = inputs.bench_cpu_at(rows, feats) if inputs.cpu_baseline_path else None
+    bench_cpu = inputs.bench_cpu_at(rows, feats, OPERATION) if inputs.cpu_baseline_path else None
     if bench_cpu:
         cpus.append((f"CPU reference from {inputs.cpu_baseline_name}", bench_cpu))
     sec.figures.append((waterfall_figure(wf, cpus, inputs.out, rows, feats),

@@ -70,9 +70,16 @@ class cpu_reference final : public detail::kokkos_variant<ExecutionSpace, Kokkos
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   if constexpr (detail::is_host_space_v<space>) {
-    detail::register_kokkos_variant<cpu_reference<space>>(
-        {"cpu_reference", "cpu_reference", "full", "", "CPU baseline: float32, row-major, rows split over host threads",
-         table_layout::row_major, false, 1, false, essential_traffic});
+    variant_info info;
+    info.name = "cpu_reference";
+    info.operation = scoring_operation_name;
+    info.family = "cpu_reference";
+    info.fusion = fusion_level::full;
+    info.description = "CPU baseline: float32, row-major, rows split over host threads";
+    info.layout = table_layout::row_major;
+    info.kernels_launched = 1;  // one parallel loop over the rows
+    info.traffic = scoring_essential_traffic;
+    detail::register_kokkos_variant<cpu_reference<space>>(info);
   }
 });
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/operation.hpp"
 #include "kstudy/views/scoring_problem.hpp"
 
 namespace kstudy {
@@ -28,7 +29,7 @@ struct reference_result {
 // float64 evaluation of the operation on the problem's float32 inputs (OpenMP threads, untimed).
 reference_result compute_reference(const scoring_problem& problem);
 
-struct gate_result {
+struct scoring_gate_result {
   bool passed = false;
   double max_abs_error = 0.0;
   double max_relative_error = 0.0;  // |s - ref| / (sum_f |z_f w_f| + atol), the tolerance's own scale
@@ -40,6 +41,10 @@ struct gate_result {
   std::int64_t flagged_count_error = 0;  // |variant count - reference count| beyond ambiguous rows
   std::int64_t rows = 0;
   std::string message;  // empty when passed; otherwise the first failing row and why
+
+  // In the runner's terms: score failures are value failures; flag mismatches and a wrong count are
+  // discrete mismatches; ambiguous rows stay ambiguous.
+  gate_result generic() const;
 };
 
 double gate_rtol(std::int64_t features);
@@ -47,7 +52,7 @@ constexpr double gate_atol = 1e-6;
 // The bound check_results allows row's score: rtol * sum_f |z_f w_f| + atol, from the problem's inputs.
 double score_tolerance(const scoring_problem& problem, std::int64_t row);
 
-gate_result check_results(const scoring_problem& problem, const reference_result& reference,
-                          const float* score, const std::uint8_t* flag, std::int64_t flagged_count);
+scoring_gate_result check_results(const scoring_problem& problem, const reference_result& reference,
+                                  const float* score, const std::uint8_t* flag, std::int64_t flagged_count);
 
 }  // namespace kstudy

@@ -1,4 +1,4 @@
-#include "kstudy/pipeline.hpp"
+#include "scoring/pipeline.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -68,8 +68,8 @@ pipelined_one_shot::pipelined_one_shot(const registered_variant& entry, const sc
     scoring_problem p = problem;
     p.shape = s->shape;
     p.x = placeholder.data();
-    s->variant = entry.make();
-    s->variant->prepare(p, options);
+    s->variant = make_scoring_variant(entry);
+    s->variant->prepare_table(p, options);
     // Pinned input goes up without staging: contiguous rows as they are, feature-major chunks as one
     // strided copy where the variant can queue one.
     const bool direct = input_kind == host_memory::pinned &&
@@ -129,15 +129,15 @@ std::int64_t pipelined_one_shot::run(const float* host_x, float* score, std::uin
     s.row_begin = r0;
     if (s.x.bytes() > 0) {
       gather_chunk(m_shape, host_x, r0, s.rows, s.x.as<float>());
-      s.variant->enqueue_upload(s.x.as<float>());
+      s.variant->enqueue_upload_table(s.x.as<float>());
     } else if (m_shape.layout == table_layout::feature_major) {
       s.variant->enqueue_upload_columns(host_x + r0, m_shape.rows);  // pinned: one strided copy
     } else {
-      s.variant->enqueue_upload(host_x + r0 * pitch);  // pinned, contiguous rows: straight from the caller
+      s.variant->enqueue_upload_table(host_x + r0 * pitch);  // pinned, contiguous rows: straight from the caller
     }
     s.variant->enqueue_run();
-    if (s.score.bytes() > 0) s.variant->enqueue_download(s.score.as<float>(), s.flag.as<std::uint8_t>());
-    else s.variant->enqueue_download(score + r0, flag + r0);
+    if (s.score.bytes() > 0) s.variant->enqueue_download_scores(s.score.as<float>(), s.flag.as<std::uint8_t>());
+    else s.variant->enqueue_download_scores(score + r0, flag + r0);
     s.busy = true;
   }
   // Drain in chunk order.

@@ -405,20 +405,29 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
   }
 };
 
-traffic_model fused_traffic(const table_shape& shape) { return essential_traffic(shape); }
+variant_info fused_info(const char* name, table_layout layout, const char* description) {
+  variant_info info;
+  info.name = name;
+  info.operation = scoring_operation_name;
+  info.family = "fused_kokkos";
+  info.fusion = fusion_level::full;
+  info.description = description;
+  info.layout = layout;
+  info.kernels_launched = 1;  // standardize, clip, weight, row sum and threshold in one kernel
+  info.traffic = scoring_essential_traffic;
+  return info;
+}
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutLeft>>(
-      {"fused_kokkos_feature_major", "fused_kokkos", "full", "", "one kernel, one row per thread, coalesced across rows",
-       table_layout::feature_major, false, 1, false, fused_traffic});
-  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutRight>>(
-      {"fused_kokkos_row_major", "fused_kokkos", "full", "",
-       "one kernel; device: coalesced tile copy to team scratch + vector-lane row reduction",
-       table_layout::row_major, false, 1, !detail::is_host_space_v<space>, fused_traffic});
-  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutStride>>(
-      {"fused_kokkos_padded", "fused_kokkos", "full", "", "one kernel, one row per thread over a padded row pitch",
-       table_layout::padded_row_major, false, 1, false, fused_traffic});
+  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutLeft>>(fused_info(
+      "fused_kokkos_feature_major", table_layout::feature_major, "one kernel, one row per thread, coalesced across rows"));
+  auto row_major = fused_info("fused_kokkos_row_major", table_layout::row_major,
+                              "one kernel; device: coalesced tile copy to team scratch + vector-lane row reduction");
+  row_major.tunable_block_size = !detail::is_host_space_v<space>;  // the team size of the tile kernel
+  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutRight>>(row_major);
+  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutStride>>(fused_info(
+      "fused_kokkos_padded", table_layout::padded_row_major, "one kernel, one row per thread over a padded row pitch"));
 });
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "kstudy/gate.hpp"
 
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/cuda_escape.hpp"
@@ -76,32 +75,24 @@ std::optional<fault_plan> fault_plan_from_environment() {
   return parse_fault_plan(value);
 }
 
-fault_injecting_variant::fault_injecting_variant(std::unique_ptr<scoring_variant> inner, fault_kind kind,
-                                                 std::string variant_id)
-    : m_inner(std::move(inner)), m_kind(kind), m_variant_id(std::move(variant_id)) {}
+fault_injecting_variant::fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id,
+                                                 const operation& op)
+    : m_inner(std::move(inner)), m_kind(kind), m_variant_id(std::move(variant_id)), m_operation(&op) {}
 
-void fault_injecting_variant::prepare(const scoring_problem& problem, const run_options& options) {
+void fault_injecting_variant::prepare(const problem_data& problem, const run_options& options) {
   m_inner->prepare(problem, options);
-  m_problem = problem;
+  m_problem = &problem;
 }
 
-void fault_injecting_variant::download(float* host_score, std::uint8_t* host_flag) {
-  m_inner->download(host_score, host_flag);
+void fault_injecting_variant::download(const std::vector<host_span>& outputs) {
+  m_inner->download(outputs);
   if (m_kind != fault_kind::corrupt_output) return;
-  const double threshold = m_problem.threshold;
-  for (std::int64_t r = 0; r < m_problem.shape.rows; ++r) {
-    const double score = host_score[r], bound = score_tolerance(m_problem, r);
-    // A row whose flag no score within the tolerances could change: only the score is then wrong.
-    if (!std::isfinite(score) || std::fabs(score - threshold) <= 4 * bound) continue;
-    // Moved away from the threshold, to the first float beyond twice the bound: |new - reference| >=
-    // |new - score| - |score - reference| > 2 bound - bound.
-    const float away = score > threshold ? INFINITY : -INFINITY;
-    float corrupted = static_cast<float>(score + (score > threshold ? 2 : -2) * bound);
-    while (std::fabs(double(corrupted) - score) <= 2 * bound) corrupted = std::nextafter(corrupted, away);
-    host_score[r] = corrupted;
-    return;
+  if (m_problem == nullptr) throw std::logic_error("injected fault (corrupt): " + m_variant_id + " was never prepared");
+  try {
+    m_operation->corrupt(*m_problem, outputs);
+  } catch (const std::logic_error& ex) {
+    throw std::logic_error("injected fault (corrupt) in " + m_variant_id + ": " + ex.what());
   }
-  throw std::logic_error("injected fault (corrupt): no row of " + m_variant_id + " is far enough from the threshold");
 }
 
 void fault_injecting_variant::run() {

@@ -56,15 +56,25 @@ traffic_model composed_traffic(const table_shape& s) {
   return {n + 3 * f + n + n + n + f + 4 * r, n + n + n + 4 * r + r};
 }
 
+variant_info composed_info(const char* name, table_layout layout) {
+  variant_info info;
+  info.name = name;
+  info.operation = scoring_operation_name;
+  info.family = "composed";
+  info.fusion = fusion_level::none;
+  info.description = "5 steps, intermediates in memory; row sum by KokkosBlas::gemv";
+  info.layout = layout;
+  info.kernels_launched = 5;  // standardize, clip, weight, gemv, threshold
+  info.traffic = composed_traffic;
+  return info;
+}
+
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   detail::register_kokkos_variant<composed<space, Kokkos::LayoutLeft>>(
-      {"composed_feature_major", "composed", "none", "",
-       "5 steps, intermediates in memory; row sum by KokkosBlas::gemv", table_layout::feature_major, false, 5, false,
-       composed_traffic});
+      composed_info("composed_feature_major", table_layout::feature_major));
   detail::register_kokkos_variant<composed<space, Kokkos::LayoutRight>>(
-      {"composed_row_major", "composed", "none", "", "5 steps, intermediates in memory; row sum by KokkosBlas::gemv",
-       table_layout::row_major, false, 5, false, composed_traffic});
+      composed_info("composed_row_major", table_layout::row_major));
 });
 
 }  // namespace

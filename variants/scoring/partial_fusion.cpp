@@ -45,16 +45,25 @@ traffic_model partial_fusion_traffic(const table_shape& s) {
   return {n + 3 * f + n + f + 4 * r, n + 4 * r + r};
 }
 
+variant_info partial_fusion_info(const char* name, table_layout layout) {
+  variant_info info;
+  info.name = name;
+  info.operation = scoring_operation_name;
+  info.family = "partial_fusion";
+  info.fusion = fusion_level::partial;
+  info.description = "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel";
+  info.layout = layout;
+  info.kernels_launched = 3;  // standardize+clip+weight, gemv, threshold
+  info.traffic = partial_fusion_traffic;
+  return info;
+}
+
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutLeft>>(
-      {"partial_fusion_feature_major", "partial_fusion", "partial", "",
-       "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel", table_layout::feature_major,
-       false, 3, false, partial_fusion_traffic});
+      partial_fusion_info("partial_fusion_feature_major", table_layout::feature_major));
   detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutRight>>(
-      {"partial_fusion_row_major", "partial_fusion", "partial", "",
-       "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel", table_layout::row_major,
-       false, 3, false, partial_fusion_traffic});
+      partial_fusion_info("partial_fusion_row_major", table_layout::row_major));
 });
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "kstudy/gate.hpp"
+#include "scoring/gate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -60,9 +60,24 @@ double score_tolerance(const scoring_problem& problem, std::int64_t row) {
   return gate_rtol(problem.shape.features) * reference_row(problem, row).magnitude + gate_atol;
 }
 
-gate_result check_results(const scoring_problem& problem, const reference_result& reference, const float* score,
-                          const std::uint8_t* flag, std::int64_t flagged_count) {
+gate_result scoring_gate_result::generic() const {
   gate_result g;
+  g.passed = passed;
+  g.max_abs_error = max_abs_error;
+  g.max_relative_error = max_relative_error;
+  g.rtol = rtol;
+  g.atol = atol;
+  g.value_failures = score_failures;
+  g.discrete_mismatches = flag_mismatches + flagged_count_error;
+  g.ambiguous = ambiguous_rows;
+  g.checked = rows;
+  g.message = message;
+  return g;
+}
+
+scoring_gate_result check_results(const scoring_problem& problem, const reference_result& reference,
+                                  const float* score, const std::uint8_t* flag, std::int64_t flagged_count) {
+  scoring_gate_result g;
   const std::int64_t rows = problem.shape.rows;
   g.rows = rows;
   g.rtol = gate_rtol(problem.shape.features);

@@ -1,117 +1,23 @@
 #pragma once
-// Shared plumbing of the Kokkos variants: buffers, transfers, poisoning and per-space registration.
-// A variant derives from kokkos_variant<ExecutionSpace, Layout, Value> and implements run().
+// The scoring operation's Kokkos variant base: its buffers, transfers and poisoning. A variant derives
+// from kokkos_variant<ExecutionSpace, Layout, Value> and implements run() (or queued_kokkos_variant and
+// launch()).
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <limits>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <utility>
 
-#include "kstudy/variant.hpp"
+#include "detail/kokkos_support.hpp"
+#include "kstudy/views/feature_table.hpp"
+#include "scoring/scoring_variant.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
 #endif
-#include "kstudy/views/feature_table.hpp"
 
 namespace kstudy::detail {
-
-template <class ExecutionSpace>
-constexpr bool is_host_space_v =
-    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible;
-
-template <class ExecutionSpace>
-std::string backend_name() {
-#ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return "cuda";
-#endif
-#ifdef KOKKOS_ENABLE_OPENMP
-  if constexpr (std::is_same_v<ExecutionSpace, Kokkos::OpenMP>) return "openmp";
-#endif
-#ifdef KOKKOS_ENABLE_SERIAL
-  if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Serial>) return "serial";
-#endif
-  return ExecutionSpace::name();
-}
-
-template <class T>
-struct type_tag {
-  using type = T;
-};
-
-// Calls f(type_tag<Space>{}) for every execution space this Kokkos build enables.
-template <class F>
-int for_each_enabled_space(F&& f) {
-#ifdef KOKKOS_ENABLE_SERIAL
-  f(type_tag<Kokkos::Serial>{});
-#endif
-#ifdef KOKKOS_ENABLE_OPENMP
-  f(type_tag<Kokkos::OpenMP>{});
-#endif
-#ifdef KOKKOS_ENABLE_CUDA
-  f(type_tag<Kokkos::Cuda>{});
-#endif
-  return 0;
-}
-
-// Registers Variant (a kokkos_variant<Space, ...>) with the backend and device flag filled in.
-template <class Variant>
-void register_kokkos_variant(variant_info info) {
-  using space = typename Variant::execution_space;
-  info.backend = backend_name<space>();
-  info.on_device = !is_host_space_v<space>;
-  variant_registration<Variant>{std::move(info)};
-}
-
-// The policy with Kokkos' light-weight hint: on CUDA the kernel's functor then travels as a launch
-// parameter. Without it Kokkos 3.4 sends functors over 512 bytes through constant memory, which queues
-// a host-to-device copy before every launch and waits for the previous launch using that memory.
-template <class Policy>
-auto light_weight(const Policy& policy) {
-  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
-}
-
-// Teams of team_size threads that the space runs at once (one resident wave on a GPU), at least 1.
-template <class ExecutionSpace>
-std::int64_t resident_teams(const ExecutionSpace& space, int team_size) {
-  const std::int64_t teams = std::int64_t(space.concurrency()) / team_size;
-  return teams > 0 ? teams : 1;
-}
-
-// Teams of team_size threads sure to be resident at once when the kernel's launch bounds guarantee
-// threads_per_sm resident threads on every multiprocessor (LaunchBounds<1024, 1>: at most 64 registers,
-// so 1,024 of 2,048 slots; LaunchBounds<256, 5>: 1,280). Sizing a kernel's grid by concurrency() alone
-// gave a register-limited kernel two waves (fused_kokkos at 1M x 16: 1,024 teams of 256 threads where
-// 4 x 132 fit at 55 registers), and the second ran as a tail.
-template <class ExecutionSpace>
-std::int64_t guaranteed_resident_teams(const ExecutionSpace& space, int team_size, int threads_per_sm) {
-  if constexpr (is_host_space_v<ExecutionSpace>) {
-    return resident_teams(space, team_size);
-  } else {
-    int slots_per_sm = 2048;
-#ifdef KOKKOS_ENABLE_CUDA
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&slots_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device) != cudaSuccess)
-      slots_per_sm = 2048;
-#endif
-    const std::int64_t sms = std::max<std::int64_t>(1, std::int64_t(space.concurrency()) / slots_per_sm);
-    return std::max<std::int64_t>(1, sms * std::max(1, threads_per_sm / team_size));
-  }
-}
-
-// Teams for `work` blocks of work given `resident` teams at once: as many waves of work as needed,
-// spread evenly, so every team strides over the same number of blocks (262,144 rows on 660 teams of 256
-// threads left some threads two rows and others one; 512 teams give every thread two).
-inline std::int64_t balanced_teams(std::int64_t work, std::int64_t resident) {
-  if (work <= resident) return work > 0 ? work : 1;
-  const std::int64_t waves = (work + resident - 1) / resident;
-  return (work + waves - 1) / waves;
-}
 
 // Clamp whose NaN passes through (a NaN feature makes the row's score NaN), as the reference does.
 // On sm_80+ the NaN-propagating max/min do it in two instructions, as in the CUDA kernels; the
@@ -168,7 +74,7 @@ class kokkos_variant : public scoring_variant {
   kokkos_variant(const kokkos_variant&) = delete;
   kokkos_variant& operator=(const kokkos_variant&) = delete;
 
-  void prepare(const scoring_problem& problem, const run_options& options) override {
+  void prepare_table(const scoring_problem& problem, const run_options& options) override {
     problem.validate();
     if (problem.shape.layout != layout_of<Layout>())
       throw std::invalid_argument("variant expects a " + std::string(to_string(layout_of<Layout>())) + " table, got " +
@@ -185,17 +91,17 @@ class kokkos_variant : public scoring_variant {
                                                        m_shape.rows);
     m_count_host = count_host_view("kstudy::flagged_count");
     allocate_workspace();
-    upload(problem.x);
+    upload_table(problem.x);
   }
 
-  void upload(const float* host_x) override {
+  void upload_table(const float* host_x) override {
     static_assert(std::is_same_v<Value, float>, "host tables are float32; add a converting upload for other types");
     auto host = host_table_view<Layout>(host_x, m_shape);
     Kokkos::deep_copy(m_space, contiguous_span(m_x, m_shape), host);
     m_space.fence();
   }
 
-  void download(float* host_score, std::uint8_t* host_flag) override {
+  void download_scores(float* host_score, std::uint8_t* host_flag) override {
     using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
     Kokkos::View<float*, Kokkos::HostSpace, unmanaged> score(host_score, m_shape.rows);
     Kokkos::View<std::uint8_t*, Kokkos::HostSpace, unmanaged> flag(host_flag, m_shape.rows);
@@ -215,13 +121,13 @@ class kokkos_variant : public scoring_variant {
 
   // Queued transfers for the pipelined strategy (see scoring_variant); the kernels are queued by the
   // derived variant's enqueue_run(), reducing its count into m_count_host.
-  void enqueue_upload(const float* host_x) override {
-    if (!this->queues_asynchronously()) return upload(host_x);
+  void enqueue_upload_table(const float* host_x) override {
+    if (!this->queues_asynchronously()) return upload_table(host_x);
     auto host = host_table_view<Layout>(host_x, m_shape);
     Kokkos::deep_copy(m_space, contiguous_span(m_x, m_shape), host);
   }
-  void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
-    if (!this->queues_asynchronously()) return download(host_score, host_flag);
+  void enqueue_download_scores(float* host_score, std::uint8_t* host_flag) override {
+    if (!this->queues_asynchronously()) return download_scores(host_score, host_flag);
     using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
     Kokkos::View<float*, Kokkos::HostSpace, unmanaged> score(host_score, m_shape.rows);
     Kokkos::View<std::uint8_t*, Kokkos::HostSpace, unmanaged> flag(host_flag, m_shape.rows);

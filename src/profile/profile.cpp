@@ -21,14 +21,13 @@
 #include "kstudy/archive.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
-#include "kstudy/gate.hpp"
+#include "kstudy/point_inputs.hpp"
 #include "kstudy/ncu.hpp"
 #include "kstudy/platform/process.hpp"
 #include "kstudy/platform/stop_signal.hpp"
 #include "kstudy/probes.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/variant.hpp"
-#include "kstudy/views/data_generator.hpp"
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/cuda_escape.hpp"
 #endif
@@ -190,7 +189,7 @@ std::vector<std::string> settle_metrics(ncu_runner& runner, const std::string& n
   for (std::size_t attempt = 0; attempt <= ncu::metric_specs().size() + 1; ++attempt) {
     point_result probe;
     try {
-      probe = runner.run("probe", {"1", "1", "0", "0", "1"});
+      probe = runner.run("probe", {"probe", "1", "0", "0", "1"});  // no variant: the marker kernel alone
     } catch (const ncu_failure& failure) {
       if (refuse(failure.what())) continue;
       throw std::runtime_error(ncu_path + " could not profile a one-thread kernel: " + failure.what() + hint);
@@ -209,9 +208,16 @@ std::vector<std::string> settle_metrics(ncu_runner& runner, const std::string& n
 
 struct planned_point {
   const experiment* e;
-  point_spec point;
+  sweep_point point;
   std::vector<std::string> variants;
+  table_shape shape() const { return point.op->shape(point.extents, point.op->info().layouts.front(), 0); }
 };
+
+std::string joined_extents(const std::vector<std::int64_t>& extents) {
+  std::string text;
+  for (const auto x : extents) text += (text.empty() ? "" : ",") + std::to_string(x);
+  return text;
+}
 
 // The variants table of a profile archive: what the code knows of every variant profiled at each point of
 // the experiment, as `kstudy run` stores it, so a report reads the same model for both archives.
@@ -222,8 +228,8 @@ std::vector<variant_record> profiled_variants(const std::vector<planned_point>& 
     for (const auto& id : p.variants) {
       const auto* v = variant_registry::instance().find(id);
       if (v == nullptr) continue;
-      rows.push_back(describe_variant(
-          v->info, make_shape(p.point.rows, p.point.features, v->info.layout, e.row_padding), p.point.block_size));
+      rows.push_back(describe_variant(v->info, p.point.op->shape(p.point.extents, v->info.layout, e.row_padding),
+                                      p.point.block_size));
     }
   }
   return rows;
@@ -370,14 +376,53 @@ std::vector<std::int64_t> spread_points(std::int64_t count, int limit) {
   return out;
 }
 
+// One variant at the point, under ncu: gated first (the gate's run is also the first warm-up), warmed
+// once more, then one steady-state call between markers.
+ncu::child_variant profile_variant(const std::string& id, point_inputs& inputs, std::int64_t block,
+                                   ncu::child_report& report) {
+  ncu::child_variant v;
+  v.variant = id;
+  const auto* entry = variant_registry::instance().find(id);
+  if (!entry) {
+    v.status = "failed: unknown variant";
+    return v;
+  }
+  const auto shape = inputs.shape(entry->info.layout);
+  v.layout = std::string(to_string(shape.layout));
+  try {
+    const std::int64_t needed = entry->info.traffic(shape).total();  // every buffer the variant touches
+    const std::int64_t available = entry->info.on_device ? probes::device_memory_free() : 0;
+    if (entry->info.on_device && needed > available / 10 * 9) {
+      v.status = "skipped: needs " + std::to_string(needed) + " device bytes, " + std::to_string(available) + " free";
+      return v;
+    }
+    auto impl = entry->make();
+    const auto gate = prepare_and_gate(*impl, *entry, inputs, run_options{static_cast<int>(block)});
+    v.gate_passed = gate.passed;
+    v.status = gate.passed ? "ok" : "rejected";
+    impl->run();  // warm-up: the profiled call below is a steady-state one
+    profiled_call call(v.events);
+    launch_marker();
+    v.marker = report.markers++;
+    impl->run();
+  } catch (const std::exception& ex) {
+    v.status = std::string("failed: ") + ex.what();
+  }
+  return v;
+}
+
 int run_profile_point(const std::vector<std::string>& args) {
-  if (args.size() < 6) throw std::invalid_argument("__profile_point RESULT_JSON ROWS FEATURES BLOCK PADDING SEED VARIANT...");
+  if (args.size() < 6)
+    throw std::invalid_argument("__profile_point RESULT_JSON OPERATION EXTENTS BLOCK PADDING SEED VARIANT...");
   const std::string result_path = args[0];
-  const std::int64_t rows = parse_int(args[1], "rows"), features = parse_int(args[2], "features");
-  const std::int64_t block = parse_int(args[3], "block size"), padding = parse_int(args[4], "row padding");
-  dataset_options data_options;
-  data_options.seed = static_cast<std::uint64_t>(parse_int(args[5], "seed"));
   const std::vector<std::string> ids(args.begin() + 6, args.end());
+  const auto* op = operation_registry::instance().find(args[1]);
+  if (op == nullptr && !ids.empty()) throw std::invalid_argument("__profile_point: unknown operation '" + args[1] + "'");
+  std::vector<std::int64_t> extents;
+  std::stringstream list(args[2]);
+  for (std::string item; std::getline(list, item, ',');) extents.push_back(parse_int(item, "extent"));
+  const std::int64_t block = parse_int(args[3], "block size"), padding = parse_int(args[4], "row padding");
+  const auto seed = static_cast<std::uint64_t>(parse_int(args[5], "seed"));
 
   ncu::child_report report;
   if (ids.empty()) {  // the probe: one marker kernel
@@ -386,59 +431,9 @@ int run_profile_point(const std::vector<std::string>& args) {
     launch_marker();
     report.markers = 1;
   }
-  std::map<table_layout, std::unique_ptr<host_dataset>> datasets;
-  std::unique_ptr<reference_result> reference;
-  // The first layout is generated with its column statistics; the others reuse them (same values).
-  const auto dataset_for = [&](table_layout layout) -> const host_dataset& {
-    const auto it = datasets.find(layout);
-    if (it != datasets.end()) return *it->second;
-    auto made = datasets.empty()
-                    ? std::make_unique<host_dataset>(make_shape(rows, features, layout, padding), data_options)
-                    : std::make_unique<host_dataset>(datasets.begin()->second->with_layout(layout, padding));
-    return *(datasets[layout] = std::move(made));
-  };
-  for (const auto& id : ids) {
-    ncu::child_variant v;
-    v.variant = id;
-    const auto* entry = variant_registry::instance().find(id);
-    if (!entry) {
-      v.status = "failed: unknown variant";
-      report.variants.push_back(v);
-      continue;
-    }
-    const auto shape = make_shape(rows, features, entry->info.layout, padding);
-    v.layout = std::string(to_string(shape.layout));
-    try {
-      const std::int64_t needed = entry->info.traffic(shape).total();  // every buffer the variant touches
-      const std::int64_t available = entry->info.on_device ? probes::device_memory_free() : 0;
-      if (entry->info.on_device && needed > available / 10 * 9) {
-        v.status = "skipped: needs " + std::to_string(needed) + " device bytes, " + std::to_string(available) + " free";
-        report.variants.push_back(v);
-        continue;
-      }
-      const auto& data = dataset_for(shape.layout);
-      if (!reference) reference = std::make_unique<reference_result>(compute_reference(data.problem()));
-      auto impl = entry->make();
-      impl->prepare(data.problem(), run_options{static_cast<int>(block)});
-      impl->poison();
-      impl->run();  // first call: the gate's run, also the first warm-up
-      scoring_results out;
-      out.resize(rows);
-      impl->download(out.score.data(), out.flag.data());
-      const auto gate = check_results(data.problem(), *reference, out.score.data(), out.flag.data(), impl->flagged_count());
-      v.gate_passed = gate.passed;
-      v.status = gate.passed ? "ok" : "rejected";
-      impl->run();  // warm-up: the profiled call below is a steady-state one
-      {
-        profiled_call call(v.events);
-        launch_marker();
-        v.marker = report.markers++;
-        impl->run();
-      }
-    } catch (const std::exception& ex) {
-      v.status = std::string("failed: ") + ex.what();
-    }
-    report.variants.push_back(v);
+  if (op != nullptr) {
+    point_inputs inputs(*op, extents, padding, seed);
+    for (const auto& id : ids) report.variants.push_back(profile_variant(id, inputs, block, report));
   }
   const std::string temporary = result_path + ".tmp";
   {
@@ -463,8 +458,8 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
   std::set<std::string> names;
   for (const auto& name : request.experiments) {
     auto e = prepare_experiment(name, variants_only);
-    if (e.kind != "scoring")
-      throw experiment_error(e.source + ": field 'kind': kstudy profile runs scoring experiments (their variants' kernels), "
+    if (e.kind != "sweep")
+      throw experiment_error(e.source + ": field 'kind': kstudy profile runs sweep experiments (their variants' kernels), "
                                         "not kind '" + e.kind + "'");
     if (!names.insert(e.name).second) throw experiment_error(e.source + ": experiment '" + e.name + "' is given twice");
     experiments.push_back(std::move(e));
@@ -477,11 +472,12 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     if (device.empty())
       throw experiment_error(e.source + ": field 'variants': none of its variants runs on a GPU in this build; "
                                         "kstudy profile profiles device variants only");
-    const auto points = scoring_points(e);
+    const auto points = sweep_points(e);
     for (const auto i : spread_points(static_cast<std::int64_t>(points.size()), request.points)) {
       planned_point p{&e, points[static_cast<std::size_t>(i)], {}};
       for (const auto* v : device)
-        if (p.point.block_size == 0 || v->info.tunable_block_size) p.variants.push_back(v->info.id());
+        if (v->info.operation == p.point.op->info().name && (p.point.block_size == 0 || v->info.tunable_block_size))
+          p.variants.push_back(v->info.id());
       if (!p.variants.empty()) plan.push_back(std::move(p));
     }
   }
@@ -543,10 +539,11 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
   for (std::size_t i = 0; i < plan.size() && !platform::stop_requested(); ++i) {
     const auto& p = plan[i];
     const auto& pt = p.point;
-    std::vector<std::string> args{std::to_string(pt.rows), std::to_string(pt.features), std::to_string(pt.block_size),
+    const auto shape = p.shape();
+    std::vector<std::string> args{pt.op->info().name, joined_extents(pt.extents), std::to_string(pt.block_size),
                                   std::to_string(p.e->row_padding), std::to_string(p.e->protocol.seed)};
     args.insert(args.end(), p.variants.begin(), p.variants.end());
-    const ncu::point_context context{p.e->name, pt.index, pt.rows, pt.features, pt.block_size};
+    const ncu::point_context context{p.e->name, pt.index, shape.rows, shape.features, pt.block_size};
     std::vector<profile_record> rows;
     try {
       const auto result = runner.run(p.e->name + "_point" + std::to_string(pt.index), args);
@@ -561,8 +558,8 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
         profile_record r;
         r.experiment = p.e->name;
         r.variant = id;
-        r.rows = pt.rows;
-        r.features = pt.features;
+        r.rows = shape.rows;
+        r.features = shape.features;
         r.block_size = pt.block_size;
         r.point = pt.index;
         r.status = std::string("failed: ") + ex.what();
@@ -584,7 +581,7 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     }
     if (!request.quiet)
       std::cerr << "kstudy profile: point " << (i + 1) << " of " << plan.size() << " (" << p.e->name << " "
-                << shape_text(pt.rows, pt.features, pt.block_size) << "): " << p.variants.size() << " variants, "
+                << shape_text(shape.rows, shape.features, pt.block_size) << "): " << p.variants.size() << " variants, "
                 << kernels << " kernels profiled, " << std::fixed << std::setprecision(1) << elapsed() << " s\n";
     auto& mine = records[p.e->name];
     mine.insert(mine.end(), rows.begin(), rows.end());

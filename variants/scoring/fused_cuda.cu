@@ -13,7 +13,7 @@
 
 #include "detail/fused_cuda_kernels.cuh"
 #include "kstudy/cuda_escape.hpp"
-#include "kstudy/variant.hpp"
+#include "scoring/scoring_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -134,7 +134,7 @@ class fused_cuda final : public scoring_variant {
     if (m_stream != nullptr) cudaStreamDestroy(m_stream);
   }
 
-  void prepare(const scoring_problem& problem, const run_options& options) override {
+  void prepare_table(const scoring_problem& problem, const run_options& options) override {
     problem.validate();
     if (problem.shape.layout != L)
       throw std::invalid_argument("fused_cuda expects a " + std::string(to_string(L)) + " table, got " +
@@ -178,7 +178,7 @@ class fused_cuda final : public scoring_variant {
                                problem.clip,
                                problem.threshold,
                                m_geometry.rows_per_thread};
-    upload(problem.x);  // fences the stream, vectors included
+    upload_table(problem.x);  // fences the stream, vectors included
     m_flagged = -1;
   }
 
@@ -189,13 +189,13 @@ class fused_cuda final : public scoring_variant {
     wait();
   }
 
-  void upload(const float* host_x) override {
+  void upload_table(const float* host_x) override {
     const auto bytes = static_cast<std::size_t>(m_shape.allocated_elements()) * sizeof(float);
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, host_x, bytes, cudaMemcpyHostToDevice, m_stream));
     KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream));
   }
 
-  void download(float* host_score, std::uint8_t* host_flag) override {
+  void download_scores(float* host_score, std::uint8_t* host_flag) override {
     const auto rows = static_cast<std::size_t>(m_shape.rows);
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_score, m_score, rows * sizeof(float), cudaMemcpyDeviceToHost, m_stream));
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_flag, m_flag, rows, cudaMemcpyDeviceToHost, m_stream));
@@ -220,7 +220,7 @@ class fused_cuda final : public scoring_variant {
 
   // Queued pieces for the pipelined one-shot: the same calls without the stream synchronisation.
   bool queues_asynchronously() const override { return true; }
-  void enqueue_upload(const float* host_x) override {
+  void enqueue_upload_table(const float* host_x) override {
     const auto bytes = static_cast<std::size_t>(m_shape.allocated_elements()) * sizeof(float);
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, host_x, bytes, cudaMemcpyHostToDevice, m_stream));
   }
@@ -237,7 +237,7 @@ class fused_cuda final : public scoring_variant {
                                        dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
-  void enqueue_download(float* host_score, std::uint8_t* host_flag) override {
+  void enqueue_download_scores(float* host_score, std::uint8_t* host_flag) override {
     const auto rows = static_cast<std::size_t>(m_shape.rows);
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_score, m_score, rows * sizeof(float), cudaMemcpyDeviceToHost, m_stream));
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(host_flag, m_flag, rows, cudaMemcpyDeviceToHost, m_stream));
@@ -275,9 +275,20 @@ class fused_cuda final : public scoring_variant {
   std::int64_t m_flagged = -1;
 };
 
-variant_info cuda_info(std::string name, std::string description, table_layout layout) {
-  return variant_info{std::move(name), "fused_cuda", "full", "cuda", std::move(description), layout,
-                      true, 1, true, essential_traffic};
+variant_info cuda_info(const char* name, const char* description, table_layout layout) {
+  variant_info info;
+  info.name = name;
+  info.operation = scoring_operation_name;
+  info.family = "fused_cuda";
+  info.fusion = fusion_level::full;
+  info.backend = "cuda";
+  info.description = description;
+  info.layout = layout;
+  info.on_device = true;
+  info.kernels_launched = 1;  // the whole operation, the count reduced by the last block
+  info.tunable_block_size = true;
+  info.traffic = scoring_essential_traffic;
+  return info;
 }
 
 const variant_registration<fused_cuda<table_layout::row_major>> register_fused_cuda_row_major{

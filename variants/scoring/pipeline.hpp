@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "kstudy/variant.hpp"
+#include "scoring/scoring_variant.hpp"
 #include "kstudy/views/host_buffers.hpp"
 
 namespace kstudy {

@@ -7,22 +7,14 @@
 
 namespace kstudy {
 
-const char* to_string(operation_kind operation) {
-  switch (operation) {
-    case operation_kind::scoring: return "scoring";
+std::string_view to_string(fusion_level level) {
+  switch (level) {
+    case fusion_level::none: return "none";
+    case fusion_level::partial: return "partial";
+    case fusion_level::full: return "full";
   }
-  throw std::invalid_argument("kstudy: operation_kind value " + std::to_string(static_cast<int>(operation)) +
-                              " has no name");
+  throw std::invalid_argument("kstudy: fusion_level value " + std::to_string(static_cast<int>(level)) + " has no name");
 }
-
-traffic_model essential_traffic(const table_shape& shape) {
-  traffic_model t;
-  t.bytes_read = shape.rows * shape.features * std::int64_t(sizeof(float)) + 3 * shape.features * std::int64_t(sizeof(float));
-  t.bytes_written = shape.rows * std::int64_t(sizeof(float) + sizeof(std::uint8_t));
-  return t;
-}
-
-std::int64_t essential_flops(const table_shape& shape) { return flops_per_element * shape.rows * shape.features; }
 
 variant_registry& variant_registry::instance() {
   static variant_registry registry;
@@ -30,8 +22,9 @@ variant_registry& variant_registry::instance() {
 }
 
 void variant_registry::add(variant_info info, variant_factory factory) {
-  if (info.name.empty() || info.backend.empty() || !info.traffic || !factory)
-    throw std::logic_error("variant registration needs a name, a backend, a traffic model and a factory");
+  if (info.name.empty() || info.operation.empty() || info.backend.empty() || !info.traffic || !factory)
+    throw std::logic_error("variant registration " + info.name +
+                           " needs a name, an operation, a backend, a traffic model and a factory");
   if (find(info.id()) != nullptr) throw std::logic_error("variant " + info.id() + " registered twice");
   m_variants.push_back({std::move(info), std::move(factory)});
 }
@@ -50,7 +43,7 @@ std::vector<const registered_variant*> variant_registry::match(const std::string
   const std::string backend = at == std::string::npos ? "" : pattern.substr(at + 1);
   std::vector<const registered_variant*> out;
   for (const auto* v : all())
-    if ((v->info.name == name || v->info.implementation == name) && (backend.empty() || v->info.backend == backend))
+    if ((v->info.name == name || v->info.family == name) && (backend.empty() || v->info.backend == backend))
       out.push_back(v);
   return out;
 }
@@ -59,6 +52,21 @@ const registered_variant* variant_registry::find(const std::string& id) const {
   for (const auto& v : m_variants)
     if (v.info.id() == id) return &v;
   return nullptr;
+}
+
+std::vector<const registered_variant*> variant_registry::of_operation(const std::string& operation) const {
+  std::vector<const registered_variant*> out;
+  for (const auto* v : all())
+    if (v->info.operation == operation) out.push_back(v);
+  return out;
+}
+
+const operation& operation_of(const registered_variant& variant) {
+  const auto* op = operation_registry::instance().find(variant.info.operation);
+  if (op == nullptr)
+    throw std::logic_error("variant " + variant.info.id() + " names operation '" + variant.info.operation +
+                           "', which is not registered");
+  return *op;
 }
 
 }  // namespace kstudy

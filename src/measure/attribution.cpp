@@ -60,7 +60,7 @@ void set_callbacks(bool on) {
 
 }  // namespace
 
-std::vector<attribution_record> attribute_kernels(scoring_variant& variant, const std::string& experiment,
+std::vector<attribution_record> attribute_kernels(variant& variant, const std::string& experiment,
                                                   const std::string& variant_id, const table_shape& shape, int runs) {
   std::map<std::string, kernel_totals> totals;
   std::unordered_map<std::uint64_t, std::pair<std::string, clock_type::time_point>> open;

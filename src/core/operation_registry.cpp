@@ -1,0 +1,61 @@
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "kstudy/operation.hpp"
+
+namespace kstudy {
+
+table_shape operation::shape(const std::vector<std::int64_t>& extents, table_layout layout,
+                             std::int64_t row_padding) const {
+  const auto& axes = info().axes;
+  if (extents.size() != axes.size())
+    throw std::invalid_argument("operation " + info().name + " takes " + std::to_string(axes.size()) +
+                                " extents, got " + std::to_string(extents.size()));
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    if (extents[i] < 1)
+      throw std::invalid_argument("operation " + info().name + ": axis '" + axes[i] + "' must be positive, got " +
+                                  std::to_string(extents[i]));
+  if (std::find(info().layouts.begin(), info().layouts.end(), layout) == info().layouts.end())
+    throw std::invalid_argument("operation " + info().name + " has no " + std::string(to_string(layout)) + " inputs");
+  const std::int64_t rows = extents[0], features = extents.size() > 1 ? extents[1] : 1;
+  if (features + row_padding > std::numeric_limits<std::int64_t>::max() / 8 / rows)
+    throw std::invalid_argument("operation " + info().name + ": the extents overflow a 64-bit byte count");
+  return make_shape(rows, features, layout, row_padding);
+}
+
+std::unique_ptr<one_shot_pipeline> operation::make_pipeline(const registered_variant&, const problem_data&,
+                                                            host_memory, const run_options&) const {
+  return nullptr;
+}
+
+operation_registry& operation_registry::instance() {
+  static operation_registry registry;
+  return registry;
+}
+
+void operation_registry::add(std::unique_ptr<operation> op) {
+  const auto& info = op->info();
+  if (info.name.empty() || info.axes.empty() || info.axes.size() > 2 || info.layouts.empty() || info.outputs.empty())
+    throw std::logic_error("operation registration " + info.name +
+                           " needs a name, one or two axes, at least one layout and one output");
+  if (find(info.name) != nullptr) throw std::logic_error("operation " + info.name + " registered twice");
+  m_operations.push_back(std::move(op));
+}
+
+const operation* operation_registry::find(const std::string& name) const {
+  for (const auto& op : m_operations)
+    if (op->info().name == name) return op.get();
+  return nullptr;
+}
+
+std::vector<const operation*> operation_registry::all() const {
+  std::vector<const operation*> out;
+  for (const auto& op : m_operations) out.push_back(op.get());
+  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->info().name < b->info().name; });
+  return out;
+}
+
+}  // namespace kstudy

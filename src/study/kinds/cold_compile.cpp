@@ -1,0 +1,172 @@
+// Kind `cold_compile`: every variant's first call in a fresh process (context creation, module load,
+// first launch) beside its warm second call and Kokkos' initialisation, one process per variant per
+// trial; and, in a CUDA build, NVRTC compilation + module load of the CUDA escape-path source with an
+// empty cache. The child is `kstudy __first_call VARIANT EXTENT...` (run_first_call).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "detail/runner_support.hpp"
+#include "kstudy/experiment_fields.hpp"
+#include "kstudy/experiment_kind.hpp"
+#include "kstudy/host_io.hpp"
+#include "kstudy/platform/stop_signal.hpp"
+#include "kstudy/point_inputs.hpp"
+#include "kstudy/study.hpp"
+#include "kstudy/timers.hpp"
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+#include "kstudy/cuda_escape.hpp"
+#endif
+
+namespace kstudy {
+
+// Padding of the padded layout in a first-call child, which takes no experiment definition.
+constexpr std::int64_t k_first_call_row_padding = 3;
+
+int run_first_call(const std::string& variant_id, const std::vector<std::int64_t>& extents, double initialize_seconds) {
+  const auto* entry = variant_registry::instance().find(variant_id);
+  if (!entry) throw std::invalid_argument("unknown variant '" + variant_id + "'");
+  point_inputs inputs(operation_of(*entry), extents, k_first_call_row_padding, protocol{}.seed);
+  const auto& data = inputs.data(entry->info.layout);
+  inputs.reference();
+  auto impl = entry->make();
+  impl->prepare(data, {});
+  impl->poison();
+  wall_timer first;
+  first.start();
+  impl->run();
+  const double first_seconds = first.seconds();
+  host_outputs outputs(inputs.op(), data.shape());
+  inputs.op().poison(outputs.spans());
+  impl->download(outputs.spans());
+  const auto gate = inputs.op().check(data, inputs.reference(), outputs.spans());
+  wall_timer second;
+  second.start();
+  impl->run();
+  const double second_seconds = second.seconds();
+  const nlohmann::json r = {{"variant", variant_id},     {"initialize", initialize_seconds}, {"first", first_seconds},
+                            {"second", second_seconds}, {"gate", gate.passed},               {"message", gate.message}};
+  std::cout << r.dump() << std::endl;
+  return 0;
+}
+
+namespace {
+
+// The first call of each variant at one point, `trials` fresh processes each.
+std::vector<sample_record> first_calls(replication_context& ctx, const sweep_point& p, int trial) {
+  const auto& e = ctx.definition;
+  std::vector<sample_record> samples;
+  for (const auto* entry : select_variants(e)) {
+    if (entry->info.operation != p.op->info().name) continue;
+    const auto shape = p.op->shape(p.extents, entry->info.layout, k_first_call_row_padding);
+    sample_record s;
+    s.experiment = e.name;
+    s.variant = entry->info.id();
+    s.layout = std::string(to_string(entry->info.layout));
+    s.memory_kind = entry->info.on_device ? "device" : "host";
+    s.rows = shape.rows;
+    s.features = shape.features;
+    s.point = p.index;
+    s.replication = ctx.replication;
+    s.trial = trial;
+    s.timer = timer_kind::cold;
+    std::vector<std::string> args = {"__first_call", entry->info.id()};
+    for (const auto x : p.extents) args.push_back(std::to_string(x));
+    try {
+      const auto r = detail::run_child_for_json(ctx.self_exe, args);
+      s.gate = r["gate"].get<bool>() ? gate_verdict::passed : gate_verdict::failed;
+      s.status = s.gate == gate_verdict::passed ? "ok" : "rejected";
+      s.seconds = r["first"].get<double>();
+      samples.push_back(s);
+      auto warm = s;  // the same process's second call, for contrast
+      warm.timer = entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
+      warm.seconds = r["second"].get<double>();
+      samples.push_back(warm);
+      auto init = s;
+      init.variant = "kokkos_initialize";
+      init.layout = "";
+      init.gate = gate_verdict::not_gated;
+      init.status = "ok";
+      init.seconds = r["initialize"].get<double>();
+      samples.push_back(init);
+    } catch (const std::exception& ex) {
+      s.status = std::string("failed: ") + ex.what();
+      samples.push_back(s);
+    }
+  }
+  return samples;
+}
+
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+// NVRTC compile and module load of the escape path's kernel source, empty cache.
+void append_runtime_compile(std::vector<sample_record>& samples, const experiment& e, std::int64_t point,
+                            int replication, int trial) {
+  const auto nvrtc = cuda_escape::nvrtc_compile_and_load(cuda_escape::device_compute_capability());
+  sample_record c;
+  c.experiment = e.name;
+  c.variant = "nvrtc_fused_cuda_kernels";
+  c.point = point;
+  c.replication = replication;
+  c.trial = trial;
+  c.timer = timer_kind::compile;
+  c.seconds = nvrtc.compile_seconds;
+  c.gate = gate_verdict::not_gated;
+  c.status = "ok";
+  samples.push_back(c);
+  c.variant = "module_load_fused_cuda_kernels";
+  c.seconds = nvrtc.load_seconds;
+  samples.push_back(c);
+}
+#endif
+
+void run_cold(replication_context& ctx) {
+  const auto& e = ctx.definition;
+  for (const auto& p : sweep_points(e)) {
+    if (ctx.done.count(p.index) || platform::stop_requested()) continue;
+    auto keys = detail::point_keys(e, ctx.replication, p.index);
+    const auto shape = p.op->shape(p.extents, p.op->info().layouts.front(), 0);
+    keys.rows = shape.rows;
+    keys.features = shape.features;
+    ctx.sink.begin_point(keys);
+    if (ctx.replication == 0) {
+      std::vector<variant_record> described;
+      for (const auto* entry : select_variants(e))
+        if (entry->info.operation == p.op->info().name)
+          described.push_back(describe_variant(
+              entry->info, p.op->shape(p.extents, entry->info.layout, k_first_call_row_padding), 0));
+      ctx.sink.write_variants(described);
+    }
+    std::vector<sample_record> samples;
+    for (int trial = 0; trial < e.protocol.trials; ++trial) {
+      auto calls = first_calls(ctx, p, trial);
+      samples.insert(samples.end(), calls.begin(), calls.end());
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+      append_runtime_compile(samples, e, p.index, ctx.replication, trial);
+#endif
+    }
+    ctx.sink.write_samples(samples);
+    ctx.sink.flush();
+  }
+}
+
+experiment_kind cold_compile_kind() {
+  experiment_kind kind;
+  kind.name = "cold_compile";
+  kind.description = "each variant's first call in a fresh process, Kokkos initialisation, NVRTC compile";
+  kind.keys = experiment_fields::operation_field_keys();
+  kind.takes_operations = true;
+  kind.parse = [](const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
+    experiment_fields::parse_operation_fields(doc, e, normalised);
+    e.timers = {timer_kind::cold};
+    normalised["timers"] = {"cold"};
+  };
+  kind.point_count = [](const experiment& e) { return std::int64_t(sweep_points(e).size()); };
+  kind.check = [](const experiment& e) { select_variants(e); };
+  kind.run = run_cold;
+  return kind;
+}
+
+const experiment_kind_registration register_cold_compile{cold_compile_kind()};
+
+}  // namespace
+}  // namespace kstudy

@@ -1,0 +1,426 @@
+// Kind `sweep`: the variants of one or more operations over the operations' problem points (and block
+// sizes), each variant gated on fresh inputs before any of its timings is accepted, then timed at every
+// boundary the experiment asks for:
+//   resident      host_wall (host variants) / resident_wall + device_events (device variants)
+//   one_shot      host input -> host outputs through upload, run, download, per host memory kind
+//   pipelined     the operation's chunked, overlapped one-shot strategy (gated on its own outputs)
+//   one_shot_alloc  a fresh instance: allocation, upload, run, download
+// in shuffled order per trial; an attribution pass per multi-kernel variant follows the trials.
+#include <algorithm>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "detail/runner_support.hpp"
+#include "kstudy/attribution.hpp"
+#include "kstudy/experiment_fields.hpp"
+#include "kstudy/experiment_kind.hpp"
+#include "kstudy/fault_injection.hpp"
+#include "kstudy/host_io.hpp"
+#include "kstudy/platform/stop_signal.hpp"
+#include "kstudy/point_inputs.hpp"
+#include "kstudy/probes.hpp"
+#include "kstudy/study.hpp"
+#include "kstudy/timers.hpp"
+
+namespace kstudy {
+namespace {
+
+using detail::stop_if_device_lost;
+
+bool wants(const experiment& e, timer_kind t) { return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end(); }
+
+std::int64_t device_bytes_free() {
+#ifdef KOKKOS_ENABLE_CUDA
+  return probes::device_memory_free();
+#else
+  return std::numeric_limits<std::int64_t>::max();
+#endif
+}
+
+// Why a variant cannot be prepared at a point without running out of memory, or "" if it fits. Checked
+// before anything of the point is allocated, against what is free now (earlier variants of the point
+// are already allocated), keeping 10% in reserve. A device variant is checked against device memory
+// first: a point too big for the GPU is skipped for that reason without touching host memory. Its
+// traffic model counts every buffer it touches.
+std::string memory_shortfall(const registered_variant& v, const table_shape& shape, const point_inputs& inputs) {
+  const auto& op = inputs.op();
+  const std::int64_t own = v.info.traffic(shape).total();
+  if (v.info.on_device) {
+    const std::int64_t free = device_bytes_free();
+    if (own > free / 10 * 9) return "needs " + std::to_string(own) + " device bytes, " + std::to_string(free) + " free";
+  }
+  // Host: the inputs (once per layout), the reference (once per point), the gate's copy of the outputs,
+  // and a host variant's own buffers.
+  std::int64_t needed = 0;
+  for (const auto bytes : op.output_bytes(shape)) needed += bytes;
+  if (!inputs.has_data(shape.layout)) needed += op.input_bytes(shape);
+  if (!inputs.has_reference()) needed += op.reference_bytes(shape);
+  if (!v.info.on_device) needed += own;
+  const std::int64_t available = probes::host_memory_available();
+  if (needed > available / 10 * 9)
+    return "needs " + std::to_string(needed) + " host bytes, " + std::to_string(available) + " available";
+  return "";
+}
+
+struct prepared_variant {
+  const registered_variant* entry = nullptr;
+  std::unique_ptr<variant> impl;
+  gate_verdict gate = gate_verdict::not_gated;
+  table_shape shape;
+  std::int64_t bytes = 0;  // its traffic model for one resident run
+};
+
+// Host arrays of one-shot calls per (layout, memory kind), and the pipelines per (variant, memory kind).
+struct one_shot_io {
+  host_inputs inputs;
+  host_outputs outputs;
+};
+struct gated_pipeline {
+  std::unique_ptr<one_shot_pipeline> pipeline;
+  bool passed = false;
+};
+
+// One point of a sweep in one replication: prepare and gate, warm up, trials, attribution, write.
+class sweep_point_run {
+ public:
+  sweep_point_run(replication_context& ctx, const sweep_point& point, point_inputs& inputs)
+      : m_ctx(ctx), m_e(ctx.definition), m_point(point), m_inputs(inputs) {}
+
+  void run() {
+    prepare_variants();
+    choose_memory_kinds();
+    warm_up();
+    run_trials();
+    if (m_ctx.replication == 0) write_first_replication_tables();
+    m_ctx.sink.write_samples(m_samples);
+    m_ctx.sink.flush();
+  }
+
+ private:
+  sample_record base_sample(const prepared_variant& v) const {
+    sample_record s;
+    s.experiment = m_e.name;
+    s.variant = v.entry->info.id();
+    s.layout = std::string(to_string(v.shape.layout));
+    s.rows = v.shape.rows;
+    s.features = v.shape.features;
+    s.pitch = v.shape.pitch;
+    s.block_size = m_point.block_size;
+    s.bytes = v.bytes;
+    s.point = m_point.index;
+    s.replication = m_ctx.replication;
+    s.gate = v.gate;
+    s.status = v.gate == gate_verdict::passed ? "ok" : "rejected";
+    s.occupancy = v.impl ? v.impl->calculated_occupancy() : 0.0;
+    s.timer = v.entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
+    s.memory_kind = v.entry->info.on_device ? "device" : "host";
+    return s;
+  }
+  run_options options() const { return run_options{static_cast<int>(m_point.block_size)}; }
+
+  // Each variant is prepared on the point's inputs and gated before anything of it is timed; one that
+  // does not fit memory, or throws, gets one sample saying so and is left out of the point.
+  void prepare_variants() {
+    for (const auto* entry : select_variants(m_e)) {
+      if (entry->info.operation != m_point.op->info().name) continue;
+      if (m_point.block_size != 0 && !entry->info.tunable_block_size) continue;  // only tunable variants take one
+      prepared_variant v;
+      v.entry = entry;
+      v.shape = m_inputs.shape(entry->info.layout);
+      v.bytes = entry->info.traffic(v.shape).total();
+      std::string failure;
+      const auto shortfall = memory_shortfall(*entry, v.shape, m_inputs);
+      if (!shortfall.empty()) failure = "skipped: " + shortfall;
+      else failure = gate(v);
+      if (!failure.empty()) {
+        auto s = base_sample(v);
+        s.status = failure;  // gate: not_gated, the variant never got that far
+        s.gate = gate_verdict::not_gated;
+        s.trial = -1;
+        m_samples.push_back(s);
+      }
+      m_variants.push_back(std::move(v));
+    }
+  }
+
+  // Returns "" when the variant is ready to be timed (passed or rejected), else why it is not.
+  std::string gate(prepared_variant& v) {
+    const auto& id = v.entry->info.id();
+    try {
+      v.impl = v.entry->make();
+      if (m_ctx.faults && m_ctx.faults->applies_to(id, m_point.index))
+        v.impl = std::make_unique<fault_injecting_variant>(std::move(v.impl), m_ctx.faults->kind, id, *m_point.op);
+      const auto g = prepare_and_gate(*v.impl, *v.entry, m_inputs, options());
+      v.gate = g.passed ? gate_verdict::passed : gate_verdict::failed;
+      m_gates.push_back({m_e.name, id, std::string(to_string(v.shape.layout)), v.shape.rows, v.shape.features,
+                         m_point.block_size, g.passed, g.max_abs_error, g.max_relative_error, g.rtol, g.atol,
+                         g.value_failures, g.discrete_mismatches, g.ambiguous, g.message});
+      if (!g.passed)
+        std::cerr << "\nkstudy: gate FAILED for " << id << " at point " << m_point.index << ": " << g.message << "\n";
+      return "";
+    } catch (const std::exception& ex) {
+      v.gate = gate_verdict::not_gated;
+      v.impl.reset();
+      stop_if_device_lost(base_sample(v), ex.what());  // before any destructor touches the device
+      return std::string("failed: ") + ex.what();
+    }
+  }
+
+  void choose_memory_kinds() {
+    for (const auto& m : m_e.memory) {
+      const auto kind = parse_host_memory(m);
+      if (kind == host_memory::pinned && !pinned_memory_available()) continue;
+      m_memory_kinds.push_back(kind);
+    }
+  }
+
+  // A variant that throws (its own error or a CUDA error) gets one `failed` sample naming the error and is
+  // dropped for the rest of the point, its state being unknown; the other variants go on. Where the CUDA
+  // context did not survive, stop_if_device_lost() ends the replication instead.
+  void fail_variant(prepared_variant& v, sample_record failed, const std::string& error) {
+    failed.status = "failed: " + error;  // gate: still the point's verdict on the variant
+    stop_if_device_lost(failed, error);
+    std::cerr << "\nkstudy: " << v.entry->info.id() << " failed at point " << m_point.index << " ("
+              << to_string(failed.timer) << ", trial " << failed.trial << "): " << error
+              << "; the study goes on without it at this point\n";
+    m_samples.push_back(std::move(failed));
+    v.impl.reset();
+  }
+
+  void warm_up() {
+    for (auto& v : m_variants) {
+      if (!v.impl) continue;
+      try {
+        for (int w = 0; w < m_e.protocol.warmups; ++w) v.impl->run();
+      } catch (const std::exception& ex) {
+        auto failed = base_sample(v);
+        failed.trial = -1;  // a warm-up
+        fail_variant(v, failed, ex.what());
+        continue;
+      }
+      // An injected fault fires in the first timed run, after the gate and the warm-ups.
+      if (auto* injector = dynamic_cast<fault_injecting_variant*>(v.impl.get())) injector->arm();
+    }
+  }
+
+  void run_trials() {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < m_variants.size(); ++i)
+      if (m_variants[i].impl) order.push_back(i);
+    std::mt19937_64 rng(m_e.protocol.seed ^ (std::uint64_t(m_ctx.replication) << 32) ^ std::uint64_t(m_point.index));
+    for (int trial = 0; trial < m_e.protocol.trials; ++trial) {
+      if (m_e.protocol.shuffle) std::shuffle(order.begin(), order.end(), rng);
+      for (const auto i : order) run_trial(i, trial);
+    }
+  }
+
+  // Every timing boundary the experiment asks for, for one variant in one trial.
+  void run_trial(std::size_t i, int trial) {
+    auto& v = m_variants[i];
+    if (!v.impl) return;  // failed earlier at this point
+    auto base = base_sample(v);
+    base.trial = trial;
+    sample_record current = base;  // what was being timed when an exception came, for the failed sample
+    try {
+      time_resident(v, base);
+      if (!v.entry->info.on_device) return;
+      for (const auto kind : m_memory_kinds) {
+        current.memory_kind = std::string(to_string(kind));
+        if (wants(m_e, timer_kind::one_shot)) time_one_shot(v, base, kind, current);
+        if (wants(m_e, timer_kind::pipelined) && v.impl->queues_asynchronously()) time_pipelined(i, base, kind, current);
+        if (wants(m_e, timer_kind::one_shot_alloc)) time_one_shot_alloc(v, base, kind, current);
+      }
+    } catch (const std::exception& ex) {
+      fail_variant(v, current, ex.what());
+    }
+  }
+
+  void add_sample(sample_record s, timer_kind timer, std::string memory_kind, double seconds) {
+    s.timer = timer;
+    s.memory_kind = std::move(memory_kind);
+    s.seconds = seconds;
+    m_samples.push_back(std::move(s));
+  }
+
+  // Resident: host clock through the fence, CUDA events on the variant's stream around the same run.
+  void time_resident(prepared_variant& v, const sample_record& base) {
+    const bool device = v.entry->info.on_device;
+    v.impl->poison();
+    device_event_timer events(device, v.impl->stream());
+    wall_timer wall;
+    wall.start();
+    run_between_events(*v.impl, events);
+    const double wall_seconds = wall.seconds();
+    if (!device && wants(m_e, timer_kind::host_wall)) add_sample(base, timer_kind::host_wall, "host", wall_seconds);
+    if (device && wants(m_e, timer_kind::resident_wall))
+      add_sample(base, timer_kind::resident_wall, "device", wall_seconds);
+    if (device && events.available() && wants(m_e, timer_kind::device_events))
+      add_sample(base, timer_kind::device_events, "device", events.seconds());
+  }
+
+  one_shot_io& io_for(const prepared_variant& v, host_memory kind) {
+    auto& io = m_io[{v.shape.layout, kind}];
+    if (io.inputs.spans().empty()) {
+      io.inputs = host_inputs(m_inputs.data(v.shape.layout), kind);
+      io.outputs = host_outputs(m_inputs.op(), v.shape, kind);
+    }
+    return io;
+  }
+  // Bytes crossing a one-shot call: the resident traffic plus the streamed inputs and the outputs.
+  std::int64_t one_shot_bytes(const prepared_variant& v, one_shot_io& io) const {
+    std::int64_t bytes = v.bytes + io.inputs.bytes();
+    for (const auto& o : io.outputs.spans()) bytes += o.bytes;
+    return bytes;
+  }
+
+  // One-shot: host inputs -> host-visible outputs, from one host memory kind.
+  void time_one_shot(prepared_variant& v, sample_record base, host_memory kind, sample_record& current) {
+    current.timer = timer_kind::one_shot;
+    auto& io = io_for(v, kind);
+    const auto inputs = io.inputs.spans(), outputs = io.outputs.spans();
+    v.impl->poison();
+    wall_timer t;
+    t.start();
+    v.impl->upload(inputs);
+    v.impl->run();
+    v.impl->download(outputs);
+    const double seconds = t.seconds();
+    base.bytes = one_shot_bytes(v, io);
+    add_sample(base, timer_kind::one_shot, std::string(to_string(kind)), seconds);
+  }
+
+  // The operation's pipelined strategy: built and gated once per (variant, memory kind), untimed.
+  gated_pipeline& pipeline_for(std::size_t i, host_memory kind) {
+    auto& g = m_pipelines[{i, kind}];
+    if (!g.pipeline) {
+      const auto& v = m_variants[i];
+      const auto& data = m_inputs.data(v.shape.layout);
+      g.pipeline = m_inputs.op().make_pipeline(*v.entry, data, kind, options());
+      if (!g.pipeline) return g;
+      auto& io = io_for(v, kind);
+      m_inputs.op().poison(io.outputs.spans());
+      g.pipeline->run(io.inputs.spans(), io.outputs.spans());
+      g.passed = m_inputs.op().check(data, m_inputs.reference(), io.outputs.spans()).passed;
+      if (!g.passed) std::cerr << "\nkstudy: gate FAILED for the pipelined one-shot of " << v.entry->info.id() << "\n";
+    }
+    return g;
+  }
+
+  void time_pipelined(std::size_t i, sample_record base, host_memory kind, sample_record& current) {
+    current.timer = timer_kind::pipelined;
+    auto& v = m_variants[i];
+    auto& g = pipeline_for(i, kind);
+    if (!g.pipeline) return;  // the operation has no pipelined strategy
+    auto& io = io_for(v, kind);
+    wall_timer t;
+    t.start();
+    g.pipeline->run(io.inputs.spans(), io.outputs.spans());
+    const double seconds = t.seconds();
+    base.bytes = one_shot_bytes(v, io);
+    base.gate = v.gate == gate_verdict::passed && g.passed ? gate_verdict::passed : gate_verdict::failed;
+    base.status = base.gate == gate_verdict::passed ? "ok" : "rejected";
+    add_sample(base, timer_kind::pipelined, std::string(to_string(kind)), seconds);
+  }
+
+  // A fresh instance from host memory of one kind: allocation and every copy included.
+  void time_one_shot_alloc(prepared_variant& v, sample_record base, host_memory kind, sample_record& current) {
+    current.timer = timer_kind::one_shot_alloc;
+    auto& io = io_for(v, kind);
+    const auto& data = m_inputs.data(v.shape.layout);
+    wall_timer t;
+    t.start();
+    {
+      auto fresh = v.entry->make();
+      fresh->prepare(data, options());
+      fresh->upload(io.inputs.spans());
+      fresh->run();
+      fresh->download(io.outputs.spans());
+    }
+    const double seconds = t.seconds();
+    base.bytes = one_shot_bytes(v, io);
+    add_sample(base, timer_kind::one_shot_alloc, std::string(to_string(kind)), seconds);
+  }
+
+  // After (never among) the timed trials: per-kernel cost of multi-kernel variants; then the gates and
+  // the variants table, once per point.
+  void write_first_replication_tables() {
+    std::vector<attribution_record> attribution;
+    for (auto& v : m_variants) {
+      if (!v.impl || v.entry->info.kernels_launched <= 1) continue;
+      try {
+        auto rows = attribute_kernels(*v.impl, m_e.name, v.entry->info.id(), v.shape, std::max(1, m_e.protocol.trials));
+        attribution.insert(attribution.end(), rows.begin(), rows.end());
+      } catch (const std::exception& ex) {
+        auto where = base_sample(v);
+        where.trial = -1;
+        stop_if_device_lost(where, ex.what());
+        std::cerr << "\nkstudy: the attribution pass of " << v.entry->info.id() << " failed (" << ex.what()
+                  << "); no attribution rows for it at this point\n";
+      }
+    }
+    m_ctx.sink.write_attribution(attribution);
+    m_ctx.sink.write_gates(m_gates);
+    std::vector<variant_record> described;
+    for (const auto& v : m_variants) described.push_back(describe_variant(v.entry->info, v.shape, m_point.block_size));
+    m_ctx.sink.write_variants(described);
+  }
+
+  replication_context& m_ctx;
+  const experiment& m_e;
+  const sweep_point& m_point;
+  point_inputs& m_inputs;
+  std::vector<prepared_variant> m_variants;
+  std::vector<sample_record> m_samples;
+  std::vector<gate_record> m_gates;
+  std::vector<host_memory> m_memory_kinds;
+  std::map<std::pair<table_layout, host_memory>, one_shot_io> m_io;
+  std::map<std::pair<std::size_t, host_memory>, gated_pipeline> m_pipelines;
+};
+
+void run_sweep(replication_context& ctx) {
+  const auto& e = ctx.definition;
+  const auto points = sweep_points(e);
+  detail::progress_line progress(e.name + " rep " + std::to_string(ctx.replication), std::int64_t(points.size()),
+                                 ctx.quiet);
+  // The inputs of one problem point, kept while consecutive points share it (the block-size axis varies
+  // fastest), so a 4 GiB table is generated once, not once per block size.
+  std::unique_ptr<point_inputs> inputs;
+  for (const auto& p : points) {
+    if (platform::stop_requested()) break;
+    if (!ctx.done.count(p.index)) {
+      if (!inputs || &inputs->op() != p.op || inputs->extents() != p.extents)
+        inputs = std::make_unique<point_inputs>(*p.op, p.extents, e.row_padding, e.protocol.seed);
+      auto keys = detail::point_keys(e, ctx.replication, p.index);
+      const auto shape = p.op->shape(p.extents, p.op->info().layouts.front(), 0);
+      keys.rows = shape.rows;
+      keys.features = shape.features;
+      keys.block_size = p.block_size;
+      ctx.sink.begin_point(keys);
+      sweep_point_run(ctx, p, *inputs).run();
+    }
+    progress.step(p.index + 1);
+  }
+}
+
+experiment_kind sweep_kind() {
+  experiment_kind kind;
+  kind.name = "sweep";
+  kind.description = "the variants of one or more operations over their problem axes, gated, at every timing boundary";
+  kind.keys = experiment_fields::operation_field_keys();
+  kind.takes_operations = true;
+  kind.parse = experiment_fields::parse_operation_fields;
+  kind.point_count = [](const experiment& e) { return std::int64_t(sweep_points(e).size()); };
+  kind.check = [](const experiment& e) { select_variants(e); };
+  kind.run = run_sweep;
+  return kind;
+}
+
+const experiment_kind_registration register_sweep{sweep_kind()};
+
+}  // namespace
+}  // namespace kstudy

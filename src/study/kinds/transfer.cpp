@@ -1,0 +1,92 @@
+// Kind `transfer`: host<->device copy bandwidth over sizes, directions and host memory kinds (allocation
+// excluded); the calibration the one-shot timings are read against.
+#include <stdexcept>
+
+#include "detail/runner_support.hpp"
+#include "kstudy/experiment_fields.hpp"
+#include "kstudy/experiment_kind.hpp"
+#include "kstudy/platform/stop_signal.hpp"
+#include "kstudy/probes.hpp"
+#include "kstudy/views/host_memory.hpp"
+
+namespace kstudy {
+namespace {
+
+void parse_transfer(const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
+  using namespace experiment_fields;
+  if (!doc.contains("sizes_bytes")) fail(e.source, "sizes_bytes", "required for kind transfer");
+  e.sizes_bytes = integer_axis(doc["sizes_bytes"], e.source, "sizes_bytes");
+  if (doc.contains("memory")) e.memory = string_axis(doc["memory"], e.source, "memory", {"pageable", "pinned"});
+  if (doc.contains("directions")) e.directions = string_axis(doc["directions"], e.source, "directions", {"h2d", "d2h"});
+  e.timers = {timer_kind::transfer};
+  normalised["sizes_bytes"] = e.sizes_bytes;
+  normalised["memory"] = e.memory;
+  normalised["directions"] = e.directions;
+}
+
+void run_transfer(replication_context& ctx) {
+  const auto& e = ctx.definition;
+  std::int64_t index = 0;
+  const std::int64_t total = std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
+  detail::progress_line progress(e.name, total, ctx.quiet);
+  for (const auto bytes : e.sizes_bytes)
+    for (const auto& memory : e.memory)
+      for (const auto& direction : e.directions) {
+        const std::int64_t point = index++;
+        if (platform::stop_requested()) return;
+        if (ctx.done.count(point)) continue;
+        std::vector<sample_record> samples;
+        sample_record base;
+        base.experiment = e.name;
+        base.variant = "transfer";
+        base.memory_kind = memory;
+        base.direction = direction;
+        base.bytes = bytes;
+        base.point = point;
+        base.replication = ctx.replication;
+        base.timer = timer_kind::transfer;
+        base.gate = gate_verdict::not_gated;  // a copy computes nothing to check
+        base.status = "ok";
+        auto keys = detail::point_keys(e, ctx.replication, point);
+        keys.bytes = bytes;
+        keys.memory_kind = memory;
+        keys.direction = direction;
+        ctx.sink.begin_point(keys);
+        try {
+          const auto seconds = probes::time_transfers(bytes, parse_host_memory(memory), direction == "h2d",
+                                                      e.protocol.warmups, e.protocol.trials);
+          for (std::size_t t = 0; t < seconds.size(); ++t) {
+            auto s = base;
+            s.trial = static_cast<int>(t);
+            s.seconds = seconds[t];
+            samples.push_back(s);
+          }
+        } catch (const std::exception& ex) {
+          detail::stop_if_device_lost(base, ex.what());
+          base.status = std::string("failed: ") + ex.what();
+          base.trial = -1;
+          samples.push_back(base);
+        }
+        ctx.sink.write_samples(samples);
+        ctx.sink.flush();
+        progress.step(point + 1);
+      }
+}
+
+experiment_kind transfer_kind() {
+  experiment_kind kind;
+  kind.name = "transfer";
+  kind.description = "host<->device copy bandwidth by size, direction and host memory kind";
+  kind.keys = {"sizes_bytes", "memory", "directions"};
+  kind.parse = parse_transfer;
+  kind.point_count = [](const experiment& e) {
+    return std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
+  };
+  kind.run = run_transfer;
+  return kind;
+}
+
+const experiment_kind_registration register_transfer{transfer_kind()};
+
+}  // namespace
+}  // namespace kstudy

@@ -1,0 +1,69 @@
+// Kind `transpose`: resident row-major -> feature-major conversion of a rows x features float table, the
+// cost a feature-major kernel must amortise when its input arrives row-major (the break-even).
+#include <limits>
+
+#include "detail/runner_support.hpp"
+#include "kstudy/experiment_fields.hpp"
+#include "kstudy/experiment_kind.hpp"
+#include "kstudy/probes.hpp"
+
+namespace kstudy {
+namespace {
+
+void parse_transpose(const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
+  using namespace experiment_fields;
+  for (const char* axis : {"rows", "features"})
+    if (!doc.contains(axis)) fail(e.source, axis, "required for kind transpose");
+  e.rows = integer_axis(doc["rows"], e.source, "rows");
+  e.features = integer_axis(doc["features"], e.source, "features");
+  for (const auto r : e.rows)
+    for (const auto f : e.features)
+      if (f > std::numeric_limits<std::int64_t>::max() / 8 / r)
+        fail(e.source, "rows", std::to_string(r) + " rows x " + std::to_string(f) + " features overflows a 64-bit byte count");
+  e.timers = {timer_kind::transpose};
+  normalised["rows"] = e.rows;
+  normalised["features"] = e.features;
+}
+
+void run_transpose(replication_context& ctx) {
+  const auto& e = ctx.definition;
+  std::int64_t point = 0;
+  for (const auto rows : e.rows)
+    for (const auto features : e.features) {
+      const std::int64_t this_point = point++;
+      if (ctx.done.count(this_point)) continue;
+      sample_record base;
+      base.experiment = e.name;
+      base.variant = "convert_to_feature_major";
+      base.layout = "row_major";
+      base.memory_kind = "device";
+      base.rows = rows;
+      base.features = features;
+      base.bytes = 2 * rows * features * std::int64_t(sizeof(float));  // read once, written once
+      base.point = this_point;
+      base.replication = ctx.replication;
+      base.timer = timer_kind::transpose;
+      auto keys = detail::point_keys(e, ctx.replication, this_point);
+      keys.rows = rows;
+      keys.features = features;
+      keys.bytes = base.bytes;
+      ctx.sink.begin_point(keys);
+      detail::write_probe_point(ctx.sink, base, probes::time_transpose(rows, features, e.protocol.warmups, e.protocol.trials));
+    }
+}
+
+experiment_kind transpose_kind() {
+  experiment_kind kind;
+  kind.name = "transpose";
+  kind.description = "resident row-major -> feature-major conversion of a rows x features table";
+  kind.keys = {"rows", "features"};
+  kind.parse = parse_transpose;
+  kind.point_count = [](const experiment& e) { return std::int64_t(e.rows.size() * e.features.size()); };
+  kind.run = run_transpose;
+  return kind;
+}
+
+const experiment_kind_registration register_transpose{transpose_kind()};
+
+}  // namespace
+}  // namespace kstudy

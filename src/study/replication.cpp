@@ -1,0 +1,104 @@
+// A replication of one experiment, in its own process (`kstudy __replicate`): reads the definition the
+// parent wrote, skips the points already archived or of other shards, and runs the kind's points through
+// the room check and the GPU health guard into the archive.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "detail/runner_support.hpp"
+#include "kstudy/archive.hpp"
+#include "kstudy/experiment_kind.hpp"
+#include "kstudy/fault_injection.hpp"
+#include "kstudy/gpu_health.hpp"
+#include "kstudy/platform/stop_signal.hpp"
+#include "kstudy/study.hpp"
+
+namespace kstudy {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+experiment read_definition_file(const std::string& path, shard_spec& shard) {
+  std::ifstream in(path);
+  const auto doc = json::parse(in);
+  shard.index = doc["shard"]["index"].get<int>();
+  shard.count = doc["shard"]["count"].get<int>();
+  return parse_experiment(doc["definition"].dump(), doc["source"].get<std::string>());
+}
+
+// Points this replication skips: those already in the archive (a resumed run) and those of other shards.
+// A point aborted by a lost CUDA context left only its `aborted` row: it is not finished.
+std::set<std::int64_t> skipped_points(const std::string& archive, const experiment& e, int replication,
+                                      const shard_spec& shard) {
+  std::set<std::int64_t> skip;
+  for (const auto& s : read_samples(archive, e.name))
+    if (s.replication == replication && s.status.rfind("aborted", 0) != 0) skip.insert(s.point);
+  for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
+    if (!in_shard(shard, p, replication, e.protocol.replications)) skip.insert(p);
+  return skip;
+}
+
+// An error outside a variant (a probe, the NVRTC compile): the point it interrupted is not written.
+void stop_if_point_lost_device(const health_guarded_sink& sink, const experiment& e, const std::string& error) {
+  if (!sink.in_point()) return;
+  const auto& keys = sink.current_point();
+  sample_record where;
+  where.experiment = keys.experiment;
+  where.variant = e.kind;
+  where.point = keys.point;
+  where.replication = keys.replication;
+  where.rows = keys.rows;
+  where.features = keys.features;
+  where.bytes = keys.bytes;
+  detail::stop_if_device_lost(where, error);
+}
+
+}  // namespace
+
+int run_replication(const std::string& archive, const std::string& definition_file, int replication) {
+  platform::install_stop_handlers();
+  std::error_code ec;
+  const auto self_exe = fs::read_symlink("/proc/self/exe", ec).string();
+  shard_spec shard;
+  const auto e = read_definition_file(definition_file, shard);
+  const auto& kind = kind_of(e);
+  const auto faults = fault_plan_from_environment();
+  const auto done = skipped_points(archive, e, replication, shard);
+  hdf5_sink archive_sink(archive, open_mode::append);
+  detail::room_checked_sink checked(archive_sink, archive);
+  // Every point is written through the health guard: GPU state before and after, throttled samples flagged.
+  const auto health = make_gpu_health_source();
+  health_guarded_sink sink(checked, *health);
+  detail::set_open_archive(&sink, archive, e.name);
+  sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+  replication_context ctx{e, replication, sink, done, faults ? &*faults : nullptr,
+                          std::getenv("KSTUDY_QUIET") != nullptr, self_exe};
+  try {
+    kind.run(ctx);
+  } catch (const detail::out_of_room& room) {
+    detail::set_open_archive(nullptr, "", "");
+    sink.finish();
+    std::cerr << "\nkstudy: stopping before a write that might not fit: " << room.what() << ". Finished points are in "
+              << archive << "; free space, then complete it with kstudy run --resume.\n";
+    return detail::exit_out_of_room;
+  } catch (const std::exception& ex) {
+    stop_if_point_lost_device(sink, e, ex.what());
+    detail::set_open_archive(nullptr, "", "");
+    throw;
+  }
+  detail::set_open_archive(nullptr, "", "");
+  sink.end_experiment(e.name);
+  sink.finish();
+  if (platform::stop_requested()) {
+    std::cerr << "kstudy: stopped by signal " << platform::stop_requested()
+              << " after the current point; finished points are in " << archive << " (kstudy run --resume completes it)\n";
+    return 130;
+  }
+  return 0;
+}
+
+}  // namespace kstudy

@@ -1,0 +1,379 @@
+// The study runner's parent: checks every request before measuring, measures the ceilings, writes
+// provenance, runs one fresh process per replication (run_replication) and summarises what they appended.
+#include "kstudy/study.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "detail/runner_support.hpp"
+#include "kstudy/archive.hpp"
+#include "kstudy/ceilings.hpp"
+#include "kstudy/environment.hpp"
+#include "kstudy/experiment_kind.hpp"
+#include "kstudy/fault_injection.hpp"
+#include "kstudy/platform/stop_signal.hpp"
+#include "kstudy/sink.hpp"
+
+namespace kstudy {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using detail::ensure_room;
+using detail::exit_device_lost;
+using detail::exit_out_of_room;
+using detail::out_of_room;
+using detail::room_checked_sink;
+
+std::string write_definition_file(const experiment& e, const shard_spec& shard) {
+  char path[] = "/tmp/kstudy-definition-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) throw std::runtime_error("cannot create a temporary file for the experiment definition");
+  close(fd);
+  json doc;
+  doc["definition"] = json::parse(e.definition_json);
+  doc["source"] = e.source;
+  doc["shard"] = {{"index", shard.index}, {"count", shard.count}};
+  std::ofstream(path) << doc.dump();
+  return path;
+}
+
+// The archive's content as one JSON document (same records, read back from the archive).
+void write_json_copy(const std::string& archive, const std::string& path) {
+  json_sink sink(path);
+  sink.begin(read_metadata(archive));
+  for (const auto& name : list_experiments(archive)) {
+    sink.begin_experiment(read_experiment(archive, name));
+    sink.write_ceilings(read_ceilings(archive, name));
+    sink.write_gates(read_gates(archive, name));
+    sink.write_samples(read_samples(archive, name));
+    sink.write_summaries(read_summaries(archive, name));
+    sink.write_attribution(read_attribution(archive, name));
+    sink.write_health(read_health(archive, name));
+    sink.write_variants(read_variants(archive, name));
+    sink.end_experiment(name);
+  }
+  sink.finish();
+}
+
+// Whether a pattern names variants of another flavour: a backend this build lacks, or a family an
+// operation marks as CUDA-only. One experiment file serves every build.
+bool names_another_flavour(const std::string& pattern, const experiment& e) {
+  const auto at = pattern.find('@');
+  const std::string base = pattern.substr(0, at);
+  if (at != std::string::npos) {
+    const std::string backend = pattern.substr(at + 1);
+    bool have = false;
+    for (const auto* v : variant_registry::instance().all()) have = have || v->info.backend == backend;
+    if (!have) return true;
+  }
+  for (const auto& name : e.operations)
+    if (const auto* op = operation_registry::instance().find(name))
+      for (const auto& family : op->info().cuda_families)
+        if (base.rfind(family, 0) == 0) return true;
+  return !variant_registry::instance().match(base).empty();
+}
+
+}  // namespace
+
+variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size) {
+  const auto* op = operation_registry::instance().find(info.operation);
+  if (op == nullptr) throw std::logic_error("variant " + info.id() + " names an unregistered operation");
+  variant_record r;
+  r.variant = info.id();
+  r.operation = info.operation;
+  r.axes = [&] {
+    std::string joined;
+    for (const auto& a : op->info().axes) joined += (joined.empty() ? "" : ",") + a;
+    return joined;
+  }();
+  r.family = info.family;
+  r.fusion_level = std::string(to_string(info.fusion));
+  r.layout = to_string(info.layout);
+  r.backend = info.backend;
+  r.on_device = info.on_device;
+  r.kernels_launched = info.kernels_launched;
+  r.rows = shape.rows;
+  r.features = shape.features;
+  r.block_size = block_size;
+  const auto modelled = info.traffic(shape);
+  r.modelled_bytes_read = modelled.bytes_read;
+  r.modelled_bytes_written = modelled.bytes_written;
+  r.essential_bytes = op->essential_traffic(shape).total();
+  r.essential_flops = op->essential_flops(shape);
+  return r;
+}
+
+void check_experiment(const experiment& e) {
+  const auto& kind = kind_of(e);
+  if (kind.check) kind.check(e);
+}
+
+std::vector<const registered_variant*> select_variants(const experiment& e) {
+  auto& registry = variant_registry::instance();
+  const auto of_experiment = [&](const registered_variant* v) {
+    return std::find(e.operations.begin(), e.operations.end(), v->info.operation) != e.operations.end();
+  };
+  std::vector<const registered_variant*> out;
+  std::set<std::string> seen;
+  for (const auto& pattern : e.variants) {
+    auto matches = pattern == "all" ? registry.all() : registry.match(pattern);
+    matches.erase(std::remove_if(matches.begin(), matches.end(), [&](auto* v) { return !of_experiment(v); }),
+                  matches.end());
+    if (matches.empty()) {
+      if (pattern != "all" && names_another_flavour(pattern, e)) {
+        static std::set<std::string> reported;
+        if (reported.insert(e.source + pattern).second)
+          std::cerr << "kstudy: " << e.source << ": variant '" << pattern << "' is not in this build; skipped here\n";
+        continue;
+      }
+      if (pattern == "all") continue;
+      throw experiment_error(e.source + ": field 'variants': unknown variant '" + pattern + "' for operation " +
+                             (e.operations.empty() ? std::string("(none)") : e.operations.front()) +
+                             " (see `kstudy list`)");
+    }
+    for (const auto* v : matches)
+      if (seen.insert(v->info.id()).second) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<sweep_point> sweep_points(const experiment& e) {
+  std::vector<sweep_point> points;
+  std::int64_t i = 0;
+  for (const auto& name : e.operations) {
+    const auto* op = operation_registry::instance().find(name);
+    if (op == nullptr) throw experiment_error(e.source + ": field 'operation': '" + name + "' is not in this build");
+    for (const auto& extents : e.points)
+      for (const auto block : e.block_sizes) points.push_back({i++, op, extents, block});
+  }
+  return points;
+}
+
+experiment prepare_experiment(const std::string& name_or_path, const run_request& request) {
+  const auto path = resolve_experiment_path(name_or_path);
+  auto e = load_experiment(path);
+  if (request.trials <= 0 && request.replications <= 0 && request.warmups < 0 && request.variants.empty()) return e;
+  auto doc = json::parse(e.definition_json);
+  if (request.trials > 0) doc["protocol"]["trials"] = request.trials;
+  if (request.replications > 0) doc["protocol"]["replications"] = request.replications;
+  if (request.warmups >= 0) doc["protocol"]["warmups"] = request.warmups;
+  if (!request.variants.empty()) doc["variants"] = request.variants;
+  return parse_experiment(doc.dump(), path);
+}
+
+std::vector<summary_record> summarise(const std::vector<sample_record>& samples, const std::vector<ceiling_record>& ceilings) {
+  // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
+  using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,
+                         std::int64_t, int, std::int64_t>;
+  std::map<key, std::vector<const sample_record*>> groups;
+  for (const auto& s : samples)
+    if (summarised(s))
+      groups[{s.experiment, s.variant, s.layout, s.memory_kind, s.direction, s.rows, s.features, s.block_size,
+              static_cast<int>(s.timer), s.bytes}]
+          .push_back(&s);
+  std::vector<summary_record> out;
+  for (const auto& [k, group] : groups) {
+    std::vector<double> t;
+    for (const auto* s : group) t.push_back(s->seconds);
+    std::sort(t.begin(), t.end());
+    const auto quantile = [&](double q) {
+      const double pos = q * double(t.size() - 1);
+      const std::size_t lo = static_cast<std::size_t>(pos);
+      const std::size_t hi = std::min(lo + 1, t.size() - 1);
+      return t[lo] + (pos - double(lo)) * (t[hi] - t[lo]);
+    };
+    const auto* first = group.front();
+    summary_record r;
+    r.experiment = first->experiment;
+    r.variant = first->variant;
+    r.layout = first->layout;
+    r.memory_kind = first->memory_kind;
+    r.direction = first->direction;
+    r.rows = first->rows;
+    r.features = first->features;
+    r.block_size = first->block_size;
+    r.timer = first->timer;
+    r.samples = static_cast<std::int64_t>(t.size());
+    r.median = quantile(0.5);
+    r.min = t.front();
+    r.max = t.back();
+    r.q1 = quantile(0.25);
+    r.q3 = quantile(0.75);
+    r.bytes_per_second = r.median > 0 ? double(first->bytes) / r.median : 0.0;
+    r.occupancy = first->occupancy;
+    const ceiling_record* roof = nullptr;
+    if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events) roof = roof_for(ceilings, true);
+    else if (r.timer == timer_kind::host_wall) roof = roof_for(ceilings, false);
+    else if (r.timer == timer_kind::transfer)
+      roof = find_ceiling(ceilings, r.direction + "_" + r.memory_kind);
+    else if (r.timer == timer_kind::transpose) roof = find_ceiling(ceilings, "device_copy");
+    if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;
+    out.push_back(r);
+  }
+  return out;
+}
+
+int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv) {
+  platform::install_stop_handlers();
+  // Everything that can be wrong with the request is found before any measurement.
+  std::vector<experiment> experiments;
+  for (const auto& name : request.experiments) experiments.push_back(prepare_experiment(name, request));
+  for (const auto& e : experiments) check_experiment(e);
+  fault_plan_from_environment();  // a malformed KSTUDY_INJECT_FAULT is refused here, not in every child
+  const bool exists = fs::exists(request.out);
+  if (exists && !request.resume && !request.overwrite)
+    throw std::runtime_error(request.out + " already exists: pass --resume to complete it or --overwrite to replace it");
+  if (!exists || request.overwrite) hdf5_sink::check_writable(request.out);
+  if (request.resume && exists) {
+    // A shard archive is completed only as the same shard: another slice would mix two shardings.
+    const auto root = read_metadata(request.out).root;
+    const auto index = root.find("shard_index"), count = root.find("shard_count");
+    const std::string had = count == root.end() ? "not sharded" : "shard " + index->second + "/" + count->second;
+    const std::string wants = request.shard.sharded() ? "shard " + request.shard.text() : "not sharded";
+    if (had != wants)
+      throw std::runtime_error(request.out + " is " + had + " but this run is " + wants + "; refusing to resume it");
+  }
+  try {
+    ensure_room(request.out, std::int64_t(64) << 10);  // metadata and ceilings
+  } catch (const out_of_room& room) {
+    throw std::runtime_error(std::string("not starting: ") + room.what());
+  }
+
+  std::vector<ceiling_record> ceilings;
+  {
+    auto metadata = collect_metadata(argc, argv);
+    if (request.shard.sharded()) {
+      metadata.root["shard_index"] = std::to_string(request.shard.index);
+      metadata.root["shard_count"] = std::to_string(request.shard.count);
+    }
+    if (request.resume && exists) {
+      for (const auto& e : experiments) {
+        hdf5_sink check(request.out, open_mode::append);
+        check.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});  // refuses a different definition
+        check.finish();
+        if (ceilings.empty()) ceilings = read_ceilings(request.out, e.name);
+      }
+    } else {
+      if (!request.quiet) std::cerr << "kstudy: measuring ceilings (device read/copy, host read, transfers)\n";
+      ceiling_options options;
+      if (const char* small = std::getenv("KSTUDY_CEILING_BYTES")) {
+        options.device_bytes = options.host_bytes = std::atoll(small);
+        options.transfer_bytes = std::min<std::int64_t>(options.transfer_bytes, std::atoll(small));
+      }
+      ceilings = measure_ceilings(options);
+      hdf5_sink sink(request.out, request.overwrite ? open_mode::overwrite : open_mode::create);
+      sink.begin(metadata);
+      for (const auto& e : experiments) {
+        json protocol = json::parse(e.definition_json)["protocol"];
+        sink.begin_experiment({e.name, e.definition_json, protocol.dump(), e.fingerprint()});
+        sink.write_ceilings(ceilings);
+        sink.end_experiment(e.name);
+      }
+      sink.finish();
+    }
+  }
+
+  int rc = 0;
+  for (const auto& e : experiments) {
+    const auto definition = write_definition_file(e, request.shard);
+    const auto points = point_count(e);
+    for (int r = 0; r < e.protocol.replications && !platform::stop_requested(); ++r) {
+      bool any = false;  // a replication with no point in this shard needs no process
+      for (std::int64_t p = 0; p < points && !any; ++p) any = in_shard(request.shard, p, r, e.protocol.replications);
+      if (!any) continue;
+      const int threads = std::min<int>(e.protocol.threads, std::max(1u, std::thread::hardware_concurrency()));
+#if KOKKOS_VERSION >= 30700
+      const std::string threads_flag = "--kokkos-num-threads=" + std::to_string(threads);
+#else
+      const std::string threads_flag = "--kokkos-threads=" + std::to_string(threads);
+#endif
+      const int child = detail::spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
+      if (child != 0) {
+        std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
+        rc = child;
+        if (child >= 128 || child == exit_out_of_room || child == exit_device_lost || platform::stop_requested()) break;
+      }
+    }
+    std::remove(definition.c_str());
+    if (platform::stop_requested() || rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost) break;
+  }
+
+  // Summaries over everything the archive holds for these experiments, written once: an interrupted
+  // run leaves none (its resume writes them), and a completed archive keeps the ones it has.
+  std::vector<summary_record> all_summaries;
+  for (const auto& e : experiments) {
+    const auto samples = read_samples(request.out, e.name);
+    auto summaries = summarise(samples, ceilings);
+    all_summaries.insert(all_summaries.end(), summaries.begin(), summaries.end());
+    if (platform::stop_requested() || rc != 0 || !read_summaries(request.out, e.name).empty()) continue;
+    hdf5_sink archive_sink(request.out, open_mode::append);
+    room_checked_sink sink(archive_sink, request.out);
+    sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+    try {
+      sink.write_summaries(summaries);
+    } catch (const out_of_room& room) {
+      sink.finish();
+      std::cerr << "kstudy: the summary of " << e.name << " was not written (" << room.what()
+                << "); every sample is in the archive and kstudy run --resume writes it\n";
+      rc = exit_out_of_room;
+      continue;
+    }
+    sink.end_experiment(e.name);
+    sink.finish();
+  }
+  // Marks the archive complete (every point of every experiment run, summaries written), so that
+  // `kstudy submit --resume` and `kstudy merge` can tell a finished shard from an interrupted one.
+  if (rc == 0 && !platform::stop_requested()) {
+    try {
+      ensure_room(request.out, 4096);
+      hdf5_sink archive_sink(request.out, open_mode::append);
+      archive_sink.write_root_attribute("complete", "true");
+      archive_sink.finish();
+    } catch (const out_of_room& room) {
+      std::cerr << "kstudy: the archive was not marked complete (" << room.what() << "); kstudy run --resume does it\n";
+      rc = exit_out_of_room;
+    }
+  }
+  if (!request.quiet) {
+    console_sink console(std::cout);
+    for (const auto& e : experiments) {
+      console.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+      std::vector<summary_record> mine;
+      for (const auto& s : all_summaries)
+        if (s.experiment == e.name) mine.push_back(s);
+      console.write_ceilings(ceilings);
+      console.write_gates(read_gates(request.out, e.name));
+      console.write_samples(read_samples(request.out, e.name));
+      console.write_health(read_health(request.out, e.name));
+      console.write_summaries(mine);
+      console.end_experiment(e.name);
+    }
+    console.finish();
+  }
+  if (!request.json_out.empty()) write_json_copy(request.out, request.json_out);
+  std::cout << "results: " << fs::absolute(request.out).string() << "\n";
+  if (platform::stop_requested()) {
+    std::cerr << "kstudy: interrupted; finished points are kept. Complete with: kstudy run --resume --out " << request.out
+              << " ...\n";
+    return 130;
+  }
+  if (rc == exit_device_lost)
+    std::cerr << "kstudy: stopped: the GPU's CUDA context was lost (see above); finished points are kept. Check the GPU "
+                 "(nvidia-smi), then complete with: kstudy run --resume --out "
+              << request.out << " ...\n";
+  return rc;
+}
+
+}  // namespace kstudy
