@@ -279,7 +279,9 @@ TEST(ProfileArchive, RoundTripsWithItsAttributes) {
     EXPECT_EQ(back[i].grid_size, rows[i].grid_size);
     EXPECT_EQ(back[i].status, rows[i].status);
     EXPECT_EQ(std::isnan(back[i].dram_bytes_read), std::isnan(rows[i].dram_bytes_read));
-    if (!std::isnan(rows[i].dram_bytes_read)) EXPECT_EQ(back[i].dram_bytes_read, rows[i].dram_bytes_read);
+    if (!std::isnan(rows[i].dram_bytes_read)) {
+      EXPECT_EQ(back[i].dram_bytes_read, rows[i].dram_bytes_read);
+    }
     EXPECT_EQ(back[i].profiled_duration_s == rows[i].profiled_duration_s, !std::isnan(rows[i].profiled_duration_s));
   }
   const auto attributes = read_profile_attributes(path, "profile_layouts");

@@ -225,9 +225,10 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
   return out;
 }
 
-int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv) {
-  platform::install_stop_handlers();
-  // Everything that can be wrong with the request is found before any measurement.
+namespace {
+
+// Everything that can be wrong with the request is found before any measurement.
+std::vector<experiment> checked_experiments(const run_request& request) {
   std::vector<experiment> experiments;
   for (const auto& name : request.experiments) experiments.push_back(prepare_experiment(name, request));
   for (const auto& e : experiments) check_experiment(e);
@@ -250,119 +251,134 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   } catch (const out_of_room& room) {
     throw std::runtime_error(std::string("not starting: ") + room.what());
   }
+  return experiments;
+}
 
+// A resumed archive keeps its ceilings (and must hold the same definitions); a new one gets provenance and
+// the ceilings measured now, before any replication.
+std::vector<ceiling_record> ceilings_and_provenance(const run_request& request, const std::vector<experiment>& experiments,
+                                                   bool resuming, int argc, char** argv) {
   std::vector<ceiling_record> ceilings;
-  {
-    auto metadata = collect_metadata(argc, argv);
-    if (request.shard.sharded()) {
-      metadata.root["shard_index"] = std::to_string(request.shard.index);
-      metadata.root["shard_count"] = std::to_string(request.shard.count);
-    }
-    if (request.resume && exists) {
-      for (const auto& e : experiments) {
-        hdf5_sink check(request.out, open_mode::append);
-        check.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});  // refuses a different definition
-        check.finish();
-        if (ceilings.empty()) ceilings = read_ceilings(request.out, e.name);
-      }
-    } else {
-      if (!request.quiet) std::cerr << "kstudy: measuring ceilings (device read/copy, host read, transfers)\n";
-      ceiling_options options;
-      if (const char* small = std::getenv("KSTUDY_CEILING_BYTES")) {
-        options.device_bytes = options.host_bytes = std::atoll(small);
-        options.transfer_bytes = std::min<std::int64_t>(options.transfer_bytes, std::atoll(small));
-      }
-      ceilings = measure_ceilings(options);
-      hdf5_sink sink(request.out, request.overwrite ? open_mode::overwrite : open_mode::create);
-      sink.begin(metadata);
-      for (const auto& e : experiments) {
-        json protocol = json::parse(e.definition_json)["protocol"];
-        sink.begin_experiment({e.name, e.definition_json, protocol.dump(), e.fingerprint()});
-        sink.write_ceilings(ceilings);
-        sink.end_experiment(e.name);
-      }
-      sink.finish();
-    }
-  }
-
-  int rc = 0;
-  for (const auto& e : experiments) {
-    const auto definition = write_definition_file(e, request.shard);
-    const auto points = point_count(e);
-    for (int r = 0; r < e.protocol.replications && !platform::stop_requested(); ++r) {
-      bool any = false;  // a replication with no point in this shard needs no process
-      for (std::int64_t p = 0; p < points && !any; ++p) any = in_shard(request.shard, p, r, e.protocol.replications);
-      if (!any) continue;
-      const int threads = std::min<int>(e.protocol.threads, std::max(1u, std::thread::hardware_concurrency()));
-#if KOKKOS_VERSION >= 30700
-      const std::string threads_flag = "--kokkos-num-threads=" + std::to_string(threads);
-#else
-      const std::string threads_flag = "--kokkos-threads=" + std::to_string(threads);
-#endif
-      const int child = detail::spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
-      if (child != 0) {
-        std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
-        rc = child;
-        if (child >= 128 || child == exit_out_of_room || child == exit_device_lost || platform::stop_requested()) break;
-      }
-    }
-    std::remove(definition.c_str());
-    if (platform::stop_requested() || rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost) break;
-  }
-
-  // Summaries over everything the archive holds for these experiments, written once: an interrupted
-  // run leaves none (its resume writes them), and a completed archive keeps the ones it has.
-  std::vector<summary_record> all_summaries;
-  for (const auto& e : experiments) {
-    const auto samples = read_samples(request.out, e.name);
-    auto summaries = summarise(samples, ceilings);
-    all_summaries.insert(all_summaries.end(), summaries.begin(), summaries.end());
-    if (platform::stop_requested() || rc != 0 || !read_summaries(request.out, e.name).empty()) continue;
-    hdf5_sink archive_sink(request.out, open_mode::append);
-    room_checked_sink sink(archive_sink, request.out);
-    sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
-    try {
-      sink.write_summaries(summaries);
-    } catch (const out_of_room& room) {
-      sink.finish();
-      std::cerr << "kstudy: the summary of " << e.name << " was not written (" << room.what()
-                << "); every sample is in the archive and kstudy run --resume writes it\n";
-      rc = exit_out_of_room;
-      continue;
-    }
-    sink.end_experiment(e.name);
-    sink.finish();
-  }
-  // Marks the archive complete (every point of every experiment run, summaries written), so that
-  // `kstudy submit --resume` and `kstudy merge` can tell a finished shard from an interrupted one.
-  if (rc == 0 && !platform::stop_requested()) {
-    try {
-      ensure_room(request.out, 4096);
-      hdf5_sink archive_sink(request.out, open_mode::append);
-      archive_sink.write_root_attribute("complete", "true");
-      archive_sink.finish();
-    } catch (const out_of_room& room) {
-      std::cerr << "kstudy: the archive was not marked complete (" << room.what() << "); kstudy run --resume does it\n";
-      rc = exit_out_of_room;
-    }
-  }
-  if (!request.quiet) {
-    console_sink console(std::cout);
+  if (resuming) {
     for (const auto& e : experiments) {
-      console.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
-      std::vector<summary_record> mine;
-      for (const auto& s : all_summaries)
-        if (s.experiment == e.name) mine.push_back(s);
-      console.write_ceilings(ceilings);
-      console.write_gates(read_gates(request.out, e.name));
-      console.write_samples(read_samples(request.out, e.name));
-      console.write_health(read_health(request.out, e.name));
-      console.write_summaries(mine);
-      console.end_experiment(e.name);
+      hdf5_sink check(request.out, open_mode::append);
+      check.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});  // refuses a different definition
+      check.finish();
+      if (ceilings.empty()) ceilings = read_ceilings(request.out, e.name);
     }
-    console.finish();
+    return ceilings;
   }
-  if (!request.json_out.empty()) write_json_copy(request.out, request.json_out);
+  auto metadata = collect_metadata(argc, argv);
+  if (request.shard.sharded()) {
+    metadata.root["shard_index"] = std::to_string(request.shard.index);
+    metadata.root["shard_count"] = std::to_string(request.shard.count);
+  }
+  if (!request.quiet) std::cerr << "kstudy: measuring ceilings (device read/copy, host read, transfers)\n";
+  ceiling_options options;
+  if (const char* small = std::getenv("KSTUDY_CEILING_BYTES")) {
+    options.device_bytes = options.host_bytes = std::atoll(small);
+    options.transfer_bytes = std::min<std::int64_t>(options.transfer_bytes, std::atoll(small));
+  }
+  ceilings = measure_ceilings(options);
+  hdf5_sink sink(request.out, request.overwrite ? open_mode::overwrite : open_mode::create);
+  sink.begin(metadata);
+  for (const auto& e : experiments) {
+    json protocol = json::parse(e.definition_json)["protocol"];
+    sink.begin_experiment({e.name, e.definition_json, protocol.dump(), e.fingerprint()});
+    sink.write_ceilings(ceilings);
+    sink.end_experiment(e.name);
+  }
+  sink.finish();
+  return ceilings;
+}
+
+bool stops_the_run(int rc) {
+  return rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost || platform::stop_requested();
+}
+
+// One fresh process per replication (the protocol's requirement), each with the experiment's thread count.
+int run_replications(const run_request& request, const std::string& self_exe, const experiment& e) {
+  int rc = 0;
+  const auto definition = write_definition_file(e, request.shard);
+  const auto points = point_count(e);
+  for (int r = 0; r < e.protocol.replications && !platform::stop_requested(); ++r) {
+    bool any = false;  // a replication with no point in this shard needs no process
+    for (std::int64_t p = 0; p < points && !any; ++p) any = in_shard(request.shard, p, r, e.protocol.replications);
+    if (!any) continue;
+    const int threads = std::min<int>(e.protocol.threads, std::max(1u, std::thread::hardware_concurrency()));
+#if KOKKOS_VERSION >= 30700
+    const std::string threads_flag = "--kokkos-num-threads=" + std::to_string(threads);
+#else
+    const std::string threads_flag = "--kokkos-threads=" + std::to_string(threads);
+#endif
+    const int child = detail::spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
+    if (child != 0) {
+      std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
+      rc = child;
+      if (stops_the_run(child)) break;
+    }
+  }
+  std::remove(definition.c_str());
+  return rc;
+}
+
+// Summaries over everything the archive holds for the experiment, written once: an interrupted run leaves
+// none (its resume writes them), and a completed archive keeps the ones it has. Returns them either way.
+std::vector<summary_record> write_summaries(const run_request& request, const experiment& e,
+                                           const std::vector<ceiling_record>& ceilings, int& rc) {
+  auto summaries = summarise(read_samples(request.out, e.name), ceilings);
+  if (platform::stop_requested() || rc != 0 || !read_summaries(request.out, e.name).empty()) return summaries;
+  hdf5_sink archive_sink(request.out, open_mode::append);
+  room_checked_sink sink(archive_sink, request.out);
+  sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+  try {
+    sink.write_summaries(summaries);
+  } catch (const out_of_room& room) {
+    sink.finish();
+    std::cerr << "kstudy: the summary of " << e.name << " was not written (" << room.what()
+              << "); every sample is in the archive and kstudy run --resume writes it\n";
+    rc = exit_out_of_room;
+    return summaries;
+  }
+  sink.end_experiment(e.name);
+  sink.finish();
+  return summaries;
+}
+
+// Marks the archive complete (every point of every experiment run, summaries written), so that
+// `kstudy submit --resume` and `kstudy merge` can tell a finished shard from an interrupted one.
+int mark_complete(const std::string& out) {
+  try {
+    ensure_room(out, 4096);
+    hdf5_sink archive_sink(out, open_mode::append);
+    archive_sink.write_root_attribute("complete", "true");
+    archive_sink.finish();
+    return 0;
+  } catch (const out_of_room& room) {
+    std::cerr << "kstudy: the archive was not marked complete (" << room.what() << "); kstudy run --resume does it\n";
+    return exit_out_of_room;
+  }
+}
+
+void print_console(const run_request& request, const std::vector<experiment>& experiments,
+                   const std::vector<ceiling_record>& ceilings, const std::vector<summary_record>& summaries) {
+  console_sink console(std::cout);
+  for (const auto& e : experiments) {
+    console.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
+    std::vector<summary_record> mine;
+    for (const auto& s : summaries)
+      if (s.experiment == e.name) mine.push_back(s);
+    console.write_ceilings(ceilings);
+    console.write_gates(read_gates(request.out, e.name));
+    console.write_samples(read_samples(request.out, e.name));
+    console.write_health(read_health(request.out, e.name));
+    console.write_summaries(mine);
+    console.end_experiment(e.name);
+  }
+  console.finish();
+}
+
+int closing_message(const run_request& request, int rc) {
   std::cout << "results: " << fs::absolute(request.out).string() << "\n";
   if (platform::stop_requested()) {
     std::cerr << "kstudy: interrupted; finished points are kept. Complete with: kstudy run --resume --out " << request.out
@@ -374,6 +390,31 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
                  "(nvidia-smi), then complete with: kstudy run --resume --out "
               << request.out << " ...\n";
   return rc;
+}
+
+}  // namespace
+
+// The protocol: check everything -> ceilings and provenance -> one fresh process per replication ->
+// summaries -> mark complete -> report on the console.
+int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv) {
+  platform::install_stop_handlers();
+  const bool resuming = request.resume && fs::exists(request.out);
+  const auto experiments = checked_experiments(request);
+  const auto ceilings = ceilings_and_provenance(request, experiments, resuming, argc, argv);
+  int rc = 0;
+  for (const auto& e : experiments) {
+    if (const int failed = run_replications(request, self_exe, e); failed != 0) rc = failed;
+    if (stops_the_run(rc)) break;
+  }
+  std::vector<summary_record> summaries;
+  for (const auto& e : experiments) {
+    const auto mine = write_summaries(request, e, ceilings, rc);
+    summaries.insert(summaries.end(), mine.begin(), mine.end());
+  }
+  if (rc == 0 && !platform::stop_requested()) rc = mark_complete(request.out);
+  if (!request.quiet) print_console(request, experiments, ceilings, summaries);
+  if (!request.json_out.empty()) write_json_copy(request.out, request.json_out);
+  return closing_message(request, rc);
 }
 
 }  // namespace kstudy

@@ -7,7 +7,9 @@ src=$1; work=$2; seconds=${3:-60}
 mkdir -p "$work/corpus"
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$src/src/include" -I"$src/views/include" \
-  "$src/tests/fuzz/experiment_fuzzer.cpp" "$src/src/experiment.cpp" "$src/src/records.cpp" -o "$work/experiment_fuzzer"
+  "$src/tests/fuzz/experiment_fuzzer.cpp" "$src/tests/fuzz/fuzz_registrations.cpp" "$src/src/core/experiment.cpp" \
+  "$src/src/core/records.cpp" "$src/src/core/operation_registry.cpp" "$src/views/src/table_shape.cpp" \
+  -o "$work/experiment_fuzzer"
 cp "$src"/experiments/*.json "$src"/tests/malformed_experiments/*.json "$work/corpus/"
 cd "$work"
 ./experiment_fuzzer -max_total_time="$seconds" -max_len=4096 -timeout=5 -print_final_stats=1 corpus 2>&1 | tail -n 12

@@ -325,7 +325,9 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
           for (int i = rank; i < n_rows; i += team_size) {
             const chunk_type* row = tile + i * pitch;
             Value sum = 0;
-#pragma unroll 1
+#ifdef __CUDA_ARCH__
+#pragma unroll 1  // a rolled loop: the kernel is issue-bound, unrolling only adds registers
+#endif
             for (int c = 0; c < row_chunks; ++c) {
               const chunk_type xv = row[c], mv = mean[c], sv = inv_std[c], wv = weight[c];
               for (int j = 0; j < Width; ++j) sum += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
