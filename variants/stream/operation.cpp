@@ -1,0 +1,433 @@
+// The STREAM operations (stream.hpp): stream_copy, stream_scale, stream_add, stream_triad, stream_dot, one
+// class template over the kind, registered five times.
+//
+// Inputs. x and y are pure functions of (seed, index, array), so every thread count and every relayout
+// gives the same values: uniform in [-1, 1) on a grid of 2^-23 (exact floats), except ~1% outliers of
+// magnitude 100..1000 with a random sign, so a variant that drops or reorders elements cannot hide behind
+// values of one size. No NaN or Inf is ever generated.
+//
+// Reference and gate (float64; u = 2^-24, the unit roundoff of float32):
+//  - copy   z == x bitwise: a copy does no arithmetic, so the tolerance is 0 (rtol = atol = 0).
+//  - scale  |z - ref| <= u * |ref|, ref = q * x: one correctly rounded multiply.
+//  - add    |z - ref| <= u * |ref|, ref = x + y: one correctly rounded add.
+//  - triad  |z - ref| <= 2u * (|x| + |q * y|), ref = x + q * y: two roundings (multiply, then add: the
+//           first errs by at most u|qy|, the second by at most u|x + fl(qy)|), or one with an FMA.
+//  - dot    |d - ref| <= u * (sqrt(n) + log2(n) + 2) * sum_i |x_i * y_i|, ref = sum_i x_i * y_i. This bound
+//           is probabilistic, not worst-case: float32 accumulation in any order (serial, blocked, tree) errs
+//           by at most ~n u sum|x_i y_i| in the worst case, but rounding errors of random sign grow like
+//           sqrt(n) (Higham, Accuracy and Stability, section 4.6 / Higham & Mary 2019), a tree adds log2(n)
+//           levels, and the products and the final rounding to float add 2. Variants that accumulate in
+//           float64 sit far inside it. atol is 0: |d - ref| may be 0 only when every product is 0.
+// The elementwise references are exact in float64 (inputs are multiples of 2^-23 below 2^10, so x + 3y
+// needs at most 36 bits) and depend on one element's inputs alone, so the reference object stores no
+// vector: check() evaluates it per element, saving 8n bytes of host memory at n = 2^30. dot's reference is
+// summed in fixed blocks of float64 (exact products), the blocks added in order: the same value on every
+// thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kstudy/operation.hpp"
+#include "kstudy/variant.hpp"
+#include "stream/stream.hpp"
+
+namespace kstudy::stream {
+
+traffic_model essential_traffic(stream_kind kind, std::int64_t n) {
+  traffic_model t;
+  t.bytes_read = input_count(kind) * n * std::int64_t(sizeof(float));
+  t.bytes_written = is_reduction(kind) ? std::int64_t(sizeof(double)) : n * std::int64_t(sizeof(float));
+  return t;
+}
+
+std::int64_t essential_flops(stream_kind kind, std::int64_t n) {
+  switch (kind) {
+    case stream_kind::copy:
+      return 0;
+    case stream_kind::scale:
+    case stream_kind::add:
+      return n;
+    case stream_kind::triad:
+    case stream_kind::dot:
+      return 2 * n;
+  }
+  return 0;
+}
+
+stream_data::stream_data(stream_kind kind, const table_shape& shape, std::unique_ptr<float[]> x,
+                         std::unique_ptr<float[]> y)
+    : m_kind(kind), m_shape(shape), m_x(std::move(x)), m_y(std::move(y)) {}
+
+std::vector<host_span> stream_data::streamed_inputs() const {
+  // The runner copies from these spans and never writes through them.
+  const std::int64_t bytes = n() * std::int64_t(sizeof(float));
+  std::vector<host_span> inputs{{const_cast<float*>(m_x.get()), bytes}};
+  if (has_y(m_kind)) inputs.push_back({const_cast<float*>(m_y.get()), bytes});
+  return inputs;
+}
+
+const stream_data& stream_problem(const problem_data& problem, stream_kind expected) {
+  const auto* data = dynamic_cast<const stream_data*>(&problem);
+  if (data == nullptr || data->kind() != expected)
+    throw std::invalid_argument(std::string("a ") + operation_name(expected) +
+                                " variant was given another operation's problem");
+  if (data->n() < 1) throw std::invalid_argument(std::string(operation_name(expected)) + ": n must be positive");
+  if (data->x() == nullptr || (has_y(expected) && data->y() == nullptr))
+    throw std::invalid_argument(std::string(operation_name(expected)) + ": an input vector is missing");
+  return *data;
+}
+
+variant_info variant_info_for(stream_kind kind, const std::string& name_suffix, const std::string& family,
+                              const std::string& description) {
+  variant_info info;
+  info.name = std::string(short_name(kind)) + "_" + name_suffix;
+  info.operation = operation_name(kind);
+  info.family = family;
+  info.fusion = fusion_level::full;
+  info.description = description;
+  info.layout = table_layout::row_major;
+  info.kernels_launched = 1;
+  info.traffic = [kind](const table_shape& shape) { return essential_traffic(kind, shape.rows); };
+  return info;
+}
+
+namespace {
+
+// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, 1) with 53 bits.
+double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+constexpr double outlier_fraction = 0.01;
+constexpr std::uint64_t x_array = 0x78, y_array = 0x79;
+
+// Element i of one input array: uniform in [-1, 1) on a grid of 2^-23 (every value an exact float), or
+// with probability outlier_fraction an outlier of magnitude in [100, 1000) and random sign.
+float generated(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
+  const std::uint64_t h1 = mix(mix(seed ^ mix(array)) + static_cast<std::uint64_t>(i));
+  const std::uint64_t h2 = mix(h1);
+  if (unit(h2) < outlier_fraction) {
+    const double magnitude = 100.0 + 900.0 * unit(mix(h2));
+    return static_cast<float>((h2 & 1) ? magnitude : -magnitude);
+  }
+  return static_cast<float>(-1.0 + static_cast<double>(h1 >> 40) * 0x1.0p-23);
+}
+
+std::unique_ptr<float[]> generate_array(std::uint64_t seed, std::uint64_t array, std::int64_t n) {
+  std::unique_ptr<float[]> v(new float[static_cast<std::size_t>(n)]);  // filled below, in parallel
+  float* out = v.get();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) out[i] = generated(seed, array, i);
+  return v;
+}
+
+std::unique_ptr<float[]> copy_array(const float* source, std::int64_t n) {
+  if (source == nullptr) return nullptr;
+  std::unique_ptr<float[]> v(new float[static_cast<std::size_t>(n)]);
+  float* out = v.get();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) out[i] = source[i];
+  return v;
+}
+
+// dot's reference: the exact products summed in float64 within fixed blocks, the blocks in order.
+class dot_reference final : public reference_data {
+ public:
+  double value = 0.0;
+  double magnitude = 0.0;  // sum_i |x_i * y_i|: the scale of the tolerance
+};
+
+// The elementwise kinds' reference is evaluated per element by check() (see the top of the file).
+class elementwise_reference final : public reference_data {};
+
+constexpr std::int64_t reference_block = 65536;
+
+// The float64 reference of element i of z, and the scale its tolerance multiplies.
+template <stream_kind K>
+inline void elementwise_reference_at(const stream_data& p, std::int64_t i, double& ref, double& scale) {
+  const double x = p.x()[i];
+  if constexpr (K == stream_kind::copy) {
+    ref = x;
+    scale = std::fabs(x);
+  } else if constexpr (K == stream_kind::scale) {
+    ref = double(p.q()) * x;
+    scale = std::fabs(ref);
+  } else if constexpr (K == stream_kind::add) {
+    ref = x + double(p.y()[i]);
+    scale = std::fabs(ref);
+  } else {
+    const double qy = double(p.q()) * double(p.y()[i]);
+    ref = x + qy;
+    scale = std::fabs(x) + std::fabs(qy);
+  }
+}
+
+std::string format_g9(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+template <stream_kind K>
+class stream_operation final : public operation {
+ public:
+  stream_operation() {
+    m_info.name = operation_name(K);
+    m_info.description = description();
+    m_info.axes = {"n"};
+    m_info.layouts = {table_layout::row_major};
+    m_info.outputs = {is_reduction(K) ? "d" : "z"};
+    m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
+    m_info.cuda_families = {"stream_cuda", "cublas"};
+    if (K == stream_kind::dot) m_info.cuda_families.push_back("cub");
+  }
+  const operation_info& info() const override { return m_info; }
+
+  std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
+    check_shape(shape);
+    auto x = generate_array(seed, x_array, shape.rows);
+    auto y = has_y(K) ? generate_array(seed, y_array, shape.rows) : nullptr;
+    return std::make_unique<stream_data>(K, shape, std::move(x), std::move(y));
+  }
+  // Only row-major exists: the same vectors, copied.
+  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
+    check_shape(shape);
+    const auto& data = stream_problem(source, K);
+    if (data.n() != shape.rows) throw std::invalid_argument(m_info.name + ": relayout cannot change n");
+    return std::make_unique<stream_data>(K, shape, copy_array(data.x(), data.n()), copy_array(data.y(), data.n()));
+  }
+
+  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
+    const auto& p = stream_problem(problem, K);
+    if constexpr (!is_reduction(K)) {
+      return std::make_unique<elementwise_reference>();
+    } else {
+      const std::int64_t n = p.n(), blocks = (n + reference_block - 1) / reference_block;
+      std::vector<double> sums(static_cast<std::size_t>(blocks)), magnitudes(static_cast<std::size_t>(blocks));
+      const float *x = p.x(), *y = p.y();
+#pragma omp parallel for schedule(static)
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        double s = 0.0, m = 0.0;
+        const std::int64_t end = std::min(n, (b + 1) * reference_block);
+        for (std::int64_t i = b * reference_block; i < end; ++i) {
+          const double product = double(x[i]) * double(y[i]);  // exact: 48 significant bits
+          s += product;
+          m += std::fabs(product);
+        }
+        sums[static_cast<std::size_t>(b)] = s;
+        magnitudes[static_cast<std::size_t>(b)] = m;
+      }
+      auto ref = std::make_unique<dot_reference>();
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        ref->value += sums[static_cast<std::size_t>(b)];
+        ref->magnitude += magnitudes[static_cast<std::size_t>(b)];
+      }
+      return ref;
+    }
+  }
+
+  std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
+    return {is_reduction(K) ? std::int64_t(sizeof(double)) : shape.rows * std::int64_t(sizeof(float))};
+  }
+
+  void poison(const std::vector<host_span>& outputs) const override {
+    if constexpr (is_reduction(K)) {
+      *d_output(outputs) = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      float* z = z_output(outputs);
+      const std::int64_t n = outputs.at(0).bytes / std::int64_t(sizeof(float));
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < n; ++i) z[i] = std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+
+  gate_result check(const problem_data& problem, const reference_data& reference,
+                    const std::vector<host_span>& outputs) const override {
+    const auto& p = stream_problem(problem, K);
+    if constexpr (is_reduction(K))
+      return check_dot(p, dynamic_cast<const dot_reference&>(reference), outputs);
+    else
+      return check_elementwise(p, outputs);
+  }
+
+  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
+    const auto& p = stream_problem(problem, K);
+    if constexpr (K == stream_kind::copy) {
+      // Any change breaks a bitwise copy: flip the lowest bit of z[0] (one ulp).
+      float* z = z_output(outputs);
+      std::uint32_t bits;
+      std::memcpy(&bits, z, sizeof bits);
+      bits ^= 1u;
+      std::memcpy(z, &bits, sizeof bits);
+    } else if constexpr (K == stream_kind::dot) {
+      const double bound = dot_bound(p);
+      double& d = *d_output(outputs);
+      d = beyond(d, bound, [](double v) { return std::nextafter(v, INFINITY); });
+    } else {
+      // z[0] moved to the first float beyond twice its bound: |new - ref| >= |new - z| - |z - ref| > bound.
+      double ref, scale;
+      elementwise_reference_at<K>(p, 0, ref, scale);
+      float& z = z_output(outputs)[0];
+      const double bound = elementwise_rtol() * scale;
+      z = beyond(z, bound, [](float v) { return std::nextafter(v, INFINITY); });
+    }
+  }
+
+  traffic_model essential_traffic(const table_shape& shape) const override {
+    return stream::essential_traffic(K, shape.rows);
+  }
+  std::int64_t essential_flops(const table_shape& shape) const override {
+    return stream::essential_flops(K, shape.rows);
+  }
+  std::int64_t input_bytes(const table_shape& shape) const override {
+    return input_count(K) * shape.rows * std::int64_t(sizeof(float));
+  }
+  // dot: two doubles (value, magnitude) plus the per-block sums while it is computed; the elementwise kinds
+  // store none (check() evaluates the reference per element).
+  std::int64_t reference_bytes(const table_shape& shape) const override {
+    if (!is_reduction(K)) return 0;
+    const std::int64_t blocks = (shape.rows + reference_block - 1) / reference_block;
+    return 2 * std::int64_t(sizeof(double)) * (blocks + 1);
+  }
+
+ private:
+  static std::string description() {
+    switch (K) {
+      case stream_kind::copy:
+        return "STREAM copy: z = x over n floats (8 bytes per element, no arithmetic)";
+      case stream_kind::scale:
+        return "STREAM scale: z = q * x, q = 3 (one multiply per 8 bytes)";
+      case stream_kind::add:
+        return "STREAM add: z = x + y (one addition per 12 bytes)";
+      case stream_kind::triad:
+        return "STREAM triad: z = x + q * y, q = 3 (one multiply-add per 12 bytes)";
+      case stream_kind::dot:
+        return "dot product: d = sum x_i * y_i (one multiply-add per 8 bytes), d in float64";
+    }
+    return {};
+  }
+
+  void check_shape(const table_shape& shape) const {
+    shape.validate();
+    if (shape.layout != table_layout::row_major || shape.features != 1)
+      throw std::invalid_argument(m_info.name + ": expects a row-major shape of n rows and one feature");
+  }
+
+  static constexpr double unit_roundoff = 0x1.0p-24;
+  static constexpr double elementwise_rtol() {
+    switch (K) {
+      case stream_kind::copy:
+        return 0.0;
+      case stream_kind::triad:
+        return 2 * unit_roundoff;
+      default:
+        return unit_roundoff;
+    }
+  }
+  static double dot_rtol(std::int64_t n) { return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 2.0); }
+  double dot_bound(const stream_data& p) const {
+    return dot_rtol(p.n()) * dynamic_cast<const dot_reference&>(*reference(p)).magnitude;
+  }
+
+  // The first value past `value` (stepping with `next`) further than twice the bound from it.
+  template <class T, class Next>
+  static T beyond(T value, double bound, Next next) {
+    T moved = static_cast<T>(double(value) + 2 * bound);
+    while (!(std::fabs(double(moved) - double(value)) > 2 * bound)) moved = next(moved);
+    return moved;
+  }
+
+  gate_result check_elementwise(const stream_data& p, const std::vector<host_span>& outputs) const {
+    gate_result g;
+    g.rtol = elementwise_rtol();
+    g.atol = 0.0;
+    const std::int64_t n = p.n();
+    g.checked = n;
+    const float* z = z_output(outputs);
+    std::int64_t failures = 0, first_bad = n;
+    double max_abs = 0.0, max_rel = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) \
+    reduction(max : max_abs, max_rel)
+    for (std::int64_t i = 0; i < n; ++i) {
+      double ref, scale;
+      elementwise_reference_at<K>(p, i, ref, scale);
+      bool bad;
+      double err;
+      if constexpr (K == stream_kind::copy) {
+        std::uint32_t a, b;
+        std::memcpy(&a, &z[i], sizeof a);
+        std::memcpy(&b, &p.x()[i], sizeof b);
+        bad = a != b;
+        err = std::isnan(z[i]) ? INFINITY : std::fabs(double(z[i]) - ref);
+      } else {
+        err = std::isnan(z[i]) ? INFINITY : std::fabs(double(z[i]) - ref);
+        bad = !(err <= g.rtol * scale);
+      }
+      const double rel = err == 0.0 ? 0.0 : (scale > 0.0 ? err / scale : INFINITY);
+      if (bad) {
+        ++failures;
+        first_bad = std::min(first_bad, i);
+      }
+      max_abs = std::max(max_abs, err);
+      max_rel = std::max(max_rel, rel);
+    }
+    g.value_failures = failures;
+    g.max_abs_error = max_abs;
+    g.max_relative_error = max_rel;
+    g.passed = failures == 0;
+    if (!g.passed) {
+      double ref, scale;
+      elementwise_reference_at<K>(p, first_bad, ref, scale);
+      g.message = m_info.name + ": z[" + std::to_string(first_bad) + "] = " + format_g9(z[first_bad]) +
+                  " but the float64 reference is " + format_g9(ref) + " (|error| " +
+                  format_g9(std::fabs(double(z[first_bad]) - ref)) + ", bound " + format_g9(g.rtol * scale) +
+                  (K == stream_kind::copy ? ": a copy must be bitwise exact" : "") + "); " + std::to_string(failures) +
+                  " of " + std::to_string(n) + " elements fail";
+    }
+    return g;
+  }
+
+  gate_result check_dot(const stream_data& p, const dot_reference& ref, const std::vector<host_span>& outputs) const {
+    gate_result g;
+    g.rtol = dot_rtol(p.n());
+    g.atol = 0.0;
+    g.checked = 1;
+    const double d = *d_output(outputs);
+    const double err = std::isnan(d) ? INFINITY : std::fabs(d - ref.value);
+    const double bound = g.rtol * ref.magnitude + g.atol;
+    g.max_abs_error = err;
+    g.max_relative_error = err == 0.0 ? 0.0 : (ref.magnitude > 0.0 ? err / ref.magnitude : INFINITY);
+    g.value_failures = err <= bound ? 0 : 1;
+    g.passed = g.value_failures == 0;
+    if (!g.passed)
+      g.message = m_info.name + ": d = " + format_g9(d) + " but the float64 reference is " + format_g9(ref.value) +
+                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) +
+                  " = 2^-24 * (sqrt(n) + log2(n) + 2) * " + format_g9(ref.magnitude) + ")";
+    return g;
+  }
+
+  operation_info m_info;
+};
+
+const operation_registration<stream_operation<stream_kind::copy>> register_stream_copy;
+const operation_registration<stream_operation<stream_kind::scale>> register_stream_scale;
+const operation_registration<stream_operation<stream_kind::add>> register_stream_add;
+const operation_registration<stream_operation<stream_kind::triad>> register_stream_triad;
+const operation_registration<stream_operation<stream_kind::dot>> register_stream_dot;
+
+}  // namespace
+}  // namespace kstudy::stream

@@ -1,0 +1,301 @@
+// The STREAM operations in Kokkos, for every enabled execution space:
+//  - stream_kokkos: what a Kokkos user writes first: one RangePolicy parallel_for over n (copy, scale, add,
+//    triad) or one parallel_reduce accumulating float64 (dot), on the variant's own execution-space
+//    instance (its own non-blocking stream on CUDA, so device events time only its kernel and instances
+//    overlap);
+//  - stream_kokkos_kernels: the library calls: Kokkos::deep_copy (copy), KokkosBlas::scal (scale),
+//    KokkosBlas::update (add, triad: z = a x + b y + 0 z, which does not read z), KokkosBlas::dot (dot: a
+//    float result returned to the host, so the call blocks; cuBLAS where Kokkos Kernels has that TPL).
+//    Kokkos Kernels 3.4 takes no execution-space instance, so these run on the space's default instance.
+// Device views are Kokkos::View<float*, memory_space>; transfers are deep_copy between them and unmanaged
+// views of the host arrays, on the variant's instance.
+#include <Kokkos_Core.hpp>
+#include <KokkosBlas1_dot.hpp>
+#include <KokkosBlas1_scal.hpp>
+#include <KokkosBlas1_update.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "detail/kokkos_support.hpp"
+#include "stream/stream.hpp"
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace kstudy::stream {
+namespace {
+
+using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+
+// Buffers, transfers and poisoning of a STREAM kind in one execution space; a family implements launch()
+// (queues one resident run on m_space) and, for a reduction whose result lands elsewhere, the result
+// hooks.
+template <class ExecutionSpace, stream_kind K>
+class stream_kokkos_base : public variant {
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  // Device<space, memory>: library calls on a host view would otherwise run on the default host space
+  // (OpenMP) whatever the variant's space.
+  using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
+  using vector_type = Kokkos::View<float*, device_type>;
+  using result_type = Kokkos::View<double, device_type>;
+  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+
+  // own_stream: a private CUDA stream instead of the default instance's (see the file's comment).
+  explicit stream_kokkos_base(bool own_stream) {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) {
+      if (own_stream) {
+        if (cudaStreamCreateWithFlags(&m_own_stream, cudaStreamNonBlocking) != cudaSuccess)
+          throw std::runtime_error("cudaStreamCreateWithFlags failed");
+        m_space = Kokkos::Cuda(m_own_stream);
+      }
+    }
+#endif
+    (void)own_stream;
+  }
+  ~stream_kokkos_base() override {
+#ifdef KOKKOS_ENABLE_CUDA
+    if (m_own_stream != nullptr) {
+      // A failing fence (a lost CUDA context) must not escape a destructor and terminate.
+      try {
+        m_space.fence();
+      } catch (const std::exception&) {
+      }
+      m_space = ExecutionSpace{};
+      cudaStreamDestroy(m_own_stream);
+    }
+#endif
+  }
+  stream_kokkos_base(const stream_kokkos_base&) = delete;
+  stream_kokkos_base& operator=(const stream_kokkos_base&) = delete;
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = stream_problem(problem, K);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    m_n = data.n();
+    m_q = data.q();
+    const auto n = static_cast<std::size_t>(m_n);
+    m_x = vector_type(Kokkos::view_alloc("kstudy::stream::x", Kokkos::WithoutInitializing), n);
+    if constexpr (has_y(K)) m_y = vector_type(Kokkos::view_alloc("kstudy::stream::y", Kokkos::WithoutInitializing), n);
+    if constexpr (is_reduction(K))
+      m_d = result_type("kstudy::stream::d");
+    else
+      m_z = vector_type(Kokkos::view_alloc("kstudy::stream::z", Kokkos::WithoutInitializing), n);
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    launch();
+    m_space.fence();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    m_space.fence();
+  }
+  void download(const std::vector<host_span>& outputs) override {
+    enqueue_download(outputs);
+    m_space.fence();
+  }
+  void poison() override {
+    if constexpr (is_reduction(K))
+      Kokkos::deep_copy(m_space, m_d, std::numeric_limits<double>::quiet_NaN());
+    else
+      Kokkos::deep_copy(m_space, m_z, std::numeric_limits<float>::quiet_NaN());
+    m_space.fence();
+  }
+
+  // On a device every launch only queues, so an event recorded after enqueue_run() ends with the work.
+  bool enqueues_run() const override { return !on_host; }
+  void enqueue_run() override {
+    if constexpr (on_host)
+      run();
+    else
+      launch();
+  }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    const auto n = static_cast<std::size_t>(m_n);
+    if (inputs.size() != std::size_t(input_count(K)))
+      throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
+                                  " input arrays");
+    Kokkos::deep_copy(m_space, m_x,
+                      Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), n));
+    if constexpr (has_y(K))
+      Kokkos::deep_copy(m_space, m_y,
+                        Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[1].as<const float>(), n));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    if constexpr (is_reduction(K))
+      Kokkos::deep_copy(m_space, Kokkos::View<double, Kokkos::HostSpace, unmanaged>(d_output(outputs)), m_d);
+    else
+      Kokkos::deep_copy(
+          m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(z_output(outputs), static_cast<std::size_t>(m_n)),
+          m_z);
+  }
+  void wait() override { m_space.fence(); }
+
+  void* stream() const override {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
+#endif
+    return nullptr;
+  }
+
+  // Queues one resident run on m_space. Public: nvcc refuses extended lambdas in private or protected
+  // member functions.
+  virtual void launch() = 0;
+
+ protected:
+  ExecutionSpace m_space{};
+  std::int64_t m_n = 0;
+  float m_q = 0.0f;
+  vector_type m_x, m_y, m_z;
+  result_type m_d;
+
+ private:
+#ifdef KOKKOS_ENABLE_CUDA
+  cudaStream_t m_own_stream = nullptr;
+#endif
+};
+
+// stream_kokkos: one RangePolicy kernel on the variant's own instance.
+template <class ExecutionSpace, stream_kind K>
+class stream_kokkos final : public stream_kokkos_base<ExecutionSpace, K> {
+  using base = stream_kokkos_base<ExecutionSpace, K>;
+
+ public:
+  stream_kokkos() : base(/*own_stream=*/true) {}
+  // Its own stream on a device: several instances overlap.
+  bool queues_asynchronously() const override { return !base::on_host; }
+
+  void launch() override {
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    const policy range(this->m_space, 0, this->m_n);
+    const auto x = this->m_x, y = this->m_y, z = this->m_z;
+    const float q = this->m_q;
+    if constexpr (K == stream_kind::copy) {
+      Kokkos::parallel_for(
+          "kstudy::stream_copy", range, KOKKOS_LAMBDA(const std::int64_t i) { z(i) = x(i); });
+    } else if constexpr (K == stream_kind::scale) {
+      Kokkos::parallel_for(
+          "kstudy::stream_scale", range, KOKKOS_LAMBDA(const std::int64_t i) { z(i) = q * x(i); });
+    } else if constexpr (K == stream_kind::add) {
+      Kokkos::parallel_for(
+          "kstudy::stream_add", range, KOKKOS_LAMBDA(const std::int64_t i) { z(i) = x(i) + y(i); });
+    } else if constexpr (K == stream_kind::triad) {
+      Kokkos::parallel_for(
+          "kstudy::stream_triad", range, KOKKOS_LAMBDA(const std::int64_t i) { z(i) = x(i) + q * y(i); });
+    } else {
+      // Into a view in the space's memory: on a device the reduction only queues (no host fence).
+      Kokkos::parallel_reduce(
+          "kstudy::stream_dot", range,
+          KOKKOS_LAMBDA(const std::int64_t i, double& sum) { sum += double(x(i)) * double(y(i)); }, this->m_d);
+    }
+  }
+};
+
+// stream_kokkos_kernels: the Kokkos Kernels (and Kokkos) library call, on the default instance.
+template <class ExecutionSpace, stream_kind K>
+class stream_kokkos_kernels final : public stream_kokkos_base<ExecutionSpace, K> {
+  using base = stream_kokkos_base<ExecutionSpace, K>;
+
+ public:
+  stream_kokkos_kernels() : base(/*own_stream=*/false) {}
+
+  // dot's result is a host float (KokkosBlas::dot returns it): kept here, not in the device view.
+  void poison() override {
+    if constexpr (K == stream_kind::dot)
+      m_host_d = std::numeric_limits<double>::quiet_NaN();
+    else
+      base::poison();
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    if constexpr (K == stream_kind::dot)
+      *d_output(outputs) = m_host_d;
+    else
+      base::enqueue_download(outputs);
+  }
+
+  void launch() override {
+    const auto x = this->m_x, y = this->m_y, z = this->m_z;
+    const float q = this->m_q;
+    if constexpr (K == stream_kind::copy) {
+      Kokkos::deep_copy(this->m_space, z, x);
+    } else if constexpr (K == stream_kind::scale) {
+      KokkosBlas::scal(z, q, x);
+    } else if constexpr (K == stream_kind::add) {
+      KokkosBlas::update(1.0f, x, 1.0f, y, 0.0f, z);
+    } else if constexpr (K == stream_kind::triad) {
+      KokkosBlas::update(1.0f, x, q, y, 0.0f, z);
+    } else {
+      m_host_d = KokkosBlas::dot(x, y);  // returns to the host: the call fences
+    }
+  }
+
+ private:
+  double m_host_d = std::numeric_limits<double>::quiet_NaN();
+};
+
+template <stream_kind K>
+std::string kokkos_description() {
+  switch (K) {
+    case stream_kind::copy:
+      return "Kokkos RangePolicy parallel_for: z(i) = x(i)";
+    case stream_kind::scale:
+      return "Kokkos RangePolicy parallel_for: z(i) = q * x(i)";
+    case stream_kind::add:
+      return "Kokkos RangePolicy parallel_for: z(i) = x(i) + y(i)";
+    case stream_kind::triad:
+      return "Kokkos RangePolicy parallel_for: z(i) = x(i) + q * y(i)";
+    case stream_kind::dot:
+      return "Kokkos RangePolicy parallel_reduce, float64 accumulation, into a device view";
+  }
+  return {};
+}
+
+template <stream_kind K>
+std::string kokkos_kernels_description() {
+  switch (K) {
+    case stream_kind::copy:
+      return "Kokkos::deep_copy(z, x), default instance";
+    case stream_kind::scale:
+      return "KokkosBlas::scal(z, q, x), default instance";
+    case stream_kind::add:
+      return "KokkosBlas::update(1, x, 1, y, 0, z), default instance";
+    case stream_kind::triad:
+      return "KokkosBlas::update(1, x, q, y, 0, z), default instance";
+    case stream_kind::dot:
+      return "KokkosBlas::dot(x, y): float accumulation, result returned to the host (blocking; cuBLAS TPL where "
+             "enabled), default instance";
+  }
+  return {};
+}
+
+template <class Space, stream_kind K>
+void register_kind() {
+  auto kokkos = variant_info_for(K, "kokkos", "stream_kokkos", kokkos_description<K>());
+  kokkos.kernels_launched = 1;  // the parallel_for (or parallel_reduce)
+  detail::register_kokkos_variant<stream_kokkos<Space, K>>(std::move(kokkos));
+  auto kernels = variant_info_for(K, "kokkos_kernels", "stream_kokkos_kernels", kokkos_kernels_description<K>());
+  kernels.kernels_launched = 1;  // the deep_copy, scal, update or dot
+  detail::register_kokkos_variant<stream_kokkos_kernels<Space, K>>(std::move(kernels));
+}
+
+[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+  using space = typename decltype(tag)::type;
+  register_kind<space, stream_kind::copy>();
+  register_kind<space, stream_kind::scale>();
+  register_kind<space, stream_kind::add>();
+  register_kind<space, stream_kind::triad>();
+  register_kind<space, stream_kind::dot>();
+});
+
+}  // namespace
+}  // namespace kstudy::stream
