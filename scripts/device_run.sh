@@ -13,6 +13,7 @@
 #        experiments (launch_overhead transfer_calibration layout_transpose block_size quick) into $OUT/study.h5
 #        and cold_compile into $OUT/cold.h5
 #   scripts/device_run.sh BUNDLE.tar.xz sweeps             # rows_sweep and feature_sweep into $OUT/sweeps.h5
+#   scripts/device_run.sh BUNDLE.tar.xz stream             # the STREAM operations, 2^10..2^30, into $OUT/stream.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
 #   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
 #        (faults: the fault and GPU-health tests alone; short: the short experiments and cold_compile)
@@ -111,6 +112,16 @@ suite() {
   short
 }
 
+# The STREAM operations over n = 2^10 .. 2^30 on the device and the OpenMP host (Serial left out: at 2^30 it
+# alone would take minutes), each against the roofs measured in the same run.
+stream() {
+  step stream
+  timeout ${KSTUDY_STREAM_SECONDS:-420} "$bundle/kstudy" run stream "${overrides[@]}" \
+    --variants stream_kokkos@cuda stream_kokkos_kernels@cuda stream_cuda cublas cub stream_kokkos@openmp \
+    stream_kokkos_kernels@openmp --out "$out/stream.h5" > "$out/stream.txt" 2>&1
+  echo "stream rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/stream.txt" | head -20
+}
+
 sweeps() {
   step sweeps
   local resume=()
@@ -139,6 +150,7 @@ case $mode in
     ;;
   suite) suite ;;
   sweeps) sweeps ;;
+  stream) stream ;;
   all) suite; sweeps ;;
   *) echo "device_run.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac

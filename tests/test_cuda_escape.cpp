@@ -11,6 +11,7 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "kstudy/views/data_generator.hpp"
+#include "scoring/scoring_variant.hpp"
 
 namespace {
 

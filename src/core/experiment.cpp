@@ -184,11 +184,11 @@ void parse_operation_fields(const json& doc, experiment& e, json& normalised) {
   // Byte counts of every point's inputs must fit in 64 bits; the operation names the axis otherwise.
   for (const auto& point : e.points)
     for (const auto& name : e.operations) {
+      const auto* op = operation_registry::instance().find(name);
       try {
-        operation_registry::instance().find(name)->shape(point, table_layout::padded_row_major, e.row_padding);
+        for (const auto layout : op->info().layouts) op->shape(point, layout, e.row_padding);
       } catch (const std::invalid_argument& ex) {
-        if (std::string(ex.what()).find("has no") == std::string::npos)
-          fail(source, doc.contains("shapes") ? "shapes" : e.axes.front(), ex.what());
+        fail(source, doc.contains("shapes") ? "shapes" : e.axes.front(), ex.what());
       }
     }
   normalised["operation"] = e.operations;

@@ -150,9 +150,11 @@ def headline(operation, g, ratios, arch, exp):
     """One sentence per operation for the summary: its best family against the roofs, and the Kokkos cost."""
     device = on_device(g)
     side = g[device] if device.any() else g
-    # Within 0.1% of the best rate, the largest point: where the bandwidth has saturated.
-    near = side[side.essential_GB_per_s >= 0.999 * side.essential_GB_per_s.max()]
-    best = near.sort_values(["rows", "features"]).iloc[-1]
+    # At the largest point, whose data is far beyond every cache: the rate there is the memory's, while a small
+    # point's may come from L2 (or a CPU's caches) and exceed the DRAM roof.
+    largest = side.sort_values(["rows", "features"]).iloc[-1]
+    at_largest = side[(side.rows == largest.rows) & (side.features == largest.features)]
+    best = at_largest.loc[at_largest.essential_GB_per_s.idxmax()]
     roofs = DEVICE_ROOFS if bool(best.on_device) else HOST_ROOFS
     shares = ", ".join(f"{pct(best[f'pct_of_{roof}'])} of {roof}" for roof in reversed(roofs)
                        if np.isfinite(best[f"pct_of_{roof}"]))
