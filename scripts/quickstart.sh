@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets everything up, builds, and runs the main job: the `quick` study on the best backend present
-# (the cuda flavour when a GPU and nvcc are here, else OpenMP), then prints where the results went.
+# Sets everything up, builds, and runs the main job: the `quick` study of the scoring operation and the
+# `stream_quick` study of the STREAM operations on the best backend present (the cuda flavour when a GPU
+# and nvcc are here, else OpenMP), into one archive, then writes its `kstudy report` and prints both paths.
 #   scripts/quickstart.sh [extra `kstudy run` arguments]
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,4 +17,10 @@ cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "${KSTUDY_JOBS:-$(nproc)}" --target kstudy
 mkdir -p results
 out=results/quick-$preset-$(date -u +%Y%m%dT%H%M%SZ).h5
-"build/$preset/src/app/kstudy" run quick --out "$out" "$@"
+"build/$preset/src/app/kstudy" run quick stream_quick --out "$out" "$@"
+report=${out%.h5}-report
+if "build/$preset/src/app/kstudy" report "$out" --out "$report" > /dev/null; then
+  echo "report: $report/report.md"
+else
+  echo "kstudy: the archive is complete, but its report could not be written (see above)" >&2
+fi
