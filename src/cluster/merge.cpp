@@ -135,15 +135,17 @@ struct merged_experiment {
 merge_refused::merge_refused(std::vector<std::string> problems)
     : std::runtime_error(problems.empty() ? "merge refused" : problems.front()), m_problems(std::move(problems)) {}
 
-merge_report merge_shards(const merge_request& request) {
+namespace {
+
+// Inputs: readable shard archives, each file once, none of them OUT (non-negotiable, even with --force),
+// in shard order.
+std::vector<shard_input> read_inputs(const merge_request& request) {
   if (request.shards.empty()) throw std::runtime_error("no shard archives given");
   std::error_code ec;
   if (fs::exists(request.out, ec) && !request.overwrite)
     throw std::runtime_error(request.out + " already exists: remove it or pass --overwrite");
   hdf5_sink::check_writable(request.out);
   const auto out_canonical = fs::weakly_canonical(request.out, ec);
-
-  // Inputs: readable shard archives, each file once, none of them OUT (non-negotiable, even with --force).
   std::vector<shard_input> inputs;
   std::map<fs::path, std::string> seen_paths;
   for (const auto& path : request.shards) {
@@ -154,10 +156,12 @@ merge_report merge_shards(const merge_request& request) {
     inputs.push_back(read_input(path));
   }
   std::stable_sort(inputs.begin(), inputs.end(), [](const auto& a, const auto& b) { return a.shard.index < b.shard.index; });
+  return inputs;
+}
 
-  std::vector<std::string> problems;
-  merge_report report;
-  // The shard count, and each index once.
+// The shard count, and each index once; returns the paths per shard index.
+std::map<int, std::vector<std::string>> check_sharding(const std::vector<shard_input>& inputs, merge_report& report,
+                                                      std::vector<std::string>& problems) {
   std::set<int> counts;
   for (const auto& in : inputs) counts.insert(in.shard.count);
   report.shard_count = *counts.rbegin();
@@ -174,7 +178,11 @@ merge_report merge_shards(const merge_request& request) {
       for (const auto& p : paths) list += (list.empty() ? "" : ", ") + p;
       problems.push_back("shard " + std::to_string(index) + " is given more than once: " + list);
     }
-  // Build provenance and hardware.
+  return by_index;
+}
+
+// Build provenance and hardware must agree.
+void check_provenance(const std::vector<shard_input>& inputs, std::vector<std::string>& problems) {
   const auto compare = [&](const char* key, bool environment, const std::string& what) {
     std::set<std::string> values;
     std::string list;
@@ -189,7 +197,10 @@ merge_report merge_shards(const merge_request& request) {
   for (const auto* key : k_build_root_keys) compare(key, false, "the shards were not built and archived alike");
   for (const auto* key : k_build_environment_keys) compare(key, true, "the shards were not built alike");
   for (const auto* key : k_hardware_keys) compare(key, true, "the shards ran on different hardware");
-  // Experiments: the same set, each defined alike.
+}
+
+// Experiments: the same set, each defined alike.
+void check_experiments(const std::vector<shard_input>& inputs, std::vector<std::string>& problems) {
   std::map<std::string, std::map<std::string, std::vector<std::string>>> fingerprints;  // name -> print -> paths
   std::set<std::string> names;
   for (const auto& in : inputs) names.insert(in.experiments.begin(), in.experiments.end());
@@ -206,79 +217,93 @@ merge_report merge_shards(const merge_request& request) {
         for (const auto& p : paths) list += (list.empty() ? "" : ", ") + p + ": " + print;
       problems.push_back("experiment '" + name + "' is defined differently (fingerprints " + list + ")");
     }
+}
 
-  // Rows, by unit (experiment, point, replication); each unit must come from exactly one shard, its own.
-  std::map<std::string, merged_experiment> experiments;
-  std::map<unit_key, std::string> unit_owner;  // unit -> path of the shard it was taken from
-  std::map<std::string, std::int64_t> outside;  // path -> samples outside its slice
-  std::map<std::pair<std::string, std::string>, std::int64_t> overlaps;  // (kept from, dropped from) -> rows
-  for (const auto& in : inputs) {
-    for (const auto& name : in.experiments) {
-      auto& m = experiments[name];
-      const auto record = read_experiment(in.path, name);
-      if (m.record.name.empty()) m.record = record;
-      const int replications = parse_experiment(record.definition_json, in.path + ":" + name).protocol.replications;
-      auto samples = read_samples(in.path, name);
-      // Units this shard holds that an earlier (lower-index) shard already gave.
-      std::set<unit_key> dropped;
-      std::set<unit_key> mine;
-      for (const auto& s : samples) {
-        const unit_key key{name, s.point, s.replication};
-        if (!in_shard(in.shard, s.point, s.replication, replications)) ++outside[in.path];
-        if (mine.count(key)) continue;
-        const auto owner = unit_owner.find(key);
-        if (owner != unit_owner.end()) dropped.insert(key);
-        else mine.insert(key);
+// Rows, by unit (experiment, point, replication); each unit must come from exactly one shard, its own.
+class row_collector {
+ public:
+  explicit row_collector(merge_report& report) : m_report(report) {}
+
+  void add(const shard_input& in, const std::string& name) {
+    auto& m = m_experiments[name];
+    const auto record = read_experiment(in.path, name);
+    if (m.record.name.empty()) m.record = record;
+    const int replications = parse_experiment(record.definition_json, in.path + ":" + name).protocol.replications;
+    auto samples = read_samples(in.path, name);
+    const auto dropped = claim_units(in, name, samples, replications);
+    // Gates, variants and attribution rows belong to replication 0 of a point, identified by its shape.
+    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> dropped_shapes;
+    for (auto& s : samples) {
+      const unit_key key{name, s.point, s.replication};
+      if (dropped.count(key)) {
+        ++m_overlaps[{m_unit_owner[key], in.path}];
+        ++m_report.duplicate_samples;
+        if (s.replication == 0) dropped_shapes.insert({s.rows, s.features, s.block_size});
+        continue;
       }
-      for (const auto& key : mine) unit_owner[key] = in.path;
-      // Gates, variants and attribution rows belong to replication 0 of a point, identified by its shape.
-      std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> dropped_shapes;
-      for (auto& s : samples) {
-        const unit_key key{name, s.point, s.replication};
-        if (dropped.count(key)) {
-          ++overlaps[{unit_owner[key], in.path}];
-          ++report.duplicate_samples;
-          if (s.replication == 0) dropped_shapes.insert({s.rows, s.features, s.block_size});
-          continue;
-        }
-        m.samples.push_back(std::move(s));
-      }
-      for (auto& g : read_gates(in.path, name))
-        if (!dropped_shapes.count({g.rows, g.features, g.block_size})) m.gates.push_back(std::move(g));
-      for (auto& v : read_variants(in.path, name))
-        if (!dropped_shapes.count({v.rows, v.features, v.block_size})) m.variants.push_back(std::move(v));
-      for (auto& a : read_attribution(in.path, name)) {
-        bool drop = false;
-        for (const auto& shape : dropped_shapes)
-          drop = drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features);
-        if (!drop) m.attribution.push_back(std::move(a));
-      }
-      for (auto& h : read_health(in.path, name))
-        if (!dropped.count(unit_key{name, h.point, h.replication})) m.health.push_back(std::move(h));
-      m.ceilings.push_back(read_ceilings(in.path, name));
+      m.samples.push_back(std::move(s));
     }
+    for (auto& g : read_gates(in.path, name))
+      if (!dropped_shapes.count({g.rows, g.features, g.block_size})) m.gates.push_back(std::move(g));
+    for (auto& v : read_variants(in.path, name))
+      if (!dropped_shapes.count({v.rows, v.features, v.block_size})) m.variants.push_back(std::move(v));
+    for (auto& a : read_attribution(in.path, name)) {
+      bool drop = false;
+      for (const auto& shape : dropped_shapes)
+        drop = drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features);
+      if (!drop) m.attribution.push_back(std::move(a));
+    }
+    for (auto& h : read_health(in.path, name))
+      if (!dropped.count(unit_key{name, h.point, h.replication})) m.health.push_back(std::move(h));
+    m.ceilings.push_back(read_ceilings(in.path, name));
   }
-  for (const auto& [path, n] : outside)
-    problems.push_back(path + " holds " + std::to_string(n) + " samples of units outside its shard's slice");
-  for (const auto& [pair, n] : overlaps)
-    problems.push_back("duplicate samples: " + pair.second + " repeats " + std::to_string(n) +
-                       " sample rows of (point, replication) units that " + pair.first + " already holds");
 
-  // Which shards of 0..N-1 are there, and finished.
-  for (int k = 0; k < report.shard_count; ++k) {
-    if (!by_index.count(k)) report.missing.push_back(k);
+  void report_problems(std::vector<std::string>& problems) const {
+    for (const auto& [path, n] : m_outside)
+      problems.push_back(path + " holds " + std::to_string(n) + " samples of units outside its shard's slice");
+    for (const auto& [pair, n] : m_overlaps)
+      problems.push_back("duplicate samples: " + pair.second + " repeats " + std::to_string(n) +
+                         " sample rows of (point, replication) units that " + pair.first + " already holds");
   }
+  std::map<std::string, merged_experiment>& experiments() { return m_experiments; }
+
+ private:
+  // Claims the units of this shard's samples that no earlier (lower-index) shard gave; returns the others.
+  std::set<unit_key> claim_units(const shard_input& in, const std::string& name, const std::vector<sample_record>& samples,
+                                 int replications) {
+    std::set<unit_key> dropped, mine;
+    for (const auto& s : samples) {
+      const unit_key key{name, s.point, s.replication};
+      if (!in_shard(in.shard, s.point, s.replication, replications)) ++m_outside[in.path];
+      if (mine.count(key)) continue;
+      if (m_unit_owner.count(key)) dropped.insert(key);
+      else mine.insert(key);
+    }
+    for (const auto& key : mine) m_unit_owner[key] = in.path;
+    return dropped;
+  }
+
+  merge_report& m_report;
+  std::map<std::string, merged_experiment> m_experiments;
+  std::map<unit_key, std::string> m_unit_owner;                            // unit -> the shard it was taken from
+  std::map<std::string, std::int64_t> m_outside;                           // path -> samples outside its slice
+  std::map<std::pair<std::string, std::string>, std::int64_t> m_overlaps;  // (kept from, dropped from) -> rows
+};
+
+// Which shards of 0..N-1 are there, and finished.
+void note_presence(const std::vector<shard_input>& inputs, const std::map<int, std::vector<std::string>>& by_index,
+                   merge_report& report) {
+  for (int k = 0; k < report.shard_count; ++k)
+    if (!by_index.count(k)) report.missing.push_back(k);
   for (const auto& in : inputs) {
     if (report.merged.empty() || report.merged.back() != in.shard.index) report.merged.push_back(in.shard.index);
     if (!in.complete) report.incomplete.push_back(in.shard.index);
   }
-  if (!problems.empty()) {
-    if (!request.force) throw merge_refused(problems);
-    report.warnings = problems;
-  }
-  if ((!report.missing.empty() || !report.incomplete.empty()) && !request.partial) return report;
+}
 
-  // The merged archive's provenance: what all shards agree on, the merge itself, and every shard in /shards.
+// The merged archive's provenance: what all shards agree on and the merge itself (each shard goes to /shards).
+run_metadata merged_metadata(const std::vector<shard_input>& inputs, const merge_request& request,
+                             const merge_report& report) {
   std::vector<const std::map<std::string, std::string>*> roots, environments;
   for (const auto& in : inputs) {
     roots.push_back(&in.metadata.root);
@@ -301,46 +326,82 @@ merge_report merge_shards(const merge_request& request) {
   metadata.root["missing_shards"] = join(report.missing);
   metadata.root["incomplete_shards"] = join(report.incomplete);
   metadata.root["complete"] = report.missing.empty() && report.incomplete.empty() ? "true" : "false";
+  return metadata;
+}
 
+// One experiment's rows in the runner's order (replication by replication, points in order; a unit's rows as
+// measured), the median of the shards' ceilings, and summaries over the merged samples.
+void write_experiment(hdf5_sink& sink, const std::string& name, merged_experiment& m) {
+  const auto by_unit = [](const auto& a, const auto& b) {
+    return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);
+  };
+  std::stable_sort(m.samples.begin(), m.samples.end(), by_unit);
+  std::stable_sort(m.health.begin(), m.health.end(), by_unit);
+  const auto ceilings = median_ceilings(m.ceilings);
+  sink.begin_experiment(m.record);
+  sink.write_ceilings(ceilings);
+  sink.write_gates(m.gates);
+  sink.write_variants(m.variants);
+  sink.write_attribution(m.attribution);
+  sink.write_health(m.health);
+  sink.write_samples(m.samples);
+  sink.write_summaries(summarise(m.samples, ceilings));
+  sink.end_experiment(name);
+}
+
+void write_shard_records(hdf5_sink& sink, const std::vector<shard_input>& inputs,
+                         const std::map<int, std::vector<std::string>>& by_index) {
+  std::error_code ec;
+  for (const auto& in : inputs) {
+    if (by_index.at(in.shard.index).front() != in.path) continue;  // a forced duplicate index: the first is recorded
+    shard_record shard;
+    shard.index = in.shard.index;
+    shard.source = fs::absolute(in.path, ec).string();
+    shard.metadata = in.metadata;
+    shard.metadata.root.erase("schema_version");
+    for (const auto& name : in.experiments) {
+      shard.ceilings = read_ceilings(in.path, name);
+      if (!shard.ceilings.empty()) break;
+    }
+    sink.write_shard(shard);
+  }
+}
+
+}  // namespace
+
+// Check the shards (sharding, provenance, experiments, units) -> refuse, or warn under --force -> write through a
+// temporary file renamed into place, so the output is either absent or complete.
+merge_report merge_shards(const merge_request& request) {
+  const auto inputs = read_inputs(request);
+  std::vector<std::string> problems;
+  merge_report report;
+  const auto by_index = check_sharding(inputs, report, problems);
+  check_provenance(inputs, problems);
+  check_experiments(inputs, problems);
+  row_collector rows(report);
+  for (const auto& in : inputs)
+    for (const auto& name : in.experiments) rows.add(in, name);
+  rows.report_problems(problems);
+  note_presence(inputs, by_index, report);
+  if (!problems.empty()) {
+    if (!request.force) throw merge_refused(problems);
+    report.warnings = problems;
+  }
+  if ((!report.missing.empty() || !report.incomplete.empty()) && !request.partial) return report;
+
+  const auto metadata = merged_metadata(inputs, request, report);
+  std::error_code ec;
   const auto directory = fs::absolute(request.out, ec).parent_path();
   const auto temporary =
       (directory / ("." + fs::path(request.out).filename().string() + ".merging-" + std::to_string(::getpid()))).string();
   try {
     hdf5_sink sink(temporary, open_mode::overwrite);
     sink.begin(metadata);
-    for (auto& [name, m] : experiments) {
-      // The runner's order: replication by replication, points in order; a unit's rows as measured.
-      std::stable_sort(m.samples.begin(), m.samples.end(), [](const auto& a, const auto& b) {
-        return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);
-      });
-      const auto ceilings = median_ceilings(m.ceilings);
-      sink.begin_experiment(m.record);
-      sink.write_ceilings(ceilings);
-      sink.write_gates(m.gates);
-      sink.write_variants(m.variants);
-      sink.write_attribution(m.attribution);
-      std::stable_sort(m.health.begin(), m.health.end(), [](const auto& a, const auto& b) {
-        return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);
-      });
-      sink.write_health(m.health);
-      sink.write_samples(m.samples);
-      sink.write_summaries(summarise(m.samples, ceilings));
-      sink.end_experiment(name);
+    for (auto& [name, m] : rows.experiments()) {
+      write_experiment(sink, name, m);
       report.samples += static_cast<std::int64_t>(m.samples.size());
     }
-    for (const auto& in : inputs) {
-      if (by_index[in.shard.index].front() != in.path) continue;  // a forced duplicate index: the first is recorded
-      shard_record shard;
-      shard.index = in.shard.index;
-      shard.source = fs::absolute(in.path, ec).string();
-      shard.metadata = in.metadata;
-      shard.metadata.root.erase("schema_version");
-      for (const auto& name : in.experiments) {
-        shard.ceilings = read_ceilings(in.path, name);
-        if (!shard.ceilings.empty()) break;
-      }
-      sink.write_shard(shard);
-    }
+    write_shard_records(sink, inputs, by_index);
     sink.finish();
     fs::rename(temporary, request.out);
   } catch (...) {

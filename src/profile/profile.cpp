@@ -445,13 +445,10 @@ int run_profile_point(const std::vector<std::string>& args) {
   return 0;
 }
 
-int run_profile(const profile_request& request, const std::string& self_exe, int argc, char** argv) {
-  // Everything that can be wrong is found before the GPU is touched: no archive on any of these.
-  const bool host_test = host_test_mode();
-  if (!build_has_cuda && !host_test)
-    throw std::runtime_error("kstudy profile needs the cuda flavour: this kstudy was built without a CUDA backend, so it has "
-                             "no GPU kernel to profile (cmake --preset cuda && cmake --build --preset cuda)");
-  if (request.points < 0) throw std::runtime_error("--points must be 0 (every point) or positive");
+namespace {
+
+// The sweep experiments to profile, each once, with the request's --variants.
+std::vector<experiment> profile_experiments(const profile_request& request) {
   run_request variants_only;
   variants_only.variants = request.variants;
   std::vector<experiment> experiments;
@@ -464,6 +461,13 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     if (!names.insert(e.name).second) throw experiment_error(e.source + ": experiment '" + e.name + "' is given twice");
     experiments.push_back(std::move(e));
   }
+  return experiments;
+}
+
+// --points points spread over each experiment, each with the device variants of its operation that take
+// its block size. The plan points into `experiments`, which must outlive it unchanged.
+std::vector<planned_point> plan_points(const std::vector<experiment>& experiments, const profile_request& request,
+                                       bool host_test) {
   std::vector<planned_point> plan;
   for (const auto& e : experiments) {
     std::vector<const registered_variant*> device;
@@ -481,6 +485,133 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
       if (!p.variants.empty()) plan.push_back(std::move(p));
     }
   }
+  return plan;
+}
+
+// One point under ncu: a child profiles every planned variant; when the child or its report fails, each
+// variant gets a `failed` row naming why (ncu itself failing stops the whole profile).
+std::vector<profile_record> profile_point(const planned_point& p, ncu_runner& runner) {
+  const auto& pt = p.point;
+  const auto shape = p.shape();
+  std::vector<std::string> args{pt.op->info().name, joined_extents(pt.extents), std::to_string(pt.block_size),
+                                std::to_string(p.e->row_padding), std::to_string(p.e->protocol.seed)};
+  args.insert(args.end(), p.variants.begin(), p.variants.end());
+  const ncu::point_context context{p.e->name, pt.index, shape.rows, shape.features, pt.block_size};
+  std::vector<profile_record> rows;
+  try {
+    const auto result = runner.run(p.e->name + "_point" + std::to_string(pt.index), args);
+    if (!result.errors.empty())  // the report came nonetheless: keep what it holds, say what ncu said
+      std::cerr << "kstudy profile: ncu reported errors at " << p.e->name << " point " << pt.index << ":\n"
+                << result.errors;
+    return ncu::point_records(context, result.report, result.launches);
+  } catch (const ncu_failure& failure) {
+    throw std::runtime_error("ncu failed at " + p.e->name + " point " + std::to_string(pt.index) + ": " + failure.what());
+  } catch (const std::exception& ex) {  // this point's variants are recorded as failed; the others go on
+    for (const auto& id : p.variants) {
+      profile_record r;
+      r.experiment = p.e->name;
+      r.variant = id;
+      r.rows = shape.rows;
+      r.features = shape.features;
+      r.block_size = pt.block_size;
+      r.point = pt.index;
+      r.status = std::string("failed: ") + ex.what();
+      for (double* d : {&r.profiled_duration_s, &r.dram_bytes_read, &r.dram_bytes_written, &r.dram_throughput_pct,
+                        &r.achieved_occupancy_pct, &r.theoretical_occupancy_pct, &r.global_load_sectors,
+                        &r.global_load_requests, &r.global_store_sectors, &r.global_store_requests})
+        *d = std::nan("");
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+// Written once, complete, under a temporary name, then renamed: never a partial archive.
+void write_profile_archive(const std::string& out, const run_metadata& metadata, const std::vector<experiment>& experiments,
+                           const std::vector<planned_point>& plan,
+                           std::map<std::string, std::vector<profile_record>>& records,
+                           const std::map<std::string, std::string>& attributes) {
+  const std::string partial = out + ".partial";
+  std::remove(partial.c_str());
+  try {
+    hdf5_sink sink(partial, open_mode::overwrite);
+    sink.begin(metadata);
+    for (const auto& e : experiments) {
+      const json protocol = json::parse(e.definition_json)["protocol"];
+      sink.begin_experiment({e.name, e.definition_json, protocol.dump(), e.fingerprint()});
+      sink.write_variants(profiled_variants(plan, e));
+      sink.write_profile(records[e.name], attributes);
+      sink.end_experiment(e.name);
+    }
+    sink.finish();
+  } catch (...) {
+    std::remove(partial.c_str());
+    throw;
+  }
+  if (std::rename(partial.c_str(), out.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw std::runtime_error("cannot rename " + partial + " to " + out);
+  }
+}
+
+// Working folder for ncu's reports: kept with --keep-ncu, else a temporary one removed at the end.
+class report_folder {
+ public:
+  explicit report_folder(const std::string& keep) : m_path(keep) {
+    std::error_code ec;
+    if (m_path.empty()) {
+      char pattern[] = "/tmp/kstudy-profile-XXXXXX";
+      if (!mkdtemp(pattern)) throw std::runtime_error("cannot create a temporary folder for ncu's reports");
+      m_path = pattern;
+      m_remove = true;
+    } else {
+      fs::create_directories(m_path, ec);
+      if (!fs::is_directory(m_path, ec)) throw std::runtime_error("--keep-ncu " + m_path + " is not a folder");
+    }
+  }
+  ~report_folder() {
+    std::error_code ec;
+    if (m_remove) fs::remove_all(m_path, ec);
+  }
+  report_folder(const report_folder&) = delete;
+  report_folder& operator=(const report_folder&) = delete;
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+  bool m_remove = false;
+};
+
+// The profile table's attributes: how ncu was run and which metrics it gave.
+std::map<std::string, std::string> profile_attributes(ncu_runner& runner, const std::string& ncu_version,
+                                                      const std::string& ncu_path, const std::vector<std::string>& refused,
+                                                      int points) {
+  json metrics = json::object();
+  for (const auto& [field, metric] : runner.choice()) metrics[field] = metric;
+  std::string refused_text;
+  for (const auto& m : refused) refused_text += (refused_text.empty() ? "" : ",") + m;
+  return {{"ncu_version", ncu_version},
+          {"ncu_path", ncu_path},
+          {"ncu_command", runner.first_command()},
+          {"ncu_import_command", runner.import_command()},
+          {"metrics", metrics.dump()},
+          {"refused_metrics", refused_text},
+          {"points_per_experiment", points == 0 ? "all" : std::to_string(points)},
+          {"note", "profiled_duration_s is the kernel's duration under Nsight Compute (replayed, counters on): it puts "
+                   "the counters in proportion and is never a timing; timings come from kstudy run archives"}};
+}
+
+}  // namespace
+
+int run_profile(const profile_request& request, const std::string& self_exe, int argc, char** argv) {
+  // Everything that can be wrong is found before the GPU is touched: no archive on any of these.
+  const bool host_test = host_test_mode();
+  if (!build_has_cuda && !host_test)
+    throw std::runtime_error("kstudy profile needs the cuda flavour: this kstudy was built without a CUDA backend, so it has "
+                             "no GPU kernel to profile (cmake --preset cuda && cmake --build --preset cuda)");
+  if (request.points < 0) throw std::runtime_error("--points must be 0 (every point) or positive");
+  const auto experiments = profile_experiments(request);
+  const auto plan = plan_points(experiments, request, host_test);
   std::error_code ec;
   if (fs::exists(request.out, ec) && !request.overwrite)
     throw std::runtime_error(request.out + " already exists: pass --overwrite to replace it");
@@ -496,26 +627,8 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
 
   platform::install_stop_handlers();
 
-  // Working folder for ncu's reports: kept with --keep-ncu, else a temporary one removed at the end.
-  std::string folder = request.keep;
-  bool remove_folder = false;
-  if (folder.empty()) {
-    char pattern[] = "/tmp/kstudy-profile-XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error("cannot create a temporary folder for ncu's reports");
-    folder = pattern;
-    remove_folder = true;
-  } else {
-    fs::create_directories(folder, ec);
-    if (!fs::is_directory(folder, ec)) throw std::runtime_error("--keep-ncu " + folder + " is not a folder");
-  }
-  struct folder_cleanup {
-    std::string path;
-    bool active;
-    ~folder_cleanup() {
-      std::error_code e;
-      if (active) fs::remove_all(path, e);
-    }
-  } cleanup{folder, remove_folder};
+  const report_folder reports(request.keep);
+  const std::string& folder = reports.path();
 
   const std::string version_file = (fs::path(folder) / "ncu-version.txt").string();
   run_tool({ncu_path, "--version"}, version_file, version_file);
@@ -540,36 +653,7 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     const auto& p = plan[i];
     const auto& pt = p.point;
     const auto shape = p.shape();
-    std::vector<std::string> args{pt.op->info().name, joined_extents(pt.extents), std::to_string(pt.block_size),
-                                  std::to_string(p.e->row_padding), std::to_string(p.e->protocol.seed)};
-    args.insert(args.end(), p.variants.begin(), p.variants.end());
-    const ncu::point_context context{p.e->name, pt.index, shape.rows, shape.features, pt.block_size};
-    std::vector<profile_record> rows;
-    try {
-      const auto result = runner.run(p.e->name + "_point" + std::to_string(pt.index), args);
-      if (!result.errors.empty())  // the report came nonetheless: keep what it holds, say what ncu said
-        std::cerr << "kstudy profile: ncu reported errors at " << p.e->name << " point " << pt.index << ":\n"
-                  << result.errors;
-      rows = ncu::point_records(context, result.report, result.launches);
-    } catch (const ncu_failure& failure) {
-      throw std::runtime_error("ncu failed at " + p.e->name + " point " + std::to_string(pt.index) + ": " + failure.what());
-    } catch (const std::exception& ex) {  // this point's variants are recorded as failed; the others go on
-      for (const auto& id : p.variants) {
-        profile_record r;
-        r.experiment = p.e->name;
-        r.variant = id;
-        r.rows = shape.rows;
-        r.features = shape.features;
-        r.block_size = pt.block_size;
-        r.point = pt.index;
-        r.status = std::string("failed: ") + ex.what();
-        for (double* d : {&r.profiled_duration_s, &r.dram_bytes_read, &r.dram_bytes_written, &r.dram_throughput_pct,
-                          &r.achieved_occupancy_pct, &r.theoretical_occupancy_pct, &r.global_load_sectors,
-                          &r.global_load_requests, &r.global_store_sectors, &r.global_store_requests})
-          *d = std::nan("");
-        rows.push_back(r);
-      }
-    }
+    const auto rows = profile_point(p, runner);
     std::int64_t kernels = 0;
     for (const auto& r : rows) {
       kernels += r.launch >= 0;
@@ -591,43 +675,9 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     return 130;
   }
 
-  json metrics = json::object();
-  for (const auto& [field, metric] : runner.choice()) metrics[field] = metric;
-  std::string refused_text;
-  for (const auto& m : refused) refused_text += (refused_text.empty() ? "" : ",") + m;
-  const std::map<std::string, std::string> attributes{
-      {"ncu_version", ncu_version},
-      {"ncu_path", ncu_path},
-      {"ncu_command", runner.first_command()},
-      {"ncu_import_command", runner.import_command()},
-      {"metrics", metrics.dump()},
-      {"refused_metrics", refused_text},
-      {"points_per_experiment", request.points == 0 ? "all" : std::to_string(request.points)},
-      {"note", "profiled_duration_s is the kernel's duration under Nsight Compute (replayed, counters on): it puts the "
-               "counters in proportion and is never a timing; timings come from kstudy run archives"}};
+  const auto attributes = profile_attributes(runner, ncu_version, ncu_path, refused, request.points);
 
-  // Written once, complete, under a temporary name, then renamed: never a partial archive.
-  const std::string partial = request.out + ".partial";
-  std::remove(partial.c_str());
-  try {
-    hdf5_sink sink(partial, open_mode::overwrite);
-    sink.begin(metadata);
-    for (const auto& e : experiments) {
-      const json protocol = json::parse(e.definition_json)["protocol"];
-      sink.begin_experiment({e.name, e.definition_json, protocol.dump(), e.fingerprint()});
-      sink.write_variants(profiled_variants(plan, e));
-      sink.write_profile(records[e.name], attributes);
-      sink.end_experiment(e.name);
-    }
-    sink.finish();
-  } catch (...) {
-    std::remove(partial.c_str());
-    throw;
-  }
-  if (std::rename(partial.c_str(), request.out.c_str()) != 0) {
-    std::remove(partial.c_str());
-    throw std::runtime_error("cannot rename " + partial + " to " + request.out);
-  }
+  write_profile_archive(request.out, metadata, experiments, plan, records, attributes);
   if (!request.quiet) {
     std::vector<profile_record> all;
     for (const auto& e : experiments) all.insert(all.end(), records[e.name].begin(), records[e.name].end());
