@@ -164,54 +164,44 @@ int profile_command(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
-  if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare"))
-    return kstudy::exec_python_tool(argc, argv);
-  ensure_thread_binding(argv);
-  if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
-  if (argc >= 2 && std::string(argv[1]) == "__profile_point") {
-    Kokkos::ScopeGuard guard(argc, argv);
-    try {
-      return kstudy::run_profile_point(std::vector<std::string>(argv + 2, argv + argc));
-    } catch (const std::exception& e) {
-      std::cerr << "kstudy: error: " << e.what() << "\n";
-      return 1;
-    }
-  }
-  // Hidden child mode first: it has a fixed argument list and its own Kokkos arguments.
-  if (argc >= 5 && std::string(argv[1]) == "__replicate") {
-    Kokkos::ScopeGuard guard(argc, argv);
-    try {
-      return kstudy::run_replication(argv[2], argv[3], std::atoi(argv[4]));
-    } catch (const std::exception& e) {
-      std::cerr << "kstudy: error: " << e.what() << "\n";
-      return 1;
-    }
-  }
+namespace {
 
-  if (argc >= 4 && std::string(argv[1]) == "__first_call") {
+// The hidden children of run and profile: fixed argument lists and their own Kokkos arguments. Returns
+// whether argv named one (and its exit code in rc).
+bool run_hidden_child(int argc, char** argv, int& rc) {
+  const std::string mode = argc >= 2 ? argv[1] : "";
+  const auto guarded = [&](auto&& body) {
+    try {
+      rc = body();
+    } catch (const std::exception& e) {
+      std::cerr << "kstudy: error: " << e.what() << "\n";
+      rc = 1;
+    }
+    return true;
+  };
+  if (mode == "__profile_point") {
+    Kokkos::ScopeGuard guard(argc, argv);
+    return guarded([&] { return kstudy::run_profile_point(std::vector<std::string>(argv + 2, argv + argc)); });
+  }
+  if (argc >= 5 && mode == "__replicate") {
+    Kokkos::ScopeGuard guard(argc, argv);
+    return guarded([&] { return kstudy::run_replication(argv[2], argv[3], std::atoi(argv[4])); });
+  }
+  if (argc >= 4 && mode == "__first_call") {
     kstudy::wall_timer init;
     init.start();
     Kokkos::ScopeGuard guard(argc, argv);
     const double initialize_seconds = init.seconds();
-    try {
+    return guarded([&] {
       std::vector<std::int64_t> extents;
       for (int i = 3; i < argc; ++i) extents.push_back(std::atoll(argv[i]));
       return kstudy::run_first_call(argv[2], extents, initialize_seconds);
-    } catch (const std::exception& e) {
-      std::cerr << "kstudy: error: " << e.what() << "\n";
-      return 1;
-    }
+    });
   }
+  return false;
+}
 
-  CLI::App app{"kstudy: correctness-gated Kokkos/CUDA performance studies with HDF5 archives.\n"
-               "Typical use: `kstudy list`, `kstudy run quick --out quick.h5`, `kstudy info`."};
-  app.require_subcommand(1);
-  auto* list = app.add_subcommand("list", "List variants (with metadata), built-in experiments and backends");
-  auto* info = app.add_subcommand("info", "Print the environment: Kokkos configuration, compiler, GPU, CPU");
-  auto* run = app.add_subcommand("run", "Run experiments (built-in names or JSON files) into an HDF5 archive");
-  kstudy::run_request request;
+void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& shard_text) {
   run->add_option("experiments", request.experiments, "Built-in experiment names or paths to experiment JSON files")->required();
   request.out = "kstudy-results.h5";
   run->add_option("-o,--out", request.out, "Archive to write")->capture_default_str();
@@ -223,14 +213,12 @@ int main(int argc, char** argv) {
   run->add_flag("--overwrite", request.overwrite, "Replace an existing archive");
   run->add_flag("-q,--quiet", request.quiet, "No progress line or result table");
   run->add_option("--json", request.json_out, "Also write the results as one JSON document");
-  std::string shard_text;
   run->add_option("--shard", shard_text,
                   "Run only shard K of N (K/N, 0 <= K < N): the (point, replication) units u = point * replications "
                   "+ replication with u % N == K; one Slurm array task each (see submit)");
+}
 
-  auto* submit = app.add_subcommand(
-      "submit", "Run an experiment as a Slurm job array: task K runs `run --shard K/N` into DIR/shard-K.h5");
-  kstudy::submit_request submit_request;
+void add_submit_options(CLI::App* submit, kstudy::submit_request& submit_request) {
   submit->add_option("experiment", submit_request.experiment, "Built-in experiment name or path to a JSON file")
       ->required();
   submit->add_option("--array", submit_request.array, "Number of shards N (array tasks 0..N-1)");
@@ -252,9 +240,9 @@ int main(int argc, char** argv) {
   submit->add_option("--warmups", submit_request.overrides.warmups, "Passed on to every task's run");
   submit->add_option("--variants", submit_request.overrides.variants, "Passed on to every task's run");
 
-  auto* merge = app.add_subcommand(
-      "merge", "Merge shard archives into one (checks they are one run; exit 3 if shards are missing)");
-  kstudy::merge_request merge_request;
+}
+
+void add_merge_options(CLI::App* merge, kstudy::merge_request& merge_request) {
   merge->add_option("out", merge_request.out, "Merged archive to write")->required();
   merge->add_option("shards", merge_request.shards, "Shard archives (kstudy run --shard)")->required();
   merge->add_flag("--force", merge_request.force,
@@ -262,6 +250,37 @@ int main(int argc, char** argv) {
   merge->add_flag("--partial", merge_request.partial,
                   "Merge although shards are missing or incomplete; the archive records which (complete=false)");
   merge->add_flag("--overwrite", merge_request.overwrite, "Replace an existing output archive");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
+  if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare"))
+    return kstudy::exec_python_tool(argc, argv);
+  ensure_thread_binding(argv);
+  if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
+  if (int rc = 0; run_hidden_child(argc, argv, rc)) return rc;
+
+  CLI::App app{"kstudy: correctness-gated Kokkos/CUDA performance studies with HDF5 archives.\n"
+               "Typical use: `kstudy list`, `kstudy run quick --out quick.h5`, `kstudy info`."};
+  app.require_subcommand(1);
+  auto* list = app.add_subcommand("list", "List operations with their variants, experiment kinds, built-in experiments and backends");
+  auto* info = app.add_subcommand("info", "Print the environment: Kokkos configuration, compiler, GPU, CPU");
+  auto* run = app.add_subcommand("run", "Run experiments (built-in names or JSON files) into an HDF5 archive");
+  kstudy::run_request request;
+  std::string shard_text;
+  add_run_options(run, request, shard_text);
+
+  auto* submit = app.add_subcommand(
+      "submit", "Run an experiment as a Slurm job array: task K runs `run --shard K/N` into DIR/shard-K.h5");
+  kstudy::submit_request submit_request;
+  add_submit_options(submit, submit_request);
+
+  auto* merge = app.add_subcommand(
+      "merge", "Merge shard archives into one (checks they are one run; exit 3 if shards are missing)");
+  kstudy::merge_request merge_request;
+  add_merge_options(merge, merge_request);
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: Kokkos versions");

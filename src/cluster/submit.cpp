@@ -168,17 +168,10 @@ void refuse_control_characters(const std::string& option, const std::string& val
 
 }  // namespace
 
-int submit_study(const submit_request& request, const std::string& self_exe) {
-  // Everything that can be wrong is found before anything is written or submitted.
-  refuse_control_characters("--partition", request.partition);
-  refuse_control_characters("--time", request.time);
-  for (const auto& option : request.sbatch_options) refuse_control_characters("--sbatch-option", option);
-  const auto e = prepare_experiment(request.experiment, request.overrides);
-  check_experiment(e);
-  std::error_code ec;
-  const fs::path dir = fs::absolute(request.out_dir.empty() ? e.name + "-shards" : request.out_dir, ec);
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw std::runtime_error("--out-dir " + dir.string() + " exists and is not a directory");
+namespace {
+
+// The number of shards: --array, or with --resume the count the archives in the folder record.
+int shard_count(const submit_request& request, const experiment& e, const fs::path& dir) {
   if (request.array != -1 && request.array < 1)
     throw std::runtime_error("--array must be at least 1, not " + std::to_string(request.array));
   int count = request.array;
@@ -192,53 +185,56 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
                              std::to_string(units) + " (point x replication) units (" + std::to_string(point_count(e)) +
                              " points x " + std::to_string(e.protocol.replications) +
                              " replications); use at most that many shards");
-  if (request.gpus_per_task < 0 || request.cpus_per_task < 0)
-    throw std::runtime_error("--gpus-per-task and --cpus-per-task must not be negative");
-  if (request.gpus_per_task > 1)
-    std::cerr << "kstudy submit: warning: a shard measures on one GPU (Kokkos takes the first visible device); "
-              << request.gpus_per_task - 1 << " of each task's " << request.gpus_per_task << " GPUs will idle\n";
+  return count;
+}
 
-  // Which shards to run: all, or (--resume) those whose archive is missing or incomplete.
+// Which shards to run: all, or (--resume) those whose archive is missing, incomplete or unreadable.
+struct shard_plan {
   std::vector<int> shards, incomplete, unreadable;
   int complete = 0;
+};
+
+shard_plan plan_shards(const submit_request& request, const experiment& e, const fs::path& dir, int count) {
+  shard_plan plan;
   for (int k = 0; k < count; ++k) {
     const auto state = inspect(shard_path(dir, k), k, count, e);
     if (!request.resume && state != shard_state::missing)
       throw std::runtime_error(dir.string() + " already holds shard archives (" + shard_path(dir, k) +
                                "): pass --resume to complete that set, or choose another --out-dir");
-    if (state == shard_state::complete) ++complete;
-    else shards.push_back(k);
-    if (state == shard_state::incomplete) incomplete.push_back(k);
-    if (state == shard_state::unreadable) unreadable.push_back(k);
+    if (state == shard_state::complete) ++plan.complete;
+    else plan.shards.push_back(k);
+    if (state == shard_state::incomplete) plan.incomplete.push_back(k);
+    if (state == shard_state::unreadable) plan.unreadable.push_back(k);
   }
-  const std::string merged = (dir / (e.name + ".h5")).string();
-  const std::string merge_command = "kstudy merge " + quote(merged) + " " + quote(dir.string()) + "/shard-*.h5";
-  if (shards.empty()) {
-    std::cout << "kstudy submit: all " << count << " shards of " << e.name << " are complete in " << dir.string()
-              << "; nothing to submit. Merge with:\n  " << merge_command << "\n";
-    return 0;
-  }
+  return plan;
+}
 
+// sbatch; with --resume, squeue must show no earlier task of this folder still queued or running, so that
+// no two tasks write one shard archive. --dry-run needs neither.
+std::string slurm_client(const submit_request& request, const fs::path& dir) {
   const std::string sbatch = find_on_path("sbatch");
-  if (!request.dry_run) {
-    if (sbatch.empty())
-      throw std::runtime_error("sbatch not found on PATH: kstudy submit needs Slurm's client commands (run it on a "
-                               "login node), or pass --dry-run to print the job script");
-    if (request.resume) {
-      const std::string squeue = find_on_path("squeue");
-      if (squeue.empty()) throw std::runtime_error("squeue not found on PATH (needed to check for running shards)");
-      const auto active = active_jobs(dir, squeue);
-      if (!active.empty()) {
-        std::string list;
-        for (const auto& a : active) list += (list.empty() ? "" : ", ") + a;
-        throw std::runtime_error("earlier jobs of " + dir.string() + " are still queued or running: " + list +
-                                 "; wait for them (squeue) or cancel them (scancel) before --resume, so that no "
-                                 "two tasks write one shard archive");
-      }
-    }
+  if (request.dry_run) return sbatch;
+  if (sbatch.empty())
+    throw std::runtime_error("sbatch not found on PATH: kstudy submit needs Slurm's client commands (run it on a "
+                             "login node), or pass --dry-run to print the job script");
+  if (!request.resume) return sbatch;
+  const std::string squeue = find_on_path("squeue");
+  if (squeue.empty()) throw std::runtime_error("squeue not found on PATH (needed to check for running shards)");
+  const auto active = active_jobs(dir, squeue);
+  if (!active.empty()) {
+    std::string list;
+    for (const auto& a : active) list += (list.empty() ? "" : ", ") + a;
+    throw std::runtime_error("earlier jobs of " + dir.string() + " are still queued or running: " + list +
+                             "; wait for them (squeue) or cancel them (scancel) before --resume, so that no "
+                             "two tasks write one shard archive");
   }
+  return sbatch;
+}
 
-  // The job script.
+// The job array's script: array task K runs shard K/N into its own archive, resuming it if it exists.
+std::string job_script(const submit_request& request, const experiment& e, const fs::path& dir, int count,
+                       const std::vector<int>& shards, const std::string& self_exe) {
+  std::error_code ec;
   const std::string n = std::to_string(count);
   const std::string experiment_argument =
       request.experiment.find('/') != std::string::npos || fs::path(request.experiment).extension() == ".json"
@@ -282,27 +278,26 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
   if (o.warmups >= 0) script << " --warmups " << o.warmups;
   for (const auto& v : o.variants) script << " --variants " << quote(v);
   script << "\n";
+  return script.str();
+}
 
-  if (request.dry_run) {
-    std::cout << script.str();
-    std::cerr << "kstudy submit: --dry-run: would submit shards " << array_list(shards) << " of " << count << " to sbatch";
-    if (!unreadable.empty()) std::cerr << " (setting aside the unreadable archives of shards " << array_list(unreadable) << ")";
-    std::cerr << "; nothing written or submitted\n";
-    return 0;
-  }
-
+// Sets unreadable archives aside, writes the script beside the shards and hands it to sbatch; returns the job
+// id, recorded in the folder's kstudy-submit.jobs.
+std::string submit_script(const std::string& sbatch, const std::string& script, const experiment& e,
+                          const fs::path& dir, const shard_plan& plan, int count, fs::path& script_path) {
+  std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create --out-dir " + dir.string() + ": " + ec.message());
-  for (const int k : unreadable) {
+  for (const int k : plan.unreadable) {
     const auto aside = shard_path(dir, k) + ".unreadable-" + utc_now();
     fs::rename(shard_path(dir, k), aside);
     std::cerr << "kstudy submit: " << shard_path(dir, k) << " is not a readable archive; moved to " << aside
               << " and shard " << k << " starts over\n";
   }
-  const auto script_path = dir / ("kstudy-" + e.name + ".sbatch");
+  script_path = dir / ("kstudy-" + e.name + ".sbatch");
   {
     std::ofstream file(script_path);
-    file << script.str();
+    file << script;
     if (!file.flush()) throw std::runtime_error("cannot write " + script_path.string());
   }
   std::string output;
@@ -314,13 +309,59 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
     throw std::runtime_error("sbatch " + script_path.string() + " failed (exit " + std::to_string(rc) +
                              (trim(output).empty() ? std::string(")") : "): " + trim(output)) +
                              "; see sbatch's message above");
-  std::ofstream(dir / "kstudy-submit.jobs", std::ios::app) << job << " shards=" << array_list(shards) << " of=" << count
-                                                            << " " << utc_now() << "\n";
-  std::cout << "submitted job array " << job << ": experiment " << e.name << ", shards " << array_list(shards) << " of "
-            << count;
-  if (request.resume) std::cout << " (" << complete << " complete, " << incomplete.size() << " resumed)";
-  std::cout << "\n  script: " << script_path.string() << "\n  watch:  squeue -j " << job
-            << "\n  then:   " << merge_command << "\n";
+  std::ofstream(dir / "kstudy-submit.jobs", std::ios::app) << job << " shards=" << array_list(plan.shards)
+                                                            << " of=" << count << " " << utc_now() << "\n";
+  return job;
+}
+
+}  // namespace
+
+// Everything that can be wrong is found before anything is written or submitted: values written into the
+// script, the experiment, the folder, the shard count -> which shards -> the script -> print it (--dry-run)
+// or submit it.
+int submit_study(const submit_request& request, const std::string& self_exe) {
+  refuse_control_characters("--partition", request.partition);
+  refuse_control_characters("--time", request.time);
+  for (const auto& option : request.sbatch_options) refuse_control_characters("--sbatch-option", option);
+  const auto e = prepare_experiment(request.experiment, request.overrides);
+  check_experiment(e);
+  std::error_code ec;
+  const fs::path dir = fs::absolute(request.out_dir.empty() ? e.name + "-shards" : request.out_dir, ec);
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::runtime_error("--out-dir " + dir.string() + " exists and is not a directory");
+  const int count = shard_count(request, e, dir);
+  if (request.gpus_per_task < 0 || request.cpus_per_task < 0)
+    throw std::runtime_error("--gpus-per-task and --cpus-per-task must not be negative");
+  if (request.gpus_per_task > 1)
+    std::cerr << "kstudy submit: warning: a shard measures on one GPU (Kokkos takes the first visible device); "
+              << request.gpus_per_task - 1 << " of each task's " << request.gpus_per_task << " GPUs will idle\n";
+
+  const auto plan = plan_shards(request, e, dir, count);
+  const std::string merged = (dir / (e.name + ".h5")).string();
+  const std::string merge_command = "kstudy merge " + quote(merged) + " " + quote(dir.string()) + "/shard-*.h5";
+  if (plan.shards.empty()) {
+    std::cout << "kstudy submit: all " << count << " shards of " << e.name << " are complete in " << dir.string()
+              << "; nothing to submit. Merge with:\n  " << merge_command << "\n";
+    return 0;
+  }
+  const std::string sbatch = slurm_client(request, dir);
+  const std::string script = job_script(request, e, dir, count, plan.shards, self_exe);
+  if (request.dry_run) {
+    std::cout << script;
+    std::cerr << "kstudy submit: --dry-run: would submit shards " << array_list(plan.shards) << " of " << count
+              << " to sbatch";
+    if (!plan.unreadable.empty())
+      std::cerr << " (setting aside the unreadable archives of shards " << array_list(plan.unreadable) << ")";
+    std::cerr << "; nothing written or submitted\n";
+    return 0;
+  }
+  fs::path script_path;
+  const auto job = submit_script(sbatch, script, e, dir, plan, count, script_path);
+  std::cout << "submitted job array " << job << ": experiment " << e.name << ", shards " << array_list(plan.shards)
+            << " of " << count;
+  if (request.resume) std::cout << " (" << plan.complete << " complete, " << plan.incomplete.size() << " resumed)";
+  std::cout << "\n  script: " << script_path.string() << "\n  watch:  squeue -j " << job << "\n  then:   "
+            << merge_command << "\n";
   return 0;
 }
 

@@ -39,9 +39,10 @@ std::string cpu_model() {
 }
 }  // namespace
 
-run_metadata collect_metadata(int argc, char** argv) {
-  run_metadata m;
-  auto& root = m.root;
+namespace {
+
+// Root attributes: what ran, where, from which build and (under Slurm) which job.
+void describe_run(std::map<std::string, std::string>& root, int argc, char** argv) {
   root["kstudy_version"] = build_info::version;
   root["git_commit"] = build_info::git_commit;
   root["git_dirty"] = build_info::git_dirty;
@@ -60,7 +61,10 @@ run_metadata collect_metadata(int argc, char** argv) {
   for (const auto& [variable, key] : slurm)
     if (const char* value = std::getenv(variable)) root[key] = value;
 
-  auto& env = m.environment;
+}
+
+// The Kokkos build: version, configuration, backends and the GPU architecture it was compiled for.
+void describe_kokkos(std::map<std::string, std::string>& env) {
   env["kokkos_version"] = std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
                           "." + std::to_string(KOKKOS_VERSION % 100);
   std::ostringstream config;
@@ -99,6 +103,10 @@ run_metadata collect_metadata(int argc, char** argv) {
   arch += "HOPPER90 ";
 #endif
   env["kokkos_gpu_arch"] = arch.empty() ? "none" : arch.substr(0, arch.size() - 1);
+}
+
+// The compiler and the host: CPU, cores, OpenMP binding, visible GPUs.
+void describe_host(std::map<std::string, std::string>& env) {
   env["compiler"] = build_info::cxx_compiler;
   env["build_type"] = build_info::build_type;
   env["omp_proc_bind"] = env_or("OMP_PROC_BIND", "unset");
@@ -107,6 +115,10 @@ run_metadata collect_metadata(int argc, char** argv) {
   // The GPUs this process may see (Slurm's per-task binding sets it; one shard per GPU).
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env["cuda_visible_devices"] = visible;
   env["cpu_cores"] = std::to_string(std::thread::hardware_concurrency());
+}
+
+// The GPU Kokkos runs on and the CUDA runtime and driver (cuda flavour).
+void describe_gpu([[maybe_unused]] std::map<std::string, std::string>& env) {
 #ifdef KOKKOS_ENABLE_CUDA
   int runtime = 0, driver = 0, device = 0;
   cudaRuntimeGetVersion(&runtime);
@@ -130,6 +142,16 @@ run_metadata collect_metadata(int argc, char** argv) {
   env["cuda_runtime_version"] = std::to_string(runtime);
   env["cuda_driver_version"] = std::to_string(driver);
 #endif
+}
+
+}  // namespace
+
+run_metadata collect_metadata(int argc, char** argv) {
+  run_metadata m;
+  describe_run(m.root, argc, argv);
+  describe_kokkos(m.environment);
+  describe_host(m.environment);
+  describe_gpu(m.environment);
   return m;
 }
 

@@ -126,123 +126,148 @@ void pass_on_stop(pid_t pid, const std::string& program) {
                              std::strerror(errno));
 }
 
-}  // namespace
+// Every CPU of the machine, for a child that must not inherit the caller's pinning.
+cpu_set_t every_cpu(const std::string& program) {
+  cpu_set_t all_cpus;
+  CPU_ZERO(&all_cpus);
+  const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+  if (cpus < 1)
+    throw std::runtime_error("cannot start " + program + ": sysconf(_SC_NPROCESSORS_CONF) failed: " + std::strerror(errno));
+  for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all_cpus);
+  return all_cpus;
+}
 
-process_result run_process(const spawn_options& options) {
-  if (options.argv.empty()) throw std::invalid_argument("run_process: empty argv");
-  const std::string& program = options.argv.front();
+// Where the child's stdout and stderr go: files opened here, a pipe when the parent captures, or inherited.
+struct child_streams {
+  fd_guard stdout_file, stderr_file;
+  pipe_pair output;
+  bool capturing = false;
+  int child_stdout = -1, child_stderr = -1;  // -1: inherited
+};
+
+void open_streams(const spawn_options& options, const std::string& program, child_streams& streams) {
   const auto check_target = [&](stream_target target, const std::string& path, const char* stream) {
     if (target == stream_target::file && path.empty())
       throw std::invalid_argument(std::string("run_process: ") + stream + " of " + program + " goes to a file without a path");
   };
   check_target(options.stdout_target, options.stdout_path, "stdout");
   check_target(options.stderr_target, options.stderr_path, "stderr");
-
-  // Everything the child needs is prepared here, before fork.
-  std::vector<std::string> argv_strings = options.argv;
-  std::vector<std::string> env_strings = child_environment(options);
-  const auto argv = pointers(argv_strings);
-  const auto envp = pointers(env_strings);
-  cpu_set_t all_cpus;
-  CPU_ZERO(&all_cpus);
-  if (options.reset_affinity) {
-    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
-    if (cpus < 1)
-      throw std::runtime_error("cannot start " + program + ": sysconf(_SC_NPROCESSORS_CONF) failed: " +
-                               std::strerror(errno));
-    for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all_cpus);
-  }
-
   const auto open_output = [&](const std::string& path) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
       throw std::runtime_error("cannot open " + path + " for the output of " + program + ": " + std::strerror(errno));
     return fd;
   };
-  fd_guard stdout_file, stderr_file;
-  if (options.stdout_target == stream_target::file) stdout_file = fd_guard(open_output(options.stdout_path));
+  if (options.stdout_target == stream_target::file) streams.stdout_file = fd_guard(open_output(options.stdout_path));
   if (options.stderr_target == stream_target::file && !(options.stdout_target == stream_target::file &&
                                                          options.stderr_path == options.stdout_path))
-    stderr_file = fd_guard(open_output(options.stderr_path));
-  const bool capturing =
+    streams.stderr_file = fd_guard(open_output(options.stderr_path));
+  streams.capturing =
       options.stdout_target == stream_target::capture || options.stderr_target == stream_target::capture;
-  pipe_pair output, report;
-  if (capturing) open_pipe(output, program);
-  open_pipe(report, program);
-
+  if (streams.capturing) open_pipe(streams.output, program);
   const auto target_fd = [&](stream_target target, const fd_guard& file) {
-    if (target == stream_target::capture) return output.write.get();
-    if (target == stream_target::file) return file.get() >= 0 ? file.get() : stdout_file.get();
+    if (target == stream_target::capture) return streams.output.write.get();
+    if (target == stream_target::file) return file.get() >= 0 ? file.get() : streams.stdout_file.get();
     return -1;
   };
-  const int child_stdout = target_fd(options.stdout_target, stdout_file);
-  const int child_stderr = target_fd(options.stderr_target, stderr_file);
+  streams.child_stdout = target_fd(options.stdout_target, streams.stdout_file);
+  streams.child_stderr = target_fd(options.stderr_target, streams.stderr_file);
+}
+
+// The forked child: die with the parent, reset the affinity, redirect, exec; a failed step is reported
+// through report_fd. Only async-signal-safe calls (see child_fail).
+[[noreturn]] void exec_child(const spawn_options& options, pid_t parent, const cpu_set_t& all_cpus,
+                             const child_streams& streams, int report_fd, const std::vector<char*>& argv,
+                             const std::vector<char*>& envp) {
+  if (options.die_with_parent) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(report_fd, child_step::pdeathsig);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl: nobody is left to run for
+  }
+  if (options.reset_affinity && ::sched_setaffinity(0, sizeof all_cpus, &all_cpus) != 0)
+    child_fail(report_fd, child_step::affinity);
+  if (streams.child_stdout >= 0 && !redirect(streams.child_stdout, STDOUT_FILENO))
+    child_fail(report_fd, child_step::redirect_stdout);
+  if (streams.child_stderr >= 0 && !redirect(streams.child_stderr, STDERR_FILENO))
+    child_fail(report_fd, child_step::redirect_stderr);
+  ::execve(argv.front(), argv.data(), envp.data());
+  child_fail(report_fd, child_step::exec);
+}
+
+// Waits for the child, passing a stop request on while waiting; returns its wait status.
+int reap(pid_t pid, const std::string& program) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid for " + program + " failed: " + std::strerror(errno));
+    pass_on_stop(pid, program);
+  }
+  return status;
+}
+
+// What the child reported before exec, if anything (end of file: the exec succeeded).
+bool read_child_failure(int report_fd, child_failure& failure) {
+  std::size_t got = 0;
+  while (got < sizeof failure) {
+    const ssize_t n = ::read(report_fd, reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (n == 0 || errno != EINTR) break;
+  }
+  return got == sizeof failure;
+}
+
+// Reads the captured output to its end; returns errno of a failed read, or 0.
+int capture_output(int fd, pid_t pid, const std::string& program, std::string& output) {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) output.append(buffer, static_cast<std::size_t>(n));
+    else if (n == 0) return 0;
+    else if (errno == EINTR) pass_on_stop(pid, program);
+    else return errno;
+  }
+}
+
+}  // namespace
+
+// prepare (arguments, environment, affinity, streams: nothing is allocated after fork) -> fork -> the child
+// execs -> the parent learns whether the exec happened, captures the output and reaps.
+process_result run_process(const spawn_options& options) {
+  if (options.argv.empty()) throw std::invalid_argument("run_process: empty argv");
+  const std::string& program = options.argv.front();
+  std::vector<std::string> argv_strings = options.argv;
+  std::vector<std::string> env_strings = child_environment(options);
+  const auto argv = pointers(argv_strings);
+  const auto envp = pointers(env_strings);
+  cpu_set_t all_cpus;
+  CPU_ZERO(&all_cpus);
+  if (options.reset_affinity) all_cpus = every_cpu(program);
+  child_streams streams;
+  open_streams(options, program, streams);
+  pipe_pair report;
+  open_pipe(report, program);
 
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("cannot start " + program + ": fork failed: " + std::strerror(errno));
-  if (pid == 0) {
-    const int fd = report.write.get();
-    if (options.die_with_parent) {
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(fd, child_step::pdeathsig);
-      if (::getppid() != parent) ::_exit(127);  // the parent died before prctl: nobody is left to run for
-    }
-    if (options.reset_affinity && ::sched_setaffinity(0, sizeof all_cpus, &all_cpus) != 0)
-      child_fail(fd, child_step::affinity);
-    if (child_stdout >= 0 && !redirect(child_stdout, STDOUT_FILENO)) child_fail(fd, child_step::redirect_stdout);
-    if (child_stderr >= 0 && !redirect(child_stderr, STDERR_FILENO)) child_fail(fd, child_step::redirect_stderr);
-    ::execve(argv.front(), argv.data(), envp.data());
-    child_fail(fd, child_step::exec);
-  }
+  if (pid == 0) exec_child(options, parent, all_cpus, streams, report.write.get(), argv, envp);
 
   // The parent keeps only the read ends: end of file then comes when the child is done with them.
   report.write.reset();
-  output.write.reset();
-  stdout_file.reset();
-  stderr_file.reset();
-
-  const auto reap = [&] {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) throw std::runtime_error("waitpid for " + program + " failed: " + std::strerror(errno));
-      pass_on_stop(pid, program);
-    }
-    return status;
-  };
-
+  streams.output.write.reset();
+  streams.stdout_file.reset();
+  streams.stderr_file.reset();
   child_failure failure{};
-  std::size_t got = 0;
-  while (got < sizeof failure) {
-    const ssize_t n = ::read(report.read.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
-    if (n > 0) got += static_cast<std::size_t>(n);
-    else if (n == 0 || errno != EINTR) break;
-  }
-  if (got == sizeof failure) {
-    reap();
+  if (read_child_failure(report.read.get(), failure)) {
+    reap(pid, program);
     throw std::runtime_error("cannot start " + program + ": " + describe(failure.step) + " failed: " +
                              std::strerror(failure.error));
   }
-
   process_result result;
   int read_error = 0;
-  if (capturing) {
-    char buffer[4096];
-    for (;;) {
-      const ssize_t n = ::read(output.read.get(), buffer, sizeof buffer);
-      if (n > 0) {
-        result.output.append(buffer, static_cast<std::size_t>(n));
-      } else if (n == 0) {
-        break;
-      } else if (errno == EINTR) {
-        pass_on_stop(pid, program);
-      } else {
-        read_error = errno;
-        break;
-      }
-    }
-    output.read.reset();  // a child still writing gets EPIPE instead of blocking forever
+  if (streams.capturing) {
+    read_error = capture_output(streams.output.read.get(), pid, program, result.output);
+    streams.output.read.reset();  // a child still writing gets EPIPE instead of blocking forever
   }
-  const int status = reap();
+  const int status = reap(pid, program);
   if (read_error != 0)
     throw std::runtime_error("reading the output of " + program + " failed: " + std::strerror(read_error));
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
