@@ -18,6 +18,10 @@ cp "$build/src/app/kstudy" "$build/src/app/kstudy_bench" "$build/tests/kstudy_te
 cp "$build/tests/libkstudy_fake_nvidia_ml.so" "$bundle/lib/"
 cp "$build/tests/kstudy_process_helper" "$bundle/"
 cp -r "$repo/experiments" "$bundle/experiments"
+# What the tests read from the source tree, in its layout beside kstudy_tests (tests/source_files.hpp looks
+# there first), so the bundle passes its suite from any folder on any machine.
+mkdir -p "$bundle/tests"
+cp -r "$repo/tests/fixtures" "$repo/tests/malformed_experiments" "$bundle/tests/"
 # `kstudy report` / `kstudy compare` look for scripts/ beside the binary (Python; on the target they need
 # Debian's python3-h5py, python3-pandas, python3-matplotlib, python3-scipy).
 mkdir -p "$bundle/scripts"

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "scratch_dir.hpp"
+#include "source_files.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/study.hpp"
 
@@ -619,7 +620,7 @@ namespace {
 // Archives of schema version 1 (the first H200 dataset's cold_compile archive) remain readable;
 // occupancy reads as 0.
 TEST(Archive, ReadsVersionOneArchives) {
-  const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/h200_v1_cold.h5";
+  const std::string path = source_file("tests/fixtures/h200_v1_cold.h5").string();
   const auto samples = kstudy::read_samples(path, "cold_compile");
   ASSERT_FALSE(samples.empty());
   for (const auto& s : samples) EXPECT_EQ(s.occupancy, 0.0);
@@ -631,7 +632,7 @@ TEST(Archive, ReadsVersionOneArchives) {
 // before 3); appending to them (and so resuming them) is refused rather than mixing two layouts in one file.
 TEST(Archive, ReadsOlderArchivesButDoesNotAppendToThem) {
   for (const char* fixture : {"cpu_small.h5", "cpu_v3_small.h5"}) {
-    const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/" + fixture;
+    const std::string path = source_file("tests/fixtures/" + fixture).string();
     const auto version = kstudy::read_metadata(path).root.at("schema_version");
     ASSERT_NE(version, kstudy::archive_schema_version) << fixture;
     for (const auto& name : kstudy::list_experiments(path)) {
@@ -648,7 +649,7 @@ TEST(Archive, ReadsOlderArchivesButDoesNotAppendToThem) {
 
 // Version 3 stored gate_passed (calibration samples as 1); it reads as the verdict passed / failed.
 TEST(Archive, ReadsVersionThreeGatePassedAsAVerdict) {
-  const std::string path = std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/cpu_v3_small.h5";
+  const std::string path = source_file("tests/fixtures/cpu_v3_small.h5").string();
   ASSERT_EQ(kstudy::read_metadata(path).root.at("schema_version"), "3");
   std::size_t failed = 0;
   for (const auto& s : kstudy::read_samples(path, "feature_small")) {

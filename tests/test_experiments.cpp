@@ -11,21 +11,21 @@
 
 #include "kstudy/experiment.hpp"
 #include "kstudy/study.hpp"
+#include "source_files.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path source_dir = KSTUDY_SOURCE_DIR;
 
 TEST(Experiments, EveryMalformedFileIsRefusedNamingFileAndField) {
-  std::ifstream manifest(source_dir / "tests/malformed_experiments/expected.tsv");
+  std::ifstream manifest(source_file("tests/malformed_experiments/expected.tsv"));
   ASSERT_TRUE(manifest) << "missing tests/malformed_experiments/expected.tsv";
   std::string line;
   int checked = 0;
   while (std::getline(manifest, line)) {
     const auto tab = line.find('\t');
     ASSERT_NE(tab, std::string::npos) << line;
-    const auto path = (source_dir / "tests/malformed_experiments" / line.substr(0, tab)).string();
+    const auto path = source_file("tests/malformed_experiments/" + line.substr(0, tab)).string();
     const auto expected = line.substr(tab + 1);
     try {
       kstudy::load_experiment(path);

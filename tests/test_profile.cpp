@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "scratch_dir.hpp"
+#include "source_files.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/ncu.hpp"
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 using namespace kstudy;
 
 std::string fixture_text(const std::string& name) {
-  std::ifstream in(std::string(KSTUDY_SOURCE_DIR) + "/tests/fixtures/" + name, std::ios::binary);
+  std::ifstream in(source_file("tests/fixtures/" + name), std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

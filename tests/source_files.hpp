@@ -1,0 +1,17 @@
+#pragma once
+// Files the tests read from the source tree (fixtures, malformed experiments). Found beside the test
+// executable first: a GPU bundle carries them there in the same layout (scripts/make_gpu_bundle.sh), so a
+// bundle built in one folder passes its suite from another machine's folder; else in the source tree the
+// build came from.
+#include <filesystem>
+#include <string>
+
+inline std::filesystem::path source_file(const std::string& relative) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = exe.parent_path() / relative;
+    if (std::filesystem::exists(beside, ec)) return beside;
+  }
+  return std::filesystem::path(KSTUDY_SOURCE_DIR) / relative;
+}
