@@ -632,7 +632,7 @@ TEST(Archive, ReadsVersionOneArchives) {
 // before 3); appending to them (and so resuming them) is refused rather than mixing two layouts in one file.
 TEST(Archive, ReadsOlderArchivesButDoesNotAppendToThem) {
   for (const char* fixture : {"cpu_small.h5", "cpu_v3_small.h5"}) {
-    const std::string path = source_file("tests/fixtures/" + fixture).string();
+    const std::string path = source_file(std::string("tests/fixtures/") + fixture).string();
     const auto version = kstudy::read_metadata(path).root.at("schema_version");
     ASSERT_NE(version, kstudy::archive_schema_version) << fixture;
     for (const auto& name : kstudy::list_experiments(path)) {
