@@ -66,6 +66,57 @@ void register_kokkos_variant(variant_info info) {
   variant_registration<Variant>{std::move(info)};
 }
 
+// An execution-space instance: with own_stream on CUDA, on a private non-blocking stream (so several
+// instances overlap, and CUDA events on it time this instance's work alone), else the space's default
+// instance. Owns that stream. Variants calling libraries that use the default stream (Kokkos Kernels with
+// cuBLAS) keep the default instance. Declare it before any copy of space(): copies must be gone before the
+// stream is destroyed.
+template <class ExecutionSpace>
+class space_instance {
+ public:
+  explicit space_instance(bool own_stream) {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) {
+      if (own_stream) {
+        if (cudaStreamCreateWithFlags(&m_own_stream, cudaStreamNonBlocking) != cudaSuccess)
+          throw std::runtime_error("cudaStreamCreateWithFlags failed");
+        m_space = Kokkos::Cuda(m_own_stream);
+      }
+    }
+#endif
+    (void)own_stream;
+  }
+  ~space_instance() {
+#ifdef KOKKOS_ENABLE_CUDA
+    if (m_own_stream != nullptr) {
+      drain();
+      m_space = ExecutionSpace{};  // Kokkos' last reference to the stream goes before the stream does
+      cudaStreamDestroy(m_own_stream);
+    }
+#endif
+  }
+  // Waits for the private stream's work; an owner calls it in its destructor, before its buffers go. A failing
+  // fence (the CUDA context was lost) must not escape a destructor and terminate.
+  void drain() const {
+#ifdef KOKKOS_ENABLE_CUDA
+    if (m_own_stream == nullptr) return;
+    try {
+      m_space.fence();
+    } catch (const std::exception&) {
+    }
+#endif
+  }
+  space_instance(const space_instance&) = delete;
+  space_instance& operator=(const space_instance&) = delete;
+  const ExecutionSpace& space() const { return m_space; }
+
+ private:
+  ExecutionSpace m_space{};
+#ifdef KOKKOS_ENABLE_CUDA
+  cudaStream_t m_own_stream = nullptr;
+#endif
+};
+
 // The policy with Kokkos' light-weight hint: on CUDA the kernel's functor then travels as a launch
 // parameter. Without it Kokkos 3.4 sends functors over 512 bytes through constant memory, which queues
 // a host-to-device copy before every launch and waits for the previous launch using that memory.

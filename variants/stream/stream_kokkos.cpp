@@ -50,31 +50,8 @@ class stream_kokkos_base : public variant {
   static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
 
   // own_stream: a private CUDA stream instead of the default instance's (see the file's comment).
-  explicit stream_kokkos_base(bool own_stream) {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) {
-      if (own_stream) {
-        if (cudaStreamCreateWithFlags(&m_own_stream, cudaStreamNonBlocking) != cudaSuccess)
-          throw std::runtime_error("cudaStreamCreateWithFlags failed");
-        m_space = Kokkos::Cuda(m_own_stream);
-      }
-    }
-#endif
-    (void)own_stream;
-  }
-  ~stream_kokkos_base() override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if (m_own_stream != nullptr) {
-      // A failing fence (a lost CUDA context) must not escape a destructor and terminate.
-      try {
-        m_space.fence();
-      } catch (const std::exception&) {
-      }
-      m_space = ExecutionSpace{};
-      cudaStreamDestroy(m_own_stream);
-    }
-#endif
-  }
+  explicit stream_kokkos_base(bool own_stream) : m_instance(own_stream), m_space(m_instance.space()) {}
+  ~stream_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
   stream_kokkos_base(const stream_kokkos_base&) = delete;
   stream_kokkos_base& operator=(const stream_kokkos_base&) = delete;
 
@@ -154,16 +131,13 @@ class stream_kokkos_base : public variant {
   virtual void launch() = 0;
 
  protected:
-  ExecutionSpace m_space{};
+  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
+  ExecutionSpace m_space;
   std::int64_t m_n = 0;
   float m_q = 0.0f;
   vector_type m_x, m_y, m_z;
   result_type m_d;
 
- private:
-#ifdef KOKKOS_ENABLE_CUDA
-  cudaStream_t m_own_stream = nullptr;
-#endif
 };
 
 // stream_kokkos: one RangePolicy kernel on the variant's own instance.

@@ -46,31 +46,8 @@ class kokkos_variant : public scoring_variant {
   // own_stream: queue on a private stream instead of the space's default one, so several instances
   // can overlap (pipelined one-shot). Variants calling libraries that use the default stream (Kokkos
   // Kernels with cuBLAS) keep the default instance.
-  explicit kokkos_variant(bool own_stream = false) {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) {
-      if (own_stream) {
-        if (cudaStreamCreateWithFlags(&m_own_stream, cudaStreamNonBlocking) != cudaSuccess)
-          throw std::runtime_error("cudaStreamCreateWithFlags failed");
-        m_space = Kokkos::Cuda(m_own_stream);
-      }
-    }
-#endif
-    (void)own_stream;
-  }
-  ~kokkos_variant() override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if (m_own_stream != nullptr) {
-      // A failing fence (the CUDA context was lost) must not escape a destructor and terminate.
-      try {
-        m_space.fence();
-      } catch (const std::exception&) {
-      }
-      m_space = ExecutionSpace{};
-      cudaStreamDestroy(m_own_stream);
-    }
-#endif
-  }
+  explicit kokkos_variant(bool own_stream = false) : m_instance(own_stream), m_space(m_instance.space()) {}
+  ~kokkos_variant() override { m_instance.drain(); }  // queued work ends before the buffers are freed
   kokkos_variant(const kokkos_variant&) = delete;
   kokkos_variant& operator=(const kokkos_variant&) = delete;
 
@@ -168,7 +145,8 @@ class kokkos_variant : public scoring_variant {
   // Intermediates of composed variants; called by prepare() after the inputs are allocated.
   virtual void allocate_workspace() {}
 
-  ExecutionSpace m_space{};
+  space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy of the space
+  ExecutionSpace m_space;
   table_shape m_shape{};
   run_options m_options{};
   Value m_clip{}, m_threshold{};
@@ -187,10 +165,6 @@ class kokkos_variant : public scoring_variant {
   count_host_type m_count_host;
   static count_host_type count_host_view(const char* label) { return count_host_type(std::string(label)); }
 
- private:
-#ifdef KOKKOS_ENABLE_CUDA
-  cudaStream_t m_own_stream = nullptr;
-#endif
 };
 
 // A Kokkos variant whose resident run is queued by launch(), which reduces the flagged count into
