@@ -168,6 +168,7 @@ TEST(StreamOperation, GeneratorIsDeterministicWithOutliers) {
 }
 
 TEST(StreamGate, AcceptsCorrectOutputsAndRejectsCorruptedOnes) {
+  KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
   for (const auto kind : k_kinds) {
     for (const std::int64_t n : {1, 3, 1023, 4097}) {
       const auto& op = op_of(kind);
@@ -197,6 +198,7 @@ TEST(StreamGate, AcceptsCorrectOutputsAndRejectsCorruptedOnes) {
 }
 
 TEST(StreamGate, CopyIsBitwise) {
+  KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
   const auto& op = op_of(stream_kind::copy);
   const auto problem = generate(stream_kind::copy, 4099);
   const auto reference = op.reference(*problem);
@@ -218,6 +220,7 @@ TEST(StreamGate, CopyIsBitwise) {
 }
 
 TEST(StreamGate, ElementwiseBoundsAreTight) {
+  KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
   // An output one bound away passes; just past it fails (scale: u |ref|; triad: 2u (|x| + |q y|)).
   for (const auto kind : {stream_kind::scale, stream_kind::add, stream_kind::triad}) {
     const auto& op = op_of(kind);
@@ -243,6 +246,7 @@ TEST(StreamGate, ElementwiseBoundsAreTight) {
 }
 
 TEST(StreamGate, DotOffByThreeBoundsFails) {
+  KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
   const auto& op = op_of(stream_kind::dot);
   for (const std::int64_t n : {1, 1000, 1000003}) {
     const auto problem = generate(stream_kind::dot, n);
