@@ -113,3 +113,19 @@ TEST(Experiments, ShapesReplaceTheGridInOrder) {
 }
 
 }  // namespace
+
+namespace {
+
+// `kstudy run quick launch_overhead --variants fused_kokkos`: the restriction applies to the kinds that run
+// variants; a calibration kind in the same run has none and is run as defined.
+TEST(Experiments, VariantsOverrideSkipsKindsWithoutVariants) {
+  kstudy::run_request request;
+  request.variants = {"fused_kokkos"};
+  const auto sweep = kstudy::prepare_experiment("quick", request);
+  EXPECT_EQ(sweep.variants, std::vector<std::string>{"fused_kokkos"});
+  const auto launch = kstudy::prepare_experiment("launch_overhead", request);
+  EXPECT_EQ(launch.kind, "launch");
+  EXPECT_EQ(launch.definition_json.find("fused_kokkos"), std::string::npos) << launch.definition_json;
+}
+
+}  // namespace

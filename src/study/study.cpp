@@ -169,7 +169,8 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
   if (request.trials > 0) doc["protocol"]["trials"] = request.trials;
   if (request.replications > 0) doc["protocol"]["replications"] = request.replications;
   if (request.warmups >= 0) doc["protocol"]["warmups"] = request.warmups;
-  if (!request.variants.empty()) doc["variants"] = request.variants;
+  // --variants restricts the kinds that run variants; a calibration kind in the same run has none to restrict.
+  if (!request.variants.empty() && kind_of(e).keys.count("variants")) doc["variants"] = request.variants;
   return parse_experiment(doc.dump(), path);
 }
 
