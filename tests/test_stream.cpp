@@ -291,20 +291,15 @@ TEST(StreamGate, RejectsAnotherOperationsProblem) {
 // ---------------------------------------------------------------------------------------------------------
 // Every registered stream variant of this build
 
+// The variants of the five STREAM operations (tunable ones only, if asked).
 std::vector<std::string> stream_variant_ids(bool tunable_only = false) {
-  std::vector<std::string> ids;
-  for (const auto* v : kstudy::variant_registry::instance().all())
-    if (v->info.operation.rfind("stream_", 0) == 0 && (!tunable_only || v->info.tunable_block_size))
-      ids.push_back(v->info.id());
-  return ids;
+  return kstudy::test::variant_ids([&](const kstudy::variant_info& i) {
+    for (const auto kind : k_kinds)
+      if (i.operation == kstudy::stream::operation_name(kind)) return !tunable_only || i.tunable_block_size;
+    return false;
+  });
 }
-
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;
-  for (auto& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name;
-}
+using kstudy::test::variant_test_name;
 
 class StreamVariants : public ::testing::TestWithParam<std::string> {
  protected:
@@ -403,9 +398,9 @@ TEST_P(StreamVariants, MetadataIsComplete) {
 }
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(StreamVariants);
-INSTANTIATE_TEST_SUITE_P(Stream, StreamVariants, ::testing::ValuesIn(stream_variant_ids()), test_name);
+INSTANTIATE_TEST_SUITE_P(Stream, StreamVariants, ::testing::ValuesIn(stream_variant_ids()), variant_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(StreamTunableVariants);
-INSTANTIATE_TEST_SUITE_P(Stream, StreamTunableVariants, ::testing::ValuesIn(stream_variant_ids(true)), test_name);
+INSTANTIATE_TEST_SUITE_P(Stream, StreamTunableVariants, ::testing::ValuesIn(stream_variant_ids(true)), variant_test_name);
 
 TEST(StreamVariantRegistry, KokkosFamiliesCoverEveryKind) {
   std::set<std::string> names;

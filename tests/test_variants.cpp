@@ -25,17 +25,9 @@ using kstudy::host_dataset;
 using kstudy::table_layout;
 
 std::vector<std::string> variant_ids() {
-  std::vector<std::string> ids;
-  for (const auto* v : kstudy::variant_registry::instance().of_operation("scoring")) ids.push_back(v->info.id());
-  return ids;
+  return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return i.operation == "scoring"; });
 }
-
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;
-  for (auto& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name;
-}
+using kstudy::test::variant_test_name;
 
 class VariantCorrectness : public ::testing::TestWithParam<std::string> {
  protected:
@@ -164,16 +156,14 @@ TEST_P(VariantCorrectness, RepeatedRunsAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, VariantCorrectness, ::testing::ValuesIn(variant_ids()), test_name);
+INSTANTIATE_TEST_SUITE_P(AllVariants, VariantCorrectness, ::testing::ValuesIn(variant_ids()), variant_test_name);
 
 // Variants whose block size is a run-time parameter, at every size from a warp to the limit.
 class TunableVariant : public VariantCorrectness {};
 
 std::vector<std::string> tunable_variant_ids() {
-  std::vector<std::string> ids;
-  for (const auto* v : kstudy::variant_registry::instance().of_operation("scoring"))
-    if (v->info.tunable_block_size) ids.push_back(v->info.id());
-  return ids;
+  return kstudy::test::variant_ids(
+      [](const kstudy::variant_info& i) { return i.operation == "scoring" && i.tunable_block_size; });
 }
 
 TEST_P(TunableVariant, HonoursBlockSizes) {
@@ -193,7 +183,7 @@ TEST_P(TunableVariant, HonoursBlockSizes) {
 
 // The CPU flavour has no tunable variant.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TunableVariant);
-INSTANTIATE_TEST_SUITE_P(Tunable, TunableVariant, ::testing::ValuesIn(tunable_variant_ids()), test_name);
+INSTANTIATE_TEST_SUITE_P(Tunable, TunableVariant, ::testing::ValuesIn(tunable_variant_ids()), variant_test_name);
 
 TEST(VariantRegistry, EveryFamilyIsPresentWithMetadata) {
   const auto all = kstudy::variant_registry::instance().of_operation("scoring");
@@ -239,7 +229,7 @@ TEST_P(PipelinedOneShot, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, PipelinedOneShot, ::testing::ValuesIn(variant_ids()), test_name);
+INSTANTIATE_TEST_SUITE_P(AllVariants, PipelinedOneShot, ::testing::ValuesIn(variant_ids()), variant_test_name);
 
 }  // namespace
 
