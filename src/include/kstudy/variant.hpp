@@ -46,6 +46,10 @@ struct variant_info {
   bool on_device = false;           // memory space is not host-accessible: one-shot includes transfers
   int kernels_launched = 1;         // per resident run
   bool tunable_block_size = false;  // honours run_options::block_size
+  // Position on its operation's kernel ladder (seed 002: write it naively, change one thing at a time):
+  // 1 is the simplest correct kernel, each higher rung changes one thing; 0 = not a ladder rung (vendor
+  // libraries, references, portable versions). Reports print "x the previous rung" from it.
+  int rung = 0;
   std::function<traffic_model(const table_shape&)> traffic;  // modelled bytes for one resident run
 
   std::string id() const { return name + "@" + backend; }
