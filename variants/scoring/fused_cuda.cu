@@ -20,10 +20,15 @@ namespace {
 
 using kernel_fn = void (*)(kstudy_fused_args);
 
+// Which kernel of a layout: the one-thread-per-row kernels that stride over one resident wave, the
+// row-major tile kernel, or the seed's plain kernel (a thread per row, as many blocks as rows need).
+enum class kernel_kind { strided, tiled, plain };
+
 constexpr int default_block_size = 256;
 
-kernel_fn kernel_for(table_layout layout, bool tiled) {
-  if (tiled) return fused_cuda_row_major_tiled;
+kernel_fn kernel_for(table_layout layout, kernel_kind kind) {
+  if (kind == kernel_kind::tiled) return fused_cuda_row_major_tiled;
+  if (kind == kernel_kind::plain) return plain_cuda_feature_major;
   switch (layout) {
     case table_layout::feature_major: return fused_cuda_feature_major;
     case table_layout::padded_row_major: return fused_cuda_padded;
@@ -82,9 +87,16 @@ struct launch_geometry {
 
 // One resident wave (or fewer blocks when there is less work): the kernels grid-stride, so bigger grids
 // would only add flagged-count atomics.
-launch_geometry plan_launch(kernel_fn kernel, bool tiled, const table_shape& shape, int block) {
+launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int block) {
+  const kernel_fn kernel = kernel_for(shape.layout, kind);
+  const bool tiled = kind == kernel_kind::tiled;
   launch_geometry g;
   g.block = block;
+  if (kind == kernel_kind::plain) {  // the baseline as the seed wrote it: no resident-wave sizing
+    prefer_l1(kernel, block, 0);
+    g.grid = static_cast<int>((shape.rows + block - 1) / block);
+    return g;
+  }
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   // The feature-major kernel takes four rows per thread (16-byte loads) when rows are a multiple of 4
   // and there are still enough quads to give every resident thread one; with fewer (262,144 x 256:
@@ -121,9 +133,10 @@ void device_alloc(T*& pointer, std::int64_t count) {
   pointer = static_cast<T*>(p);
 }
 
-template <table_layout L, bool Tiled = false>
+template <table_layout L, kernel_kind Kind = kernel_kind::strided>
 class fused_cuda final : public scoring_variant {
-  static_assert(!Tiled || L == table_layout::row_major, "the tiled kernel reads row-major tables");
+  static_assert(Kind != kernel_kind::tiled || L == table_layout::row_major, "the tiled kernel reads row-major tables");
+  static_assert(Kind != kernel_kind::plain || L == table_layout::feature_major, "the plain kernel reads feature-major tables");
 
  public:
   fused_cuda() = default;
@@ -146,7 +159,7 @@ class fused_cuda final : public scoring_variant {
     release();
     if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
     m_shape = problem.shape;
-    m_geometry = plan_launch(kernel_for(L, Tiled), Tiled, m_shape, block);
+    m_geometry = plan_launch(Kind, m_shape, block);
     const std::int64_t rows = m_shape.rows, features = m_shape.features;
     device_alloc(m_x, m_shape.allocated_elements());
     device_alloc(m_mean, features);
@@ -215,7 +228,7 @@ class fused_cuda final : public scoring_variant {
   void* stream() const override { return static_cast<void*>(m_stream); }
 
   double calculated_occupancy() const override {
-    return occupancy(kernel_for(L, Tiled), m_geometry.block, m_geometry.smem_bytes);
+    return occupancy(kernel_for(L, Kind), m_geometry.block, m_geometry.smem_bytes);
   }
 
   // Queued pieces for the pipelined one-shot: the same calls without the stream synchronisation.
@@ -233,7 +246,7 @@ class fused_cuda final : public scoring_variant {
   }
   void enqueue_run() override {
     void* args[] = {&m_args};
-    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_for(L, Tiled)), dim3(m_geometry.grid),
+    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_for(L, Kind)), dim3(m_geometry.grid),
                                        dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
@@ -275,11 +288,12 @@ class fused_cuda final : public scoring_variant {
   std::int64_t m_flagged = -1;
 };
 
-variant_info cuda_info(const char* name, const char* description, table_layout layout) {
+variant_info cuda_info(const char* name, const char* description, table_layout layout,
+                       const char* family = "fused_cuda") {
   variant_info info;
   info.name = name;
   info.operation = scoring_operation_name;
-  info.family = "fused_cuda";
+  info.family = family;
   info.fusion = fusion_level::full;
   info.backend = "cuda";
   info.description = description;
@@ -300,7 +314,11 @@ const variant_registration<fused_cuda<table_layout::feature_major>> register_fus
 const variant_registration<fused_cuda<table_layout::padded_row_major>> register_fused_cuda_padded{
     cuda_info("fused_cuda_padded", "handwritten CUDA, one thread per row over a padded row pitch",
               table_layout::padded_row_major)};
-const variant_registration<fused_cuda<table_layout::row_major, true>> register_fused_cuda_row_major_tiled{
+const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::plain>> register_plain_cuda_feature_major{
+    cuda_info("plain_cuda_feature_major",
+              "the seed's plain kernel: one thread per row, ceil(rows / block) blocks, a loop over the features",
+              table_layout::feature_major, "plain_cuda")};
+const variant_registration<fused_cuda<table_layout::row_major, kernel_kind::tiled>> register_fused_cuda_row_major_tiled{
     cuda_info("fused_cuda_row_major_tiled",
               "handwritten CUDA, coalesced tile copy of whole rows to shared memory, then a thread (or warp) per row",
               table_layout::row_major)};
@@ -310,11 +328,11 @@ const variant_registration<fused_cuda<table_layout::row_major, true>> register_f
 namespace cuda_escape {
 
 double calculated_occupancy(table_layout layout, int block_size) {
-  return occupancy(kernel_for(layout, false), block_size, 0);
+  return occupancy(kernel_for(layout, kernel_kind::strided), block_size, 0);
 }
 
 double calculated_occupancy_tiled(int block_size, std::int64_t features) {
-  return occupancy(kernel_for(table_layout::row_major, true), block_size,
+  return occupancy(kernel_for(table_layout::row_major, kernel_kind::tiled), block_size,
                    kstudy_plan_tile(features, block_size, true).smem_bytes);
 }
 

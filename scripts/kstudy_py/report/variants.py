@@ -18,7 +18,7 @@ SHAPE_KEYS = ["variant", "rows", "features", "block_size"]
 REFERENCE_FAMILY = "cpu_reference"
 # Families whose kernels are written without Kokkos: kstudy's handwritten CUDA escape paths and the vendor
 # libraries (variant_info::implementation). "What Kokkos costs" compares every other device family with them.
-HANDWRITTEN_FAMILIES = ("fused_cuda", "stream_cuda", "cublas", "cub")
+HANDWRITTEN_FAMILIES = ("fused_cuda", "plain_cuda", "stream_cuda", "cublas", "cub")
 
 
 def is_handwritten(family):

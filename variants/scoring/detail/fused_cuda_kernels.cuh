@@ -281,6 +281,21 @@ extern "C" __global__ void __launch_bounds__(1024) fused_cuda_feature_major(kstu
   else kstudy_row_per_thread(a, 1, a.rows);  // a warp reads 32 adjacent rows of one feature: coalesced
 }
 
+// The seed's plain feature-major kernel, the baseline every optimisation must beat (issue 16): one
+// thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. The flagged
+// count leaves through the same epilogue as every kernel here, so the comparison is the kernels' own.
+extern "C" __global__ void plain_cuda_feature_major(kstudy_fused_args a) {
+  const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned int flagged = 0;
+  if (r < a.rows) {
+    float sum = 0.0f;
+    for (long long f = 0; f < a.features; ++f)
+      sum += kstudy_term(a.x[f * a.rows + r], a.mean[f], a.inv_std[f], a.weight[f], a.clip);
+    flagged = kstudy_store_row(a, r, sum);
+  }
+  kstudy_add_flagged(a, flagged);
+}
+
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_padded(kstudy_fused_args a) {
   kstudy_row_per_thread(a, a.pitch, 1);
 }
