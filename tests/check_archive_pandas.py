@@ -13,7 +13,7 @@ except ImportError as error:
     print(f"skipped: {error}")
     sys.exit(77)
 
-TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_alloc", "pipelined", "cold",
+TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_alloc", "pipelined", "cold", "pin",
           "compile", "launch", "transfer", "transpose"}
 COLUMNS = {
     "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "pitch",

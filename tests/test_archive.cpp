@@ -699,3 +699,37 @@ TEST(Archive, SummaryTakesPassedAndNotGatedSamplesOnly) {
   EXPECT_EQ(counts, (std::map<std::string, std::int64_t>{{"probe", 3}, {"scored", 3}}));
 }
 }  // namespace
+
+// Host-in/host-out timers run once per host memory kind: the console says which row is which.
+TEST(Archive, ConsoleTableNamesTheHostMemoryKind) {
+  std::ostringstream out;
+  console_sink console(out);
+  std::vector<summary_record> summaries(3);
+  for (auto& s : summaries) {
+    s.experiment = "quick";
+    s.variant = "fused_cuda_feature_major@cuda";
+    s.layout = "feature_major";
+    s.rows = 1048576;
+    s.features = 16;
+    s.timer = timer_kind::one_shot;
+    s.median = 1e-3;
+    s.samples = 5;
+  }
+  summaries[0].memory_kind = "pageable";
+  summaries[1].memory_kind = "pinned";
+  summaries[2].timer = timer_kind::device_events;
+  summaries[2].memory_kind = "device";
+  console.write_summaries(summaries);
+  console.finish();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("host memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("pageable"), std::string::npos) << text;
+  EXPECT_NE(text.find("pinned"), std::string::npos) << text;
+
+  // Without host-in/host-out rows the column is left out.
+  std::ostringstream resident_out;
+  console_sink resident(resident_out);
+  resident.write_summaries({summaries[2]});
+  resident.finish();
+  EXPECT_EQ(resident_out.str().find("host memory"), std::string::npos) << resident_out.str();
+}

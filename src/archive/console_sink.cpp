@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "kstudy/archive.hpp"
 
@@ -186,12 +187,22 @@ void console_sink::print_pending() {
       t.header.push_back("block");
       t.right_aligned.push_back(true);
     }
-    for (const char* h : {"timer", "median", "GB/s", "% of roof", "samples"}) t.header.push_back(h);
-    for (bool r : {false, true, true, true, true}) t.right_aligned.push_back(r);
+    // Host-in/host-out timers run once per host memory kind: without it two one_shot rows look alike.
+    const bool memory = std::any_of(m_summaries.begin(), m_summaries.end(), [](const summary_record& s) {
+      return s.memory_kind == "pageable" || s.memory_kind == "pinned";
+    });
+    const std::vector<std::pair<const char*, bool>> columns{{"timer", false}, {"host memory", false}, {"median", true},
+                                                           {"GB/s", true}, {"% of roof", true}, {"samples", true}};
+    for (const auto& [name, right] : columns) {
+      if (!memory && std::string(name) == "host memory") continue;
+      t.header.push_back(name);
+      t.right_aligned.push_back(right);
+    }
     for (const auto& s : m_summaries) {
       std::vector<std::string> row{s.variant, s.layout, std::to_string(s.rows) + " x " + std::to_string(s.features)};
       if (blocks) row.push_back(s.block_size ? std::to_string(s.block_size) : "default");
       row.push_back(to_string(s.timer));
+      if (memory) row.push_back(s.memory_kind == "pageable" || s.memory_kind == "pinned" ? s.memory_kind : "-");
       row.push_back(format_seconds(s.median));
       row.push_back(s.bytes_per_second > 0 ? format("%.1f", s.bytes_per_second / 1e9) : "-");
       row.push_back(s.fraction_of_roof > 0 ? format("%.1f%%", s.fraction_of_roof * 100.0) : "-");

@@ -4,10 +4,13 @@
 
 #include <sys/resource.h>
 
+#include <cstddef>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "kstudy/timers.hpp"
 #include "kstudy/views/layout_conversion.hpp"
@@ -103,6 +106,56 @@ std::vector<double> time_transfers(std::int64_t bytes, host_memory kind, bool ho
 #else
   (void)bytes, (void)kind, (void)host_to_device, (void)warmups, (void)trials;
   throw std::runtime_error("transfer calibration needs a device backend (cuda flavour)");
+#endif
+}
+
+const char* to_string(pin_call call) {
+  return call == pin_call::host_alloc ? "cudaHostAlloc" : "cudaHostRegister";
+}
+
+pin_call parse_pin_call(const std::string& name) {
+  if (name == "host_alloc") return pin_call::host_alloc;
+  if (name == "host_register") return pin_call::host_register;
+  throw std::invalid_argument("unknown pinning call '" + name + "' (accepted: host_alloc, host_register)");
+}
+
+#ifdef KOKKOS_ENABLE_CUDA
+namespace {
+void check_cuda(cudaError_t status, const char* call) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(call) + ": " + cudaGetErrorString(status));
+}
+}  // namespace
+#endif
+
+std::vector<double> time_pinning(std::int64_t bytes, pin_call call, int warmups, int trials) {
+#ifdef KOKKOS_ENABLE_CUDA
+  const auto size = static_cast<std::size_t>(bytes);
+  std::vector<double> out;
+  if (call == pin_call::host_alloc) {
+    for (int t = -warmups; t < trials; ++t) {
+      void* p = nullptr;
+      wall_timer timer;
+      timer.start();
+      check_cuda(cudaHostAlloc(&p, size, cudaHostAllocDefault), "cudaHostAlloc");
+      const double seconds = timer.seconds();
+      check_cuda(cudaFreeHost(p), "cudaFreeHost");
+      if (t >= 0) out.push_back(seconds);
+    }
+    return out;
+  }
+  std::vector<std::byte> buffer(size, std::byte{1});  // pageable and touched: what a caller already holds
+  for (int t = -warmups; t < trials; ++t) {
+    wall_timer timer;
+    timer.start();
+    check_cuda(cudaHostRegister(buffer.data(), size, cudaHostRegisterDefault), "cudaHostRegister");
+    const double seconds = timer.seconds();
+    check_cuda(cudaHostUnregister(buffer.data()), "cudaHostUnregister");
+    if (t >= 0) out.push_back(seconds);
+  }
+  return out;
+#else
+  (void)bytes, (void)call, (void)warmups, (void)trials;
+  throw std::runtime_error("timing page-locking needs a device backend (cuda flavour)");
 #endif
 }
 

@@ -53,6 +53,7 @@ struct experiment {
   std::vector<std::int64_t> rows, features;
   std::vector<std::int64_t> block_sizes{0}, sizes_bytes;
   std::vector<std::string> variants{"all"}, memory{"pageable"}, directions{"h2d", "d2h"};
+  std::vector<std::string> pinning;  // kind transfer: page-locking calls timed per size (host_alloc, host_register)
   std::vector<timer_kind> timers;
   std::int64_t row_padding = 3;
   kstudy::protocol protocol;

@@ -23,6 +23,14 @@ bool device_context_lost(std::string& why);
 // One copy of `bytes` between a reused host buffer of `kind` and device memory; allocation excluded.
 std::vector<double> time_transfers(std::int64_t bytes, host_memory kind, bool host_to_device, int warmups, int trials);
 
+// The cost of page-locking `bytes` of host memory, per call: a fresh cudaHostAlloc (cudaFreeHost after
+// each trial, untimed), or cudaHostRegister of an existing, touched pageable buffer (cudaHostUnregister
+// untimed). What pinning costs before a pinned one-shot can save anything (transfer_calibration).
+enum class pin_call { host_alloc, host_register };
+const char* to_string(pin_call call);
+pin_call parse_pin_call(const std::string& name);  // throws std::invalid_argument naming the accepted names
+std::vector<double> time_pinning(std::int64_t bytes, pin_call call, int warmups, int trials);
+
 // kokkos_for_1_sync: a one-element parallel_for + fence, per launch.
 // kokkos_for_1000_queued: 1,000 such launches queued, one fence; seconds per launch.
 // cuda_empty_sync / cuda_empty_1000_queued: the same with an empty handwritten kernel (cuda flavour).

@@ -21,6 +21,7 @@ enum class timer_kind {
   launch,         // launch-overhead probes
   transfer,       // transfer calibration copies
   transpose,      // resident row-major -> feature-major conversion
+  pin,            // making host memory page-locked: cudaHostAlloc, or cudaHostRegister of an existing buffer
 };
 const char* to_string(timer_kind kind);
 timer_kind parse_timer_kind(const std::string& name);

@@ -1,5 +1,7 @@
 // Kind `transfer`: host<->device copy bandwidth over sizes, directions and host memory kinds (allocation
-// excluded); the calibration the one-shot timings are read against.
+// excluded); the calibration the one-shot timings are read against. With "pinning", also what making
+// each size page-locked costs (cudaHostAlloc, cudaHostRegister of an existing buffer): the price a pinned
+// one-shot must earn back. Copy points come first, pinning points after them (stable for --resume).
 #include <stdexcept>
 
 #include "detail/runner_support.hpp"
@@ -18,16 +20,76 @@ void parse_transfer(const nlohmann::json& doc, experiment& e, nlohmann::json& no
   e.sizes_bytes = integer_axis(doc["sizes_bytes"], e.source, "sizes_bytes");
   if (doc.contains("memory")) e.memory = string_axis(doc["memory"], e.source, "memory", {"pageable", "pinned"});
   if (doc.contains("directions")) e.directions = string_axis(doc["directions"], e.source, "directions", {"h2d", "d2h"});
+  if (doc.contains("pinning"))
+    e.pinning = string_axis(doc["pinning"], e.source, "pinning", {"host_alloc", "host_register"});
   e.timers = {timer_kind::transfer};
+  if (!e.pinning.empty()) e.timers.push_back(timer_kind::pin);
   normalised["sizes_bytes"] = e.sizes_bytes;
   normalised["memory"] = e.memory;
   normalised["directions"] = e.directions;
+  if (!e.pinning.empty()) normalised["pinning"] = e.pinning;
+}
+
+std::int64_t copy_points(const experiment& e) {
+  return std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
+}
+
+// One point's samples from a probe's trial times, or one failed sample naming the error.
+template <class Probe>
+std::vector<sample_record> probe_samples(const sample_record& base, Probe&& probe) {
+  std::vector<sample_record> samples;
+  try {
+    const auto seconds = probe();
+    for (std::size_t t = 0; t < seconds.size(); ++t) {
+      auto s = base;
+      s.trial = static_cast<int>(t);
+      s.seconds = seconds[t];
+      samples.push_back(s);
+    }
+  } catch (const std::exception& ex) {
+    detail::stop_if_device_lost(base, ex.what());
+    auto failed = base;
+    failed.status = std::string("failed: ") + ex.what();
+    failed.trial = -1;
+    samples.push_back(failed);
+  }
+  return samples;
+}
+
+void run_pinning(replication_context& ctx, detail::progress_line& progress) {
+  const auto& e = ctx.definition;
+  std::int64_t point = copy_points(e);
+  for (const auto bytes : e.sizes_bytes)
+    for (const auto& name : e.pinning) {
+      const std::int64_t this_point = point++;
+      if (platform::stop_requested()) return;
+      if (ctx.done.count(this_point)) continue;
+      const auto call = probes::parse_pin_call(name);
+      sample_record base;
+      base.experiment = e.name;
+      base.variant = probes::to_string(call);
+      base.memory_kind = "pinned";
+      base.bytes = bytes;
+      base.point = this_point;
+      base.replication = ctx.replication;
+      base.timer = timer_kind::pin;
+      base.gate = gate_verdict::not_gated;  // nothing computed to check
+      base.status = "ok";
+      auto keys = detail::point_keys(e, ctx.replication, this_point);
+      keys.bytes = bytes;
+      keys.memory_kind = "pinned";
+      ctx.sink.begin_point(keys);
+      ctx.sink.write_samples(probe_samples(
+          base, [&] { return probes::time_pinning(bytes, call, e.protocol.warmups, e.protocol.trials); }));
+      ctx.sink.flush();
+      progress.step(this_point + 1);
+    }
 }
 
 void run_transfer(replication_context& ctx) {
   const auto& e = ctx.definition;
   std::int64_t index = 0;
-  const std::int64_t total = std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
+  const std::int64_t total = copy_points(e) + std::int64_t(e.sizes_bytes.size() * e.pinning.size());
   detail::progress_line progress(e.name, total, ctx.quiet);
   for (const auto bytes : e.sizes_bytes)
     for (const auto& memory : e.memory)
@@ -35,7 +97,6 @@ void run_transfer(replication_context& ctx) {
         const std::int64_t point = index++;
         if (platform::stop_requested()) return;
         if (ctx.done.count(point)) continue;
-        std::vector<sample_record> samples;
         sample_record base;
         base.experiment = e.name;
         base.variant = "transfer";
@@ -52,35 +113,25 @@ void run_transfer(replication_context& ctx) {
         keys.memory_kind = memory;
         keys.direction = direction;
         ctx.sink.begin_point(keys);
-        try {
-          const auto seconds = probes::time_transfers(bytes, parse_host_memory(memory), direction == "h2d",
-                                                      e.protocol.warmups, e.protocol.trials);
-          for (std::size_t t = 0; t < seconds.size(); ++t) {
-            auto s = base;
-            s.trial = static_cast<int>(t);
-            s.seconds = seconds[t];
-            samples.push_back(s);
-          }
-        } catch (const std::exception& ex) {
-          detail::stop_if_device_lost(base, ex.what());
-          base.status = std::string("failed: ") + ex.what();
-          base.trial = -1;
-          samples.push_back(base);
-        }
+        const auto samples = probe_samples(base, [&] {
+          return probes::time_transfers(bytes, parse_host_memory(memory), direction == "h2d", e.protocol.warmups,
+                                        e.protocol.trials);
+        });
         ctx.sink.write_samples(samples);
         ctx.sink.flush();
         progress.step(point + 1);
       }
+  run_pinning(ctx, progress);
 }
 
 experiment_kind transfer_kind() {
   experiment_kind kind;
   kind.name = "transfer";
   kind.description = "host<->device copy bandwidth by size, direction and host memory kind";
-  kind.keys = {"sizes_bytes", "memory", "directions"};
+  kind.keys = {"sizes_bytes", "memory", "directions", "pinning"};
   kind.parse = parse_transfer;
   kind.point_count = [](const experiment& e) {
-    return std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
+    return copy_points(e) + std::int64_t(e.sizes_bytes.size() * e.pinning.size());
   };
   kind.run = run_transfer;
   return kind;

@@ -12,10 +12,11 @@ COLUMNS = ["archive", "experiment", "bytes", "direction", "memory_kind", "n_ok",
 
 def experiment_table(a, e):
     """Every attempted copy point, with its ok and failed sample counts and the first failure's status."""
-    all_ = e.samples
+    all_ = e.samples[e.samples.timer == "transfer"]
     counts = all_.assign(ok=(all_.gate != "failed") & (all_.status == "ok") & (all_.trial >= 0)) \
         .groupby(KEYS).ok.agg(n_ok="sum", n_all="size").reset_index()
-    df = counts.merge(A.stats(e.accepted(), KEYS), on=KEYS, how="left")
+    accepted = e.accepted()
+    df = counts.merge(A.stats(accepted[accepted.timer == "transfer"], KEYS), on=KEYS, how="left")
     df["n_failed"] = df.n_all - df.n_ok
     df["GiB_per_s"] = df.bytes / df["median"] / 2**30
     df["GiB_per_s_at_q3"] = df.bytes / df.q3 / 2**30
@@ -50,6 +51,41 @@ def largest_copy(ok):
     return ok.loc[ok.groupby(["archive", "experiment", "direction", "memory_kind"]).bytes.idxmax()]
 
 
+PIN_COLUMNS = ["archive", "experiment", "bytes", "call", "pin_s", "h2d_pageable_s", "h2d_pinned_s", "saving_per_copy_s",
+               "copies_to_amortise"]
+
+
+def pinning_table(a, e, copies):
+    """What page-locking each size costs (cudaHostAlloc, cudaHostRegister), beside one h2d copy of that size from
+    pageable and from pinned memory: pinning pays for itself after cost / (pageable - pinned) copies."""
+    acc = e.accepted()
+    pin = acc[acc.timer == "pin"]
+    if pin.empty:
+        return pd.DataFrame(columns=PIN_COLUMNS)
+    stats = A.stats(pin, ["bytes", "variant"])
+    h2d = copies[copies.direction == "h2d"].pivot_table(index="bytes", columns="memory_kind", values="median")
+    rows = []
+    for r in stats.itertuples():
+        pageable = h2d.at[r.bytes, "pageable"] if "pageable" in h2d and r.bytes in h2d.index else float("nan")
+        pinned = h2d.at[r.bytes, "pinned"] if "pinned" in h2d and r.bytes in h2d.index else float("nan")
+        saving = pageable - pinned
+        rows.append({"archive": a.label, "experiment": e.name, "bytes": r.bytes, "call": r.variant, "pin_s": r.median,
+                     "h2d_pageable_s": pageable, "h2d_pinned_s": pinned, "saving_per_copy_s": saving,
+                     "copies_to_amortise": r.median / saving if saving > 0 else float("inf")})
+    return pd.DataFrame(rows, columns=PIN_COLUMNS)
+
+
+def pinning_lines(pins):
+    lines = ["", "What page-locking costs, and how many host→device copies of the same buffer pay it back (cost ÷ "
+                 "(pageable − pinned copy time)):", "", "| size | call | cost | h2d pageable | h2d pinned | copies to "
+                 "amortise |", "| ---: | --- | ---: | ---: | ---: | ---: |"]
+    for r in pins.sort_values(["bytes", "call"]).itertuples():
+        amortise = "never" if r.copies_to_amortise == float("inf") else f"{r.copies_to_amortise:.1f}"
+        lines.append(f"| {r.bytes / 2**20:,.3g} MiB | `{r.call}` | {A.fmt_seconds(r.pin_s)} | "
+                     f"{A.fmt_seconds(r.h2d_pageable_s)} | {A.fmt_seconds(r.h2d_pinned_s)} | {amortise} |")
+    return lines
+
+
 @section("transfer", "Transfer calibration", order=90)
 def transfer(inputs, sec):
     frames = [experiment_table(a, e) for a, e in inputs.experiments("transfer") if not e.samples.empty]
@@ -72,4 +108,15 @@ def transfer(inputs, sec):
         sec.headlines.append(f"Copies of {g.bytes.max() / 2**20:,.0f} MiB ({arch}/{exp}): " + ", ".join(
             f"{r.direction} {r.memory_kind} {r.GiB_per_s:.1f} GiB/s" for r in g.itertuples()) + ".")
     sec.figures.append((transfer_figure(ok, inputs.out), "Copy bandwidth vs size, per direction and host memory kind"))
+    pins = [pinning_table(a, e, df[(df.archive == a.label) & (df.experiment == e.name)])
+            for a, e in inputs.experiments("transfer") if not e.samples.empty]
+    pins = pd.concat(pins, ignore_index=True) if pins else pd.DataFrame(columns=PIN_COLUMNS)
+    if not pins.empty:
+        inputs.write_csv(pins, "pinning.csv", sec, "page-locking cost per size and call, and the h2d copies of that "
+                                                   "size that amortise it")
+        sec.lines.extend(pinning_lines(pins))
+        big = pins[pins.bytes == pins.bytes.max()]
+        sec.headlines.append(f"Page-locking {big.bytes.iloc[0] / 2**20:,.0f} MiB: " + ", ".join(
+            f"`{r.call}` {A.fmt_seconds(r.pin_s)} (paid back after {r.copies_to_amortise:.1f} h2d copies)"
+            for r in big.itertuples()) + ".")
     return sec.done(df)
