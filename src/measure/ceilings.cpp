@@ -3,6 +3,8 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <functional>
 
 #include "kstudy/timers.hpp"
@@ -115,6 +117,24 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
       out.push_back(timed("h2d" + suffix, options.transfer_bytes, options.trials, [&] { Kokkos::deep_copy(d, h); }));
       out.push_back(timed("d2h" + suffix, options.transfer_bytes, options.trials, [&] { Kokkos::deep_copy(h, d); }));
     }
+    // What bounds a one-shot from pageable memory through pinned staging (the pipelined strategy): host
+    // threads copying pageable memory into page-locked chunks, in 64 KiB pieces as the pipeline gathers
+    // them. bytes = bytes copied (each is read once and written once).
+    host_buffer source(host_memory::pageable, options.transfer_bytes), staging(host_memory::pinned, options.transfer_bytes);
+    std::fill(source.data(), source.data() + options.transfer_bytes, std::byte{1});
+    std::fill(staging.data(), staging.data() + options.transfer_bytes, std::byte{0});
+    out.push_back(timed("host_stage_pageable_to_pinned", options.transfer_bytes, options.trials, [&] {
+      const std::byte* from = source.data();
+      std::byte* to = staging.data();
+      const std::int64_t bytes = options.transfer_bytes, piece = std::int64_t(1) << 16;
+      Kokkos::parallel_for(
+          "kstudy::ceiling::host_stage", Kokkos::RangePolicy<host_space>(0, (bytes + piece - 1) / piece),
+          [=](const std::int64_t p) {
+            const std::int64_t begin = p * piece;
+            std::memcpy(to + begin, from + begin, std::size_t(std::min(piece, bytes - begin)));
+          });
+      host_space().fence();
+    }));
   }
 #endif
   return out;

@@ -18,7 +18,8 @@ struct ceiling_options {
 
 // device_read (a sum over a buffer: read-dominant, the way the fused kernels run), device_copy
 // (bytes read + written), host_read (OpenMP sum), and where CUDA is enabled h2d/d2h for pinned and
-// pageable host memory. Each is the median of `trials` timed runs after one warm-up.
+// pageable host memory and host_stage_pageable_to_pinned (host threads copying pageable memory into
+// page-locked memory: the bound of a one-shot from pageable memory through pinned staging). Each is the median of `trials` timed runs after one warm-up.
 std::vector<ceiling_record> measure_ceilings(const ceiling_options& options = {});
 
 // The ceiling a variant's bandwidth is quoted against: device_read for device variants, host_read

@@ -68,6 +68,52 @@ def layout_table(inputs, measured):
     return pd.DataFrame(rows)
 
 
+CONTRACT_COLUMNS = ["archive", "experiment", "family", "memory_kind", "rows", "features", "row_variant", "t_row_s",
+                    "t_feature_s", "transpose_s", "t_feature_with_transpose_s", "feature_over_row",
+                    "feature_with_transpose_over_row"]
+
+
+def one_shot_contract(inputs, measured):
+    """Layout as an upstream contract (the seed): one-shot time by layout for the same family and host memory, and
+    the feature-major one-shot with the resident transpose added -- what it costs when the data arrives row-major."""
+    points = inputs.points_of(OPERATION)
+    s = points[(points.timer == "one_shot") & (points.block_size == 0)]
+    machine = {a.label: (a.environment.get("gpu_name", ""), a.environment.get("cpu_model", "")) for a in inputs.archives}
+    rows = []
+    keys = ["archive", "experiment", "rows", "features", "memory_kind", "family", "backend"]
+    for (arch, exp, n_rows, feats, memory, family, backend), g in s.groupby(keys):
+        feature, row = g[g.layout == "feature_major"], g[g.layout == "row_major"]
+        if feature.empty or row.empty:
+            continue
+        best_row = row.loc[row["median"].idxmin()]
+        t_feat, t_row = feature["median"].min(), best_row["median"]
+        transpose_s, _ = break_even(measured, machine, arch, n_rows, feats, backend, t_row, t_feat)
+        with_transpose = t_feat + transpose_s if np.isfinite(transpose_s) else np.nan
+        rows.append({"archive": arch, "experiment": exp, "family": f"{family}@{backend}", "memory_kind": memory,
+                     "rows": n_rows, "features": feats, "row_variant": best_row.variant, "t_row_s": t_row,
+                     "t_feature_s": t_feat, "transpose_s": transpose_s, "t_feature_with_transpose_s": with_transpose,
+                     "feature_over_row": t_feat / t_row, "feature_with_transpose_over_row": with_transpose / t_row})
+    return pd.DataFrame(rows, columns=CONTRACT_COLUMNS)
+
+
+def contract_lines(df):
+    wide = df[df.features >= 256]
+    if wide.empty:
+        wide = df
+    lines = ["", "**Layout as an upstream contract** (one-shot, host in → host out): the feature-major one-shot "
+                 "against the same family's best row-major one-shot, with and without the device transpose a "
+                 "row-major upstream would add (`layout_transpose`, same machine):", "",
+             "| experiment | family | memory | rows × features | row-major | feature-major | + transpose | "
+             "feature ÷ row | with transpose ÷ row |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in wide.sort_values(["experiment", "family", "memory_kind", "features", "rows"]).itertuples():
+        lines.append(f"| {r.archive}/{r.experiment} | `{r.family}` | {r.memory_kind} | {A.fmt_rows(r.rows)}×{r.features} "
+                     f"| {A.fmt_seconds(r.t_row_s)} | {A.fmt_seconds(r.t_feature_s)} | "
+                     f"{A.fmt_seconds(r.t_feature_with_transpose_s)} | {r.feature_over_row:.2f} | "
+                     + (f"{r.feature_with_transpose_over_row:.2f} |" if np.isfinite(r.feature_with_transpose_over_row)
+                        else "no transpose measured |"))
+    return lines
+
+
 def resident_timer(df):
     """resident_wall where device variants were paired, else host_wall (a CPU-only archive)."""
     return "resident_wall" if (df.timer == "resident_wall").any() else "host_wall"
@@ -173,6 +219,11 @@ def layout(inputs, sec):
     else:
         sec.lines.append("No experiment holds row-major and feature-major variants of one family: ratios and "
                          "break-even skipped.")
+    contract = one_shot_contract(inputs, measured)
+    if len(contract):
+        inputs.write_csv(contract, "layout_one_shot.csv", sec, "one-shot medians (s) by layout per family and host "
+                                                                "memory, and feature-major plus the resident transpose")
+        sec.lines.extend(contract_lines(contract))
     if measured:
         t = pd.DataFrame([{"archive": k[0], "rows": k[1], "features": k[2], "transpose_s": v[0], "space": v[1]}
                           for k, v in measured.items()])

@@ -66,6 +66,38 @@ def crossover_claims(cr, families):
     return out
 
 
+STAGE_CEILING = "host_stage_pageable_to_pinned"
+
+
+def pageable_pipeline_claims(inputs):
+    """From pageable memory (issue 16's target): does the pipelined one-shot, which stages pageable input into
+    reused pinned chunks with host threads while earlier chunks upload and compute, beat the CPU reference at
+    1,048,576×16 and above? The bound is the measured host staging copy: the table's bytes / its bandwidth."""
+    sp = inputs.speedups
+    sp = sp[(sp.timer == "pipelined") & (sp.memory_kind == "pageable") & (sp.features == 16) & (sp.rows >= 1048576)]
+    out = []
+    stage = {a.label: a.ceiling(STAGE_CEILING) for a in inputs.archives}
+    for (arch, exp), h in sp.groupby(["archive", "experiment"]):
+        for rows in sorted({1048576, int(h.rows.max())} & set(h.rows.astype(int))):
+            g = h[h.rows == rows]
+            best = g.loc[g["median"].idxmin()]
+            ratio = best["median"] / best.cpu_median
+            bound, verdict = "", "GPU wins" if ratio < 1 else "CPU wins"
+            if stage.get(arch):
+                bound_s = rows * 16 * 4 / stage[arch]
+                bound = (f"; staging alone ({stage[arch] / 1e9:.1f} GB/s host copy, measured) takes "
+                         f"{A.fmt_seconds(bound_s)} = {bound_s / best.cpu_median:.2f}× the CPU")
+                if ratio >= 1:
+                    verdict += (": the host staging copy alone is slower than the CPU" if bound_s >= best.cpu_median
+                                else ": staging alone would fit; uploads and kernels do not hide behind it")
+            out.append(claim(f"pipelined one-shot from pageable memory vs the CPU reference at {A.fmt_rows(rows)}×16 "
+                             f"({arch}/{exp})", "not measured (NumPy arrays were pageable; no pipeline)",
+                             f"`{best.variant}` {A.fmt_seconds(best['median'])} vs `{best.baseline}` "
+                             f"{A.fmt_seconds(best.cpu_median)}: {ratio:.2f}× the CPU time" + bound,
+                             verdict))
+    return out
+
+
 def break_even_claim(k, r, f):
     seed_text, seed_value = SEED_BREAK_EVEN[(r, f)]
     value = k.break_even_reuses.iloc[0]
@@ -128,6 +160,7 @@ def seed(inputs, sec, waterfall, crossover, layout, block_size):
     rows = []
     rows += one_shot_claims(waterfall.value) if waterfall.value else []
     rows += crossover_claims(crossover.value, families) if crossover.value is not None else []
+    rows += pageable_pipeline_claims(inputs) if not inputs.speedups.empty else []
     rows += layout_claims(layout.value) if layout.value is not None and len(layout.value) else []
     rows += occupancy_claims(block_size.value) if block_size.value is not None else []
     if not rows:
