@@ -79,6 +79,7 @@ void prefer_l1(kernel_fn kernel, int block, int smem_bytes) {
 }
 
 struct launch_geometry {
+  kernel_fn kernel = nullptr;  // the layout's kernel, or the variant of it the shape needs
   int grid = 0;
   int block = 0;
   int smem_bytes = 0;
@@ -88,11 +89,12 @@ struct launch_geometry {
 // One resident wave (or fewer blocks when there is less work): the kernels grid-stride, so bigger grids
 // would only add flagged-count atomics.
 launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int block) {
-  const kernel_fn kernel = kernel_for(shape.layout, kind);
+  kernel_fn kernel = kernel_for(shape.layout, kind);
   const bool tiled = kind == kernel_kind::tiled;
   launch_geometry g;
   g.block = block;
   if (kind == kernel_kind::plain) {  // the baseline as the seed wrote it: no resident-wave sizing
+    g.kernel = kernel;
     prefer_l1(kernel, block, 0);
     g.grid = static_cast<int>((shape.rows + block - 1) / block);
     return g;
@@ -105,6 +107,9 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
   if (kernel == fused_cuda_feature_major && shape.rows % 4 == 0 &&
       shape.rows / 4 >= std::int64_t(resident_blocks_per_sm(kernel, block, 0)) * sms * block)
     g.rows_per_thread = 4;
+  else if (kernel == fused_cuda_feature_major)
+    kernel = fused_cuda_feature_major_rows;
+  g.kernel = kernel;
   const std::int64_t threads_needed = shape.rows / g.rows_per_thread;
   std::int64_t work_blocks = (threads_needed + block - 1) / block;
   if (tiled) {
@@ -228,7 +233,7 @@ class fused_cuda final : public scoring_variant {
   void* stream() const override { return static_cast<void*>(m_stream); }
 
   double calculated_occupancy() const override {
-    return occupancy(kernel_for(L, Kind), m_geometry.block, m_geometry.smem_bytes);
+    return occupancy(m_geometry.kernel, m_geometry.block, m_geometry.smem_bytes);
   }
 
   // Queued pieces for the pipelined one-shot: the same calls without the stream synchronisation.
@@ -246,7 +251,7 @@ class fused_cuda final : public scoring_variant {
   }
   void enqueue_run() override {
     void* args[] = {&m_args};
-    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_for(L, Kind)), dim3(m_geometry.grid),
+    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(m_geometry.kernel), dim3(m_geometry.grid),
                                        dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }

@@ -27,7 +27,7 @@ struct kstudy_fused_args {
   long long pitch;  // elements between rows; only the padded kernel reads it
   float clip;
   float threshold;
-  int rows_per_thread;  // feature-major kernel: 4 (rows a multiple of 4) or 1, chosen by the host
+  int rows_per_thread;  // 4 for the feature-major quad kernel, else 1 (the host picks the kernel)
 };
 
 // Tile plan of fused_cuda_row_major_tiled, shared by the kernel and the host (launch geometry and
@@ -277,8 +277,16 @@ __device__ __forceinline__ void kstudy_feature_major_quads(const kstudy_fused_ar
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_feature_major(kstudy_fused_args a) {
-  if (a.rows_per_thread == 4) kstudy_feature_major_quads(a);
-  else kstudy_row_per_thread(a, 1, a.rows);  // a warp reads 32 adjacent rows of one feature: coalesced
+  kstudy_feature_major_quads(a);
+}
+
+// Feature-major, one row per thread (rows not a multiple of 4, or too few quads to fill the GPU): a warp
+// reads 32 adjacent rows of one feature, coalesced. Its own kernel, built to 32 registers (two 1,024-thread
+// blocks per SM) so every thread slot of an SM can hold a warp: inside the quad kernel it was allocated the
+// quads' 46 registers, ran at 62% theoretical occupancy and lost to the seed's plain kernel by 1.20x at
+// 262,144 x 256 (issue 16).
+extern "C" __global__ void __launch_bounds__(1024, 2) fused_cuda_feature_major_rows(kstudy_fused_args a) {
+  kstudy_row_per_thread(a, 1, a.rows);
 }
 
 // The seed's plain feature-major kernel, the baseline every optimisation must beat (issue 16): one
