@@ -30,7 +30,7 @@ COLUMNS = {
                "before_temperature_c", "before_power_mw", "before_throttle_reasons", "after_sm_clock_mhz",
                "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
                "seconds", "throttled", "reasons"],
-    "variants": ["variant", "operation", "axes", "family", "fusion_level", "layout", "backend", "on_device",
+    "variants": ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend", "on_device",
                  "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
                  "essential_bytes", "essential_flops"],
 }
@@ -45,7 +45,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "5", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "6", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

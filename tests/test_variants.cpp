@@ -200,6 +200,25 @@ TEST(VariantRegistry, EveryFamilyIsPresentWithMetadata) {
     EXPECT_GE(v->info.traffic(shape).total(), kstudy::scoring_essential_traffic(shape).total()) << v->info.id();
     EXPECT_GE(v->info.kernels_launched, 1);
   }
+  // The seed's plain kernel: the baseline every optimisation must beat.
+  EXPECT_FALSE(kstudy::variant_registry::instance().match("plain_kokkos").empty());
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  EXPECT_FALSE(kstudy::variant_registry::instance().match("plain_cuda").empty());
+#endif
+}
+
+// Every variant says who wrote its kernels, consistently with the families its operation marks as CUDA-only:
+// the report's "Kokkos / handwritten" ratio reads implementation, never family names.
+TEST(VariantRegistry, ImplementationMatchesTheOperationsCudaFamilies) {
+  using kstudy::implementation;
+  for (const auto* v : kstudy::variant_registry::instance().all()) {
+    const auto& families = kstudy::operation_of(*v).info().cuda_families;
+    const bool cuda_family = std::find(families.begin(), families.end(), v->info.family) != families.end();
+    const bool written_without_kokkos = v->info.implementation == implementation::handwritten_cuda ||
+                                        v->info.implementation == implementation::vendor_library;
+    EXPECT_EQ(cuda_family, written_without_kokkos) << v->info.id() << " " << kstudy::to_string(v->info.implementation);
+    EXPECT_EQ(v->info.implementation == implementation::reference, v->info.family == "cpu_reference") << v->info.id();
+  }
 }
 
 }  // namespace

@@ -35,17 +35,18 @@ def check(archives):
 
 
 def variant_identities(archive):
-    """(experiment, variant) -> operation and family, as the archive's variants table says (the legacy table for
-    schema 1 to 3); what lets a comparison keep operations apart without reading variant names."""
+    """(experiment, variant) -> operation, family and implementation, as the archive's variants table says (the
+    legacy table for schema 1 to 3); what lets a comparison keep operations apart without reading variant names."""
     table = variant_table([archive])
-    return table[["experiment", "variant", "operation", "family"]].drop_duplicates(["experiment", "variant"])
+    return table[["experiment", "variant", "operation", "family", "implementation"]].drop_duplicates(
+        ["experiment", "variant"])
 
 
 def accepted(archive):
     frames = [e.accepted() for e in archive.experiments.values()]
     frames = [f for f in frames if not f.empty]
     if not frames:
-        return pd.DataFrame(columns=KEYS + ["seconds", "operation", "family"])
+        return pd.DataFrame(columns=KEYS + ["seconds", "operation", "family", "implementation"])
     s = pd.concat(frames, ignore_index=True)
     # Calibration points (transfers, probes) have no shape: their size is what tells them apart.
     s["size_bytes"] = np.where(s.rows == 0, s.bytes, 0)
@@ -53,6 +54,7 @@ def accepted(archive):
     s = s.merge(variant_identities(archive), on=["experiment", "variant"], how="left")
     s["operation"] = s.operation.fillna("")
     s["family"] = s.family.fillna("")
+    s["implementation"] = s.implementation.fillna("")
     return s
 
 

@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pandas as pd
 
-from .report.variants import HANDWRITTEN_FAMILIES, is_handwritten
+from .report.variants import HANDWRITTEN, is_handwritten
 
 POINT = ["experiment", "operation", "rows", "features", "timer", "memory_kind", "block_size", "direction",
          "size_bytes"]
-ESCAPE_FAMILY = "/".join(HANDWRITTEN_FAMILIES)  # how the table names them
+ESCAPE_FAMILY = "/".join(HANDWRITTEN)  # how the table names them (variant implementations)
 
 
 def version_key(text):
@@ -31,7 +31,7 @@ def medians(archive, accepted):
     if s.empty:
         return {}, set()
     groups = {k: g.seconds.to_numpy() for k, g in s.groupby(POINT + ["variant"])}
-    escapes = set(s[s.family.map(is_handwritten)].variant)
+    escapes = set(s[s.implementation.map(is_handwritten)].variant)
     return groups, escapes
 
 

@@ -7,6 +7,17 @@
 
 namespace kstudy {
 
+std::string_view to_string(implementation kind) {
+  switch (kind) {
+    case implementation::kokkos: return "kokkos";
+    case implementation::kokkos_kernels: return "kokkos_kernels";
+    case implementation::handwritten_cuda: return "handwritten_cuda";
+    case implementation::vendor_library: return "vendor_library";
+    case implementation::reference: return "reference";
+  }
+  throw std::invalid_argument("kstudy: implementation value " + std::to_string(static_cast<int>(kind)) + " has no name");
+}
+
 std::string_view to_string(fusion_level level) {
   switch (level) {
     case fusion_level::none: return "none";

@@ -100,6 +100,7 @@ variant_record describe_variant(const variant_info& info, const table_shape& sha
   }();
   r.family = info.family;
   r.fusion_level = std::string(to_string(info.fusion));
+  r.implementation = std::string(to_string(info.implementation));
   r.layout = to_string(info.layout);
   r.backend = info.backend;
   r.on_device = info.on_device;

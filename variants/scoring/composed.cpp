@@ -61,6 +61,7 @@ variant_info composed_info(const char* name, table_layout layout) {
   info.name = name;
   info.operation = scoring_operation_name;
   info.family = "composed";
+  info.implementation = implementation::kokkos_kernels;
   info.fusion = fusion_level::none;
   info.description = "5 steps, intermediates in memory; row sum by KokkosBlas::gemv";
   info.layout = layout;

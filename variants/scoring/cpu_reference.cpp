@@ -74,6 +74,7 @@ class cpu_reference final : public detail::kokkos_variant<ExecutionSpace, Kokkos
     info.name = "cpu_reference";
     info.operation = scoring_operation_name;
     info.family = "cpu_reference";
+    info.implementation = implementation::reference;
     info.fusion = fusion_level::full;
     info.description = "CPU baseline: float32, row-major, rows split over host threads";
     info.layout = table_layout::row_major;

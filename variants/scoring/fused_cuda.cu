@@ -299,6 +299,7 @@ variant_info cuda_info(const char* name, const char* description, table_layout l
   info.name = name;
   info.operation = scoring_operation_name;
   info.family = family;
+  info.implementation = implementation::handwritten_cuda;
   info.fusion = fusion_level::full;
   info.backend = "cuda";
   info.description = description;

@@ -463,6 +463,7 @@ variant_info cuda_info(stream_kind kind, const std::string& suffix, const std::s
 template <stream_kind K>
 void register_handwritten(const char* description) {
   auto info = cuda_info(K, "cuda", "stream_cuda", description);
+  info.implementation = implementation::handwritten_cuda;
   info.tunable_block_size = true;
   info.kernels_launched = 1;  // stream_elementwise<K>, or stream_dot with its last-block combine
   variant_registration<stream_cuda<K>>{std::move(info)};
@@ -471,6 +472,7 @@ void register_handwritten(const char* description) {
 template <stream_kind K>
 void register_cublas(const char* description) {
   auto info = cuda_info(K, "cublas", "cublas", description);
+  info.implementation = implementation::vendor_library;
   // One cuBLAS call: copy, geam or dot (cuBLAS may split dot internally); geam takes a second for the
   // n % 1024 tail when n is not a multiple of 1024.
   info.kernels_launched = 1;
@@ -494,6 +496,7 @@ void register_cublas(const char* description) {
       "cublasSdot_64, float accumulation, device pointer mode (result stays on the device until download)");
   auto cub = cuda_info(stream_kind::dot, "cub", "cub",
                        "cub::DeviceReduce::Sum over a thrust::transform_iterator of float64 products");
+  cub.implementation = implementation::vendor_library;
   cub.kernels_launched = 2;  // CUB's single-tile reduction after its per-block pass (one pass when it fits)
   variant_registration<stream_cub_dot>{std::move(cub)};
   return 0;

@@ -316,6 +316,7 @@ void register_kind() {
   detail::register_kokkos_variant<stream_kokkos_strided<Space, K>>(std::move(strided));
   auto kernels = variant_info_for(K, "kokkos_kernels", "stream_kokkos_kernels", kokkos_kernels_description<K>());
   kernels.kernels_launched = 1;  // the deep_copy, scal, update or dot
+  kernels.implementation = implementation::kokkos_kernels;
   detail::register_kokkos_variant<stream_kokkos_kernels<Space, K>>(std::move(kernels));
 }
 

@@ -10,19 +10,27 @@ import pandas as pd
 
 from .. import archive as A
 
-FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "layout", "backend", "on_device",
+FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend", "on_device",
           "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
           "essential_bytes", "essential_flops"]
 SHAPE_KEYS = ["variant", "rows", "features", "block_size"]
 # The family of every operation's CPU baseline (the C++ variants' `implementation`).
 REFERENCE_FAMILY = "cpu_reference"
-# Families whose kernels are written without Kokkos: kstudy's handwritten CUDA escape paths and the vendor
-# libraries (variant_info::implementation). "What Kokkos costs" compares every other device family with them.
-HANDWRITTEN_FAMILIES = ("fused_cuda", "plain_cuda", "stream_cuda", "cublas", "cub")
+# Kernels written without Kokkos (variant_info::implementation, stored since schema 6): kstudy's handwritten
+# CUDA escape paths and vendor libraries. "What Kokkos costs" compares every other device variant with them.
+HANDWRITTEN = ("handwritten_cuda", "vendor_library")
+# Archives before schema 6 stored no implementation: what their families' registrations said.
+LEGACY_IMPLEMENTATION = {"fused_cuda": "handwritten_cuda", "stream_cuda": "handwritten_cuda",
+                         "cublas": "vendor_library", "cub": "vendor_library", "cpu_reference": "reference",
+                         "composed": "kokkos_kernels", "stream_kokkos_kernels": "kokkos_kernels"}
 
 
-def is_handwritten(family):
-    return family in HANDWRITTEN_FAMILIES
+def legacy_implementation(family):
+    return LEGACY_IMPLEMENTATION.get(family, "kokkos")
+
+
+def is_handwritten(implementation):
+    return implementation in HANDWRITTEN
 
 
 def stored_variant_table(experiment):
@@ -32,6 +40,8 @@ def stored_variant_table(experiment):
         return None
     table = experiment.variants.copy()
     table["on_device"] = table.on_device.astype(bool)
+    stored = table["implementation"].fillna("") if "implementation" in table else pd.Series("", index=table.index)
+    table["implementation"] = [i or legacy_implementation(f) for i, f in zip(stored, table.family)]
     return table[FIELDS]
 
 
@@ -62,6 +72,7 @@ def legacy_variant_table(experiment):
     table["operation"] = LEGACY_OPERATION
     table["axes"] = ",".join(A.LEGACY_AXES)
     table["fusion_level"] = table.family.map(lambda f: LEGACY_FUSION_LEVEL.get(f, "full"))
+    table["implementation"] = table.family.map(legacy_implementation)
     table["on_device"] = ~table.backend.isin(HOST_BACKENDS)
     table["kernels_launched"] = table.family.map(lambda f: LEGACY_KERNELS.get(f, 1))
     table["modelled_bytes_read"] = np.nan

@@ -241,6 +241,7 @@ struct record_table<variant_record> {
         {"axes", &R::axes},
         {"family", &R::family},
         {"fusion_level", &R::fusion_level},
+        {"implementation", &R::implementation},
         {"layout", &R::layout},
         {"backend", &R::backend},
         {"on_device", &R::on_device},

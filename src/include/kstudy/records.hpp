@@ -195,8 +195,10 @@ struct variant_record {
   std::string operation;     // the operation it implements (variant_info::operation): scoring, stream_triad, ...
   std::string axes;          // the operation's axis names, comma-separated: rows,features | n (rows, features
                              // below are its first two extents; a one-axis operation has features = 1)
-  std::string family;        // variant_info::implementation: cpu_reference, composed, partial_fusion, ...
+  std::string family;        // variant_info::family: cpu_reference, composed, partial_fusion, ...
   std::string fusion_level;  // none | partial | full
+  std::string implementation;  // kokkos | kokkos_kernels | handwritten_cuda | vendor_library | reference
+                               // (variant_info::implementation; empty in archives before version 6)
   std::string layout;        // row_major | feature_major | padded_row_major
   std::string backend;       // serial | openmp | cuda
   bool on_device = false;    // its memory is not host-accessible: one-shot timings include transfers

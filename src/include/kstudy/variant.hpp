@@ -33,6 +33,18 @@ enum class fusion_level {
 };
 std::string_view to_string(fusion_level level);
 
+// Who wrote the kernels: the design card's question "what does Kokkos cost against handwritten CUDA?"
+// compares the Kokkos implementations with the handwritten and vendor ones, so the report reads it here
+// rather than from a list of family names.
+enum class implementation {
+  kokkos,            // Kokkos kernels written for kstudy (portable: every enabled backend)
+  kokkos_kernels,    // composed from Kokkos Kernels calls (a library; portable)
+  handwritten_cuda,  // kstudy's own CUDA escape path (plain CUDA C++, no Kokkos)
+  vendor_library,    // a vendor library called directly: cuBLAS, CUB, cuDNN
+  reference,         // the CPU baseline every speedup is quoted against
+};
+std::string_view to_string(implementation kind);
+
 struct variant_info {
   std::string name;       // e.g. fused_kokkos_feature_major; unique per backend
   std::string operation;  // the registered operation it computes (operation_info::name)
@@ -40,6 +52,7 @@ struct variant_info {
   // reports compare the best of each family.
   std::string family;
   kstudy::fusion_level fusion = kstudy::fusion_level::full;
+  kstudy::implementation implementation = kstudy::implementation::kokkos;
   std::string backend;  // serial | openmp | cuda (Kokkos execution space or the CUDA runtime)
   std::string description;
   table_layout layout = table_layout::row_major;

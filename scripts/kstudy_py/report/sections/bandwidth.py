@@ -7,7 +7,7 @@ import pandas as pd
 
 from ... import archive as A
 from .. import section
-from ..variants import HANDWRITTEN_FAMILIES, REFERENCE_FAMILY, is_handwritten
+from ..variants import HANDWRITTEN, is_handwritten
 
 POINT = ["archive", "experiment", "operation", "axes", "rows", "features"]
 # Device variants: device events where measured (no host-side launch cost in them), else the resident wall
@@ -61,18 +61,18 @@ def with_roofs(best, archives):
     return df.sort_values(POINT + ["on_device", "family", "backend"])[COLUMNS]
 
 
-def side_of(family):
+def side_of(implementation):
     """kokkos, handwritten (CUDA escape path or vendor library) or None (the CPU reference)."""
-    if family == REFERENCE_FAMILY:
+    if implementation == "reference":
         return None
-    return "handwritten" if is_handwritten(family) else "kokkos"
+    return "handwritten" if is_handwritten(implementation) else "kokkos"
 
 
 def kokkos_vs_handwritten(resident):
     """Per point: the best Kokkos device variant's time over the best handwritten one's, both by the same
     timer (device events where both sides have them, else the resident wall clock)."""
     device = resident[on_device(resident)]
-    device = device.assign(side=device.family.map(side_of)).dropna(subset=["side"])
+    device = device.assign(side=device.implementation.map(side_of)).dropna(subset=["side"])
     rows = []
     for key, g in device.groupby(POINT):
         for timer in DEVICE_TIMERS:
@@ -173,7 +173,7 @@ EXPLANATION = ("Per operation and point, each family's fastest variant at its re
                "bytes (the operation's minimum traffic, from the variants table) over the median. Shares: device "
                "families against device_read / device_copy, host families against host_read, each measured in the "
                "variant's own archive. The Kokkos row divides the fastest Kokkos device variant's time by the fastest "
-               "handwritten CUDA or vendor-library variant's ({families}), by the same timer; above 1, Kokkos is "
+               "handwritten CUDA or vendor-library variant's (implementation {families}), by the same timer; above 1, Kokkos is "
                "slower.")
 
 
@@ -190,7 +190,7 @@ def bandwidth_by_operation(inputs, sec):
     if len(ratios):
         inputs.write_csv(ratios, "kokkos_vs_handwritten.csv", sec,
                          "per operation and point: best Kokkos device time / best handwritten CUDA or vendor time")
-    sec.lines += [EXPLANATION.format(families=", ".join(HANDWRITTEN_FAMILIES)), ""]
+    sec.lines += [EXPLANATION.format(families=", ".join(HANDWRITTEN)), ""]
     for operation in sorted(df.operation.unique()):
         arch, exp = shown_experiment(df, operation)
         g = df[(df.operation == operation) & (df.archive == arch) & (df.experiment == exp)]
