@@ -17,7 +17,8 @@ struct ceiling_options {
 };
 
 // device_read (a sum over a buffer: read-dominant, the way the fused kernels run), device_copy
-// (bytes read + written), host_read (OpenMP sum), and where CUDA is enabled h2d/d2h for pinned and
+// (bytes read + written; the faster of device_copy_memcpy and, in the cuda flavour, device_copy_kernel,
+// both also recorded), host_read (OpenMP sum), and where CUDA is enabled h2d/d2h for pinned and
 // pageable host memory and host_stage_pageable_to_pinned (host threads copying pageable memory into
 // page-locked memory: the bound of a one-shot from pageable memory through pinned staging). Each is the median of `trials` timed runs after one warm-up.
 std::vector<ceiling_record> measure_ceilings(const ceiling_options& options = {});

@@ -37,6 +37,9 @@ void launch_touch_kernel(void* stream);
 void synchronize(void* stream);
 // Reads `count` floats of device memory (16-byte aligned) with float4 loads, synchronised: the read roof.
 void read_buffer(const float* data, std::int64_t count);
+// Copies `count` floats between device buffers (16-byte aligned) with float4 loads and stores,
+// synchronised: the copy roof's kernel, beside cudaMemcpy.
+void copy_buffer(const float* from, float* to, std::int64_t count);
 
 // Fault injection (KSTUDY_INJECT_FAULT, kstudy/fault_injection.hpp), on a cudaStream_t (nullptr: the
 // legacy default stream). Both always throw std::runtime_error with the CUDA error's name and text:
