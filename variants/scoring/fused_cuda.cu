@@ -254,6 +254,11 @@ class fused_cuda final : public scoring_variant {
     KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(m_geometry.kernel), dim3(m_geometry.grid),
                                        dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
+    if constexpr (Kind == kernel_kind::plain) {  // its count, reduced by warps, to the host (see the kernel)
+      KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kstudy_publish_flagged), dim3(1), dim3(1), args,
+                                         0, m_stream));
+      KSTUDY_CUDA_CHECK(cudaGetLastError());
+    }
   }
   void enqueue_download_scores(float* host_score, std::uint8_t* host_flag) override {
     const auto rows = static_cast<std::size_t>(m_shape.rows);
@@ -321,9 +326,14 @@ const variant_registration<fused_cuda<table_layout::padded_row_major>> register_
     cuda_info("fused_cuda_padded", "handwritten CUDA, one thread per row over a padded row pitch",
               table_layout::padded_row_major)};
 const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::plain>> register_plain_cuda_feature_major{
-    cuda_info("plain_cuda_feature_major",
-              "the seed's plain kernel: one thread per row, ceil(rows / block) blocks, a loop over the features",
-              table_layout::feature_major, "plain_cuda")};
+    [] {
+      auto info = cuda_info("plain_cuda_feature_major",
+                            "the seed's plain kernel: one thread per row, ceil(rows / block) blocks, a loop over the "
+                            "features",
+                            table_layout::feature_major, "plain_cuda");
+      info.kernels_launched = 2;  // the rows, then kstudy_publish_flagged (the count to the host)
+      return info;
+    }()};
 const variant_registration<fused_cuda<table_layout::row_major, kernel_kind::tiled>> register_fused_cuda_row_major_tiled{
     cuda_info("fused_cuda_row_major_tiled",
               "handwritten CUDA, coalesced tile copy of whole rows to shared memory, then a thread (or warp) per row",

@@ -36,8 +36,6 @@ constexpr int max_loads = 16;
 constexpr int feature_major_team = 256;
 constexpr int feature_major_min_teams = 4;
 constexpr int feature_major_threads_per_sm = feature_major_team * feature_major_min_teams;
-// The one-row-per-thread kernel is built to 32 registers: a whole SM of threads (see run_device_row_per_thread).
-constexpr int row_kernel_threads_per_sm = 2048;
 
 // Width consecutive values moved as one aligned load (16 bytes for four floats).
 template <class Value, int Width>
@@ -153,12 +151,10 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
   // CUDA kernels do). A team per 256 rows instead (one row per thread) ran at 1.0-1.6 TB/s: every
   // thread then paid Kokkos' team reduction for only 16 loads. TeamPolicy, not RangePolicy: Kokkos 3.4
   // caps a RangePolicy reduction's grid at its block size.
-  //
-  // Built to 32 registers (LaunchBounds<1024, 2>: eight 256-thread teams per SM) so a resident wave holds a
-  // warp in every thread slot: at 64 registers (four teams) this kernel lost to the seed's plain kernel by
-  // 1.22x at 262,144 x 256 (issue 16), and the plain kernel's advantage is its occupancy.
+  // Built to 64 registers (four teams per SM): built to 32 (eight teams, LaunchBounds<1024, 2>) it ran
+  // 1.48x slower at 262,144 x 256 on the H200 (133.8 against 90.6 us; data/h200-2026-11-30-s6).
   void run_device_row_per_thread(const char* label) {
-    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 2>>;
+    using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
     const auto x = this->m_x;
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
@@ -168,7 +164,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int team_size = feature_major_team;
     const std::int64_t teams = detail::balanced_teams((rows + team_size - 1) / team_size,
-                                                      detail::guaranteed_resident_teams(this->m_space, team_size, row_kernel_threads_per_sm));
+                                                      detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         label, detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {

@@ -290,8 +290,10 @@ extern "C" __global__ void __launch_bounds__(1024, 2) fused_cuda_feature_major_r
 }
 
 // The seed's plain feature-major kernel, the baseline every optimisation must beat (issue 16): one
-// thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. The flagged
-// count leaves through the same epilogue as every kernel here, so the comparison is the kernels' own.
+// thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. Each warp
+// adds its flagged rows to the device counter; kstudy_publish_flagged, launched after it, moves the count
+// to the host. (Through the last-block ticket of the other kernels, one atomic per block on one address,
+// its 65,536 blocks at 16M rows took 787 us instead of ~300: that epilogue is for a resident wave.)
 extern "C" __global__ void plain_cuda_feature_major(kstudy_fused_args a) {
   const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   unsigned int flagged = 0;
@@ -301,7 +303,15 @@ extern "C" __global__ void plain_cuda_feature_major(kstudy_fused_args a) {
       sum += kstudy_term(a.x[f * a.rows + r], a.mean[f], a.inv_std[f], a.weight[f], a.clip);
     flagged = kstudy_store_row(a, r, sum);
   }
-  kstudy_add_flagged(a, flagged);
+  for (int offset = 16; offset > 0; offset >>= 1) flagged += __shfl_xor_sync(0xffffffffu, flagged, offset);
+  if ((threadIdx.x & 31) == 0 && flagged != 0) atomicAdd(a.flagged, (unsigned long long)flagged);
+}
+
+// One thread after plain_cuda_feature_major on the same stream: the launch's count to mapped host memory,
+// and the device counter back to zero for the next launch.
+extern "C" __global__ void kstudy_publish_flagged(kstudy_fused_args a) {
+  *a.flagged_host = atomicExch(a.flagged, 0ull);
+  __threadfence_system();
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_padded(kstudy_fused_args a) {
