@@ -31,6 +31,10 @@ foreach(target IN LISTS kstudy_exported_targets)
   string(REGEX REPLACE "^kstudy_" "" export_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})  # kstudy::core, kstudy::cli, ...
 endforeach()
+# A sanitized build's objects need the sanitizer runtime wherever they are linked.
+if(KSTUDY_SANITIZE)
+  target_link_options(kstudy_core INTERFACE -fsanitize=${KSTUDY_SANITIZE})
+endif()
 install(TARGETS ${kstudy_exported_targets} EXPORT kstudyTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/kstudy)
