@@ -10,22 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/resources.hpp"
+
 namespace kstudy {
 
 int exec_python_tool(int argc, char** argv) {
   namespace fs = std::filesystem;
   const std::string script_name = "kstudy_report.py";
-  std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("KSTUDY_SCRIPTS_DIR")) dirs.emplace_back(env);
+  const auto dirs = resource_dirs(resource_kind::scripts);
   std::error_code ec;
-  const auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back(exe.parent_path() / ".." / ".." / ".." / "scripts");  // build/<preset>/src/app/kstudy
-    dirs.push_back(exe.parent_path() / "scripts");                       // GPU bundle
-  }
-#ifdef KSTUDY_SOURCE_DIR
-  dirs.emplace_back(fs::path(KSTUDY_SOURCE_DIR) / "scripts");
-#endif
   std::string script;
   for (const auto& dir : dirs)
     if (fs::is_regular_file(dir / script_name, ec)) {

@@ -14,6 +14,7 @@
 #include "kstudy/experiment_fields.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/operation.hpp"
+#include "kstudy/resources.hpp"
 
 namespace kstudy {
 namespace experiment_fields {
@@ -368,20 +369,7 @@ experiment load_experiment(const std::string& path) {
 }
 
 namespace {
-std::vector<fs::path> experiment_dirs() {
-  std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("KSTUDY_EXPERIMENTS_DIR")) dirs.emplace_back(env);
-#ifdef KSTUDY_SOURCE_DIR
-  dirs.emplace_back(fs::path(KSTUDY_SOURCE_DIR) / "experiments");
-#endif
-  std::error_code ec;
-  const auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back(exe.parent_path() / "experiments");                       // bundle layout
-    dirs.push_back(exe.parent_path() / ".." / "share" / "kstudy" / "experiments");
-  }
-  return dirs;
-}
+std::vector<fs::path> experiment_dirs() { return resource_dirs(resource_kind::experiments); }
 }  // namespace
 
 std::string resolve_experiment_path(const std::string& name_or_path) {

@@ -8,7 +8,7 @@ mkdir -p "$work/corpus"
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$src/src/include" -I"$src/views/include" \
   "$src/tests/fuzz/experiment_fuzzer.cpp" "$src/tests/fuzz/fuzz_registrations.cpp" "$src/src/core/experiment.cpp" \
-  "$src/src/core/records.cpp" "$src/src/core/operation_registry.cpp" "$src/views/src/table_shape.cpp" \
+  "$src/src/core/records.cpp" "$src/src/core/resources.cpp" "$src/src/core/operation_registry.cpp" "$src/views/src/table_shape.cpp" \
   -o "$work/experiment_fuzzer"
 cp "$src"/experiments/*.json "$src"/tests/malformed_experiments/*.json "$work/corpus/"
 cd "$work"

@@ -66,7 +66,7 @@ struct experiment {
 experiment parse_experiment(const std::string& text, const std::string& source);
 experiment load_experiment(const std::string& path);
 
-// A built-in name (experiments/<name>.json, searched in the installed and source trees) or a path.
+// A built-in name (<name>.json in the experiment folders of kstudy/resources.hpp) or a path.
 std::string resolve_experiment_path(const std::string& name_or_path);
 std::vector<std::string> builtin_experiment_names();
 
