@@ -68,8 +68,9 @@ TEST(Shard, PointCountsFollowTheAxes) {
   for (int k = 0; k < 5; ++k) total += shard_units(e, {k, 5});
   EXPECT_EQ(total, 36);
   const auto transfer = load_experiment(resolve_experiment_path("transfer_calibration"));
-  EXPECT_EQ(point_count(transfer),
-            std::int64_t(transfer.sizes_bytes.size() * transfer.memory.size() * transfer.directions.size()));
+  EXPECT_EQ(point_count(transfer),  // the copies, then the page-locking calls per size
+            std::int64_t(transfer.sizes_bytes.size() * transfer.memory.size() * transfer.directions.size() +
+                         transfer.sizes_bytes.size() * transfer.pinning.size()));
 }
 
 // ---------------------------------------------------------------------------------------------- merge
