@@ -31,7 +31,7 @@ COLUMNS = {
                "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
                "seconds", "throttled", "reasons"],
     "variants": ["variant", "operation", "axes", "family", "fusion_level", "layout", "backend", "on_device",
-                 "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
+                 "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
                  "essential_bytes", "essential_flops"],
 }
 GATE_VERDICTS = {"passed", "failed", "not_gated"}
@@ -45,7 +45,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "5", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "6", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

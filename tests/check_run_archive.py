@@ -101,10 +101,10 @@ def schema(archive, experiment):
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 SCORING = "scoring"
 VARIANT_FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "layout", "backend", "on_device",
-                  "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read",
+                  "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read",
                   "modelled_bytes_written", "essential_bytes", "essential_flops"]
 
 

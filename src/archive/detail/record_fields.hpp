@@ -245,6 +245,7 @@ struct record_table<variant_record> {
         {"backend", &R::backend},
         {"on_device", &R::on_device},
         {"kernels_launched", &R::kernels_launched},
+        {"rung", &R::rung},
         {"rows", &R::rows},
         {"features", &R::features},
         {"block_size", &R::block_size},

@@ -200,6 +200,9 @@ struct variant_record {
   std::string backend;       // serial | openmp | cuda
   bool on_device = false;    // its memory is not host-accessible: one-shot timings include transfers
   std::int32_t kernels_launched = 0;  // per resident run
+  // Position on its operation's kernel ladder (variant_info::rung): 1 the simplest, 0 not a rung (and every
+  // variant of an archive before schema version 6).
+  std::int32_t rung = 0;
   std::int64_t rows = 0;
   std::int64_t features = 0;
   std::int64_t block_size = 0;             // the point's block size (0 = variant default)
