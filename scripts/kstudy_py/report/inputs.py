@@ -10,7 +10,7 @@ from .variants import REFERENCE_FAMILY, variant_table
 
 POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "block_size", "timer"]
 VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "backend", "on_device", "kernels_launched",
-                      "essential_bytes", "essential_flops"]
+                      "rung", "essential_bytes", "essential_flops"]
 # A cold_compile experiment times first and second calls in fresh processes, not steady-state points; the
 # overhead section reads it.
 NOT_TIMING_POINTS = ("cold_compile",)
