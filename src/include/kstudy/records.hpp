@@ -184,6 +184,11 @@ struct profile_record {
   double global_load_requests = 0.0;      // global load requests (one per warp-level instruction)
   double global_store_sectors = 0.0;
   double global_store_requests = 0.0;
+  // Shared-memory bank conflicts (extra wavefronts) of loads and stores, and the L2's hit rate over the
+  // sectors it served (schema 6; NaN where not reported, 0 in archives before it).
+  double shared_bank_conflicts_load = 0.0;
+  double shared_bank_conflicts_store = 0.0;
+  double l2_hit_rate_pct = 0.0;
 };
 
 // What the code knows about one variant at one point an experiment measured: its identity, the model
