@@ -30,8 +30,9 @@ COLUMNS = {
                "before_temperature_c", "before_power_mw", "before_throttle_reasons", "after_sm_clock_mhz",
                "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
                "seconds", "throttled", "reasons"],
-    "variants": ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend", "on_device",
-                 "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
+    "variants": ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend",
+                 "on_device", "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read",
+                 "modelled_bytes_written",
                  "essential_bytes", "essential_flops"],
 }
 GATE_VERDICTS = {"passed", "failed", "not_gated"}

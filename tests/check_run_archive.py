@@ -103,8 +103,8 @@ def schema(archive, experiment):
 
 SCHEMA_VERSION = "6"
 SCORING = "scoring"
-VARIANT_FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend", "on_device",
-                  "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read",
+VARIANT_FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend",
+                  "on_device", "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read",
                   "modelled_bytes_written", "essential_bytes", "essential_flops"]
 
 

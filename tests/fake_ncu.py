@@ -30,6 +30,8 @@ UNITS = {"gpu__time_duration.sum": "nsecond", "dram__bytes_read.sum": "byte", "d
 def value(metric, n):
     if metric.endswith("pct") or "pct_of_peak" in metric:
         return f"{50 + n % 40:.2f}", "%"
+    if "bank_conflicts" in metric:
+        return f"{256 * n:,}", ""
     if "sectors" in metric:
         return f"{4096 * (n + 1):,}", "sector"
     if "requests" in metric:

@@ -73,6 +73,12 @@ TEST(NcuCsv, ParsesTheRawPage) {
   EXPECT_DOUBLE_EQ(k.values.at("achieved_occupancy_pct"), 87.21);
   EXPECT_DOUBLE_EQ(k.values.at("theoretical_occupancy_pct"), 100.0);
   EXPECT_DOUBLE_EQ(k.values.at("global_load_sectors") / k.values.at("global_load_requests"), 2099200.0 / 524800.0);
+  EXPECT_DOUBLE_EQ(k.values.at("shared_bank_conflicts_load"), 0.0);  // no shared memory in this kernel
+  EXPECT_DOUBLE_EQ(k.values.at("l2_hit_rate_pct"), 12.41);
+  // The tiled kernel stages rows in shared memory: its bank conflicts, with thousands separators.
+  EXPECT_DOUBLE_EQ(launches[3].values.at("shared_bank_conflicts_load"), 16384.0);  // "16,384"
+  EXPECT_DOUBLE_EQ(launches[3].values.at("shared_bank_conflicts_store"), 8192.0);
+  EXPECT_DOUBLE_EQ(launches[3].values.at("l2_hit_rate_pct"), 13.02);
   EXPECT_TRUE(ncu::is_marker(launches[0].name));
   EXPECT_TRUE(ncu::is_kokkos_kernel(launches[5].name));
   EXPECT_FALSE(ncu::is_kokkos_kernel(launches[10].name));  // cuBLAS gemv
@@ -95,6 +101,11 @@ TEST(NcuCsv, ParsesAnH200Recording) {
     EXPECT_GT(k.values.at("registers_per_thread"), 0.0) << k.name;
     EXPECT_GT(k.values.at("achieved_occupancy_pct"), 0.0) << k.name;
     EXPECT_GT(k.values.at("global_load_requests"), 0.0) << k.name;
+  }
+  // That recording predates the bank-conflict and L2 hit-rate metrics: their columns are absent, read as NaN.
+  for (const auto& k : launches) {
+    EXPECT_TRUE(std::isnan(k.values.at("shared_bank_conflicts_load"))) << k.name;
+    EXPECT_TRUE(std::isnan(k.values.at("l2_hit_rate_pct"))) << k.name;
   }
   EXPECT_EQ(markers, 7u);
   EXPECT_EQ(kernels, 1u + 1u + 1u + 1u + 1u + 3u + 5u);  // fused x5, partial fusion 3, composed 5
@@ -160,6 +171,10 @@ TEST(NcuCsv, ConvertsUnitsToBaseUnits) {
 TEST(NcuMetrics, RefusedMetricsFallBackThenDrop) {
   auto choice = ncu::first_choices();
   EXPECT_EQ(choice.at("dram_throughput_pct"), "dram__throughput.avg.pct_of_peak_sustained_elapsed");
+  EXPECT_EQ(choice.at("shared_bank_conflicts_load"), "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum");
+  EXPECT_EQ(choice.at("shared_bank_conflicts_store"), "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum");
+  EXPECT_EQ(choice.at("l2_hit_rate_pct"), "lts__t_sector_hit_rate.pct");
+  EXPECT_NE(ncu::metrics_argument(choice).find("lts__t_sector_hit_rate.pct"), std::string::npos);
   const std::string first =
       "==PROF== Connected to process 7\n"
       "==ERROR== Failed to find metric regex:^dram__throughput\\.avg\\.pct_of_peak_sustained_elapsed$\n";
@@ -171,6 +186,13 @@ TEST(NcuMetrics, RefusedMetricsFallBackThenDrop) {
                                       choice),
             std::vector<std::string>{"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"});
   EXPECT_EQ(choice.count("dram_throughput_pct"), 0u);  // no candidate left: dropped
+  // A chip or ncu without the bank-conflict metric: that field alone is dropped.
+  EXPECT_EQ(ncu::drop_refused_metrics(
+                "==ERROR== Failed to find metric regex:^l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st\\.sum$\n",
+                choice),
+            std::vector<std::string>{"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"});
+  EXPECT_EQ(choice.count("shared_bank_conflicts_store"), 0u);
+  EXPECT_EQ(choice.count("shared_bank_conflicts_load"), 1u);
   EXPECT_EQ(ncu::metrics_argument(choice).find("dram_throughput"), std::string::npos);
   // Something else went wrong: nothing to drop, and the metric names in the command are not errors.
   EXPECT_TRUE(ncu::drop_refused_metrics("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n"
@@ -201,6 +223,9 @@ TEST(ProfileRecords, LaunchesMapToVariantsAndKokkosLabels) {
   EXPECT_EQ(rows[0].grid_size, 1056);
   EXPECT_EQ(rows[1].variant, "fused_cuda_row_major_tiled@cuda");
   EXPECT_EQ(rows[1].registers_per_thread, 40);
+  EXPECT_DOUBLE_EQ(rows[1].shared_bank_conflicts_load, 16384.0);
+  EXPECT_DOUBLE_EQ(rows[1].shared_bank_conflicts_store, 8192.0);
+  EXPECT_DOUBLE_EQ(rows[1].l2_hit_rate_pct, 13.02);
   EXPECT_EQ(rows[2].label, "kstudy::fused_kokkos<feature_major>");
   const std::vector<std::string> composed{"kstudy::composed::standardize", "kstudy::composed::clip",
                                           "kstudy::composed::weight", "KokkosBlas::gemv[TPL_CUBLAS,float]",
@@ -218,6 +243,8 @@ TEST(ProfileRecords, LaunchesMapToVariantsAndKokkosLabels) {
   EXPECT_EQ(skipped.launch, -1);
   EXPECT_EQ(skipped.status.rfind("skipped: ", 0), 0u);
   EXPECT_TRUE(std::isnan(skipped.dram_bytes_read));
+  EXPECT_TRUE(std::isnan(skipped.shared_bank_conflicts_load));
+  EXPECT_TRUE(std::isnan(skipped.l2_hit_rate_pct));
   EXPECT_EQ(skipped.registers_per_thread, -1);
 
   // Markers that do not match the child's report: nothing can be attributed.

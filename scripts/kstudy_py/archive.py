@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1 to 5) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 6) into pandas, and the statistics every table shares."""
 import json
 from pathlib import Path
 
@@ -8,8 +8,8 @@ import pandas as pd
 
 # 2 added occupancy to samples and summary, 3 the health table, 4 the verdict samples.gate (for the bool
 # gate_passed) and the variants table, 5 operations: the sweep kind (was "scoring"), the definition's
-# "operation" list and axis keys, and the variants table's `axes` column
-SCHEMA_VERSIONS = {"1", "2", "3", "4", "5"}
+# "operation" list and axis keys, and the variants table's `axes` column, 6 the variants table's `rung`
+SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6"}
 TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "variants",
           "profile")  # profile: kstudy profile only
 GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_verdict)
@@ -98,6 +98,16 @@ def with_axes_column(variants):
     return variants
 
 
+def with_rung_column(variants):
+    """A variants table with its `rung` column (the variant's position on its operation's kernel ladder, 0 =
+    not a rung); schema 4 and 5 tables predate it: every variant reads as 0."""
+    if len(variants.columns) and "rung" not in variants.columns:
+        at = variants.columns.get_loc("kernels_launched") + 1 if "kernels_launched" in variants.columns else len(
+            variants.columns)
+        variants.insert(at, "rung", np.zeros(len(variants), dtype=np.int32))
+    return variants
+
+
 class Experiment:
     def __init__(self, archive, name, group):
         self.archive = archive
@@ -120,7 +130,7 @@ class Experiment:
         self.has_health_table = "health" in group
         # One row per (variant, rows, features, block_size) measured: family, layout, fusion level, traffic
         # and flop models as the C++ code knows them; empty before schema 4.
-        self.variants = with_axes_column(tables["variants"])
+        self.variants = with_rung_column(with_axes_column(tables["variants"]))
         self.operations = operations_of(self.definition)
         self.axes = axes_of(self.definition, self.operations, self.variants)
         self.profile = tables["profile"]

@@ -147,6 +147,11 @@ const std::vector<metric_spec>& metric_specs() {
       {"global_load_requests", {"l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"}, quantity::count},
       {"global_store_sectors", {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"}, quantity::count},
       {"global_store_requests", {"l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"}, quantity::count},
+      // The transpose ladder's lesson (seed 002: 16,252,928 conflicts of a [32][32] tile, 0 padded) and the
+      // reuse a tile gets from L2.
+      {"shared_bank_conflicts_load", {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"}, quantity::count},
+      {"shared_bank_conflicts_store", {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"}, quantity::count},
+      {"l2_hit_rate_pct", {"lts__t_sector_hit_rate.pct"}, quantity::percent},
   };
   return specs;
 }
@@ -391,7 +396,8 @@ std::vector<profile_record> point_records(const point_context& point, const chil
     base.gate_passed = v.gate_passed;
     for (double* d : {&base.profiled_duration_s, &base.dram_bytes_read, &base.dram_bytes_written, &base.dram_throughput_pct,
                       &base.achieved_occupancy_pct, &base.theoretical_occupancy_pct, &base.global_load_sectors,
-                      &base.global_load_requests, &base.global_store_sectors, &base.global_store_requests})
+                      &base.global_load_requests, &base.global_store_sectors, &base.global_store_requests,
+                      &base.shared_bank_conflicts_load, &base.shared_bank_conflicts_store, &base.l2_hit_rate_pct})
       *d = nan;
     if (v.marker < 0 || v.marker >= static_cast<int>(segments.size())) {
       if (v.marker >= 0) base.status = "failed: its marker kernel was not profiled";
@@ -437,6 +443,9 @@ std::vector<profile_record> point_records(const point_context& point, const chil
       r.global_load_requests = value("global_load_requests");
       r.global_store_sectors = value("global_store_sectors");
       r.global_store_requests = value("global_store_requests");
+      r.shared_bank_conflicts_load = value("shared_bank_conflicts_load");
+      r.shared_bank_conflicts_store = value("shared_bank_conflicts_store");
+      r.l2_hit_rate_pct = value("l2_hit_rate_pct");
       out.push_back(std::move(r));
     }
   }

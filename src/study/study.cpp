@@ -105,6 +105,7 @@ variant_record describe_variant(const variant_info& info, const table_shape& sha
   r.backend = info.backend;
   r.on_device = info.on_device;
   r.kernels_launched = info.kernels_launched;
+  r.rung = info.rung;
   r.rows = shape.rows;
   r.features = shape.features;
   r.block_size = block_size;

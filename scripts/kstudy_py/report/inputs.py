@@ -9,8 +9,8 @@ from .. import archive as A
 from .variants import REFERENCE_FAMILY, variant_table
 
 POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "block_size", "timer"]
-VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "implementation", "backend", "on_device", "kernels_launched",
-                      "essential_bytes", "essential_flops"]
+VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "implementation", "backend", "on_device",
+                      "kernels_launched", "rung", "essential_bytes", "essential_flops"]
 # A cold_compile experiment times first and second calls in fresh processes, not steady-state points; the
 # overhead section reads it.
 NOT_TIMING_POINTS = ("cold_compile",)

@@ -1,7 +1,7 @@
 """What each timed variant is: one table per archive experiment, read from the archive.
 
 Schema 4 and later archives store it as `/experiments/<name>/variants` (one row per variant and measured
-shape; schema 5 adds the operation's `axes`). For older archives, `legacy_variant_table` builds the same table
+shape; schema 5 adds the operation's `axes`, schema 6 the variant's ladder `rung`). For older archives, `legacy_variant_table` builds the same table
 once; it is the only place in the report that derives anything from a variant's name. Every section reads the
 table, never the names.
 """
@@ -11,7 +11,7 @@ import pandas as pd
 from .. import archive as A
 
 FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend", "on_device",
-          "kernels_launched", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
+          "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
           "essential_bytes", "essential_flops"]
 SHAPE_KEYS = ["variant", "rows", "features", "block_size"]
 # The family of every operation's CPU baseline (the C++ variants' `implementation`).
@@ -75,6 +75,7 @@ def legacy_variant_table(experiment):
     table["implementation"] = table.family.map(legacy_implementation)
     table["on_device"] = ~table.backend.isin(HOST_BACKENDS)
     table["kernels_launched"] = table.family.map(lambda f: LEGACY_KERNELS.get(f, 1))
+    table["rung"] = 0  # no ladders before schema 6
     table["modelled_bytes_read"] = np.nan
     table["modelled_bytes_written"] = np.nan
     table["essential_bytes"] = A.essential_bytes(table.rows, table.features)

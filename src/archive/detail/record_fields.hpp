@@ -194,8 +194,9 @@ struct record_table<profile_record> {
       "profiled_duration_s: s (instrumented kernel duration under Nsight Compute; never a timing); "
       "dram_bytes_read, dram_bytes_written: B; dram_throughput_pct, achieved_occupancy_pct, "
       "theoretical_occupancy_pct: %; global_load_sectors, global_store_sectors: sectors (32 B); "
-      "global_load_requests, global_store_requests: requests; registers_per_thread: registers; "
-      "grid_size: blocks; launch_block_size, block_size: threads; NaN or -1: not reported";
+      "global_load_requests, global_store_requests: requests; shared_bank_conflicts_load, "
+      "shared_bank_conflicts_store: bank conflicts (extra shared-memory wavefronts); l2_hit_rate_pct: %; "
+      "registers_per_thread: registers; grid_size: blocks; launch_block_size, block_size: threads; NaN or -1: not reported";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment},
@@ -223,6 +224,9 @@ struct record_table<profile_record> {
         {"global_load_requests", &R::global_load_requests},
         {"global_store_sectors", &R::global_store_sectors},
         {"global_store_requests", &R::global_store_requests},
+        {"shared_bank_conflicts_load", &R::shared_bank_conflicts_load},
+        {"shared_bank_conflicts_store", &R::shared_bank_conflicts_store},
+        {"l2_hit_rate_pct", &R::l2_hit_rate_pct},
     };
     return table;
   }
@@ -246,6 +250,7 @@ struct record_table<variant_record> {
         {"backend", &R::backend},
         {"on_device", &R::on_device},
         {"kernels_launched", &R::kernels_launched},
+        {"rung", &R::rung},
         {"rows", &R::rows},
         {"features", &R::features},
         {"block_size", &R::block_size},

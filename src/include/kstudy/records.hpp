@@ -185,6 +185,11 @@ struct profile_record {
   double global_load_requests = 0.0;      // global load requests (one per warp-level instruction)
   double global_store_sectors = 0.0;
   double global_store_requests = 0.0;
+  // Shared-memory bank conflicts (extra wavefronts) of loads and stores, and the L2's hit rate over the
+  // sectors it served (schema 6; NaN where not reported, 0 in archives before it).
+  double shared_bank_conflicts_load = 0.0;
+  double shared_bank_conflicts_store = 0.0;
+  double l2_hit_rate_pct = 0.0;
 };
 
 // What the code knows about one variant at one point an experiment measured: its identity, the model
@@ -203,6 +208,9 @@ struct variant_record {
   std::string backend;       // serial | openmp | cuda
   bool on_device = false;    // its memory is not host-accessible: one-shot timings include transfers
   std::int32_t kernels_launched = 0;  // per resident run
+  // Position on its operation's kernel ladder (variant_info::rung): 1 the simplest, 0 not a rung (and every
+  // variant of an archive before schema version 6).
+  std::int32_t rung = 0;
   std::int64_t rows = 0;
   std::int64_t features = 0;
   std::int64_t block_size = 0;             // the point's block size (0 = variant default)

@@ -45,7 +45,9 @@ def roofline_row(label, r, bw, roof):
             "median_s": r["median"], "gflop_per_s": gflops, "essential_GB_per_s": eb / r["median"] / 1e9,
             "roof": roof or "", "roof_GB_per_s": bw / 1e9 if bw else np.nan,
             "roof_gflop_per_s": ai * bw / 1e9 if bw else np.nan,
-            "fraction_of_roof": gflops / (ai * bw / 1e9) if bw else np.nan}
+            # gflops / (ai * bw) written as essential bytes per second over the roof: the same share, and defined
+            # for an operation without arithmetic (transpose: ai = 0)
+            "fraction_of_roof": eb / r["median"] / bw if bw else np.nan}
 
 
 def roofline_table(inputs, picks):
@@ -105,10 +107,12 @@ def intensity_lines(inputs, df):
 
 @section("roofline", "Roofline", order=60)
 def roofline(inputs, sec):
-    s = inputs.points[(inputs.points.block_size == 0) & two_axes(inputs.points)]
+    # An operation without arithmetic (transpose) sits at intensity 0, off this figure's log axis: *Roofline by
+    # operation* places it (and the essential-bandwidth sections rate it).
+    s = inputs.points[(inputs.points.block_size == 0) & two_axes(inputs.points) & (inputs.points.essential_flops > 0)]
     if s.empty:
-        return sec.skip("no experiment with timed variants of a two-axis operation (rows × features); "
-                        "*Roofline by operation* covers the others")
+        return sec.skip("no experiment with timed variants of a two-axis operation (rows × features) that does "
+                        "arithmetic; *Roofline by operation* covers the others")
     df = roofline_table(inputs, shapes_to_show(inputs, s))
     inputs.write_csv(df.drop(columns="family"), "roofline.csv", sec,
                      "arithmetic intensity = essential flops / essential bytes (the variants table); achieved GFLOP/s; roof = the matching ceiling of the same archive × intensity")

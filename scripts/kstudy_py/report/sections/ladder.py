@@ -1,0 +1,195 @@
+"""Kernel ladders (seed 002: write the kernel naively, change one thing at a time, and prove with counters why it
+got faster). For every operation whose variants table has rungs (`variants.rung` > 0, schema 6), one table at its
+headline point: the rungs in order, then the portable (Kokkos) variants, then the vendor libraries; each row's
+resident median, essential GB/s, % of the roof measured in the same archive, × the previous rung and × the
+vendor, and, where a profile archive (`kstudy profile`) has the same variant and point, its counters beside the
+stopwatch.
+
+Rules (every number from the archives, none from names except the vendor rule):
+- Headline point: HEADLINE_POINTS[operation] where the experiment measured it, else its largest point (most
+  essential bytes), taken in the experiment holding most of the operation's rung points.
+- Time: the resident median, device events before the resident wall clock for device variants, host_wall for
+  host variants (bandwidth.resident_points), default block size.
+- Roof: read-only traffic (the variant's modelled writes under 1% of its modelled traffic) against device_read,
+  the rest against device_copy; host variants against host_read.
+- Vendor: variants whose implementation is `vendor_library` (cuBLAS, CUB, cuDNN called directly); the vendor of an
+  operation is its fastest such variant at the point. Portable: every variant that is neither handwritten CUDA,
+  a vendor library nor the CPU reference (variants.implementation).
+- × previous rung = previous rung's time / this rung's time (above 1: the change paid); × vendor = the vendor's
+  time / this time (above 1: faster than the vendor).
+"""
+import numpy as np
+import pandas as pd
+
+from ... import archive as A
+from .. import section
+from .bandwidth import on_device, resident_points
+
+VENDOR = "vendor_library"  # variant_info::implementation
+# The seed's headline shapes (issue 14's targets), used where the experiment measured them.
+HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1), "transpose": (8192, 8192)}
+READ_ONLY_SHARE = 0.01
+COUNTERS = ["dram_bytes_read", "dram_bytes_written", "shared_bank_conflicts_load", "shared_bank_conflicts_store",
+            "l2_hit_rate_pct"]
+COLUMNS = ["archive", "experiment", "operation", "point", "rows", "features", "order", "kind", "rung", "variant",
+           "family", "backend", "timer", "median_s", "essential_GB_per_s", "roof", "roof_GB_per_s", "pct_of_roof",
+           "x_previous_rung", "vendor_variant", "x_vendor"] + COUNTERS
+
+
+def kind_of(implementation, rung):
+    if rung > 0:
+        return "rung"
+    if implementation == VENDOR:
+        return "vendor"
+    if implementation in ("kokkos", "kokkos_kernels"):
+        return "portable"
+    return None  # handwritten but not a rung (another ladder's helper), or the CPU reference: not shown
+
+
+def headline_point(g, operation):
+    """(rows, features) of the operation's headline point within one experiment's rows `g`."""
+    wanted = HEADLINE_POINTS.get(operation)
+    if wanted is not None and ((g.rows == wanted[0]) & (g.features == wanted[1])).any():
+        return wanted
+    largest = g.sort_values(["essential_bytes", "rows"]).iloc[-1]
+    return int(largest.rows), int(largest.features)
+
+
+def roof_of(row, modelled):
+    """The roof a variant is held against, by its own modelled traffic (read-only: device_read)."""
+    if not bool(row.on_device):
+        return "host_read"
+    m = modelled.get((row.archive, row.experiment, row.variant, row.rows, row.features))
+    if m is not None and m[0] + m[1] > 0 and m[1] < READ_ONLY_SHARE * (m[0] + m[1]):
+        return "device_read"
+    return "device_copy"
+
+
+def profile_counters(archives):
+    """Per (variant, rows, features): the counters summed over the profiled call's kernels (the L2 hit rate
+    weighted by each kernel's profiled duration); NaN where no profile measured them."""
+    frames = [e.profile for a in archives for e in a.experiments.values() if not e.profile.empty]
+    if not frames:
+        return {}
+    prof = pd.concat(frames, ignore_index=True)
+    prof = prof[prof.status.isin(["ok", "rejected"]) & (prof.launch >= 0)]
+    out = {}
+    for key, k in prof.groupby(["variant", "rows", "features"]):
+        values = {}
+        for c in COUNTERS[:-1]:
+            values[c] = k[c].sum(min_count=1) if c in k.columns else np.nan
+        if "l2_hit_rate_pct" in k.columns:
+            w = k.profiled_duration_s.where(k.l2_hit_rate_pct.notna(), 0.0)
+            values["l2_hit_rate_pct"] = (k.l2_hit_rate_pct.fillna(0) * w).sum() / w.sum() if w.sum() > 0 else np.nan
+        else:
+            values["l2_hit_rate_pct"] = np.nan
+        out[key] = values
+    return out
+
+
+def ladder_rows(at, operation, modelled, archive, counters):
+    """The ladder table's rows at one point: rungs by rung (then backend), portable, vendor."""
+    at = at.assign(rung=at.rung.fillna(0).astype(int))
+    at = at.assign(kind=[kind_of(i, r) for i, r in zip(at.implementation, at.rung)]).dropna(subset=["kind"])
+    order = {"rung": 0, "portable": 1, "vendor": 2}
+    at = at.assign(order=at.kind.map(order)).sort_values(["order", "rung", "on_device", "backend", "median"],
+                                                          ascending=[True, True, False, True, True])
+    vendor = at[at.kind == "vendor"]
+    best_vendor = vendor.loc[vendor["median"].idxmin()] if len(vendor) else None
+    rows, previous = [], None
+    for r in at.itertuples():
+        roof = roof_of(r, modelled)
+        roof_bw = (archive.ceiling(roof) or np.nan) / 1e9
+        gbps = r.essential_bytes / r.median / 1e9
+        row = {"archive": r.archive, "experiment": r.experiment, "operation": operation,
+               "point": A.point_label(r.rows, r.features, r.axes), "rows": r.rows, "features": r.features,
+               "order": r.order, "kind": r.kind, "rung": int(r.rung), "variant": r.variant, "family": r.family,
+               "backend": r.backend, "timer": r.timer, "median_s": r.median, "essential_GB_per_s": gbps,
+               "roof": roof, "roof_GB_per_s": roof_bw, "pct_of_roof": 100 * gbps / roof_bw,
+               "x_previous_rung": np.nan, "vendor_variant": "", "x_vendor": np.nan}
+        if r.kind == "rung":
+            if previous is not None and previous.backend == r.backend:
+                row["x_previous_rung"] = previous.median / r.median
+            previous = r
+        if best_vendor is not None:
+            row["vendor_variant"] = best_vendor.variant
+            row["x_vendor"] = best_vendor["median"] / r.median
+        row.update(counters.get((r.variant, r.rows, r.features),
+                                {c: np.nan for c in COUNTERS}))
+        rows.append(row)
+    return rows
+
+
+def number(v, spec, suffix=""):
+    return "" if v is None or not np.isfinite(v) else f"{v:{spec}}{suffix}"
+
+
+def markdown(table, with_counters):
+    head = "| | variant | time | GB/s | % of roof | × prev. rung | × vendor |"
+    rule = "| --- | --- | --- | --- | --- | --- | --- |"
+    if with_counters:
+        head += " DRAM read / written (MB) | smem bank conflicts ld / st | L2 hit |"
+        rule += " --- | --- | --- |"
+    lines = [head, rule]
+    for r in table.itertuples():
+        label = f"rung {r.rung}" if r.kind == "rung" else r.kind
+        line = (f"| {label} | `{r.variant}` | {A.fmt_seconds(r.median_s)} | {r.essential_GB_per_s:,.1f} | "
+                f"{number(r.pct_of_roof, '.0f', '%')} of {r.roof} | {number(r.x_previous_rung, '.2f', '×')} | "
+                f"{number(r.x_vendor, '.2f', '×')} |")
+        if with_counters:
+            dram = (f"{number(r.dram_bytes_read / 1e6, ',.1f')} / {number(r.dram_bytes_written / 1e6, ',.1f')}"
+                    if np.isfinite(r.dram_bytes_read) else "")
+            banks = (f"{number(r.shared_bank_conflicts_load, ',.0f')} / {number(r.shared_bank_conflicts_store, ',.0f')}"
+                     if np.isfinite(r.shared_bank_conflicts_load) or np.isfinite(r.shared_bank_conflicts_store) else "")
+            line += f" {dram} | {banks} | {number(r.l2_hit_rate_pct, '.1f', '%')} |"
+        lines.append(line)
+    return lines
+
+
+EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the portable Kokkos variants, then the vendor "
+               "libraries (implementation vendor_library). Time: resident median (device events where measured, else the resident wall "
+               "clock; host_wall on a host). GB/s: essential bytes / time. Roof: device_read for read-only traffic, "
+               "device_copy otherwise, host_read on a host, measured in the same archive. × prev. rung: the previous "
+               "rung's time over this one's; × vendor: the fastest vendor variant's time over this one's (above 1: "
+               "faster). Counters, where `kstudy profile` measured the same variant and point: summed over the call's "
+               "kernels (L2 hit rate weighted by kernel duration).")
+
+
+@section("ladder", "Kernel ladders", order=6)
+def ladder(inputs, sec):
+    points = inputs.points
+    if points.empty or "rung" not in points.columns or not (points.rung.fillna(0) > 0).any():
+        return sec.skip("no variant of the archives is a ladder rung (variants.rung > 0, schema 6; the rungs are "
+                        "handwritten CUDA kernels, so a CPU build has none)")
+    resident = resident_points(points)
+    v = inputs.variants
+    modelled = {k: (r, w) for k, r, w in zip(zip(v.archive, v.experiment, v.variant, v.rows, v.features),
+                                             v.modelled_bytes_read, v.modelled_bytes_written)}
+    counters = profile_counters(inputs.archives)
+    archives = {a.label: a for a in inputs.archives}
+    rows = []
+    for operation in sorted(resident[resident.rung.fillna(0) > 0].operation.unique()):
+        op = resident[resident.operation == operation]
+        rung_points = op[op.rung > 0].drop_duplicates(["archive", "experiment", "rows", "features"])
+        arch, exp = rung_points.groupby(["archive", "experiment"]).size().idxmax()
+        g = op[(op.archive == arch) & (op.experiment == exp)]
+        point = headline_point(g[g.rung > 0], operation)
+        at = g[(g.rows == point[0]) & (g.features == point[1])]
+        rows += ladder_rows(at, operation, modelled, archives[arch], counters)
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    inputs.write_csv(df, "ladder.csv", sec,
+                     "per operation with rungs, at its headline point: rungs, portable and vendor variants with time, "
+                     "essential GB/s, % of roof, × previous rung, × vendor and profile counters")
+    sec.lines += [EXPLANATION, ""]
+    for (operation, arch, exp, point), t in df.groupby(["operation", "archive", "experiment", "point"], sort=False):
+        with_counters = t[COUNTERS].notna().any().any()
+        sec.lines += [f"**{operation}** at {point} ({arch}/{exp}):", ""] + markdown(t, with_counters) + [""]
+        rungs = t[t.kind == "rung"]
+        top = rungs.loc[rungs.essential_GB_per_s.idxmax()]
+        text = (f"{operation} ladder ({arch}/{exp}, {point}): best rung `{top.variant}` {top.essential_GB_per_s:,.0f} "
+                f"GB/s = {number(top.pct_of_roof, '.0f', '%')} of {top.roof}, "
+                f"{rungs.median_s.iloc[0] / top.median_s:.1f}× rung {int(rungs.rung.iloc[0])}")
+        if np.isfinite(top.x_vendor):
+            text += f", {top.x_vendor:.2f}× `{top.vendor_variant}`"
+        sec.headlines.append(text + ".")
+    return sec.done(df)

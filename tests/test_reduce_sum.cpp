@@ -1,0 +1,301 @@
+// reduce_sum (variants/reduce): registration, essential bytes, the seeded generator, the gate's tolerance
+// model (it accepts correct sums in float64 and in float32 in any order, rejects sums just past the bound,
+// poison and a dropped element at small n), and every registered reduce_sum variant of this build against
+// the reference at odd sizes. The CUDA variants exist only in the CUDA flavour; without a GPU they skip.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kokkos_test_support.hpp"
+#include "kstudy/host_io.hpp"
+#include "kstudy/operation.hpp"
+#include "kstudy/point_inputs.hpp"
+#include "kstudy/variant.hpp"
+#include "reduce/reduce_sum.hpp"
+
+namespace {
+
+using kstudy::operation;
+using kstudy::table_layout;
+using kstudy::reduce::reduce_data;
+
+constexpr std::uint64_t k_seed = 20261130;
+
+const operation& op() {
+  const auto* o = kstudy::operation_registry::instance().find("reduce_sum");
+  if (o == nullptr) throw std::logic_error("reduce_sum is not registered");
+  return *o;
+}
+
+std::unique_ptr<kstudy::problem_data> generate(std::int64_t n, std::uint64_t seed = k_seed) {
+  return op().generate(op().shape({n}, table_layout::row_major, 0), seed);
+}
+
+const reduce_data& typed(const kstudy::problem_data& p) { return dynamic_cast<const reduce_data&>(p); }
+
+double rtol(std::int64_t n) { return 0x1.0p-24 * (std::sqrt(double(n)) + std::log2(double(n)) + 1.0); }
+
+TEST(ReduceSumOperation, OneAxisOneDoubleOutput) {
+  const auto& info = op().info();
+  EXPECT_EQ(info.axes, std::vector<std::string>{"n"});
+  EXPECT_EQ(info.layouts, std::vector<table_layout>{table_layout::row_major});
+  EXPECT_EQ(info.outputs, std::vector<std::string>{"s"});
+  EXPECT_FALSE(info.bench_points.empty());
+  EXPECT_EQ(info.cuda_families, (std::vector<std::string>{"reduce_cuda", "cub"}));
+  const auto shape = op().shape({1000}, table_layout::row_major, 0);
+  EXPECT_EQ(shape.rows, 1000);
+  EXPECT_EQ(shape.features, 1);
+  EXPECT_THROW(op().shape({1000}, table_layout::feature_major, 0), std::invalid_argument);
+  EXPECT_THROW(op().shape({0}, table_layout::row_major, 0), std::invalid_argument);
+  EXPECT_EQ(op().output_bytes(shape), std::vector<std::int64_t>{8});
+}
+
+TEST(ReduceSumOperation, EssentialBytesAndFlops) {
+  const std::int64_t n = std::int64_t(1) << 28;
+  const auto shape = op().shape({n}, table_layout::row_major, 0);
+  const auto t = op().essential_traffic(shape);
+  EXPECT_EQ(t.bytes_read, 4 * n);  // n floats read once
+  EXPECT_EQ(t.bytes_written, 8);
+  EXPECT_EQ(op().essential_flops(shape), n);
+  EXPECT_EQ(op().input_bytes(shape), 4 * n);
+  EXPECT_GT(op().reference_bytes(shape), 0);
+  EXPECT_LT(op().reference_bytes(shape), n / 1000);
+}
+
+TEST(ReduceSumOperation, GeneratorIsDeterministicWithOutliers) {
+  const std::int64_t n = 200003;
+  const auto a = generate(n), b = generate(n), c = generate(n, k_seed + 1);
+  EXPECT_EQ(std::memcmp(typed(*a).x(), typed(*b).x(), n * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(typed(*a).x(), typed(*c).x(), n * sizeof(float)), 0);
+  const auto prefix = generate(1000);  // a value depends on its index alone
+  EXPECT_EQ(std::memcmp(typed(*a).x(), typed(*prefix).x(), 1000 * sizeof(float)), 0);
+  ASSERT_EQ(a->streamed_inputs().size(), 1u);
+  EXPECT_EQ(a->streamed_inputs()[0].bytes, 4 * n);
+  std::int64_t outliers = 0, negative = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = typed(*a).x()[i];
+    ASSERT_TRUE(std::isfinite(v)) << i;
+    if (std::fabs(v) >= 100.0f) {
+      ASSERT_LE(std::fabs(v), 1000.0f);
+      ++outliers;
+    } else {
+      ASSERT_GE(v, -1.0f);
+      ASSERT_LT(v, 1.0f);
+    }
+    negative += v < 0;
+  }
+  EXPECT_GT(outliers, n / 125);  // ~1%
+  EXPECT_LT(outliers, n / 83);
+  EXPECT_GT(negative, n / 3);
+  const auto copied = op().relayout(*a, a->shape());
+  EXPECT_EQ(std::memcmp(typed(*a).x(), typed(*copied).x(), n * sizeof(float)), 0);
+  EXPECT_NE(typed(*a).x(), typed(*copied).x());
+}
+
+TEST(ReduceSumGate, BoundScalesWithN) {
+  KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
+  for (const std::int64_t n : {1, 1000, 4099, 1000003}) {
+    const auto problem = generate(n);
+    const auto& p = typed(*problem);
+    const auto reference = op().reference(*problem);
+    double ref = 0.0, magnitude = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      ref += p.x()[i];
+      magnitude += std::fabs(double(p.x()[i]));
+    }
+    kstudy::host_outputs out(op(), problem->shape());
+    const auto spans = out.spans();
+    double& s = *spans[0].as<double>();
+    s = ref;
+    const auto exact = op().check(*problem, *reference, spans);
+    ASSERT_TRUE(exact.passed) << exact.message;
+    EXPECT_DOUBLE_EQ(exact.rtol, rtol(n));
+    EXPECT_EQ(exact.atol, 0.0);
+    EXPECT_EQ(exact.checked, 1);
+    const double bound = rtol(n) * magnitude;
+    s = ref + 0.9 * bound;
+    EXPECT_TRUE(op().check(*problem, *reference, spans).passed) << n;
+    s = ref - 1.1 * bound;
+    const auto g = op().check(*problem, *reference, spans);
+    EXPECT_FALSE(g.passed) << n;
+    EXPECT_EQ(g.value_failures, 1);
+    EXPECT_NE(g.message.find("s = "), std::string::npos) << g.message;
+    EXPECT_NE(g.message.find("bound"), std::string::npos) << g.message;
+    // Float32 accumulation, in order and in pairs (a tree), stays inside the bound.
+    float serial = 0.0f;
+    for (std::int64_t i = 0; i < n; ++i) serial += p.x()[i];
+    s = serial;
+    EXPECT_TRUE(op().check(*problem, *reference, spans).passed) << "serial float at n=" << n;
+    std::vector<float> level(p.x(), p.x() + n);
+    while (level.size() > 1) {
+      std::vector<float> next((level.size() + 1) / 2);
+      for (std::size_t i = 0; i < next.size(); ++i)
+        next[i] = level[2 * i] + (2 * i + 1 < level.size() ? level[2 * i + 1] : 0.0f);
+      level.swap(next);
+    }
+    s = level[0];
+    EXPECT_TRUE(op().check(*problem, *reference, spans).passed) << "pairwise float at n=" << n;
+
+    // corrupt() moves a correct s just past the bound; poison fails.
+    s = ref;
+    op().corrupt(*problem, spans);
+    EXPECT_FALSE(op().check(*problem, *reference, spans).passed) << n;
+    EXPECT_LT(std::fabs(s - ref), 3 * bound + 1e-300) << "corrupt moved s further than needed";
+    op().poison(spans);
+    EXPECT_FALSE(op().check(*problem, *reference, spans).passed) << n;
+  }
+}
+
+TEST(ReduceSumGate, DroppedElementFailsAtSmallN) {
+  KSTUDY_REQUIRE_KOKKOS();
+  const std::int64_t n = 4099;
+  const auto problem = generate(n);
+  const auto& p = typed(*problem);
+  const auto reference = op().reference(*problem);
+  kstudy::host_outputs out(op(), problem->shape());
+  const auto spans = out.spans();
+  // Drop the largest element (the one a variant that skips an element at a tail or edge might lose).
+  std::int64_t largest = 0;
+  double ref = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    ref += p.x()[i];
+    if (std::fabs(p.x()[i]) > std::fabs(p.x()[largest])) largest = i;
+  }
+  *spans[0].as<double>() = ref - p.x()[largest];
+  EXPECT_FALSE(op().check(*problem, *reference, spans).passed);
+  // The last element only (a missed scalar tail): a typical one at this n.
+  *spans[0].as<double>() = ref - p.x()[n - 1];
+  if (std::fabs(p.x()[n - 1]) > 0.2) {
+    EXPECT_FALSE(op().check(*problem, *reference, spans).passed);
+  }
+}
+
+TEST(ReduceSumGate, RejectsAnotherOperationsProblem) {
+  const auto* dot = kstudy::operation_registry::instance().find("stream_dot");
+  ASSERT_NE(dot, nullptr);
+  const auto other = dot->generate(dot->shape({16}, table_layout::row_major, 0), k_seed);
+  EXPECT_THROW(op().reference(*other), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Every registered reduce_sum variant of this build
+
+std::vector<std::string> reduce_variant_ids() {
+  return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return i.operation == "reduce_sum"; });
+}
+
+class ReduceSumVariants : public ::testing::TestWithParam<std::string> {
+ protected:
+  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
+  void SetUp() override {
+    KSTUDY_REQUIRE_KOKKOS();
+    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
+  }
+};
+
+TEST_P(ReduceSumVariants, PassesTheGateAtOddSizes) {
+  for (const std::int64_t n : {std::int64_t(1), std::int64_t(3), std::int64_t(4099), (std::int64_t(1) << 20) + 3}) {
+    kstudy::point_inputs inputs(op(), {n}, 0, k_seed + std::uint64_t(n));
+    auto impl = entry().make();
+    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
+    EXPECT_TRUE(g.passed) << GetParam() << " at n=" << n << ": " << g.message;
+  }
+}
+
+TEST_P(ReduceSumVariants, RepeatedAndQueuedRunsPass) {
+  // Rungs that accumulate into s with atomics must reset it every run: run twice, then queued.
+  kstudy::point_inputs inputs(op(), {4099}, 0, k_seed);
+  const auto& data = inputs.data(table_layout::row_major);
+  auto impl = entry().make();
+  impl->prepare(data, {});
+  const kstudy::host_inputs in(data, kstudy::host_memory::pageable);
+  kstudy::host_outputs out(op(), data.shape());
+  for (int round = 0; round < 2; ++round) {
+    impl->poison();
+    op().poison(out.spans());
+    impl->upload(in.spans());
+    impl->run();
+    impl->run();
+    impl->download(out.spans());
+    const auto g = op().check(data, inputs.reference(), out.spans());
+    EXPECT_TRUE(g.passed) << GetParam() << " round " << round << ": " << g.message;
+  }
+  impl->poison();
+  impl->enqueue_run();
+  impl->wait();
+  impl->download(out.spans());
+  const auto g = op().check(data, inputs.reference(), out.spans());
+  EXPECT_TRUE(g.passed) << GetParam() << " queued: " << g.message;
+}
+
+TEST_P(ReduceSumVariants, PoisonIsCaughtWhenNothingRuns) {
+  kstudy::point_inputs inputs(op(), {129}, 0, k_seed);
+  const auto& data = inputs.data(table_layout::row_major);
+  auto impl = entry().make();
+  impl->prepare(data, {});
+  impl->poison();
+  kstudy::host_outputs out(op(), data.shape());
+  *out.spans()[0].as<double>() = 0.0;  // not the host poison
+  impl->download(out.spans());
+  EXPECT_FALSE(op().check(data, inputs.reference(), out.spans()).passed);
+}
+
+TEST_P(ReduceSumVariants, RejectsAnotherOperationsProblem) {
+  const auto* dot = kstudy::operation_registry::instance().find("stream_dot");
+  ASSERT_NE(dot, nullptr);
+  const auto other = dot->generate(dot->shape({64}, table_layout::row_major, 0), k_seed);
+  auto impl = entry().make();
+  EXPECT_THROW(impl->prepare(*other, {}), std::invalid_argument);
+}
+
+TEST_P(ReduceSumVariants, MetadataIsComplete) {
+  const auto& info = entry().info;
+  EXPECT_EQ(info.layout, table_layout::row_major);
+  EXPECT_FALSE(info.family.empty());
+  EXPECT_FALSE(info.description.empty());
+  EXPECT_EQ(info.name.rfind("reduce_sum_", 0), 0u) << info.name;
+  ASSERT_TRUE(static_cast<bool>(info.traffic));
+  const auto shape = op().shape({1 << 20}, table_layout::row_major, 0);
+  EXPECT_EQ(info.traffic(shape).total(), op().essential_traffic(shape).total());
+  // Ladder rungs are the handwritten CUDA family only; the portable and vendor variants are not rungs.
+  if (info.family == "reduce_cuda") {
+    EXPECT_GE(info.rung, 1);
+    EXPECT_LE(info.rung, 4);
+  } else {
+    EXPECT_EQ(info.rung, 0);
+  }
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReduceSumVariants);
+INSTANTIATE_TEST_SUITE_P(ReduceSum, ReduceSumVariants, ::testing::ValuesIn(reduce_variant_ids()),
+                         kstudy::test::variant_test_name);
+
+TEST(ReduceSumVariantRegistry, FamiliesAndRungs) {
+  std::set<std::string> names;
+  std::set<int> rungs;
+  for (const auto& id : reduce_variant_ids()) {
+    const auto& info = kstudy::variant_registry::instance().find(id)->info;
+    names.insert(info.name);
+    if (info.rung > 0) {
+      EXPECT_TRUE(rungs.insert(info.rung).second) << "rung " << info.rung << " twice";
+    }
+  }
+  EXPECT_TRUE(names.count("reduce_sum_kokkos"));
+  EXPECT_TRUE(names.count("reduce_sum_kokkos_strided"));
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  for (const char* name : {"reduce_sum_atomic", "reduce_sum_block_tree", "reduce_sum_warp_shuffle",
+                           "reduce_sum_float4_wave", "reduce_sum_cub"})
+    EXPECT_TRUE(names.count(name)) << name;
+  EXPECT_EQ(rungs, (std::set<int>{1, 2, 3, 4}));
+#else
+  EXPECT_TRUE(rungs.empty());
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,51 @@
+#pragma once
+// Seeded float inputs shared by the kernel-lab operations (reduce_sum, transpose): a pure function of
+// (seed, array, index), so every thread count, chunking and relayout gives the same values. Uniform in
+// [-1, 1) on a grid of 2^-23 (every value an exact float), except ~1% outliers of magnitude 100..1000 with
+// a random sign, so a variant that drops, repeats or misplaces elements cannot hide behind values of one
+// size. Never NaN or Inf. The same distribution as the STREAM operations' inputs. Kokkos-free.
+#include <cstdint>
+#include <memory>
+
+namespace kstudy::detail {
+
+// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
+inline std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Element i of array `array` under `seed`.
+inline float seeded_float(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
+  constexpr double outlier_fraction = 0.01;
+  const std::uint64_t h1 = splitmix64(splitmix64(seed ^ splitmix64(array)) + static_cast<std::uint64_t>(i));
+  const std::uint64_t h2 = splitmix64(h1);
+  const auto unit = [](std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; };
+  if (unit(h2) < outlier_fraction) {
+    const double magnitude = 100.0 + 900.0 * unit(splitmix64(h2));
+    return static_cast<float>((h2 & 1) ? magnitude : -magnitude);
+  }
+  return static_cast<float>(-1.0 + static_cast<double>(h1 >> 40) * 0x1.0p-23);
+}
+
+// n such values, generated in parallel (OpenMP where the translation unit is built with it).
+inline std::unique_ptr<float[]> seeded_floats(std::uint64_t seed, std::uint64_t array, std::int64_t n) {
+  std::unique_ptr<float[]> v(new float[static_cast<std::size_t>(n)]);  // every element written below
+  float* out = v.get();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) out[i] = seeded_float(seed, array, i);
+  return v;
+}
+
+// A copy of n floats (relayout), in parallel.
+inline std::unique_ptr<float[]> copied_floats(const float* source, std::int64_t n) {
+  std::unique_ptr<float[]> v(new float[static_cast<std::size_t>(n)]);
+  float* out = v.get();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) out[i] = source[i];
+  return v;
+}
+
+}  // namespace kstudy::detail

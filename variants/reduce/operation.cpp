@@ -1,0 +1,204 @@
+// The reduce_sum operation (reduce_sum.hpp): s = sum_i x_i over n floats.
+//
+// Inputs: x from detail::seeded_floats (uniform in [-1, 1) on a 2^-23 grid, ~1% outliers of magnitude
+// 100..1000 with a random sign); a shorter problem is a prefix of a longer one.
+//
+// Reference and gate (u = 2^-24, the unit roundoff of float32): ref = sum_i x_i in float64, summed in fixed
+// blocks, the blocks added in order (the same value on every thread count; its own error, ~2^-53 of the
+// partial sums, is far below the bound), and magnitude = sum_i |x_i|.
+//   |s - ref| <= u * (sqrt(n) + log2(n) + 1) * magnitude,  atol 0.
+// As stream_dot's bound, this is probabilistic, not worst-case: float32 accumulation in any order (one
+// running sum fed by atomics, per-thread sums combined by a tree, CUB's tiles) errs by at most ~n u
+// magnitude, but rounding errors of random sign grow like sqrt(n) (Higham, Accuracy and Stability, 4.6;
+// Higham & Mary 2019); a tree adds log2(n) levels and the final rounding of s to float one more. Variants
+// that accumulate in float64 sit far inside it. A sum that dropped or repeated one element fails while the
+// bound is below that element's magnitude: up to n ~ 10^4 for a typical element (|x| ~ 0.5), ~4 * 10^5 for
+// an outlier (|x| >= 100), for these inputs (mean |x| ~ 6); beyond that no float32 sum can be told from one
+// that lost an element - the precision of float32 summation, not a weakness of the gate. The tests run
+// every variant at small n for that reason.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detail/seeded_floats.hpp"
+#include "kstudy/operation.hpp"
+#include "kstudy/variant.hpp"
+#include "reduce/reduce_sum.hpp"
+
+namespace kstudy::reduce {
+
+traffic_model essential_traffic(std::int64_t n) {
+  traffic_model t;
+  t.bytes_read = n * std::int64_t(sizeof(float));
+  t.bytes_written = std::int64_t(sizeof(double));
+  return t;
+}
+
+reduce_data::reduce_data(const table_shape& shape, std::unique_ptr<float[]> x) : m_shape(shape), m_x(std::move(x)) {}
+
+std::vector<host_span> reduce_data::streamed_inputs() const {
+  // The runner copies from this span and never writes through it.
+  return {{const_cast<float*>(m_x.get()), n() * std::int64_t(sizeof(float))}};
+}
+
+const reduce_data& reduce_problem(const problem_data& problem) {
+  const auto* data = dynamic_cast<const reduce_data*>(&problem);
+  if (data == nullptr) throw std::invalid_argument("a reduce_sum variant was given another operation's problem");
+  if (data->n() < 1 || data->x() == nullptr) throw std::invalid_argument("reduce_sum: n must be positive, x present");
+  return *data;
+}
+
+variant_info variant_info_for(const std::string& name_suffix, const std::string& family,
+                              const std::string& description) {
+  variant_info info;
+  info.name = std::string(operation_name) + "_" + name_suffix;
+  info.operation = operation_name;
+  info.family = family;
+  info.fusion = fusion_level::full;
+  info.description = description;
+  info.layout = table_layout::row_major;
+  info.kernels_launched = 1;
+  info.traffic = [](const table_shape& shape) { return essential_traffic(shape.rows); };
+  return info;
+}
+
+namespace {
+
+constexpr std::uint64_t x_array = 0x78;  // the same x as the STREAM operations at the same seed
+constexpr std::int64_t reference_block = 65536;
+constexpr double unit_roundoff = 0x1.0p-24;
+
+class sum_reference final : public reference_data {
+ public:
+  double value = 0.0;
+  double magnitude = 0.0;  // sum_i |x_i|: the scale of the tolerance
+};
+
+std::string format_g9(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+class reduce_sum_operation final : public operation {
+ public:
+  reduce_sum_operation() {
+    m_info.name = operation_name;
+    m_info.description = "sum reduction: s = sum x_i over n floats (one addition per 4 bytes), s in float64";
+    m_info.axes = {"n"};
+    m_info.layouts = {table_layout::row_major};
+    m_info.outputs = {"s"};
+    m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
+    m_info.cuda_families = {"reduce_cuda", "cub"};
+  }
+  const operation_info& info() const override { return m_info; }
+
+  std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
+    check_shape(shape);
+    return std::make_unique<reduce_data>(shape, detail::seeded_floats(seed, x_array, shape.rows));
+  }
+  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
+    check_shape(shape);
+    const auto& data = reduce_problem(source);
+    if (data.n() != shape.rows) throw std::invalid_argument("reduce_sum: relayout cannot change n");
+    return std::make_unique<reduce_data>(shape, detail::copied_floats(data.x(), data.n()));
+  }
+
+  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
+    const auto& p = reduce_problem(problem);
+    const std::int64_t n = p.n(), blocks = (n + reference_block - 1) / reference_block;
+    std::vector<double> sums(static_cast<std::size_t>(blocks)), magnitudes(static_cast<std::size_t>(blocks));
+    const float* x = p.x();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      double s = 0.0, m = 0.0;
+      const std::int64_t end = std::min(n, (b + 1) * reference_block);
+      for (std::int64_t i = b * reference_block; i < end; ++i) {
+        s += double(x[i]);
+        m += std::fabs(double(x[i]));
+      }
+      sums[static_cast<std::size_t>(b)] = s;
+      magnitudes[static_cast<std::size_t>(b)] = m;
+    }
+    auto ref = std::make_unique<sum_reference>();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      ref->value += sums[static_cast<std::size_t>(b)];
+      ref->magnitude += magnitudes[static_cast<std::size_t>(b)];
+    }
+    return ref;
+  }
+
+  std::vector<std::int64_t> output_bytes(const table_shape&) const override { return {std::int64_t(sizeof(double))}; }
+
+  void poison(const std::vector<host_span>& outputs) const override {
+    *s_output(outputs) = std::numeric_limits<double>::quiet_NaN();
+  }
+
+  gate_result check(const problem_data& problem, const reference_data& reference,
+                    const std::vector<host_span>& outputs) const override {
+    const auto& p = reduce_problem(problem);
+    const auto& ref = dynamic_cast<const sum_reference&>(reference);
+    gate_result g;
+    g.rtol = rtol(p.n());
+    g.atol = 0.0;
+    g.checked = 1;
+    const double s = *s_output(outputs);
+    const double err = std::isnan(s) ? INFINITY : std::fabs(s - ref.value);
+    const double bound = g.rtol * ref.magnitude;
+    g.max_abs_error = err;
+    g.max_relative_error = err == 0.0 ? 0.0 : (ref.magnitude > 0.0 ? err / ref.magnitude : INFINITY);
+    g.value_failures = err <= bound ? 0 : 1;
+    g.passed = g.value_failures == 0;
+    if (!g.passed)
+      g.message = "reduce_sum: s = " + format_g9(s) + " but the float64 reference is " + format_g9(ref.value) +
+                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) +
+                  " = 2^-24 * (sqrt(n) + log2(n) + 1) * " + format_g9(ref.magnitude) + ")";
+    return g;
+  }
+
+  // s moved to the first double further than twice the bound from it: if s was within the bound of the
+  // reference, the new value is more than the bound away.
+  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
+    const auto& p = reduce_problem(problem);
+    const double bound = rtol(p.n()) * dynamic_cast<const sum_reference&>(*reference(p)).magnitude;
+    double& s = *s_output(outputs);
+    double moved = s + 2 * bound;
+    while (!(std::fabs(moved - s) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
+    s = moved;
+  }
+
+  traffic_model essential_traffic(const table_shape& shape) const override {
+    return reduce::essential_traffic(shape.rows);
+  }
+  std::int64_t essential_flops(const table_shape& shape) const override { return reduce::essential_flops(shape.rows); }
+  std::int64_t input_bytes(const table_shape& shape) const override { return shape.rows * std::int64_t(sizeof(float)); }
+  // Two doubles per reference block while it is computed, two kept.
+  std::int64_t reference_bytes(const table_shape& shape) const override {
+    const std::int64_t blocks = (shape.rows + reference_block - 1) / reference_block;
+    return 2 * std::int64_t(sizeof(double)) * (blocks + 1);
+  }
+
+ private:
+  void check_shape(const table_shape& shape) const {
+    shape.validate();
+    if (shape.layout != table_layout::row_major || shape.features != 1)
+      throw std::invalid_argument("reduce_sum: expects a row-major shape of n rows and one feature");
+  }
+  static double rtol(std::int64_t n) {
+    return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 1.0);
+  }
+
+  operation_info m_info;
+};
+
+const operation_registration<reduce_sum_operation> register_reduce_sum;
+
+}  // namespace
+}  // namespace kstudy::reduce

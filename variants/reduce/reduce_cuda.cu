@@ -1,0 +1,354 @@
+// reduce_sum in plain CUDA: the seed's ladder, one change per rung, and the vendor baseline. Every rung
+// accumulates in float32 (as the seed's kernels) into a float s on the device; download widens it.
+//  1 reduce_sum_atomic       one thread per element, atomicAdd(s, x_i): n atomics on one address, which
+//                            the L2 serialises (the seed's 16.7M-atomic kernel).
+//  2 reduce_sum_block_tree   each thread sums its elements in a register (grid stride), the block adds the
+//                            threads' sums by a shared-memory tree (log2(block) steps, a barrier each), one
+//                            atomicAdd per block.
+//  3 reduce_sum_warp_shuffle as 2, but warps reduce with __shfl_down_sync and only the 8 warp sums go
+//                            through shared memory: 2 barriers instead of 8.
+//  4 reduce_sum_float4_wave  float4 loads (4 independent ones in flight per thread), one resident wave of
+//                            blocks (SMs x blocks per SM), and no atomics: each block writes a partial and
+//                            a one-block kernel adds the partials in block order - deterministic: the same
+//                            s on every run on one device and n.
+//  reduce_sum_cub            cub::DeviceReduce::Sum (float in, float out), temporary storage allocated in
+//                            prepare.
+// Rungs 1-3 zero s (cudaMemsetAsync, 4 bytes) before their kernel; that is part of the timed run. Rungs 2
+// and 3 launch ceil(n / (256 x 16)) blocks (16 elements per thread, at most 65,535 blocks, then the grid
+// strides), rung 4 one resident wave. Every variant queues on its own non-blocking stream, so CUDA events
+// around enqueue_run() time only its work.
+#include <cuda_runtime.h>
+
+#include <cub/device/device_reduce.cuh>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/variant.hpp"
+#include "reduce/reduce_sum.hpp"
+
+namespace kstudy::reduce {
+namespace {
+
+constexpr int block_size = 256;      // every rung; a power of two for rung 2's tree
+constexpr int elements_per_thread = 16;  // rungs 2 and 3: the grid they launch
+constexpr std::int64_t max_spread_blocks = 65535;
+
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernels
+
+// Rung 1: every element is one atomic on s.
+__global__ void sum_atomic(const float* __restrict__ x, float* __restrict__ s, std::int64_t n) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(s, x[i]);
+}
+
+// Rung 2: register accumulation over a grid stride, then a shared-memory tree (blockDim.x a power of two).
+__global__ void sum_block_tree(const float* __restrict__ x, float* __restrict__ s, std::int64_t n) {
+  __shared__ float partial[block_size];
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  float sum = 0.0f;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) sum += x[i];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(s, partial[0]);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of v over the block (blockDim.x a multiple of 32, at most 1,024), valid in thread 0.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[32];
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) v = warp_sum(lane < int(blockDim.x >> 5) ? warp_sums[lane] : 0.0f);
+  return v;
+}
+
+// Rung 3: rung 2 with the tree replaced by warp shuffles.
+__global__ void sum_warp_shuffle(const float* __restrict__ x, float* __restrict__ s, std::int64_t n) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  float sum = 0.0f;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) sum += x[i];
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) atomicAdd(s, sum);
+}
+
+// Rung 4, stage 1: float4 loads, four in flight per thread per step, then the scalar tail (n % 4 and the
+// quads past the last full step); one partial per block. cudaMalloc aligns x to 256 bytes.
+__global__ void sum_float4_partials(const float* __restrict__ x, float* __restrict__ partials, std::int64_t n) {
+  const std::int64_t threads = std::int64_t(gridDim.x) * blockDim.x;
+  const std::int64_t t = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t quads = n / 4;
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  float a = 0.0f, b = 0.0f, c = 0.0f, d = 0.0f;
+  std::int64_t q = t;
+  for (; q + 3 * threads < quads; q += 4 * threads) {
+    const float4 v0 = x4[q], v1 = x4[q + threads], v2 = x4[q + 2 * threads], v3 = x4[q + 3 * threads];
+    a += (v0.x + v0.y) + (v0.z + v0.w);
+    b += (v1.x + v1.y) + (v1.z + v1.w);
+    c += (v2.x + v2.y) + (v2.z + v2.w);
+    d += (v3.x + v3.y) + (v3.z + v3.w);
+  }
+  for (; q < quads; q += threads) {
+    const float4 v = x4[q];
+    a += (v.x + v.y) + (v.z + v.w);
+  }
+  for (std::int64_t i = 4 * quads + t; i < n; i += threads) b += x[i];
+  const float sum = block_sum((a + b) + (c + d));
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// Rung 4, stage 2: one block adds the partials, each thread a fixed subset, in a fixed order.
+__global__ void sum_partials(const float* __restrict__ partials, int count, float* __restrict__ s) {
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) *s = sum;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffers and transfers shared by the variants
+
+template <class T>
+void device_alloc(T*& pointer, std::int64_t count) {
+  void* p = nullptr;
+  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T)));
+  pointer = static_cast<T*>(p);
+}
+
+template <class T>
+void device_free(T*& pointer) {
+  if (pointer != nullptr) cudaFree(pointer);
+  pointer = nullptr;
+}
+
+// x and the float s on the variant's own stream; a variant implements plan() (sizes its launch and
+// workspace after x is allocated) and enqueue_run().
+class reduce_cuda_base : public variant {
+ public:
+  reduce_cuda_base() = default;
+  reduce_cuda_base(const reduce_cuda_base&) = delete;
+  reduce_cuda_base& operator=(const reduce_cuda_base&) = delete;
+  ~reduce_cuda_base() override {
+    device_free(m_x);
+    device_free(m_s);
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = reduce_problem(problem);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    device_free(m_x);
+    device_free(m_s);
+    release_workspace();
+    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    m_n = data.n();
+    device_alloc(m_x, m_n);
+    device_alloc(m_s, 1);
+    plan();
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    enqueue_run();
+    wait();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    wait();
+  }
+  // s is a device float; the host output a double: copied, waited for, widened.
+  void download(const std::vector<host_span>& outputs) override {
+    float s = 0.0f;
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(&s, m_s, sizeof s, cudaMemcpyDeviceToHost, m_stream));
+    wait();
+    *s_output(outputs) = double(s);
+  }
+  void poison() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0xFF, sizeof(float), m_stream));  // all-ones bytes: a NaN
+    wait();
+  }
+  void* stream() const override { return static_cast<void*>(m_stream); }
+
+  // The run queues on m_stream; the download converts on the host after a wait, so it does not queue.
+  bool enqueues_run() const override { return true; }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != 1) throw std::invalid_argument("reduce_sum: expected one input array");
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, static_cast<std::size_t>(m_n) * sizeof(float),
+                                      cudaMemcpyHostToDevice, m_stream));
+  }
+  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+
+ protected:
+  virtual void plan() {}
+  virtual void release_workspace() {}
+
+  cudaStream_t m_stream = nullptr;
+  std::int64_t m_n = 0;
+  float* m_x = nullptr;
+  float* m_s = nullptr;
+};
+
+// Active warps / the SM's maximum for `kernel` at block_size threads.
+template <class Kernel>
+double occupancy_of(Kernel kernel) {
+  int blocks = 0;
+  KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block_size, 0));
+  return double(blocks * (block_size / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The rungs
+
+class reduce_atomic final : public reduce_cuda_base {
+ public:
+  void enqueue_run() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0, sizeof(float), m_stream));
+    const std::int64_t blocks = (m_n + block_size - 1) / block_size;  // 2^22 at n = 2^30: below 2^31 - 1
+    sum_atomic<<<static_cast<unsigned int>(blocks), block_size, 0, m_stream>>>(m_x, m_s, m_n);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(sum_atomic); }
+};
+
+// ceil(n / (block x 16)) blocks, at most max_spread_blocks.
+unsigned int spread_grid(std::int64_t n) {
+  const std::int64_t per_block = std::int64_t(block_size) * elements_per_thread;
+  return static_cast<unsigned int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, max_spread_blocks));
+}
+
+class reduce_block_tree final : public reduce_cuda_base {
+ public:
+  void enqueue_run() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0, sizeof(float), m_stream));
+    sum_block_tree<<<spread_grid(m_n), block_size, 0, m_stream>>>(m_x, m_s, m_n);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(sum_block_tree); }
+};
+
+class reduce_warp_shuffle final : public reduce_cuda_base {
+ public:
+  void enqueue_run() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0, sizeof(float), m_stream));
+    sum_warp_shuffle<<<spread_grid(m_n), block_size, 0, m_stream>>>(m_x, m_s, m_n);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(sum_warp_shuffle); }
+};
+
+class reduce_float4_wave final : public reduce_cuda_base {
+ public:
+  ~reduce_float4_wave() override { release_workspace(); }
+  void enqueue_run() override {
+    sum_float4_partials<<<m_grid, block_size, 0, m_stream>>>(m_x, m_partials, m_n);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+    sum_partials<<<1, 1024, 0, m_stream>>>(m_partials, m_grid, m_s);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(sum_float4_partials); }
+
+ protected:
+  // One resident wave, or fewer blocks when there are fewer quads than resident threads.
+  void plan() override {
+    int per_sm = 0;
+    KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sum_float4_partials, block_size, 0));
+    if (per_sm < 1) throw std::runtime_error("reduce_sum_float4_wave: a block does not fit an SM");
+    const std::int64_t resident = std::int64_t(per_sm) * device_attribute(cudaDevAttrMultiProcessorCount);
+    const std::int64_t work_blocks = std::max<std::int64_t>(1, (m_n / 4 + block_size - 1) / block_size);
+    m_grid = static_cast<int>(std::min(resident, work_blocks));
+    device_alloc(m_partials, m_grid);
+  }
+  void release_workspace() override { device_free(m_partials); }
+
+ private:
+  int m_grid = 1;
+  float* m_partials = nullptr;
+};
+
+class reduce_cub final : public reduce_cuda_base {
+ public:
+  ~reduce_cub() override { release_workspace(); }
+  void enqueue_run() override {
+    std::size_t bytes = m_temp_bytes;
+    KSTUDY_CUDA_CHECK(cub::DeviceReduce::Sum(m_temp, bytes, m_x, m_s, m_n, m_stream));
+  }
+
+ protected:
+  void plan() override {
+    m_temp_bytes = 0;
+    KSTUDY_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, m_temp_bytes, m_x, m_s, m_n, m_stream));
+    device_alloc(m_temp, static_cast<std::int64_t>(m_temp_bytes));
+  }
+  void release_workspace() override { device_free(m_temp); }
+
+ private:
+  unsigned char* m_temp = nullptr;
+  std::size_t m_temp_bytes = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Registration
+
+variant_info cuda_info(const std::string& suffix, const std::string& family, const std::string& description) {
+  auto info = variant_info_for(suffix, family, description);
+  info.backend = "cuda";
+  info.on_device = true;
+  return info;
+}
+
+[[maybe_unused]] const int registered = [] {
+  auto atomic = cuda_info("atomic", "reduce_cuda", "one thread per element, atomicAdd on one float address");
+  atomic.rung = 1;
+  atomic.kernels_launched = 1;  // sum_atomic (after a 4-byte memset of s)
+  variant_registration<reduce_atomic>{std::move(atomic)};
+
+  auto tree = cuda_info("block_tree", "reduce_cuda",
+                        "grid-stride register accumulation, shared-memory tree per block, one atomicAdd per block");
+  tree.rung = 2;
+  tree.kernels_launched = 1;  // sum_block_tree (after a 4-byte memset of s)
+  variant_registration<reduce_block_tree>{std::move(tree)};
+
+  auto shuffle = cuda_info("warp_shuffle", "reduce_cuda",
+                           "grid-stride register accumulation, warp shuffles then shared warp sums, one atomicAdd "
+                           "per block");
+  shuffle.rung = 3;
+  shuffle.kernels_launched = 1;  // sum_warp_shuffle (after a 4-byte memset of s)
+  variant_registration<reduce_warp_shuffle>{std::move(shuffle)};
+
+  auto wave = cuda_info("float4_wave", "reduce_cuda",
+                        "float4 loads (4 in flight per thread), one resident wave, per-block partials summed in "
+                        "order by a second kernel: deterministic, no atomics");
+  wave.rung = 4;
+  wave.kernels_launched = 2;  // partials, final
+  variant_registration<reduce_float4_wave>{std::move(wave)};
+
+  auto cub = cuda_info("cub", "cub", "cub::DeviceReduce::Sum, float accumulation, temporary storage from prepare");
+  cub.kernels_launched = 2;  // CUB's per-block pass and single-tile pass (one when the input fits a tile)
+  variant_registration<reduce_cub>{std::move(cub)};
+  return 0;
+}();
+
+}  // namespace
+}  // namespace kstudy::reduce

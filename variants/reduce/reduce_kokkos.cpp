@@ -1,0 +1,158 @@
+// reduce_sum in Kokkos, for every enabled execution space (not ladder rungs: the portable versions the
+// CUDA ladder is compared against):
+//  - reduce_sum_kokkos: what a Kokkos user writes: one RangePolicy parallel_reduce over n, float64
+//    accumulation (free on a memory-bound kernel), into a view in the space's memory (so on a device the
+//    reduction only queues), on the variant's own execution-space instance;
+//  - reduce_sum_kokkos_strided: one work item per thread the space runs at once (concurrency()), each
+//    summing its share: a grid stride on a device (coalesced), one contiguous block on a host - the launch
+//    shape of the CUDA ladder's top rung, in portable code.
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "detail/kokkos_support.hpp"
+#include "reduce/reduce_sum.hpp"
+
+namespace kstudy::reduce {
+namespace {
+
+using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+
+// Buffers, transfers and poisoning in one execution space; a family implements launch().
+template <class ExecutionSpace>
+class reduce_kokkos_base : public variant {
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
+  using vector_type = Kokkos::View<float*, device_type>;
+  using result_type = Kokkos::View<double, device_type>;
+  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+
+  reduce_kokkos_base() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  ~reduce_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
+  reduce_kokkos_base(const reduce_kokkos_base&) = delete;
+  reduce_kokkos_base& operator=(const reduce_kokkos_base&) = delete;
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = reduce_problem(problem);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    m_n = data.n();
+    m_x = vector_type(Kokkos::view_alloc("kstudy::reduce::x", Kokkos::WithoutInitializing),
+                      static_cast<std::size_t>(m_n));
+    m_s = result_type("kstudy::reduce::s");
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    launch();
+    m_space.fence();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    m_space.fence();
+  }
+  void download(const std::vector<host_span>& outputs) override {
+    enqueue_download(outputs);
+    m_space.fence();
+  }
+  void poison() override {
+    Kokkos::deep_copy(m_space, m_s, std::numeric_limits<double>::quiet_NaN());
+    m_space.fence();
+  }
+
+  // Its own stream on a device: every launch only queues, and several instances overlap.
+  bool queues_asynchronously() const override { return !on_host; }
+  void enqueue_run() override {
+    if constexpr (on_host)
+      run();
+    else
+      launch();
+  }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != 1) throw std::invalid_argument("reduce_sum: expected one input array");
+    Kokkos::deep_copy(m_space, m_x,
+                      Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(),
+                                                                               static_cast<std::size_t>(m_n)));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    Kokkos::deep_copy(m_space, Kokkos::View<double, Kokkos::HostSpace, unmanaged>(s_output(outputs)), m_s);
+  }
+  void wait() override { m_space.fence(); }
+
+  void* stream() const override {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
+#endif
+    return nullptr;
+  }
+
+  // Queues one resident run on m_space. Public: nvcc refuses extended lambdas in private or protected
+  // member functions.
+  virtual void launch() = 0;
+
+ protected:
+  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
+  ExecutionSpace m_space;
+  std::int64_t m_n = 0;
+  vector_type m_x;
+  result_type m_s;
+};
+
+template <class ExecutionSpace>
+class reduce_kokkos final : public reduce_kokkos_base<ExecutionSpace> {
+ public:
+  void launch() override {
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    const auto x = this->m_x;
+    Kokkos::parallel_reduce(
+        "kstudy::reduce_sum", policy(this->m_space, 0, this->m_n),
+        KOKKOS_LAMBDA(const std::int64_t i, double& sum) { sum += double(x(i)); }, this->m_s);
+  }
+};
+
+template <class ExecutionSpace>
+class reduce_kokkos_strided final : public reduce_kokkos_base<ExecutionSpace> {
+  using base = reduce_kokkos_base<ExecutionSpace>;
+
+ public:
+  void launch() override {
+    const std::int64_t n = this->m_n;
+    const std::int64_t items = std::max<std::int64_t>(1, std::min<std::int64_t>(n, this->m_space.concurrency()));
+    const std::int64_t share = (n + items - 1) / items;
+    constexpr bool grid_stride = !base::on_host;
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    const auto x = this->m_x;
+    Kokkos::parallel_reduce(
+        "kstudy::reduce_sum_strided", policy(this->m_space, 0, items),
+        KOKKOS_LAMBDA(const std::int64_t t, double& sum) {
+          const std::int64_t begin = grid_stride ? t : t * share, step = grid_stride ? items : 1;
+          const std::int64_t end = grid_stride ? n : (begin + share < n ? begin + share : n);
+          for (std::int64_t i = begin; i < end; i += step) sum += double(x(i));
+        },
+        this->m_s);
+  }
+};
+
+[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+  using space = typename decltype(tag)::type;
+  auto plain = variant_info_for("kokkos", "reduce_kokkos",
+                                "Kokkos RangePolicy parallel_reduce over n, float64 accumulation, into a view "
+                                "in the space's memory, own instance");
+  plain.kernels_launched = 1;  // the parallel_reduce (Kokkos combines the blocks inside it)
+  detail::register_kokkos_variant<reduce_kokkos<space>>(std::move(plain));
+  auto strided = variant_info_for("kokkos_strided", "reduce_kokkos_strided",
+                                  "Kokkos parallel_reduce over the resident threads, each summing its share in "
+                                  "float64 (grid stride on a device, one contiguous block on a host)");
+  strided.kernels_launched = 1;  // the parallel_reduce
+  detail::register_kokkos_variant<reduce_kokkos_strided<space>>(std::move(strided));
+});
+
+}  // namespace
+}  // namespace kstudy::reduce

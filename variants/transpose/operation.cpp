@@ -1,0 +1,201 @@
+// The transpose operation (transpose.hpp): t(c, r) = x(r, c).
+//
+// Inputs: x from detail::seeded_floats over the rows * cols elements in row-major order (a value depends on
+// its flat index, so a misplaced element almost surely differs from the one it displaced: ~2^24 distinct
+// values plus the outliers).
+// Reference and gate: a transpose moves bits and computes nothing, so t must equal x^T bitwise (rtol = atol
+// = 0); check() reads the reference from x itself, so the reference object stores nothing. corrupt() flips
+// the lowest bit of t[0]: one ulp, the smallest change a float can take.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detail/seeded_floats.hpp"
+#include "kstudy/operation.hpp"
+#include "kstudy/variant.hpp"
+#include "transpose/transpose.hpp"
+
+namespace kstudy::transpose {
+
+traffic_model essential_traffic(std::int64_t rows, std::int64_t cols) {
+  traffic_model t;
+  t.bytes_read = rows * cols * std::int64_t(sizeof(float));
+  t.bytes_written = t.bytes_read;
+  return t;
+}
+
+transpose_data::transpose_data(const table_shape& shape, std::unique_ptr<float[]> x)
+    : m_shape(shape), m_x(std::move(x)) {}
+
+std::vector<host_span> transpose_data::streamed_inputs() const {
+  // The runner copies from this span and never writes through it.
+  return {{const_cast<float*>(m_x.get()), elements() * std::int64_t(sizeof(float))}};
+}
+
+const transpose_data& transpose_problem(const problem_data& problem) {
+  const auto* data = dynamic_cast<const transpose_data*>(&problem);
+  if (data == nullptr) throw std::invalid_argument("a transpose variant was given another operation's problem");
+  if (data->rows() < 1 || data->cols() < 1 || data->x() == nullptr)
+    throw std::invalid_argument("transpose: rows and cols must be positive, x present");
+  return *data;
+}
+
+variant_info variant_info_for(const std::string& name_suffix, const std::string& family,
+                              const std::string& description) {
+  variant_info info;
+  info.name = std::string(operation_name) + "_" + name_suffix;
+  info.operation = operation_name;
+  info.family = family;
+  info.fusion = fusion_level::full;
+  info.description = description;
+  info.layout = table_layout::row_major;
+  info.kernels_launched = 1;
+  info.traffic = [](const table_shape& shape) { return essential_traffic(shape.rows, shape.features); };
+  return info;
+}
+
+namespace {
+
+constexpr std::uint64_t x_array = 0x54;
+
+// Nothing: check() compares with x directly.
+class transpose_reference final : public reference_data {};
+
+std::string format_g9(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+bool same_bits(float a, float b) {
+  std::uint32_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  return x == y;
+}
+
+class transpose_operation final : public operation {
+ public:
+  transpose_operation() {
+    m_info.name = operation_name;
+    m_info.description = "transpose: t = x^T, x row-major rows x cols, t row-major cols x rows (bitwise exact)";
+    m_info.axes = {"rows", "cols"};
+    m_info.layouts = {table_layout::row_major};
+    m_info.outputs = {"t"};
+    m_info.bench_points = {{1024, 1024}, {8192, 8192}, {8191, 3001}};
+    m_info.cuda_families = {"transpose_cuda", "cublas"};
+  }
+  const operation_info& info() const override { return m_info; }
+
+  std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
+    check_shape(shape);
+    return std::make_unique<transpose_data>(shape, detail::seeded_floats(seed, x_array, shape.rows * shape.features));
+  }
+  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
+    check_shape(shape);
+    const auto& data = transpose_problem(source);
+    if (data.rows() != shape.rows || data.cols() != shape.features)
+      throw std::invalid_argument("transpose: relayout cannot change the shape");
+    return std::make_unique<transpose_data>(shape, detail::copied_floats(data.x(), data.elements()));
+  }
+  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
+    transpose_problem(problem);
+    return std::make_unique<transpose_reference>();
+  }
+  std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
+    return {shape.rows * shape.features * std::int64_t(sizeof(float))};
+  }
+
+  void poison(const std::vector<host_span>& outputs) const override {
+    float* t = t_output(outputs);
+    const std::int64_t n = outputs.at(0).bytes / std::int64_t(sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) t[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+
+  gate_result check(const problem_data& problem, const reference_data&,
+                    const std::vector<host_span>& outputs) const override {
+    const auto& p = transpose_problem(problem);
+    const std::int64_t rows = p.rows(), cols = p.cols();
+    const float* x = p.x();
+    const float* t = t_output(outputs);
+    gate_result g;
+    g.rtol = 0.0;
+    g.atol = 0.0;
+    g.checked = rows * cols;
+    std::int64_t failures = 0, first_bad = rows * cols;
+    double max_abs = 0.0;
+    // In 64 x 64 blocks, so both the x block and the t block stay in cache while one is gathered.
+    constexpr std::int64_t block = 64;
+    const std::int64_t col_blocks = (cols + block - 1) / block;
+#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) reduction(max : max_abs)
+    for (std::int64_t cb = 0; cb < col_blocks; ++cb) {
+      const std::int64_t c_end = std::min(cols, (cb + 1) * block);
+      for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
+        const std::int64_t r_end = std::min(rows, r0 + block);
+        for (std::int64_t c = cb * block; c < c_end; ++c) {
+          for (std::int64_t r = r0; r < r_end; ++r) {
+            const float got = t[c * rows + r], want = x[r * cols + c];
+            if (same_bits(got, want)) continue;
+            ++failures;
+            first_bad = std::min(first_bad, c * rows + r);
+            max_abs = std::max(max_abs, std::isnan(got) ? INFINITY : std::fabs(double(got) - double(want)));
+          }
+        }
+      }
+    }
+    g.value_failures = failures;
+    g.max_abs_error = max_abs;
+    g.max_relative_error = failures == 0 ? 0.0 : INFINITY;  // any difference is infinitely many bounds (0)
+    g.passed = failures == 0;
+    if (!g.passed) {
+      const std::int64_t c = first_bad / rows, r = first_bad % rows;
+      g.message = "transpose: t(" + std::to_string(c) + ", " + std::to_string(r) + ") = t[" +
+                  std::to_string(first_bad) + "] = " + format_g9(t[first_bad]) + " but x(" + std::to_string(r) +
+                  ", " + std::to_string(c) + ") = " + format_g9(x[r * cols + c]) +
+                  " (bound 0: a transpose must be bitwise exact); " + std::to_string(failures) + " of " +
+                  std::to_string(rows * cols) + " elements fail";
+    }
+    return g;
+  }
+
+  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
+    transpose_problem(problem);
+    float* t = t_output(outputs);
+    std::uint32_t bits;
+    std::memcpy(&bits, t, sizeof bits);
+    bits ^= 1u;
+    std::memcpy(t, &bits, sizeof bits);
+  }
+
+  traffic_model essential_traffic(const table_shape& shape) const override {
+    return transpose::essential_traffic(shape.rows, shape.features);
+  }
+  std::int64_t essential_flops(const table_shape&) const override { return 0; }
+  std::int64_t input_bytes(const table_shape& shape) const override {
+    return shape.rows * shape.features * std::int64_t(sizeof(float));
+  }
+  std::int64_t reference_bytes(const table_shape&) const override { return 0; }
+
+ private:
+  static void check_shape(const table_shape& shape) {
+    shape.validate();
+    if (shape.layout != table_layout::row_major)
+      throw std::invalid_argument("transpose: expects a row-major rows x cols shape");
+  }
+
+  operation_info m_info;
+};
+
+const operation_registration<transpose_operation> register_transpose;
+
+}  // namespace
+}  // namespace kstudy::transpose

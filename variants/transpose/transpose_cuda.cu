@@ -1,0 +1,385 @@
+// transpose in plain CUDA: the seed's ladder, one change per rung, and the vendor baseline. x is row-major
+// rows x cols, t row-major cols x rows; every kernel handles any shape (edge tiles are guarded, vector
+// widths are chosen so no vector straddles a row end).
+//  1 transpose_naive      one element per thread, blocks of 32 x 8 threads: reads of x coalesced (a warp
+//                         takes 32 consecutive columns of one row), writes to t strided by rows (each
+//                         thread of a warp writes its own row of t: 32 sectors per store).
+//  2 transpose_tiled      32 x 32 tiles staged in shared memory [32][32], 32 x 8 threads each moving 4
+//                         elements: both global sides coalesced, but the column reads of the tile hit one
+//                         bank 32 times (32-way bank conflicts).
+//  3 transpose_padded     as 2 with the tile padded to [32][33]: a column walks all 32 banks.
+//  4 transpose_tile64_vector
+//                         64 x 64 tiles [64][65], 256 threads each moving 16 elements with V-wide loads of
+//                         x and W-wide stores of t (V, W in {4, 2, 1}: the widest dividing cols, rows, so
+//                         every vector is aligned and inside its row). A warp covers 32/V vectors of V rows
+//                         (and 32/W of W rows on the way out), which keeps the scalar shared-memory accesses
+//                         of both phases conflict-free with the 65-float pitch.
+//  transpose_cublas       cublasSgeam_64: in column-major terms x is A (cols x rows, lda = cols) and t is C
+//                         (rows x cols, ldc = rows), so C = 1 * op(A) + 0 * B with op = T. B is x again
+//                         (valid, finite memory of the right size) at beta 0, which cuBLAS need not read.
+// Grids over tile rows are capped at 65,535 blocks in y and stride beyond it. Every variant queues on its own
+// non-blocking stream, so CUDA events around enqueue_run() time only its kernel.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/variant.hpp"
+#include "transpose/transpose.hpp"
+
+namespace kstudy::transpose {
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                           cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+}
+#define KSTUDY_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
+
+constexpr std::int64_t max_grid_y = 65535;
+constexpr std::int64_t max_grid_x = 2147483647;
+
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernels
+
+// Rung 1: blockDim (32, 8); thread (tx, ty) of block (bx, by) moves x(r, c), r = by * 8 + ty (striding by
+// gridDim.y * 8), c = bx * 32 + tx.
+__global__ void transpose_naive_kernel(const float* __restrict__ x, float* __restrict__ t, std::int64_t rows,
+                                       std::int64_t cols) {
+  const std::int64_t c = std::int64_t(blockIdx.x) * 32 + threadIdx.x;
+  if (c >= cols) return;
+  for (std::int64_t r = std::int64_t(blockIdx.y) * 8 + threadIdx.y; r < rows; r += std::int64_t(gridDim.y) * 8)
+    t[c * rows + r] = x[r * cols + c];
+}
+
+// Rungs 2 and 3: a 32 x 32 tile of pitch P (32: conflicts, 33: none), blockDim (32, 8), 4 rows per thread.
+template <int P>
+__global__ void transpose_tile32_kernel(const float* __restrict__ x, float* __restrict__ t, std::int64_t rows,
+                                        std::int64_t cols) {
+  __shared__ float tile[32][P];
+  const std::int64_t c0 = std::int64_t(blockIdx.x) * 32;
+  for (std::int64_t r0 = std::int64_t(blockIdx.y) * 32; r0 < rows; r0 += std::int64_t(gridDim.y) * 32) {
+    const std::int64_t c = c0 + threadIdx.x;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+      const std::int64_t r = r0 + j;
+      if (r < rows && c < cols) tile[j][threadIdx.x] = x[r * cols + c];
+    }
+    __syncthreads();
+    // Thread (tx, ty) writes t(c0 + j, r0 + tx): a warp writes 32 consecutive floats of one row of t and
+    // reads one column of the tile.
+    const std::int64_t r = r0 + threadIdx.x;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+      const std::int64_t cc = c0 + j;
+      if (r < rows && cc < cols) t[cc * rows + r] = tile[threadIdx.x][j];
+    }
+    __syncthreads();  // the tile is reused by the next tile row
+  }
+}
+
+template <int V>
+struct vec;
+template <>
+struct vec<1> {
+  using type = float;
+};
+template <>
+struct vec<2> {
+  using type = float2;
+};
+template <>
+struct vec<4> {
+  using type = float4;
+};
+
+template <int V>
+__device__ __forceinline__ float lane_of(const typename vec<V>::type& v, int k) {
+  if constexpr (V == 1) {
+    (void)k;
+    return v;
+  } else {
+    return reinterpret_cast<const float*>(&v)[k];
+  }
+}
+template <int V>
+__device__ __forceinline__ void set_lane(typename vec<V>::type& v, int k, float value) {
+  if constexpr (V == 1) {
+    (void)k;
+    v = value;
+  } else {
+    reinterpret_cast<float*>(&v)[k] = value;
+  }
+}
+
+constexpr int tile64 = 64, tile64_threads = 256;
+
+// Rung 4: a 64 x 64 tile [64][65]; V divides cols, W divides rows. Loads: lane l of a warp takes vector
+// l % (32/V) of tile row (l / (32/V)) in its warp's V rows; stores likewise over t's rows with W. Every
+// thread moves 16 elements per phase.
+template <int V, int W>
+__global__ void __launch_bounds__(tile64_threads) transpose_tile64_kernel(const float* __restrict__ x,
+                                                                          float* __restrict__ t, std::int64_t rows,
+                                                                          std::int64_t cols) {
+  __shared__ float tile[tile64][tile64 + 1];
+  using load_t = typename vec<V>::type;
+  using store_t = typename vec<W>::type;
+  constexpr int load_lanes = 32 / V, load_rows = tile64_threads / load_lanes;     // per pass: 8V rows
+  constexpr int store_lanes = 32 / W, store_rows = tile64_threads / store_lanes;  // per pass: 8W rows of t
+  const int lane_v = threadIdx.x % load_lanes, row_v = threadIdx.x / load_lanes;
+  const int lane_w = threadIdx.x % store_lanes, row_w = threadIdx.x / store_lanes;
+  const std::int64_t c0 = std::int64_t(blockIdx.x) * tile64;
+  for (std::int64_t r0 = std::int64_t(blockIdx.y) * tile64; r0 < rows; r0 += std::int64_t(gridDim.y) * tile64) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int tc = V * (lane_v + half * load_lanes);  // first tile column of this thread's vector
+      const std::int64_t c = c0 + tc;
+#pragma unroll
+      for (int tr = row_v; tr < tile64; tr += load_rows) {
+        const std::int64_t r = r0 + tr;
+        if (r < rows && c < cols) {  // V divides cols: the whole vector is in the row
+          const load_t v = *reinterpret_cast<const load_t*>(x + r * cols + c);
+#pragma unroll
+          for (int k = 0; k < V; ++k) tile[tr][tc + k] = lane_of<V>(v, k);
+        }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int tr = W * (lane_w + half * store_lanes);  // first tile row = first column of t's vector
+      const std::int64_t r = r0 + tr;
+#pragma unroll
+      for (int tc = row_w; tc < tile64; tc += store_rows) {
+        const std::int64_t c = c0 + tc;
+        if (r < rows && c < cols) {  // W divides rows: the whole vector is in t's row
+          store_t v;
+#pragma unroll
+          for (int k = 0; k < W; ++k) set_lane<W>(v, k, tile[tr + k][tc]);
+          *reinterpret_cast<store_t*>(t + c * rows + r) = v;
+        }
+      }
+    }
+    __syncthreads();  // the tile is reused by the next tile row
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffers and transfers
+
+template <class T>
+void device_alloc(T*& pointer, std::int64_t count) {
+  void* p = nullptr;
+  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T)));
+  pointer = static_cast<T*>(p);
+}
+
+template <class T>
+void device_free(T*& pointer) {
+  if (pointer != nullptr) cudaFree(pointer);
+  pointer = nullptr;
+}
+
+// x and t on the variant's own stream; a variant implements enqueue_run() (and plan() for its setup).
+class transpose_cuda_base : public variant {
+ public:
+  transpose_cuda_base() = default;
+  transpose_cuda_base(const transpose_cuda_base&) = delete;
+  transpose_cuda_base& operator=(const transpose_cuda_base&) = delete;
+  ~transpose_cuda_base() override {
+    device_free(m_x);
+    device_free(m_t);
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = transpose_problem(problem);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    device_free(m_x);
+    device_free(m_t);
+    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    m_rows = data.rows();
+    m_cols = data.cols();
+    device_alloc(m_x, data.elements());
+    device_alloc(m_t, data.elements());
+    plan();
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    enqueue_run();
+    wait();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    wait();
+  }
+  void download(const std::vector<host_span>& outputs) override {
+    enqueue_download(outputs);
+    wait();
+  }
+  void poison() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_t, 0xFF, bytes(), m_stream));  // all-ones bytes: a NaN
+    wait();
+  }
+  void* stream() const override { return static_cast<void*>(m_stream); }
+
+  bool queues_asynchronously() const override { return true; }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != 1) throw std::invalid_argument("transpose: expected one input array");
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(t_output(outputs), m_t, bytes(), cudaMemcpyDeviceToHost, m_stream));
+  }
+  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+
+ protected:
+  virtual void plan() {}
+  std::size_t bytes() const { return static_cast<std::size_t>(m_rows * m_cols) * sizeof(float); }
+  // A grid of ceil(cols / tile_cols) x min(ceil(rows / tile_rows), 65,535) blocks.
+  dim3 grid(std::int64_t tile_rows, std::int64_t tile_cols) const {
+    const std::int64_t gx = (m_cols + tile_cols - 1) / tile_cols;
+    if (gx > max_grid_x) throw std::invalid_argument("transpose: too many columns for one grid");
+    const std::int64_t gy = std::min<std::int64_t>(max_grid_y, (m_rows + tile_rows - 1) / tile_rows);
+    return dim3(static_cast<unsigned int>(gx), static_cast<unsigned int>(gy), 1);
+  }
+
+  cudaStream_t m_stream = nullptr;
+  std::int64_t m_rows = 0, m_cols = 0;
+  float *m_x = nullptr, *m_t = nullptr;
+};
+
+template <class Kernel>
+double occupancy_of(Kernel kernel, int threads) {
+  int blocks = 0;
+  KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0));
+  return double(blocks * (threads / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The rungs
+
+class transpose_naive final : public transpose_cuda_base {
+ public:
+  void enqueue_run() override {
+    transpose_naive_kernel<<<grid(8, 32), dim3(32, 8), 0, m_stream>>>(m_x, m_t, m_rows, m_cols);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(transpose_naive_kernel, 256); }
+};
+
+template <int P>
+class transpose_tile32 final : public transpose_cuda_base {
+ public:
+  void enqueue_run() override {
+    transpose_tile32_kernel<P><<<grid(32, 32), dim3(32, 8), 0, m_stream>>>(m_x, m_t, m_rows, m_cols);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(transpose_tile32_kernel<P>, 256); }
+};
+
+// The widest of 4, 2, 1 dividing n.
+int vector_width(std::int64_t n) { return n % 4 == 0 ? 4 : (n % 2 == 0 ? 2 : 1); }
+
+class transpose_tile64_vector final : public transpose_cuda_base {
+ public:
+  void enqueue_run() override {
+    launch_with_load_width();
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(transpose_tile64_kernel<4, 4>, tile64_threads); }
+
+ private:
+  template <int V, int W>
+  void launch() {
+    transpose_tile64_kernel<V, W>
+        <<<grid(tile64, tile64), tile64_threads, 0, m_stream>>>(m_x, m_t, m_rows, m_cols);
+  }
+  template <int V>
+  void launch_with_store_width() {
+    switch (vector_width(m_rows)) {
+      case 4:
+        return launch<V, 4>();
+      case 2:
+        return launch<V, 2>();
+      default:
+        return launch<V, 1>();
+    }
+  }
+  void launch_with_load_width() {
+    switch (vector_width(m_cols)) {
+      case 4:
+        return launch_with_store_width<4>();
+      case 2:
+        return launch_with_store_width<2>();
+      default:
+        return launch_with_store_width<1>();
+    }
+  }
+};
+
+class transpose_cublas final : public transpose_cuda_base {
+ public:
+  ~transpose_cublas() override {
+    if (m_handle != nullptr) cublasDestroy(m_handle);
+  }
+  void enqueue_run() override {
+    const float alpha = 1.0f, beta = 0.0f;
+    KSTUDY_CUBLAS_CHECK(cublasSgeam_64(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, m_rows, m_cols, &alpha, m_x, m_cols,
+                                       &beta, m_x, m_rows, m_t, m_rows));
+  }
+
+ protected:
+  void plan() override {
+    if (m_handle == nullptr) KSTUDY_CUBLAS_CHECK(cublasCreate(&m_handle));
+    KSTUDY_CUBLAS_CHECK(cublasSetStream(m_handle, m_stream));
+    KSTUDY_CUBLAS_CHECK(cublasSetPointerMode(m_handle, CUBLAS_POINTER_MODE_HOST));
+  }
+
+ private:
+  cublasHandle_t m_handle = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Registration
+
+variant_info cuda_info(const std::string& suffix, const std::string& family, const std::string& description,
+                       int rung) {
+  auto info = variant_info_for(suffix, family, description);
+  info.backend = "cuda";
+  info.on_device = true;
+  info.rung = rung;
+  info.kernels_launched = 1;  // one kernel (or one cuBLAS call)
+  return info;
+}
+
+[[maybe_unused]] const int registered = [] {
+  variant_registration<transpose_naive>{cuda_info(
+      "naive", "transpose_cuda", "one element per thread, 32 x 8 blocks: coalesced reads, strided writes", 1)};
+  variant_registration<transpose_tile32<32>>{cuda_info(
+      "tiled", "transpose_cuda", "32 x 32 shared-memory tile [32][32]: coalesced both ways, 32-way bank conflicts",
+      2)};
+  variant_registration<transpose_tile32<33>>{
+      cuda_info("padded", "transpose_cuda", "32 x 32 shared-memory tile padded to [32][33]: no bank conflicts", 3)};
+  variant_registration<transpose_tile64_vector>{cuda_info(
+      "tile64_vector", "transpose_cuda",
+      "64 x 64 tile [64][65], 256 threads x 16 elements, float4/float2 loads and stores where cols/rows allow", 4)};
+  variant_registration<transpose_cublas>{cuda_info(
+      "cublas", "cublas", "cublasSgeam_64, C = A^T (column-major: A cols x rows, C rows x cols), beta 0", 0)};
+  return 0;
+}();
+
+}  // namespace
+}  // namespace kstudy::transpose
