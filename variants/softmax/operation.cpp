@@ -1,0 +1,349 @@
+// The softmax operation (softmax.hpp): rows x cols float32, row-major, softmax over each row.
+//
+// Inputs. x(r, c) is a pure function of (seed, r, c) (the same values on every thread count), always a
+// multiple of 2^-10 below 2^23 * 2^-10 = 8192 in magnitude, so every difference x(r, c) - x(r, k) is an
+// exact float32: the subtraction of the row max is exact, in the reference and in every variant. Rows
+// come in classes drawn per row, so that skipping the max subtraction, or getting it wrong, fails:
+//  - half the rows are shifted by an offset c_r of magnitude [64, 960): +c_r overflows exp(x) in float
+//    (exp(x) > FLT_MAX beyond 88.7), -c_r underflows every exp(x) to 0 (a 0 / 0 without the max);
+//  - 1 in 16 rows has one huge outlier c_r + [1024, 4096): its output is 1 and every other one is 0;
+//  - per element: 98.5% uniform in c_r + [-4, 4), 0.5% spikes c_r + [4, 20) (a dominant few), 1% sinks
+//    c_r - [16, 2048) (outputs that underflow, or nearly: float32 denormals).
+//
+// Reference (float64): per row m_r = max x (exact), S_r = sum_k exp(x_k - m_r), w_r = sum_k y_k |x_k - m_r|
+// (the mean distance from the max under the softmax weights); check() evaluates y_j = exp(d_j) / S_r,
+// d_j = x_j - m_r, per element, so the reference stores 3 doubles per row, not a matrix (8 GiB saved at
+// 65,536 x 16,384).
+//
+// Gate: |y_j - ref_j| <= (rtol_r + 3u|d_j|) ref_j + atol, u = 2^-24, atol = 2^-126 (FLT_MIN), with
+//   rtol_r = u (cols - 1 + 4 log2(cols) + 16 + 3 w_r).
+// Where the terms come from, as relative errors of y_j:
+//  - exp(d_j): up to 2 ulp (CUDA expf; 4u) plus an error in the argument: d_j is exact, but an exp2-based
+//    exp scales it by log2(e) (one rounding: |d_j| u), and CUDA's __expf errs by 2 + 1.173|d_j| ulp
+//    (<= 4u + 2.35|d_j| u): 4u + 3u|d_j| covers both;
+//  - the same errors inside S_r, averaged with the weights y_k: 4u + 3u w_r;
+//  - the sum of cols positive terms: (cols - 1) u, the worst case of a serial float sum (Higham, Accuracy
+//    and Stability, section 4.2: every partial sum is at most S_r). It is reached here, not only in theory:
+//    in a row that a few spikes dominate, thousands of terms below half an ulp of the partial sum are each
+//    rounded away, and a serial sum of 4,099 such terms measured 236u (a sqrt(cols) model allows 64u). A
+//    tree or a blocked sum errs far less; the gate cannot know the order, so it takes the worst case: at
+//    16,384 columns 1e-3 relative. Values are outside the bound only through a wrong formula or a lost
+//    term larger than that (the missing-term test in tests/test_softmax.cpp at 1,031 columns fails it);
+//  - online softmax (running max, rescaled sum): every rescale multiplies a partial sum by a computed exp
+//    and rounds (5u each); there are about ln(cols) of them per thread on random data plus one per level
+//    of the combining tree: 4 log2(cols) + 4;
+//  - the division (or a reciprocal and a multiply): 2 roundings, 4u.
+// atol: outputs below FLT_MIN are denormal (or flushed to 0 by a fast-math exp) and carry no relative
+// accuracy; every such output may be off by up to FLT_MIN.
+// gate_result::rtol reports u (cols - 1 + 4 log2(cols) + 16), the part common to every element;
+// max_relative_error is max |y - ref| / ref over references of at least FLT_MIN.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kstudy/operation.hpp"
+#include "kstudy/variant.hpp"
+#include "softmax/softmax.hpp"
+
+namespace kstudy::softmax {
+
+traffic_model essential_traffic(std::int64_t rows, std::int64_t cols) {
+  traffic_model t;
+  t.bytes_read = rows * cols * std::int64_t(sizeof(float));
+  t.bytes_written = rows * cols * std::int64_t(sizeof(float));
+  return t;
+}
+
+std::int64_t essential_flops(std::int64_t rows, std::int64_t cols) { return 5 * rows * cols; }
+
+softmax_data::softmax_data(const table_shape& shape, std::unique_ptr<float[]> x) : m_shape(shape), m_x(std::move(x)) {}
+
+std::vector<host_span> softmax_data::streamed_inputs() const {
+  // The runner copies from this span and never writes through it.
+  return {{const_cast<float*>(m_x.get()), elements() * std::int64_t(sizeof(float))}};
+}
+
+const softmax_data& softmax_problem(const problem_data& problem) {
+  const auto* data = dynamic_cast<const softmax_data*>(&problem);
+  if (data == nullptr) throw std::invalid_argument("a softmax variant was given another operation's problem");
+  if (data->rows() < 1 || data->cols() < 1)
+    throw std::invalid_argument("softmax: rows and cols must be positive");
+  if (data->x() == nullptr) throw std::invalid_argument("softmax: the input matrix is missing");
+  return *data;
+}
+
+variant_info variant_info_for(const std::string& name_suffix, const std::string& family,
+                              const std::string& description) {
+  variant_info info;
+  info.name = "softmax_" + name_suffix;
+  info.operation = operation_name;
+  info.family = family;
+  info.fusion = fusion_level::full;
+  info.description = description;
+  info.layout = table_layout::row_major;
+  info.traffic = [](const table_shape& shape) { return essential_traffic(shape.rows, shape.features); };
+  return info;
+}
+
+namespace {
+
+// SplitMix64 finaliser (as views/data_generator and stream): hashes behave like independent draws.
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+// Values are integers of ticks = 2^-10 (see the top of the file).
+constexpr std::int64_t tick = 1024;
+constexpr std::uint64_t row_array = 0x72, x_array = 0x78;
+
+// An integer in [lo, hi) ticks from 24 bits of h.
+std::int64_t ticks_in(std::uint64_t h, std::int64_t lo, std::int64_t hi) {
+  return lo + static_cast<std::int64_t>((h >> 40) % static_cast<std::uint64_t>(hi - lo));
+}
+
+struct row_class {
+  std::int64_t offset = 0;    // c_r in ticks
+  std::int64_t huge_col = -1;  // column of the huge outlier, or -1
+  std::int64_t huge = 0;      // its value in ticks
+  std::uint64_t elements = 0;  // the hash the row's elements derive from
+};
+
+row_class classify(std::uint64_t seed, std::int64_t r, std::int64_t cols) {
+  const std::uint64_t h = mix(mix(seed ^ mix(row_array)) + static_cast<std::uint64_t>(r));
+  row_class c;
+  const double shift = unit(h);
+  if (shift < 0.5) {
+    const std::int64_t magnitude = ticks_in(mix(h ^ 1), 64 * tick, 960 * tick);
+    c.offset = shift < 0.25 ? magnitude : -magnitude;
+  }
+  if (unit(mix(h ^ 2)) < 1.0 / 16) {
+    c.huge_col = static_cast<std::int64_t>(mix(h ^ 3) % static_cast<std::uint64_t>(cols));
+    c.huge = c.offset + ticks_in(mix(h ^ 4), 1024 * tick, 4096 * tick);
+  }
+  c.elements = mix(mix(seed ^ mix(x_array)) + static_cast<std::uint64_t>(r));
+  return c;
+}
+
+float element(const row_class& row, std::int64_t c) {
+  if (c == row.huge_col) return static_cast<float>(double(row.huge) / tick);
+  const std::uint64_t h1 = mix(row.elements + static_cast<std::uint64_t>(c));
+  const double kind = unit(mix(h1));
+  std::int64_t t;
+  if (kind < 0.005)
+    t = row.offset + ticks_in(h1, 4 * tick, 20 * tick);  // spike
+  else if (kind < 0.015)
+    t = row.offset - ticks_in(h1, 16 * tick, 2048 * tick);  // sink
+  else
+    t = row.offset + ticks_in(h1, -4 * tick, 4 * tick);
+  return static_cast<float>(double(t) / tick);  // exact: |t| < 2^23
+}
+
+// Per row: the max, the sum of exp(x - max) and w (see the top of the file), in float64.
+class softmax_reference final : public reference_data {
+ public:
+  std::vector<double> max, sum, weight;
+};
+
+constexpr double unit_roundoff = 0x1.0p-24;
+constexpr double absolute_tolerance = 0x1.0p-126;
+
+double common_rtol(std::int64_t cols) {
+  return unit_roundoff * (double(cols - 1) + 4 * std::log2(double(cols)) + 16);
+}
+
+std::string format_g9(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+class softmax_operation final : public operation {
+ public:
+  softmax_operation() {
+    m_info.name = operation_name;
+    m_info.description =
+        "softmax over rows: y = exp(x - row max) / row sum, rows x cols float32 (read once, write once)";
+    m_info.axes = {"rows", "cols"};
+    m_info.layouts = {table_layout::row_major};
+    m_info.outputs = {"y"};
+    m_info.bench_points = {{65536, 1024}, {65536, 4096}, {65536, 16384}};
+    m_info.cuda_families = {"softmax_cuda", "cudnn"};
+  }
+  const operation_info& info() const override { return m_info; }
+
+  std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
+    check_shape(shape);
+    const std::int64_t rows = shape.rows, cols = shape.features;
+    std::unique_ptr<float[]> x(new float[static_cast<std::size_t>(rows * cols)]);  // filled below, in parallel
+    float* out = x.get();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const row_class row = classify(seed, r, cols);
+      for (std::int64_t c = 0; c < cols; ++c) out[r * cols + c] = element(row, c);
+    }
+    return std::make_unique<softmax_data>(shape, std::move(x));
+  }
+
+  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
+    check_shape(shape);
+    const auto& data = softmax_problem(source);
+    if (data.rows() != shape.rows || data.cols() != shape.features)
+      throw std::invalid_argument("softmax: relayout cannot change the shape");
+    const std::int64_t n = data.elements();
+    std::unique_ptr<float[]> x(new float[static_cast<std::size_t>(n)]);
+    float* out = x.get();
+    const float* in = data.x();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) out[i] = in[i];
+    return std::make_unique<softmax_data>(shape, std::move(x));
+  }
+
+  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
+    const auto& p = softmax_problem(problem);
+    const std::int64_t rows = p.rows(), cols = p.cols();
+    auto ref = std::make_unique<softmax_reference>();
+    ref->max.resize(static_cast<std::size_t>(rows));
+    ref->sum.resize(static_cast<std::size_t>(rows));
+    ref->weight.resize(static_cast<std::size_t>(rows));
+    const float* x = p.x();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* row = x + r * cols;
+      double m = row[0];
+      for (std::int64_t c = 1; c < cols; ++c) m = std::max(m, double(row[c]));
+      double s = 0.0, w = 0.0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double d = double(row[c]) - m, e = std::exp(d);
+        s += e;
+        w += e * std::fabs(d);
+      }
+      const auto i = static_cast<std::size_t>(r);
+      ref->max[i] = m;
+      ref->sum[i] = s;
+      ref->weight[i] = w / s;  // s >= 1: the max's own term is exp(0)
+    }
+    return ref;
+  }
+
+  std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
+    return {shape.rows * shape.features * std::int64_t(sizeof(float))};
+  }
+
+  void poison(const std::vector<host_span>& outputs) const override {
+    float* y = y_output(outputs);
+    const std::int64_t n = outputs.at(0).bytes / std::int64_t(sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+
+  gate_result check(const problem_data& problem, const reference_data& reference,
+                    const std::vector<host_span>& outputs) const override {
+    const auto& p = softmax_problem(problem);
+    const auto& ref = dynamic_cast<const softmax_reference&>(reference);
+    const std::int64_t rows = p.rows(), cols = p.cols(), n = p.elements();
+    gate_result g;
+    g.rtol = common_rtol(cols);
+    g.atol = absolute_tolerance;
+    g.checked = n;
+    const float* y = y_output(outputs);
+    std::int64_t failures = 0, first_bad = n;
+    double max_abs = 0.0, max_rel = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) \
+    reduction(max : max_abs, max_rel)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t i = r * cols + c;
+        double expected, bound;
+        element_reference(p, ref, r, c, expected, bound);
+        const double err = std::isnan(y[i]) ? INFINITY : std::fabs(double(y[i]) - expected);
+        if (!(err <= bound)) {
+          ++failures;
+          first_bad = std::min(first_bad, i);
+        }
+        max_abs = std::max(max_abs, err);
+        if (expected >= absolute_tolerance) max_rel = std::max(max_rel, err / expected);
+        else if (err > absolute_tolerance) max_rel = INFINITY;
+      }
+    }
+    g.value_failures = failures;
+    g.max_abs_error = max_abs;
+    g.max_relative_error = max_rel;
+    g.passed = failures == 0;
+    if (!g.passed) {
+      const std::int64_t r = first_bad / cols, c = first_bad % cols;
+      double expected, bound;
+      element_reference(p, ref, r, c, expected, bound);
+      g.message = m_info.name + ": y[" + std::to_string(r) + ", " + std::to_string(c) + "] = " +
+                  format_g9(y[first_bad]) + " but the float64 reference is " + format_g9(expected) + " (|error| " +
+                  format_g9(std::fabs(double(y[first_bad]) - expected)) + ", bound " + format_g9(bound) + "); " +
+                  std::to_string(failures) + " of " + std::to_string(n) + " elements fail";
+    }
+    return g;
+  }
+
+  // The largest output of row 0 (its max's; a value near 1 in a huge-outlier row) moved to the first
+  // float more than twice its bound away: |new - ref| >= |new - y| - |y - ref| > bound.
+  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
+    const auto& p = softmax_problem(problem);
+    const auto ref = reference(p);
+    const auto& typed = dynamic_cast<const softmax_reference&>(*ref);
+    const float* row = p.x();
+    const std::int64_t c = std::max_element(row, row + p.cols()) - row;
+    double expected, bound;
+    element_reference(p, typed, 0, c, expected, bound);
+    float& y = y_output(outputs)[c];
+    float moved = static_cast<float>(double(y) + 2 * bound);
+    while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
+    y = moved;
+  }
+
+  traffic_model essential_traffic(const table_shape& shape) const override {
+    return softmax::essential_traffic(shape.rows, shape.features);
+  }
+  std::int64_t essential_flops(const table_shape& shape) const override {
+    return softmax::essential_flops(shape.rows, shape.features);
+  }
+  std::int64_t input_bytes(const table_shape& shape) const override {
+    return shape.rows * shape.features * std::int64_t(sizeof(float));
+  }
+  // Three doubles per row (max, sum, weight): check() evaluates each element's reference from them.
+  std::int64_t reference_bytes(const table_shape& shape) const override {
+    return 3 * shape.rows * std::int64_t(sizeof(double));
+  }
+
+ private:
+  void check_shape(const table_shape& shape) const {
+    shape.validate();
+    if (shape.layout != table_layout::row_major)
+      throw std::invalid_argument(m_info.name + ": expects a row-major rows x cols shape");
+  }
+
+  // The float64 reference of y(r, c) and its bound (see the top of the file).
+  static void element_reference(const softmax_data& p, const softmax_reference& ref, std::int64_t r, std::int64_t c,
+                                double& expected, double& bound) {
+    const auto i = static_cast<std::size_t>(r);
+    const double d = double(p.x()[r * p.cols() + c]) - ref.max[i];
+    expected = std::exp(d) / ref.sum[i];
+    const double rtol = common_rtol(p.cols()) + unit_roundoff * 3 * (ref.weight[i] + std::fabs(d));
+    bound = rtol * expected + absolute_tolerance;
+  }
+
+  operation_info m_info;
+};
+
+const operation_registration<softmax_operation> register_softmax;
+
+}  // namespace
+}  // namespace kstudy::softmax

@@ -1,0 +1,439 @@
+// Softmax over rows in plain CUDA: the seed's ladder, one change per rung (family softmax_cuda).
+//  1 softmax_cuda_three_pass: one block per row (256 threads unless block_size says otherwise), three passes
+//    over the row in global memory: the max, the sum of exp(x - max), the normalised outputs. Scalar,
+//    coalesced loads; block reductions with warp shuffles and shared memory.
+//  2 softmax_cuda_online: the same blocks, the max and the sum in one pass (a running max per thread, its sum
+//    rescaled by exp(old - new) when the max grows; the block combines the (max, sum) pairs), then the
+//    normalising pass: two reads of the row instead of three.
+//  3 softmax_cuda_registers: the row read from DRAM once, into registers: a group of T threads per row
+//    (T a power of two in [32, 1024]: 128 cols -> 32, a warp, eight rows per 256-thread block; 1,024 -> 64;
+//    4,096 -> 256; 16,384 -> 1,024), float4 loads when cols % 4 == 0 (rows are then 16-byte aligned),
+//    scalar otherwise, each thread holding ITEMS of them (a template parameter: 1 to 8 float4, or 1 to 32
+//    floats). Rows of up to 32,768 columns fit (1,024 threads x 8 float4); longer rows take rung 2's kernel
+//    (1,024 threads per row).
+// Every variant queues on its own non-blocking stream; run() is enqueue_run() and a synchronisation.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/variant.hpp"
+#include "softmax/softmax.hpp"
+
+namespace kstudy::softmax {
+namespace {
+
+constexpr int default_block_size = 256;
+constexpr std::int64_t max_grid = std::int64_t(1) << 30;  // blocks; more rows are strided over
+
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Reductions over a group of consecutive threads: a warp (32) or several whole warps of one block.
+
+struct max_op {
+  static __device__ __forceinline__ float identity() { return -INFINITY; }
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct sum_op {
+  static __device__ __forceinline__ float identity() { return 0.0f; }
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+template <class Op>
+__device__ __forceinline__ float warp_all_reduce(float v, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// The reduction of v over the group of `group_warps` warps this thread's warp belongs to, on every thread
+// of the group. Every thread of the block calls it (it synchronises the block when groups span warps);
+// `slots` holds 32 floats and may be reused by the next call.
+template <class Op>
+__device__ float group_all_reduce(float v, Op op, float* slots, int group_warps) {
+  v = warp_all_reduce(v, op);
+  if (group_warps == 1) return v;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();  // the previous call's readers are done with the slots
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  const int first = warp - warp % group_warps;
+  return warp_all_reduce(lane < group_warps ? slots[first + lane] : Op::identity(), op);
+}
+
+// (m, s) <- the pair for the union of two partial rows: s is a sum of exp(x - m). An empty partial has
+// m = -inf and s = 0.
+__device__ __forceinline__ void combine(float& m, float& s, float other_m, float other_s) {
+  const float both = fmaxf(m, other_m);
+  if (both == -INFINITY) return;
+  s = (m == -INFINITY ? 0.0f : s * expf(m - both)) + (other_m == -INFINITY ? 0.0f : other_s * expf(other_m - both));
+  m = both;
+}
+
+// The block's combined (m, s), on every thread. blockDim.x is a multiple of 32.
+__device__ void block_combine(float& m, float& s, float* slots_m, float* slots_s) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    combine(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();
+  if (lane == 0) {
+    slots_m[warp] = m;
+    slots_s[warp] = s;
+  }
+  __syncthreads();
+  m = lane < warps ? slots_m[lane] : -INFINITY;
+  s = lane < warps ? slots_s[lane] : 0.0f;
+  for (int offset = 16; offset > 0; offset /= 2)
+    combine(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernels
+
+// Rung 1: three passes over the row in global memory, one block per row.
+__global__ void __launch_bounds__(1024) softmax_three_pass(const float* __restrict__ x, float* __restrict__ y,
+                                                           std::int64_t rows, std::int64_t cols) {
+  __shared__ float slots[32];
+  const int warps = blockDim.x >> 5;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* xr = x + row * cols;
+    float* yr = y + row * cols;
+    float m = -INFINITY;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, xr[c]);
+    m = group_all_reduce(m, max_op{}, slots, warps);
+    float s = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += expf(xr[c] - m);
+    s = group_all_reduce(s, sum_op{}, slots, warps);
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = expf(xr[c] - m) / s;
+  }
+}
+
+// Rung 2: the max and the sum in one online pass, then the normalising pass.
+__global__ void __launch_bounds__(1024) softmax_online(const float* __restrict__ x, float* __restrict__ y,
+                                                       std::int64_t rows, std::int64_t cols) {
+  __shared__ float slots_m[32], slots_s[32];
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* xr = x + row * cols;
+    float* yr = y + row * cols;
+    float m = -INFINITY, s = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float v = xr[c];
+      if (v > m) {
+        s = s * expf(m - v) + 1.0f;  // expf(-inf) = 0 on the first element
+        m = v;
+      } else {
+        s += expf(v - m);
+      }
+    }
+    block_combine(m, s, slots_m, slots_s);
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = expf(xr[c] - m) / s;
+  }
+}
+
+template <int VEC>
+struct vector_of;
+template <>
+struct vector_of<4> {
+  using type = float4;
+  static __device__ __forceinline__ void load(const float4* p, std::int64_t i, float (&v)[4]) {
+    const float4 q = p[i];
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  }
+  static __device__ __forceinline__ void store(float4* p, std::int64_t i, const float (&v)[4]) {
+    p[i] = make_float4(v[0], v[1], v[2], v[3]);
+  }
+};
+template <>
+struct vector_of<1> {
+  using type = float;
+  static __device__ __forceinline__ void load(const float* p, std::int64_t i, float (&v)[1]) { v[0] = p[i]; }
+  static __device__ __forceinline__ void store(float* p, std::int64_t i, const float (&v)[1]) { p[i] = v[0]; }
+};
+
+// Rung 3: groups of `group` threads per row (a power of two, 32..1,024), the row in registers: ITEMS
+// vectors of VEC floats per thread, vector i of the thread at lane t is the row's vector t + i * group.
+template <int VEC, int ITEMS>
+__global__ void __launch_bounds__(1024) softmax_registers(const float* __restrict__ x, float* __restrict__ y,
+                                                          std::int64_t rows, std::int64_t cols, int group) {
+  using access = vector_of<VEC>;
+  using vec_t = typename access::type;
+  __shared__ float slots[32];
+  const int groups = blockDim.x / group, group_warps = group >> 5;
+  const int lane = threadIdx.x % group, which = threadIdx.x / group;
+  const std::int64_t vectors = cols / VEC;  // cols % VEC == 0
+  // The loop's bounds depend on the block alone: every thread reaches every group_all_reduce.
+  for (std::int64_t first = std::int64_t(blockIdx.x) * groups; first < rows; first += std::int64_t(gridDim.x) * groups) {
+    const std::int64_t row = first + which;
+    const bool active = row < rows;
+    const auto* xr = reinterpret_cast<const vec_t*>(x + (active ? row : 0) * cols);
+    float v[ITEMS][VEC];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const std::int64_t k = lane + std::int64_t(i) * group;
+      if (active && k < vectors) {
+        access::load(xr, k, v[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[i][j] = -INFINITY;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[i][j]);
+    }
+    m = group_all_reduce(m, max_op{}, slots, group_warps);
+    float s = 0.0f;
+    if (active) {
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          v[i][j] = expf(v[i][j] - m);  // 0 for the padding's -inf
+          s += v[i][j];
+        }
+    }
+    s = group_all_reduce(s, sum_op{}, slots, group_warps);
+    if (!active) continue;
+    auto* yr = reinterpret_cast<vec_t*>(y + row * cols);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const std::int64_t k = lane + std::int64_t(i) * group;
+      if (k >= vectors) break;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[i][j] = v[i][j] / s;
+      access::store(yr, k, v[i]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffers and transfers shared by the rungs
+
+// x and y on the variant's own stream; a rung implements plan() (after allocation) and enqueue_run().
+class softmax_cuda_base : public variant {
+ public:
+  softmax_cuda_base() = default;
+  softmax_cuda_base(const softmax_cuda_base&) = delete;
+  softmax_cuda_base& operator=(const softmax_cuda_base&) = delete;
+  ~softmax_cuda_base() override {
+    release();
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = softmax_problem(problem);
+    check_options(options);
+    release();
+    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    m_rows = data.rows();
+    m_cols = data.cols();
+    void* p = nullptr;
+    KSTUDY_CUDA_CHECK(cudaMalloc(&p, bytes()));
+    m_x = static_cast<float*>(p);
+    KSTUDY_CUDA_CHECK(cudaMalloc(&p, bytes()));
+    m_y = static_cast<float*>(p);
+    plan(options);
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    enqueue_run();
+    wait();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    wait();
+  }
+  void download(const std::vector<host_span>& outputs) override {
+    enqueue_download(outputs);
+    wait();
+  }
+  void poison() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, bytes(), m_stream));  // all-ones bytes: a float NaN
+    wait();
+  }
+  void* stream() const override { return static_cast<void*>(m_stream); }
+  bool queues_asynchronously() const override { return true; }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(y_output(outputs), m_y, bytes(), cudaMemcpyDeviceToHost, m_stream));
+  }
+  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+
+  double calculated_occupancy() const override {
+    if (m_kernel == nullptr) return 0.0;
+    int blocks = 0;
+    KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m_kernel, m_block, 0));
+    return double(blocks * m_block) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor));
+  }
+
+ protected:
+  virtual void check_options(const run_options& options) const {
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+  }
+  virtual void plan(const run_options& options) = 0;
+
+  std::size_t bytes() const { return static_cast<std::size_t>(m_rows * m_cols) * sizeof(float); }
+
+  cudaStream_t m_stream = nullptr;
+  std::int64_t m_rows = 0, m_cols = 0;
+  float *m_x = nullptr, *m_y = nullptr;
+  const void* m_kernel = nullptr;  // the kernel the plan launches, for the occupancy
+  int m_block = default_block_size;
+  int m_grid = 1;
+
+ private:
+  void release() {
+    if (m_x != nullptr) cudaFree(m_x);
+    if (m_y != nullptr) cudaFree(m_y);
+    m_x = m_y = nullptr;
+  }
+};
+
+// Rungs 1 and 2: one block per row, block_size threads (a multiple of 32 in [32, 1024]; default 256).
+template <bool Online>
+class softmax_block_per_row final : public softmax_cuda_base {
+ public:
+  void enqueue_run() override {
+    if constexpr (Online)
+      softmax_online<<<m_grid, m_block, 0, m_stream>>>(m_x, m_y, m_rows, m_cols);
+    else
+      softmax_three_pass<<<m_grid, m_block, 0, m_stream>>>(m_x, m_y, m_rows, m_cols);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+
+ protected:
+  void check_options(const run_options& options) const override {
+    const int block = options.block_size == 0 ? default_block_size : options.block_size;
+    if (block < 32 || block > 1024 || block % 32 != 0)
+      throw std::invalid_argument("block_size must be a multiple of 32 in [32, 1024], got " +
+                                  std::to_string(options.block_size));
+  }
+  void plan(const run_options& options) override {
+    m_block = options.block_size == 0 ? default_block_size : options.block_size;
+    m_grid = static_cast<int>(std::min(m_rows, max_grid));
+    m_kernel = Online ? reinterpret_cast<const void*>(softmax_online) : reinterpret_cast<const void*>(softmax_three_pass);
+  }
+};
+
+// Rung 3: the register-resident row, or rung 2's kernel for rows of more than 32,768 columns.
+class softmax_registers_variant final : public softmax_cuda_base {
+ public:
+  void enqueue_run() override {
+    if (m_launch == nullptr)
+      softmax_online<<<m_grid, m_block, 0, m_stream>>>(m_x, m_y, m_rows, m_cols);
+    else
+      m_launch(m_grid, m_block, m_stream, m_x, m_y, m_rows, m_cols, m_group);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+
+ protected:
+  using launcher = void (*)(int, int, cudaStream_t, const float*, float*, std::int64_t, std::int64_t, int);
+
+  template <int VEC, int ITEMS>
+  static void launch(int grid, int block, cudaStream_t stream, const float* x, float* y, std::int64_t rows,
+                     std::int64_t cols, int group) {
+    softmax_registers<VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
+  }
+
+  template <int VEC, int ITEMS>
+  void choose() {
+    m_launch = &launch<VEC, ITEMS>;
+    m_kernel = reinterpret_cast<const void*>(softmax_registers<VEC, ITEMS>);
+  }
+
+  // The group: the smallest power of two from 32 whose threads hold the row with 16 floats each (or 1,024);
+  // ITEMS: the smallest power of two of vectors per thread that covers the row.
+  void plan(const run_options&) override {
+    const int vec = m_cols % 4 == 0 ? 4 : 1;
+    m_group = 32;
+    while (m_group < 1024 && std::int64_t(m_group) * 16 < m_cols) m_group *= 2;
+    const std::int64_t vectors = m_cols / vec;
+    const std::int64_t needed = (vectors + m_group - 1) / m_group;
+    int items = 1;
+    while (items < needed) items *= 2;
+    m_launch = nullptr;
+    if (vec == 4) {
+      switch (items) {
+        case 1: choose<4, 1>(); break;
+        case 2: choose<4, 2>(); break;
+        case 4: choose<4, 4>(); break;
+        case 8: choose<4, 8>(); break;
+        default: break;
+      }
+    } else {
+      switch (items) {
+        case 1: choose<1, 1>(); break;
+        case 2: choose<1, 2>(); break;
+        case 4: choose<1, 4>(); break;
+        case 8: choose<1, 8>(); break;
+        case 16: choose<1, 16>(); break;
+        case 32: choose<1, 32>(); break;
+        default: break;
+      }
+    }
+    if (m_launch == nullptr) {  // too long for registers: rung 2's kernel, a block of 1,024 per row
+      m_block = 1024;
+      m_grid = static_cast<int>(std::min(m_rows, max_grid));
+      m_kernel = reinterpret_cast<const void*>(softmax_online);
+      return;
+    }
+    m_block = std::max(m_group, default_block_size);
+    const std::int64_t rows_per_block = m_block / m_group;
+    m_grid = static_cast<int>(std::min((m_rows + rows_per_block - 1) / rows_per_block, max_grid));
+  }
+
+ private:
+  launcher m_launch = nullptr;
+  int m_group = 32;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Registration
+
+variant_info cuda_info(const std::string& suffix, int rung, const std::string& description) {
+  auto info = variant_info_for(suffix, "softmax_cuda", description);
+  info.backend = "cuda";
+  info.on_device = true;
+  info.rung = rung;
+  info.kernels_launched = 1;  // the softmax kernel
+  return info;
+}
+
+[[maybe_unused]] const int registered = [] {
+  auto three_pass = cuda_info("cuda_three_pass", 1,
+                              "one block per row, three passes over the row in global memory (max, sum of exp, "
+                              "normalise), scalar coalesced loads, shuffle + shared-memory block reductions");
+  three_pass.tunable_block_size = true;
+  variant_registration<softmax_block_per_row<false>>{std::move(three_pass)};
+  auto online = cuda_info("cuda_online", 2,
+                          "one block per row, online max and rescaled sum in one pass ((max, sum) pairs "
+                          "combined across the block), then the normalising pass: two reads of the row");
+  online.tunable_block_size = true;
+  variant_registration<softmax_block_per_row<true>>{std::move(online)};
+  variant_registration<softmax_registers_variant>{cuda_info(
+      "cuda_registers", 3,
+      "the row read once into registers by a power-of-two group of 32..1,024 threads (float4 when cols % 4 == "
+      "0), up to 32,768 columns; longer rows take the online kernel")};
+  return 0;
+}();
+
+}  // namespace
+}  // namespace kstudy::softmax

@@ -1,0 +1,201 @@
+// Softmax over rows through cuDNN (family cudnn, softmax_cudnn): cudnnSoftmaxForward with
+// CUDNN_SOFTMAX_ACCURATE (the max subtracted) and CUDNN_SOFTMAX_MODE_INSTANCE over an N x C x 1 x 1 NCHW
+// tensor, N = rows, C = cols: one softmax per row over its C values, on the variant's own stream.
+// Built only where CMake found cudnn.h (KSTUDY_HAVE_CUDNN). The library is not linked: it is opened with
+// dlopen on the first prepare, so kstudy starts on a machine without cuDNN and only this variant fails, with
+// an error saying what to set. It looks for $KSTUDY_CUDNN_LIBRARY if set, then libcudnn.so.9 on the loader's
+// path (LD_LIBRARY_PATH: e.g. the lib directory of the nvidia-cudnn Python wheel), then the library CMake
+// found at configure time.
+#ifdef KSTUDY_HAVE_CUDNN
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/variant.hpp"
+#include "softmax/softmax.hpp"
+
+#ifndef KSTUDY_CUDNN_CONFIGURED_LIBRARY
+#define KSTUDY_CUDNN_CONFIGURED_LIBRARY ""
+#endif
+
+namespace kstudy::softmax {
+namespace {
+
+// The cuDNN entry points this variant calls, resolved from the opened library.
+struct cudnn_api {
+  decltype(&cudnnGetVersion) get_version = nullptr;
+  decltype(&cudnnGetErrorString) error_string = nullptr;
+  decltype(&cudnnCreate) create = nullptr;
+  decltype(&cudnnDestroy) destroy = nullptr;
+  decltype(&cudnnSetStream) set_stream = nullptr;
+  decltype(&cudnnCreateTensorDescriptor) create_tensor = nullptr;
+  decltype(&cudnnSetTensor4dDescriptor) set_tensor_4d = nullptr;
+  decltype(&cudnnDestroyTensorDescriptor) destroy_tensor = nullptr;
+  decltype(&cudnnSoftmaxForward) softmax_forward = nullptr;
+  std::string path;   // the library opened
+  std::string error;  // why it could not be, or ""
+};
+
+template <class F>
+void resolve(void* library, const char* name, F& f, std::string& error) {
+  f = reinterpret_cast<F>(dlsym(library, name));
+  if (f == nullptr && error.empty()) error = std::string("symbol ") + name + " not found";
+}
+
+// Opened once per process; the result (or the reason it failed) is kept.
+const cudnn_api& cudnn() {
+  static cudnn_api api;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("KSTUDY_CUDNN_LIBRARY"); env != nullptr && *env != '\0') candidates.push_back(env);
+    candidates.push_back("libcudnn.so.9");
+    if (*KSTUDY_CUDNN_CONFIGURED_LIBRARY != '\0') candidates.push_back(KSTUDY_CUDNN_CONFIGURED_LIBRARY);
+    std::string tried;
+    for (const auto& path : candidates) {
+      void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (library == nullptr) {
+        const char* why = dlerror();
+        tried += (tried.empty() ? "" : "; ") + (why != nullptr ? std::string(why) : path);
+        continue;
+      }
+      std::string error;
+      resolve(library, "cudnnGetVersion", api.get_version, error);
+      resolve(library, "cudnnGetErrorString", api.error_string, error);
+      resolve(library, "cudnnCreate", api.create, error);
+      resolve(library, "cudnnDestroy", api.destroy, error);
+      resolve(library, "cudnnSetStream", api.set_stream, error);
+      resolve(library, "cudnnCreateTensorDescriptor", api.create_tensor, error);
+      resolve(library, "cudnnSetTensor4dDescriptor", api.set_tensor_4d, error);
+      resolve(library, "cudnnDestroyTensorDescriptor", api.destroy_tensor, error);
+      resolve(library, "cudnnSoftmaxForward", api.softmax_forward, error);
+      if (!error.empty()) {
+        tried += (tried.empty() ? "" : "; ") + path + ": " + error;
+        dlclose(library);
+        continue;
+      }
+      api.path = path;  // kept open for the process's lifetime
+      return;
+    }
+    api.error = "cuDNN could not be loaded (" + tried +
+                "): point LD_LIBRARY_PATH at the directory holding libcudnn.so.9 (e.g. the nvidia-cudnn Python "
+                "wheel's nvidia/cudnn/lib) or KSTUDY_CUDNN_LIBRARY at the library";
+  });
+  if (!api.error.empty()) throw std::runtime_error("softmax_cudnn: " + api.error);
+  return api;
+}
+
+void check_cudnn(cudnnStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                           cudnn().error_string(status));
+}
+#define KSTUDY_CUDNN_CHECK(call) check_cudnn((call), #call, __FILE__, __LINE__)
+
+class softmax_cudnn final : public variant {
+ public:
+  softmax_cudnn() = default;
+  softmax_cudnn(const softmax_cudnn&) = delete;
+  softmax_cudnn& operator=(const softmax_cudnn&) = delete;
+  ~softmax_cudnn() override {
+    if (m_stream != nullptr) cudaStreamSynchronize(m_stream);
+    release();
+    if (m_descriptor != nullptr) cudnn().destroy_tensor(m_descriptor);
+    if (m_handle != nullptr) cudnn().destroy(m_handle);
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = softmax_problem(problem);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    // cuDNN's legacy tensor descriptors take int dimensions and strides (the element count included).
+    if (data.elements() > std::numeric_limits<int>::max())
+      throw std::invalid_argument("softmax_cudnn: " + std::to_string(data.rows()) + " x " + std::to_string(data.cols()) +
+                                  " exceeds cuDNN's 32-bit tensor extents");
+    const auto& api = cudnn();
+    release();
+    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    if (m_handle == nullptr) KSTUDY_CUDNN_CHECK(api.create(&m_handle));
+    KSTUDY_CUDNN_CHECK(api.set_stream(m_handle, m_stream));
+    if (m_descriptor == nullptr) KSTUDY_CUDNN_CHECK(api.create_tensor(&m_descriptor));
+    KSTUDY_CUDNN_CHECK(api.set_tensor_4d(m_descriptor, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(data.rows()),
+                                         static_cast<int>(data.cols()), 1, 1));
+    m_bytes = static_cast<std::size_t>(data.elements()) * sizeof(float);
+    void* p = nullptr;
+    KSTUDY_CUDA_CHECK(cudaMalloc(&p, m_bytes));
+    m_x = static_cast<float*>(p);
+    KSTUDY_CUDA_CHECK(cudaMalloc(&p, m_bytes));
+    m_y = static_cast<float*>(p);
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    enqueue_run();
+    wait();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    wait();
+  }
+  void download(const std::vector<host_span>& outputs) override {
+    enqueue_download(outputs);
+    wait();
+  }
+  void poison() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, m_bytes, m_stream));  // all-ones bytes: a float NaN
+    wait();
+  }
+  void* stream() const override { return static_cast<void*>(m_stream); }
+  bool queues_asynchronously() const override { return true; }
+  void enqueue_run() override {
+    const float alpha = 1.0f, beta = 0.0f;
+    KSTUDY_CUDNN_CHECK(cudnn().softmax_forward(m_handle, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
+                                               m_descriptor, m_x, &beta, m_descriptor, m_y));
+  }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, m_bytes, cudaMemcpyHostToDevice, m_stream));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(y_output(outputs), m_y, m_bytes, cudaMemcpyDeviceToHost, m_stream));
+  }
+  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+
+ private:
+  void release() {
+    if (m_x != nullptr) cudaFree(m_x);
+    if (m_y != nullptr) cudaFree(m_y);
+    m_x = m_y = nullptr;
+  }
+
+  cudaStream_t m_stream = nullptr;
+  cudnnHandle_t m_handle = nullptr;
+  cudnnTensorDescriptor_t m_descriptor = nullptr;
+  float *m_x = nullptr, *m_y = nullptr;
+  std::size_t m_bytes = 0;
+};
+
+[[maybe_unused]] const int registered = [] {
+  auto info = variant_info_for(
+      "cudnn", "cudnn",
+      "cudnnSoftmaxForward, CUDNN_SOFTMAX_ACCURATE, MODE_INSTANCE on an rows x cols x 1 x 1 NCHW tensor, own "
+      "stream (libcudnn.so.9 opened at run time)");
+  info.backend = "cuda";
+  info.on_device = true;
+  info.kernels_launched = 1;  // one cuDNN call (its kernel count is cuDNN's choice)
+  variant_registration<softmax_cudnn>{std::move(info)};
+  return 0;
+}();
+
+}  // namespace
+}  // namespace kstudy::softmax
+#endif  // KSTUDY_HAVE_CUDNN
