@@ -9,8 +9,11 @@
 //    and r once and writes h and y once (4 passes).
 //  - residual_layernorm_kokkos_unfused: a RangePolicy add kernel writing h, then the layernorm_kokkos kernel
 //    on h (5 passes).
-// On a host backend a team is one thread, so a row is summed sequentially (the gate's sqrt(n) model covers
-// it). Every variant runs on its own execution-space instance (its own stream on CUDA).
+// On a device the statistics accumulate in float: chunks of hidden / team size per thread, then Kokkos'
+// team tree (within the gate's u (sqrt(n) + log2 n) model). On a host backend a team is one thread, and a
+// float sum of a whole row sequentially loses the small squares next to outliers (swamping: an error growing
+// like n u, past the gate at n = 4,096), so host teams accumulate in double, as PyTorch's CPU kernels do.
+// Every variant runs on its own execution-space instance (its own stream on CUDA).
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -57,7 +60,8 @@ void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, 
   policy_type policy(space, static_cast<int>(rows), team_size);
   if (staged) policy = policy.set_scratch_size(0, Kokkos::PerTeam(scratch_view::shmem_size(hidden)));
   const int n = static_cast<int>(hidden);
-  const float inv_n = 1.0f / float(hidden), eps = epsilon;
+  using accumulator = std::conditional_t<on_host, double, float>;
+  const float eps = epsilon;
   Kokkos::parallel_for(
       Residual ? "kstudy::residual_layernorm_rows" : "kstudy::layernorm_rows", policy,
       KOKKOS_LAMBDA(const member_type& team) {
@@ -65,10 +69,10 @@ void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, 
         scratch_view row;
         if (staged) row = scratch_view(team.team_scratch(0), n);
         // Pass 1: the row's sum; v staged in scratch (and h written) on the way.
-        float sum = 0.0f;
+        accumulator sum = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, n),
-            [&](const int j, float& s) {
+            [&](const int j, accumulator& s) {
               float v = x(base + j);
               if (Residual) {
                 v += r(base + j);
@@ -79,18 +83,18 @@ void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, 
             },
             sum);
         team.team_barrier();  // the staged row (or h) is complete before any thread reads another's element
-        const float mean = sum * inv_n;
+        const float mean = static_cast<float>(sum / accumulator(hidden));
         // The value of element j in passes 2 and 3: from scratch, or again from global memory.
         auto value = [&](const int j) { return staged ? row(j) : (Residual ? h(base + j) : x(base + j)); };
-        float squares = 0.0f;
+        accumulator squares = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, n),
-            [&](const int j, float& s) {
+            [&](const int j, accumulator& s) {
               const float d = value(j) - mean;
               s += d * d;
             },
             squares);
-        const float rstd = 1.0f / sqrtf(squares * inv_n + eps);
+        const float rstd = 1.0f / sqrtf(static_cast<float>(squares / accumulator(hidden)) + eps);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n),
                              [&](const int j) { y(base + j) = (value(j) - mean) * rstd * gamma(j) + beta(j); });
       });

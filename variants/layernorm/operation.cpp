@@ -17,14 +17,18 @@
 // must be x + r rounded once: |h - (x + r)| <= u |x + r|.
 //
 // Tolerance of y (u = 2^-24, n = hidden, K = sqrt(n) + log2(n) + 2). A float32 variant's errors, first order:
-//  - mean: a sum of n floats in any order (sequential on a host team of one thread, chunks and a tree on a
-//    GPU) errs by at most ~n u sum|v| in the worst case, but by ~sqrt(n) u sum|v| for rounding errors of
-//    random sign (Higham & Mary 2019; the stream_dot model), plus log2(n) tree levels; the division and, for
-//    the residual, h's own rounding add u a each: dmu = u (K + 2) a. On an offset row this term dominates:
-//    no float32 mean is closer than u |mean| to the true one.
+//  - mean: a float sum of n values errs by at most ~n u sum|v| in the worst case, but by ~sqrt(n) u sum|v|
+//    for rounding errors of random sign (Higham & Mary 2019; the stream_dot model), plus log2(n) tree levels;
+//    the division and, for the residual, h's own rounding add u a each: dmu = u (K + 2) a. On an offset row
+//    this term dominates: no float32 mean is closer than u |mean| to the true one.
 //  - variance: a sum of n squares of rounded differences: relative u (K + 3); the mean's error enters only
-//    at second order (sum (v - mean) = 0), as dmu^2; eps added with one rounding:
-//    rel_v = (u (K + 3) var + dmu^2) / (var + eps) + u.
+//    at second order (sum (v - mean) = 0), as dmu^2; eps added with one rounding. A sum of nonnegative terms
+//    has errors of one sign where small terms are swamped by a partial sum grown by outliers, so u K holds
+//    for the accumulation every GPU kernel does -- sequential chunks of at most ~sqrt(n) elements per thread,
+//    then a tree (worst case u (chunk + log2 n)) -- or for float64 accumulation (the Kokkos host teams), but
+//    not for one float accumulator over a whole row: its swamping error grows like n u (measured ~140 u on
+//    yhat at n = 8,192 with 1% outliers), and the gate rejects it at n >= 4,096.
+//      rel_v = (u (K + 3) var + dmu^2) / (var + eps) + u.
 //  - s: half of rel_v, plus rsqrtf's 2 ulp (or sqrtf then a division): rel_s = rel_v / 2 + 3u.
 //  - normalised value yhat = (v - mean) s: |yhat| (rel_s + 2u) + s (dmu + u |v_j|) (the last term is h_j's
 //    rounding for the residual; it only loosens layernorm's bound by u |x_j| s).
