@@ -447,6 +447,7 @@ void register_cuda(const char* name, const char* family, const char* description
   info.backend = "cuda";
   info.on_device = true;
   info.rung = rung;
+  info.implementation = implementation::handwritten_cuda;
   info.fusion = fusion;
   info.kernels_launched = kernels_launched;
   info.traffic = std::move(traffic);

@@ -315,6 +315,7 @@ variant_info cuda_info(const std::string& suffix, const std::string& family, con
   auto info = variant_info_for(suffix, family, description);
   info.backend = "cuda";
   info.on_device = true;
+  info.implementation = family == "cub" ? implementation::vendor_library : implementation::handwritten_cuda;
   return info;
 }
 

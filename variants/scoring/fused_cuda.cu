@@ -319,9 +319,14 @@ variant_info cuda_info(const char* name, const char* description, table_layout l
 const variant_registration<fused_cuda<table_layout::row_major>> register_fused_cuda_row_major{
     cuda_info("fused_cuda_row_major", "handwritten CUDA, one thread per row: the seed's strided row-major reads",
               table_layout::row_major)};
-const variant_registration<fused_cuda<table_layout::feature_major>> register_fused_cuda_feature_major{
-    cuda_info("fused_cuda_feature_major", "handwritten CUDA, one thread per row, coalesced across rows",
-              table_layout::feature_major)};
+const variant_registration<fused_cuda<table_layout::feature_major>> register_fused_cuda_feature_major{[] {
+  auto info = cuda_info("fused_cuda_feature_major",
+                        "handwritten CUDA, one resident wave striding over the rows, eight loads in flight per thread "
+                        "(four rows per thread with 16-byte loads where rows allow)",
+                        table_layout::feature_major);
+  info.rung = 2;  // after plain_cuda_feature_major: resident-wave grid, loads in flight, quads
+  return info;
+}()};
 const variant_registration<fused_cuda<table_layout::padded_row_major>> register_fused_cuda_padded{
     cuda_info("fused_cuda_padded", "handwritten CUDA, one thread per row over a padded row pitch",
               table_layout::padded_row_major)};
@@ -332,6 +337,7 @@ const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::
                             "features",
                             table_layout::feature_major, "plain_cuda");
       info.kernels_launched = 2;  // the rows, then kstudy_publish_flagged (the count to the host)
+      info.rung = 1;              // the feature-major ladder's first rung: the seed's kernel as written
       return info;
     }()};
 const variant_registration<fused_cuda<table_layout::row_major, kernel_kind::tiled>> register_fused_cuda_row_major_tiled{

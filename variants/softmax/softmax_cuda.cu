@@ -413,6 +413,7 @@ variant_info cuda_info(const std::string& suffix, int rung, const std::string& d
   info.backend = "cuda";
   info.on_device = true;
   info.rung = rung;
+  info.implementation = implementation::handwritten_cuda;
   info.kernels_launched = 1;  // the softmax kernel
   return info;
 }

@@ -191,6 +191,7 @@ class softmax_cudnn final : public variant {
       "stream (libcudnn.so.9 opened at run time)");
   info.backend = "cuda";
   info.on_device = true;
+  info.implementation = implementation::vendor_library;
   info.kernels_launched = 1;  // one cuDNN call (its kernel count is cuDNN's choice)
   variant_registration<softmax_cudnn>{std::move(info)};
   return 0;

@@ -361,6 +361,7 @@ variant_info cuda_info(const std::string& suffix, const std::string& family, con
   info.backend = "cuda";
   info.on_device = true;
   info.rung = rung;
+  info.implementation = family == "cublas" ? implementation::vendor_library : implementation::handwritten_cuda;
   info.kernels_launched = 1;  // one kernel (or one cuBLAS call)
   return info;
 }
