@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
@@ -57,15 +58,23 @@ int list_command() {
     std::string at_text;
     for (const auto x : at) at_text += (at_text.empty() ? "" : "x") + std::to_string(x);
     std::cout << "\n" << o.name << " (" << axes << "): " << o.description << "\n";
-    std::cout << std::left << "  " << std::setw(36) << "id" << std::setw(16) << "family" << std::setw(9) << "fusion"
-              << std::setw(18) << "layout" << std::setw(8) << "kernels" << std::setw(7) << "block" << std::setw(22)
-              << ("MB @" + at_text) << "description\n";
-    for (const auto* v : kstudy::variant_registry::instance().of_operation(o.name)) {
+    const auto variants = kstudy::variant_registry::instance().of_operation(o.name);
+    std::size_t id_width = 4, family_width = 8;  // the widest id and family, so no column runs into the next
+    for (const auto* v : variants) {
+      id_width = std::max(id_width, v->info.id().size() + 2);
+      family_width = std::max(family_width, v->info.family.size() + 2);
+    }
+    const auto w = [](std::size_t width) { return std::setw(static_cast<int>(width)); };
+    std::cout << std::left << "  " << w(id_width) << "id" << w(family_width) << "family" << w(18) << "implementation"
+              << w(5) << "rung" << w(9) << "fusion" << w(18) << "layout" << w(8) << "kernels" << w(7) << "block"
+              << w(16) << ("MB @" + at_text) << "description\n";
+    for (const auto* v : variants) {
       const auto& i = v->info;
       const auto shape = op->shape(at, i.layout, 3);
-      std::cout << "  " << std::setw(36) << i.id() << std::setw(16) << i.family << std::setw(9)
-                << kstudy::to_string(i.fusion) << std::setw(18) << kstudy::to_string(i.layout) << std::setw(8)
-                << i.kernels_launched << std::setw(7) << (i.tunable_block_size ? "yes" : "no") << std::setw(22)
+      std::cout << "  " << w(id_width) << i.id() << w(family_width) << i.family << w(18)
+                << kstudy::to_string(i.implementation) << w(5) << (i.rung > 0 ? std::to_string(i.rung) : "-") << w(9)
+                << kstudy::to_string(i.fusion) << w(18) << kstudy::to_string(i.layout) << w(8) << i.kernels_launched
+                << w(7) << (i.tunable_block_size ? "yes" : "no") << w(16)
                 << std::to_string(i.traffic(shape).total() / 1000000) << i.description << "\n";
     }
   }
