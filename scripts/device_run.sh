@@ -14,6 +14,7 @@
 #        and cold_compile into $OUT/cold.h5
 #   scripts/device_run.sh BUNDLE.tar.xz sweeps             # rows_sweep and feature_sweep into $OUT/sweeps.h5
 #   scripts/device_run.sh BUNDLE.tar.xz stream             # the STREAM operations, 2^10..2^30, into $OUT/stream.h5
+#   scripts/device_run.sh BUNDLE.tar.xz lab                # kernel lab I (reduce_sum ... residual_layernorm) into $OUT/lab.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
 #   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
 #        (faults: the fault and GPU-health tests alone; short: the short experiments and cold_compile)
@@ -122,6 +123,14 @@ stream() {
   echo "stream rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/stream.txt" | head -20
 }
 
+# Kernel lab I (issue 14): the memory-bound ladders at their files' protocols into $OUT/lab.h5.
+lab() {
+  step lab
+  timeout ${KSTUDY_LAB_SECONDS:-480} "$bundle/kstudy" run reduce_sum transpose softmax layernorm residual_layernorm \
+    "${overrides[@]}" --out "$out/lab.h5" > "$out/lab.txt" 2>&1
+  echo "lab rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/lab.txt" | head -20
+}
+
 sweeps() {
   step sweeps
   local resume=()
@@ -151,6 +160,7 @@ case $mode in
   suite) suite ;;
   sweeps) sweeps ;;
   stream) stream ;;
+  lab) lab ;;
   all) suite; sweeps ;;
   *) echo "device_run.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac
