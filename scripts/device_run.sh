@@ -124,11 +124,32 @@ stream() {
 }
 
 # Kernel lab I (issue 14): the memory-bound ladders at their files' protocols into $OUT/lab.h5.
+# KSTUDY_RESUME_LAB=ARCHIVE completes that (interrupted) archive with --resume.
 lab() {
   step lab
+  local resume=()
+  if [[ -n ${KSTUDY_RESUME_LAB:-} ]]; then
+    cp "$KSTUDY_RESUME_LAB" "$out/lab.h5" && chmod u+w "$out/lab.h5" && resume=(--resume)
+  fi
   timeout ${KSTUDY_LAB_SECONDS:-480} "$bundle/kstudy" run reduce_sum transpose softmax layernorm residual_layernorm \
-    "${overrides[@]}" --out "$out/lab.h5" > "$out/lab.txt" 2>&1
+    "${overrides[@]}" "${resume[@]}" --out "$out/lab.h5" > "$out/lab.txt" 2>&1
   echo "lab rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/lab.txt" | head -20
+}
+
+# The out-of-tree example (examples/out_of_tree) built here against the installed cuda kstudy: its study
+# executable from KSTUDY_EXAMPLE_DIR runs beside the bundle's binaries (so it finds their scripts/):
+# list, run stencil_sweep into $OUT/example.h5, report.
+example() {
+  step example
+  cp "$KSTUDY_EXAMPLE_DIR/stencil_study" "$KSTUDY_EXAMPLE_DIR/stencil_study_bench" "$bundle/"
+  {
+    "$bundle/stencil_study" list | grep -A4 "^stencil3"
+    "$bundle/stencil_study" run "$KSTUDY_EXAMPLE_DIR/stencil_sweep.json" --out "$out/example.h5"
+    echo "run rc=$?"
+    "$bundle/stencil_study" report "$out/example.h5" --out "$work/example-report" && ls "$work/example-report"
+    "$bundle/stencil_study_bench" --benchmark_filter='stencil' --benchmark_min_time=0.05 2>&1 | grep -E "median|ceiling_device"
+  } > "$out/example.txt" 2>&1
+  echo "example rc=$?"; tail -30 "$out/example.txt"
 }
 
 sweeps() {
@@ -161,6 +182,7 @@ case $mode in
   sweeps) sweeps ;;
   stream) stream ;;
   lab) lab ;;
+  example) example ;;
   all) suite; sweeps ;;
   *) echo "device_run.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac

@@ -290,11 +290,13 @@ extern "C" __global__ void __launch_bounds__(1024, 2) fused_cuda_feature_major_r
 }
 
 // The seed's plain feature-major kernel, the baseline every optimisation must beat (issue 16): one
-// thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. Each warp
-// adds its flagged rows to the device counter; kstudy_publish_flagged, launched after it, moves the count
-// to the host. (Through the last-block ticket of the other kernels, one atomic per block on one address,
-// its 65,536 blocks at 16M rows took 787 us instead of ~300: that epilogue is for a resident wave.)
+// thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. Each block
+// adds its flagged rows to the device counter with one atomic; kstudy_publish_flagged, launched after it,
+// moves the count to the host. Both cheaper epilogues failed on the H200 at 16M x 16 (65,536 blocks): the
+// other kernels' last-block ticket (901 us; it serialises every block) and one atomic per warp on one
+// address (822 us: 524,288 same-address atomics outrun the L2's rate), against ~300 us without a count.
 extern "C" __global__ void plain_cuda_feature_major(kstudy_fused_args a) {
+  __shared__ unsigned int warp_counts[32];
   const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   unsigned int flagged = 0;
   if (r < a.rows) {
@@ -304,7 +306,13 @@ extern "C" __global__ void plain_cuda_feature_major(kstudy_fused_args a) {
     flagged = kstudy_store_row(a, r, sum);
   }
   for (int offset = 16; offset > 0; offset >>= 1) flagged += __shfl_xor_sync(0xffffffffu, flagged, offset);
-  if ((threadIdx.x & 31) == 0 && flagged != 0) atomicAdd(a.flagged, (unsigned long long)flagged);
+  if ((threadIdx.x & 31) == 0) warp_counts[threadIdx.x >> 5] = flagged;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned int block_count = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) block_count += warp_counts[w];
+    if (block_count != 0) atomicAdd(a.flagged, (unsigned long long)block_count);
+  }
 }
 
 // One thread after plain_cuda_feature_major on the same stream: the launch's count to mapped host memory,
