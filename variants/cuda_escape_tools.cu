@@ -20,7 +20,7 @@ namespace {
 const char* const kernel_names[] = {"fused_cuda_row_major", "fused_cuda_feature_major",
                                     "fused_cuda_feature_major_rows", "fused_cuda_padded",
                                     "fused_cuda_row_major_tiled", "plain_cuda_feature_major",
-                                    "kstudy_publish_flagged"};
+                                    "kstudy_count_flags"};
 
 std::string where(const char* call, const char* file, int line) {
   return std::string(call) + " at " + file + ":" + std::to_string(line);

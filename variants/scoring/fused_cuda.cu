@@ -84,6 +84,7 @@ struct launch_geometry {
   int block = 0;
   int smem_bytes = 0;
   int rows_per_thread = 1;
+  int count_grid = 0;  // the plain kernel's flag-count kernel: blocks of 256, at most one resident wave
 };
 
 // One resident wave (or fewer blocks when there is less work): the kernels grid-stride, so bigger grids
@@ -97,6 +98,10 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
     g.kernel = kernel;
     prefer_l1(kernel, block, 0);
     g.grid = static_cast<int>((shape.rows + block - 1) / block);
+    prefer_l1(kstudy_count_flags, 256, 0);
+    const std::int64_t count_resident =
+        std::int64_t(resident_blocks_per_sm(kstudy_count_flags, 256, 0)) * device_attribute(cudaDevAttrMultiProcessorCount);
+    g.count_grid = static_cast<int>(std::max<std::int64_t>(1, std::min(count_resident, (shape.rows + 255) / 256)));
     return g;
   }
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
@@ -254,9 +259,9 @@ class fused_cuda final : public scoring_variant {
     KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(m_geometry.kernel), dim3(m_geometry.grid),
                                        dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
-    if constexpr (Kind == kernel_kind::plain) {  // its count, reduced by warps, to the host (see the kernel)
-      KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kstudy_publish_flagged), dim3(1), dim3(1), args,
-                                         0, m_stream));
+    if constexpr (Kind == kernel_kind::plain) {  // the flagged count, by a second kernel (see the plain kernel)
+      KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kstudy_count_flags), dim3(m_geometry.count_grid),
+                                         dim3(256), args, 0, m_stream));
       KSTUDY_CUDA_CHECK(cudaGetLastError());
     }
   }
@@ -336,7 +341,7 @@ const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::
                             "the seed's plain kernel: one thread per row, ceil(rows / block) blocks, a loop over the "
                             "features",
                             table_layout::feature_major, "plain_cuda");
-      info.kernels_launched = 2;  // the rows, then kstudy_publish_flagged (the count to the host)
+      info.kernels_launched = 2;  // the rows, then kstudy_count_flags (the flagged count, to the host)
       info.rung = 1;              // the feature-major ladder's first rung: the seed's kernel as written
       return info;
     }()};

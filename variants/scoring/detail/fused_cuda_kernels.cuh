@@ -290,36 +290,27 @@ extern "C" __global__ void __launch_bounds__(1024, 2) fused_cuda_feature_major_r
 }
 
 // The seed's plain feature-major kernel, the baseline every optimisation must beat (issue 16): one
-// thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. Each block
-// adds its flagged rows to the device counter with one atomic; kstudy_publish_flagged, launched after it,
-// moves the count to the host. Both cheaper epilogues failed on the H200 at 16M x 16 (65,536 blocks): the
-// other kernels' last-block ticket (901 us; it serialises every block) and one atomic per warp on one
-// address (822 us: 524,288 same-address atomics outrun the L2's rate), against ~300 us without a count.
+// thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. The flagged
+// count is a second, resident-wave kernel over the flags (kstudy_count_flags). Counting inside the plain
+// kernel cost more than the kernel on the H200 at 16M x 16 (65,536 blocks): the last-block ticket of the
+// other kernels 901 us, one same-address atomic per warp 822 us, one per block (static shared memory
+// under the max-L1 carveout) 562 us, against ~300 us without a count.
 extern "C" __global__ void plain_cuda_feature_major(kstudy_fused_args a) {
-  __shared__ unsigned int warp_counts[32];
   const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  unsigned int flagged = 0;
-  if (r < a.rows) {
-    float sum = 0.0f;
-    for (long long f = 0; f < a.features; ++f)
-      sum += kstudy_term(a.x[f * a.rows + r], a.mean[f], a.inv_std[f], a.weight[f], a.clip);
-    flagged = kstudy_store_row(a, r, sum);
-  }
-  for (int offset = 16; offset > 0; offset >>= 1) flagged += __shfl_xor_sync(0xffffffffu, flagged, offset);
-  if ((threadIdx.x & 31) == 0) warp_counts[threadIdx.x >> 5] = flagged;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned int block_count = 0;
-    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) block_count += warp_counts[w];
-    if (block_count != 0) atomicAdd(a.flagged, (unsigned long long)block_count);
-  }
+  if (r >= a.rows) return;
+  float sum = 0.0f;
+  for (long long f = 0; f < a.features; ++f)
+    sum += kstudy_term(a.x[f * a.rows + r], a.mean[f], a.inv_std[f], a.weight[f], a.clip);
+  kstudy_store_row(a, r, sum);
 }
 
-// One thread after plain_cuda_feature_major on the same stream: the launch's count to mapped host memory,
-// and the device counter back to zero for the next launch.
-extern "C" __global__ void kstudy_publish_flagged(kstudy_fused_args a) {
-  *a.flagged_host = atomicExch(a.flagged, 0ull);
-  __threadfence_system();
+// After plain_cuda_feature_major on the same stream: one resident wave counts the flags and publishes the
+// launch's count to mapped host memory through the usual epilogue.
+extern "C" __global__ void __launch_bounds__(1024) kstudy_count_flags(kstudy_fused_args a) {
+  unsigned int count = 0;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < a.rows; r += step) count += a.flag[r];
+  kstudy_add_flagged(a, count);
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fused_cuda_padded(kstudy_fused_args a) {
