@@ -27,7 +27,8 @@ from .bandwidth import on_device, resident_points
 
 VENDOR = "vendor_library"  # variant_info::implementation
 # The seed's headline shapes (issue 14's targets), used where the experiment measured them.
-HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1), "transpose": (8192, 8192)}
+HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1), "transpose": (8192, 8192), "softmax": (65536, 4096),
+                   "layernorm": (65536, 4096), "residual_layernorm": (65536, 4096)}
 READ_ONLY_SHARE = 0.01
 COUNTERS = ["dram_bytes_read", "dram_bytes_written", "shared_bank_conflicts_load", "shared_bank_conflicts_store",
             "l2_hit_rate_pct"]
