@@ -2,15 +2,46 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kstudy/host_io.hpp"
+#include "kstudy/point_inputs.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::test {
 extern bool g_kokkos_ready;
 bool kokkos_ready();
 bool gpu_present();
+// The one-shot path (poison, upload, run, download; twice, so buffers are reused) and the queued path
+// (enqueue_run, wait, download) of one variant both leave outputs that pass the operation's gate.
+inline void expect_one_shot_and_queued_paths_pass(const operation& op, const registered_variant& entry,
+                                                  const std::vector<std::int64_t>& extents, std::uint64_t seed) {
+  point_inputs inputs(op, extents, 0, seed);
+  const auto& data = inputs.data(entry.info.layout);
+  auto impl = entry.make();
+  impl->prepare(data, {});
+  const host_inputs in(data, host_memory::pageable);
+  host_outputs out(op, data.shape());
+  for (int round = 0; round < 2; ++round) {
+    impl->poison();
+    op.poison(out.spans());
+    impl->upload(in.spans());
+    impl->run();
+    impl->download(out.spans());
+    const auto g = op.check(data, inputs.reference(), out.spans());
+    EXPECT_TRUE(g.passed) << entry.info.id() << " round " << round << ": " << g.message;
+  }
+  impl->poison();
+  op.poison(out.spans());
+  impl->enqueue_run();
+  impl->wait();
+  impl->download(out.spans());
+  const auto g = op.check(data, inputs.reference(), out.spans());
+  EXPECT_TRUE(g.passed) << entry.info.id() << " queued: " << g.message;
+}
+
 }  // namespace kstudy::test
 
 // Skips (never passes) a test when this build's Kokkos could not be initialised here.

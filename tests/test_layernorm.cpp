@@ -316,28 +316,7 @@ TEST_P(LayernormVariants, PassesTheGateAtOddShapes) {
 }
 
 TEST_P(LayernormVariants, OneShotAndQueuedPathsPass) {
-  kstudy::point_inputs inputs(op(), {19, 1029}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  const kstudy::host_inputs in(data, kstudy::host_memory::pageable);
-  kstudy::host_outputs out(op(), data.shape());
-  for (int round = 0; round < 2; ++round) {
-    impl->poison();
-    op().poison(out.spans());
-    impl->upload(in.spans());
-    impl->run();
-    impl->download(out.spans());
-    const auto g = op().check(data, inputs.reference(), out.spans());
-    EXPECT_TRUE(g.passed) << GetParam() << " round " << round << ": " << g.message;
-  }
-  impl->poison();
-  op().poison(out.spans());
-  impl->enqueue_run();
-  impl->wait();
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
-  EXPECT_TRUE(g.passed) << GetParam() << " queued: " << g.message;
+  kstudy::test::expect_one_shot_and_queued_paths_pass(op(), entry(), {19, 1029}, k_seed);
 }
 
 TEST_P(LayernormVariants, PoisonIsCaughtWhenNothingRuns) {

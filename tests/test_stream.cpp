@@ -321,30 +321,7 @@ TEST_P(StreamVariants, PassesTheGateAtOddSizes) {
 }
 
 TEST_P(StreamVariants, OneShotAndQueuedPathsPass) {
-  kstudy::point_inputs inputs(op(), {4099}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  // One-shot: upload, run, download (as the runner times it).
-  const kstudy::host_inputs in(data, kstudy::host_memory::pageable);
-  kstudy::host_outputs out(op(), data.shape());
-  for (int round = 0; round < 2; ++round) {
-    impl->poison();
-    op().poison(out.spans());
-    impl->upload(in.spans());
-    impl->run();
-    impl->download(out.spans());
-    const auto g = op().check(data, inputs.reference(), out.spans());
-    EXPECT_TRUE(g.passed) << GetParam() << " round " << round << ": " << g.message;
-  }
-  // Queued: enqueue_run then wait (the device-event path).
-  impl->poison();
-  op().poison(out.spans());
-  impl->enqueue_run();
-  impl->wait();
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
-  EXPECT_TRUE(g.passed) << GetParam() << " queued: " << g.message;
+  kstudy::test::expect_one_shot_and_queued_paths_pass(op(), entry(), {4099}, k_seed);
 }
 
 TEST_P(StreamVariants, PoisonIsCaughtWhenNothingRuns) {

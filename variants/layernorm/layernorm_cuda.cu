@@ -28,9 +28,13 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "layernorm/layernorm.hpp"
+#include "detail/cuda_buffers.hpp"
 
 namespace kstudy::layernorm {
 namespace {
+
+using kstudy::detail::device_alloc;
+using kstudy::detail::device_free;
 
 constexpr int stats_threads = 256;     // rungs 1 and 2
 constexpr int register_threads = 128;  // rung 3
@@ -307,19 +311,6 @@ void launch_registers(const row_arguments& a) {
 // Variants
 
 enum class algorithm { two_pass, welford, registers, add_then_registers, fused_registers };
-
-template <class T>
-void device_alloc(T*& pointer, std::int64_t count) {
-  void* p = nullptr;
-  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T)));
-  pointer = static_cast<T*>(p);
-}
-
-template <class T>
-void device_free(T*& pointer) {
-  if (pointer != nullptr) cudaFree(pointer);
-  pointer = nullptr;
-}
 
 template <layernorm_kind K, algorithm A>
 class layernorm_cuda final : public variant {

@@ -30,9 +30,13 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "reduce/reduce_sum.hpp"
+#include "detail/cuda_buffers.hpp"
 
 namespace kstudy::reduce {
 namespace {
+
+using kstudy::detail::device_alloc;
+using kstudy::detail::device_free;
 
 constexpr int block_size = 256;      // every rung; a power of two for rung 2's tree
 constexpr int elements_per_thread = 16;  // rungs 2 and 3: the grid they launch
@@ -129,19 +133,6 @@ __global__ void sum_partials(const float* __restrict__ partials, int count, floa
 
 // ---------------------------------------------------------------------------------------------------------
 // Buffers and transfers shared by the variants
-
-template <class T>
-void device_alloc(T*& pointer, std::int64_t count) {
-  void* p = nullptr;
-  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T)));
-  pointer = static_cast<T*>(p);
-}
-
-template <class T>
-void device_free(T*& pointer) {
-  if (pointer != nullptr) cudaFree(pointer);
-  pointer = nullptr;
-}
 
 // x and the float s on the variant's own stream; a variant implements plan() (sizes its launch and
 // workspace after x is allocated) and enqueue_run().

@@ -14,9 +14,12 @@
 #include "detail/fused_cuda_kernels.cuh"
 #include "kstudy/cuda_escape.hpp"
 #include "scoring/scoring_variant.hpp"
+#include "detail/cuda_buffers.hpp"
 
 namespace kstudy {
 namespace {
+
+using kstudy::detail::device_alloc;
 
 using kernel_fn = void (*)(kstudy_fused_args);
 
@@ -134,13 +137,6 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
   const std::int64_t waves = std::max<std::int64_t>(1, (work_blocks + resident - 1) / resident);
   g.grid = static_cast<int>(std::max<std::int64_t>(1, (work_blocks + waves - 1) / waves));
   return g;
-}
-
-template <class T>
-void device_alloc(T*& pointer, std::int64_t count) {
-  void* p = nullptr;
-  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(count) * sizeof(T)));
-  pointer = static_cast<T*>(p);
 }
 
 template <table_layout L, kernel_kind Kind = kernel_kind::strided>

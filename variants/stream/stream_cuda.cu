@@ -31,9 +31,13 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "stream/stream.hpp"
+#include "detail/cuda_buffers.hpp"
 
 namespace kstudy::stream {
 namespace {
+
+using kstudy::detail::device_alloc;
+using kstudy::detail::device_free;
 
 // Throws std::runtime_error naming the cuBLAS call and its status.
 void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
@@ -154,19 +158,6 @@ __global__ void stream_dot(const float* __restrict__ x, const float* __restrict_
 
 // ---------------------------------------------------------------------------------------------------------
 // Buffers and transfers shared by the CUDA variants
-
-template <class T>
-void device_alloc(T*& pointer, std::int64_t count) {
-  void* p = nullptr;
-  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T)));
-  pointer = static_cast<T*>(p);
-}
-
-template <class T>
-void device_free(T*& pointer) {
-  if (pointer != nullptr) cudaFree(pointer);
-  pointer = nullptr;
-}
 
 // x, y, z (or the device result of dot) on the variant's own stream. A family implements plan() (checks
 // options, sizes its launch and workspace; called after the vectors are allocated) and enqueue_run().

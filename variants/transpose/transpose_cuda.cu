@@ -31,9 +31,13 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "transpose/transpose.hpp"
+#include "detail/cuda_buffers.hpp"
 
 namespace kstudy::transpose {
 namespace {
+
+using kstudy::detail::device_alloc;
+using kstudy::detail::device_free;
 
 void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -177,19 +181,6 @@ __global__ void __launch_bounds__(tile64_threads) transpose_tile64_kernel(const 
 
 // ---------------------------------------------------------------------------------------------------------
 // Buffers and transfers
-
-template <class T>
-void device_alloc(T*& pointer, std::int64_t count) {
-  void* p = nullptr;
-  KSTUDY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T)));
-  pointer = static_cast<T*>(p);
-}
-
-template <class T>
-void device_free(T*& pointer) {
-  if (pointer != nullptr) cudaFree(pointer);
-  pointer = nullptr;
-}
 
 // x and t on the variant's own stream; a variant implements enqueue_run() (and plan() for its setup).
 class transpose_cuda_base : public variant {
