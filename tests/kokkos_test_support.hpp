@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@ namespace kstudy::test {
 extern bool g_kokkos_ready;
 bool kokkos_ready();
 bool gpu_present();
+// A registered operation by name; throws std::logic_error naming it when it is not registered.
+inline const operation& registered_operation(const std::string& name) {
+  const auto* found = operation_registry::instance().find(name);
+  if (found == nullptr) throw std::logic_error(name + " is not registered");
+  return *found;
+}
+
 // The one-shot path (poison, upload, run, download; twice, so buffers are reused) and the queued path
 // (enqueue_run, wait, download) of one variant both leave outputs that pass the operation's gate.
 inline void expect_one_shot_and_queued_paths_pass(const operation& op, const registered_variant& entry,

@@ -35,9 +35,7 @@ const layernorm_kind k_kinds[] = {layernorm_kind::plain, layernorm_kind::residua
 constexpr std::uint64_t k_seed = 20261130;
 
 const operation& op_of(layernorm_kind kind) {
-  const auto* op = operation_registry::instance().find(kstudy::layernorm::operation_name(kind));
-  if (op == nullptr) throw std::logic_error(std::string(kstudy::layernorm::operation_name(kind)) + " is not registered");
-  return *op;
+  return kstudy::test::registered_operation(kstudy::layernorm::operation_name(kind));
 }
 
 std::unique_ptr<kstudy::problem_data> generate(layernorm_kind kind, std::int64_t rows, std::int64_t hidden,

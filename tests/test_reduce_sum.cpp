@@ -27,11 +27,7 @@ using kstudy::reduce::reduce_data;
 
 constexpr std::uint64_t k_seed = 20261130;
 
-const operation& op() {
-  const auto* o = kstudy::operation_registry::instance().find("reduce_sum");
-  if (o == nullptr) throw std::logic_error("reduce_sum is not registered");
-  return *o;
-}
+const operation& op() { return kstudy::test::registered_operation("reduce_sum"); }
 
 std::unique_ptr<kstudy::problem_data> generate(std::int64_t n, std::uint64_t seed = k_seed) {
   return op().generate(op().shape({n}, table_layout::row_major, 0), seed);

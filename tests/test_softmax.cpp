@@ -29,11 +29,7 @@ using kstudy::softmax::softmax_data;
 
 constexpr std::uint64_t k_seed = 20261130;
 
-const operation& op() {
-  const auto* found = kstudy::operation_registry::instance().find("softmax");
-  if (found == nullptr) throw std::logic_error("softmax is not registered");
-  return *found;
-}
+const operation& op() { return kstudy::test::registered_operation("softmax"); }
 
 std::unique_ptr<kstudy::problem_data> generate(std::int64_t rows, std::int64_t cols, std::uint64_t seed = k_seed) {
   return op().generate(op().shape({rows, cols}, table_layout::row_major, 0), seed);

@@ -33,11 +33,7 @@ const stream_kind k_kinds[] = {stream_kind::copy, stream_kind::scale, stream_kin
                                stream_kind::dot};
 constexpr std::uint64_t k_seed = 20261130;
 
-const operation& op_of(stream_kind kind) {
-  const auto* op = operation_registry::instance().find(kstudy::stream::operation_name(kind));
-  if (op == nullptr) throw std::logic_error(std::string(kstudy::stream::operation_name(kind)) + " is not registered");
-  return *op;
-}
+const operation& op_of(stream_kind kind) { return kstudy::test::registered_operation(kstudy::stream::operation_name(kind)); }
 
 std::unique_ptr<kstudy::problem_data> generate(stream_kind kind, std::int64_t n, std::uint64_t seed = k_seed) {
   const auto& op = op_of(kind);

@@ -29,11 +29,7 @@ using kstudy::transpose::transpose_data;
 
 constexpr std::uint64_t k_seed = 20261130;
 
-const operation& op() {
-  const auto* o = kstudy::operation_registry::instance().find("transpose");
-  if (o == nullptr) throw std::logic_error("transpose is not registered");
-  return *o;
-}
+const operation& op() { return kstudy::test::registered_operation("transpose"); }
 
 std::unique_ptr<kstudy::problem_data> generate(std::int64_t rows, std::int64_t cols, std::uint64_t seed = k_seed) {
   return op().generate(op().shape({rows, cols}, table_layout::row_major, 0), seed);
