@@ -21,9 +21,15 @@ table_shape operation::shape(const std::vector<std::int64_t>& extents, table_lay
   if (std::find(info().layouts.begin(), info().layouts.end(), layout) == info().layouts.end())
     throw std::invalid_argument("operation " + info().name + " has no " + std::string(to_string(layout)) + " inputs");
   const std::int64_t rows = extents[0], features = extents.size() > 1 ? extents[1] : 1;
-  if (features + row_padding > std::numeric_limits<std::int64_t>::max() / 8 / rows)
+  const std::int64_t depth = extents.size() > 2 ? extents[2] : 1;
+  // Every pair of extents spans an array of some operation (GEMM: m x k, k x n, m x n), so each product
+  // must give a 64-bit byte count.
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 8;
+  if (features + row_padding > limit / rows || depth > limit / rows || depth > limit / features)
     throw std::invalid_argument("operation " + info().name + ": the extents overflow a 64-bit byte count");
-  return make_shape(rows, features, layout, row_padding);
+  table_shape shape = make_shape(rows, features, layout, row_padding);
+  shape.depth = depth;
+  return shape;
 }
 
 std::unique_ptr<one_shot_pipeline> operation::make_pipeline(const registered_variant&, const problem_data&,
@@ -38,9 +44,9 @@ operation_registry& operation_registry::instance() {
 
 void operation_registry::add(std::unique_ptr<operation> op) {
   const auto& info = op->info();
-  if (info.name.empty() || info.axes.empty() || info.axes.size() > 2 || info.layouts.empty() || info.outputs.empty())
+  if (info.name.empty() || info.axes.empty() || info.axes.size() > 3 || info.layouts.empty() || info.outputs.empty())
     throw std::logic_error("operation registration " + info.name +
-                           " needs a name, one or two axes, at least one layout and one output");
+                           " needs a name, one to three axes, at least one layout and one output");
   if (find(info.name) != nullptr) throw std::logic_error("operation " + info.name + " registered twice");
   m_operations.push_back(std::move(op));
 }

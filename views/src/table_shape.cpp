@@ -27,6 +27,7 @@ void table_shape::validate() const {
   if (rows <= 0) throw std::invalid_argument("rows must be positive, got " + std::to_string(rows));
   if (features <= 0)
     throw std::invalid_argument("features must be positive, got " + std::to_string(features));
+  if (depth <= 0) throw std::invalid_argument("depth must be positive, got " + std::to_string(depth));
   if (layout == table_layout::padded_row_major && pitch < features)
     throw std::invalid_argument("pitch (" + std::to_string(pitch) + ") must be >= features (" +
                                 std::to_string(features) + ") for a padded row-major table");

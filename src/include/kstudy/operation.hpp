@@ -2,7 +2,8 @@
 // An operation is a plug-in: the one place that says what a computation is, independent of how any
 // variant computes it. The study runner, the benchmark, the profiler and the archive only ever talk to
 // this interface, so adding an operation touches no file under src/. An operation declares
-//   - its problem axes: named integer extents (scoring: rows x features; stream: n), at most two;
+//   - its problem axes: named integer extents (scoring: rows x features; stream: n;
+//     gemm: m x n x k), at most three;
 //   - the layouts its inputs come in and the shape of a point in each (padding included);
 //   - deterministic, seeded input generation, and the same inputs in another layout;
 //   - a float64 (or exact) reference and the gate that compares a variant's outputs with it, with a
@@ -82,7 +83,7 @@ struct operation_info {
   std::string name;         // e.g. scoring, stream_triad
   std::string description;  // one line, for kstudy list
   // Named extents of a problem, in order; a point gives one value per axis. The first maps to a shape's
-  // rows, the second (if any) to its features; a one-axis operation's shapes have one feature.
+  // rows, the second (if any) to its features, the third (if any) to its depth; missing ones are 1.
   std::vector<std::string> axes;
   std::vector<table_layout> layouts;   // the layouts its inputs come in
   std::vector<std::string> outputs;    // names of the host arrays download() fills, in order

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kstudy/operation.hpp"
@@ -108,6 +109,9 @@ class variant {
   // Calculated occupancy (active warps / maximum per SM) of the variant's kernel as prepared; 0 where
   // the variant cannot tell (host backends, Kokkos-launched kernels).
   virtual double calculated_occupancy() const { return 0.0; }
+  // What an autotuned variant chose in prepare() (tile sizes, warps per block, stages), as named integers in
+  // a fixed order; archived with the variant's record at the point. Empty for a variant that chooses nothing.
+  virtual std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const { return {}; }
 };
 
 using variant_factory = std::function<std::unique_ptr<variant>()>;
