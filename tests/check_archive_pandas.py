@@ -16,24 +16,25 @@ except ImportError as error:
 TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_alloc", "pipelined", "cold", "pin",
           "compile", "launch", "transfer", "transpose"}
 COLUMNS = {
-    "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "pitch",
+    "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth", "pitch",
                 "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate",
                 "throttled", "status", "occupancy"],
-    "gate": ["experiment", "variant", "layout", "rows", "features", "block_size", "passed", "max_abs_error",
+    "gate": ["experiment", "variant", "layout", "rows", "features", "depth", "block_size", "passed", "max_abs_error",
              "max_relative_error", "rtol", "atol", "score_failures", "flag_mismatches", "ambiguous_rows", "message"],
-    "ceilings": ["name", "bytes", "seconds", "bytes_per_second"],
-    "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "block_size",
+    "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second"],
+    "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth",
+                "block_size",
                 "timer", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof", "occupancy"],
-    "attribution": ["experiment", "variant", "rows", "features", "kernel", "calls", "seconds"],
-    "health": ["experiment", "point", "replication", "rows", "features", "block_size", "bytes", "memory_kind",
+    "attribution": ["experiment", "variant", "rows", "features", "depth", "kernel", "calls", "seconds"],
+    "health": ["experiment", "point", "replication", "rows", "features", "depth", "block_size", "bytes", "memory_kind",
                "direction", "device", "available", "before_sm_clock_mhz", "before_memory_clock_mhz",
                "before_temperature_c", "before_power_mw", "before_throttle_reasons", "after_sm_clock_mhz",
                "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
                "seconds", "throttled", "reasons"],
-    "variants": ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend",
-                 "on_device", "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read",
-                 "modelled_bytes_written",
-                 "essential_bytes", "essential_flops"],
+    "variants": ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
+                 "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth", "block_size",
+                 "modelled_bytes_read", "modelled_bytes_written", "essential_bytes", "essential_flops",
+                 "peak_device_bytes", "tuned_parameters"],
 }
 GATE_VERDICTS = {"passed", "failed", "not_gated"}
 
@@ -46,7 +47,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "6", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "7", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):
@@ -74,8 +75,9 @@ def main():
     variants = frames["variants"]
     assert len(variants) > 0, "no variants rows"
     assert variants["on_device"].dtype == "uint8" and variants["kernels_launched"].dtype == "int32", variants.dtypes
-    for column in COLUMNS["variants"][COLUMNS["variants"].index("rows"):]:
+    for column in COLUMNS["variants"][COLUMNS["variants"].index("rows"):COLUMNS["variants"].index("tuned_parameters")]:
         assert variants[column].dtype == "int64", (column, variants[column].dtype)
+    assert variants["tuned_parameters"].dtype == object, variants["tuned_parameters"].dtype  # a string
     print(f"{path}: {len(samples)} sample rows, timers {sorted(timers)}, gate verdicts {sorted(verdicts)}; "
           f"{len(health)} health rows; {len(variants)} variants rows")
     print(samples.head(3).to_string())

@@ -101,11 +101,12 @@ def schema(archive, experiment):
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 SCORING = "scoring"
-VARIANT_FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend",
-                  "on_device", "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read",
-                  "modelled_bytes_written", "essential_bytes", "essential_flops"]
+VARIANT_FIELDS = ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
+                  "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",
+                  "block_size", "modelled_bytes_read", "modelled_bytes_written", "essential_bytes", "essential_flops",
+                  "peak_device_bytes", "tuned_parameters"]
 
 
 def check_definition(definition, variants):

@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1 to 6) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 7) into pandas, and the statistics every table shares."""
 import json
 from pathlib import Path
 
@@ -8,8 +8,16 @@ import pandas as pd
 
 # 2 added occupancy to samples and summary, 3 the health table, 4 the verdict samples.gate (for the bool
 # gate_passed) and the variants table, 5 operations: the sweep kind (was "scoring"), the definition's
-# "operation" list and axis keys, and the variants table's `axes` column, 6 the variants table's `rung`
-SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6"}
+# "operation" list and axis keys, and the variants table's `axes` column, 6 the variants table's `rung`, 7 a
+# third axis (`depth` in every table keyed by a point), compute roofs (ceilings.flops, flops_per_second) and
+# the variants table's compute_ceiling, peak_device_bytes and tuned_parameters
+SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7"}
+# Columns schema 7 added, with the value an older archive's rows mean: one-, two-axis points have depth 1.
+SCHEMA7_DEFAULTS = {
+    "samples": {"depth": 1}, "gate": {"depth": 1}, "summary": {"depth": 1}, "attribution": {"depth": 1},
+    "health": {"depth": 1}, "profile": {"depth": 1}, "ceilings": {"flops": 0, "flops_per_second": 0.0},
+    "variants": {"depth": 1, "compute_ceiling": "", "peak_device_bytes": -1, "tuned_parameters": ""},
+}
 TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "variants",
           "profile")  # profile: kstudy profile only
 GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_verdict)
@@ -98,6 +106,15 @@ def with_axes_column(variants):
     return variants
 
 
+def with_schema7_columns(table_name, table):
+    """A table with the columns schema 7 added (SCHEMA7_DEFAULTS), filled where an older archive lacks them."""
+    if len(table.columns):
+        for column, default in SCHEMA7_DEFAULTS.get(table_name, {}).items():
+            if column not in table.columns:
+                table[column] = default
+    return table
+
+
 def with_rung_column(variants):
     """A variants table with its `rung` column (the variant's position on its operation's kernel ladder, 0 =
     not a rung); schema 4 and 5 tables predate it: every variant reads as 0."""
@@ -120,7 +137,7 @@ class Experiment:
         except ValueError:
             self.definition = {}
         self.kind = kind_of(self.definition)
-        tables = {t: frame(group[t]) if t in group else pd.DataFrame() for t in TABLES}
+        tables = {t: with_schema7_columns(t, frame(group[t]) if t in group else pd.DataFrame()) for t in TABLES}
         self.samples = with_gate_verdict(tables["samples"])
         self.gate = tables["gate"]
         self.ceilings = tables["ceilings"]
@@ -182,12 +199,27 @@ class Archive:
         for e in self.experiments.values():
             if not e.ceilings.empty:
                 return e.ceilings
-        return pd.DataFrame(columns=["name", "bytes", "seconds", "bytes_per_second"])
+        return pd.DataFrame(columns=["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second"])
 
     def ceiling(self, name):
+        """A bandwidth roof in B/s, or None."""
         c = self.ceilings()
         hit = c[c.name == name]
         return float(hit.bytes_per_second.iloc[0]) if len(hit) else None
+
+    def compute_ceiling(self, name):
+        """A compute roof (schema 7: device_fp32_fma, cublas_fp32_gemm, ...) in flop/s, or None."""
+        c = self.ceilings()
+        hit = c[(c.name == name) & (c.flops_per_second > 0)] if len(c) else c
+        return float(hit.flops_per_second.iloc[0]) if len(hit) else None
+
+    def compute_ceilings(self):
+        """Every compute roof of the run: name -> flop/s."""
+        c = self.ceilings()
+        if not len(c):
+            return {}
+        hit = c[c.flops_per_second > 0]
+        return dict(zip(hit.name, hit.flops_per_second.astype(float)))
 
     def platform(self):
         env = self.environment
@@ -311,10 +343,13 @@ def fmt_extent(n):
     return f"2^{n.bit_length() - 1}" if n >= 1024 and n & (n - 1) == 0 else fmt_rows(n)
 
 
-def point_label(rows, features, axes):
-    """A problem point as a reader knows it: n=2^20 for a one-axis operation, 1,048,576×16 for rows × features.
-    `rows`, `features`: the archive's first and second extents; `axes`: the comma-separated axis names."""
+def point_label(rows, features, axes, depth=1):
+    """A problem point as a reader knows it: n=2^20 for a one-axis operation, 1,048,576×16 for rows × features,
+    4096×4096×4096 for three axes (gemm: m × n × k). `rows`, `features`, `depth`: the archive's extents in
+    order; `axes`: the comma-separated axis names."""
     names = str(axes).split(",") if isinstance(axes, str) and axes else list(LEGACY_AXES)
     if len(names) == 1:
         return f"{names[0]}={fmt_extent(rows)}"
+    if len(names) == 3:
+        return f"{int(rows)}×{int(features)}×{int(depth)}"
     return f"{fmt_rows(rows)}×{int(features)}"

@@ -119,8 +119,8 @@ void console_sink::write_gates(const std::vector<gate_record>& gates) {
   for (const auto& g : gates) {
     if (g.passed) continue;
     ++m_gate_failures;
-    m_out << "!! GATE FAILED: " << g.variant << (g.layout.empty() ? "" : " " + g.layout) << ' ' << g.rows << " x "
-          << g.features;
+    m_out << "!! GATE FAILED: " << g.variant << (g.layout.empty() ? "" : " " + g.layout) << ' '
+          << extents_text(g.rows, g.features, g.depth);
     if (g.block_size != 0) m_out << " block " << g.block_size;
     m_out << ": max_abs_error " << format("%.3g", g.max_abs_error) << ", max_relative_error "
           << format("%.3g", g.max_relative_error) << " (rtol " << format("%.3g", g.rtol) << ", atol "
@@ -171,10 +171,12 @@ void console_sink::finish() {
 
 void console_sink::print_pending() {
   if (!m_ceilings.empty()) {
-    table t{{"ceiling", "bytes", "median", "GB/s"}, {false, true, true, true}, {}};
+    // A bandwidth roof has bytes, a compute roof flops: each row fills its own columns.
+    table t{{"ceiling", "bytes", "median", "GB/s", "TFLOP/s"}, {false, true, true, true, true}, {}};
     for (const auto& c : m_ceilings)
-      t.rows.push_back({c.name, std::to_string(c.bytes), format_seconds(c.seconds),
-                        format("%.1f", c.bytes_per_second / 1e9)});
+      t.rows.push_back({c.name, c.flops > 0 ? "-" : std::to_string(c.bytes), format_seconds(c.seconds),
+                        c.flops > 0 ? "-" : format("%.1f", c.bytes_per_second / 1e9),
+                        c.flops > 0 ? format("%.1f", c.flops_per_second / 1e12) : "-"});
     t.print(m_out);
     m_out << '\n';
     m_ceilings.clear();
@@ -182,7 +184,7 @@ void console_sink::print_pending() {
   if (!m_summaries.empty()) {
     const bool blocks = std::any_of(m_summaries.begin(), m_summaries.end(),
                                     [](const summary_record& s) { return s.block_size != 0; });
-    table t{{"variant", "layout", "rows x features"}, {false, false, true}, {}};
+    table t{{"variant", "layout", "extents"}, {false, false, true}, {}};
     if (blocks) {
       t.header.push_back("block");
       t.right_aligned.push_back(true);
@@ -199,7 +201,7 @@ void console_sink::print_pending() {
       t.right_aligned.push_back(right);
     }
     for (const auto& s : m_summaries) {
-      std::vector<std::string> row{s.variant, s.layout, std::to_string(s.rows) + " x " + std::to_string(s.features)};
+      std::vector<std::string> row{s.variant, s.layout, extents_text(s.rows, s.features, s.depth)};
       if (blocks) row.push_back(s.block_size ? std::to_string(s.block_size) : "default");
       row.push_back(to_string(s.timer));
       if (memory) row.push_back(s.memory_kind == "pageable" || s.memory_kind == "pinned" ? s.memory_kind : "-");

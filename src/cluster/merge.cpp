@@ -232,25 +232,25 @@ class row_collector {
     auto samples = read_samples(in.path, name);
     const auto dropped = claim_units(in, name, samples, replications);
     // Gates, variants and attribution rows belong to replication 0 of a point, identified by its shape.
-    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> dropped_shapes;
+    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> dropped_shapes;
     for (auto& s : samples) {
       const unit_key key{name, s.point, s.replication};
       if (dropped.count(key)) {
         ++m_overlaps[{m_unit_owner[key], in.path}];
         ++m_report.duplicate_samples;
-        if (s.replication == 0) dropped_shapes.insert({s.rows, s.features, s.block_size});
+        if (s.replication == 0) dropped_shapes.insert({s.rows, s.features, s.depth, s.block_size});
         continue;
       }
       m.samples.push_back(std::move(s));
     }
     for (auto& g : read_gates(in.path, name))
-      if (!dropped_shapes.count({g.rows, g.features, g.block_size})) m.gates.push_back(std::move(g));
+      if (!dropped_shapes.count({g.rows, g.features, g.depth, g.block_size})) m.gates.push_back(std::move(g));
     for (auto& v : read_variants(in.path, name))
-      if (!dropped_shapes.count({v.rows, v.features, v.block_size})) m.variants.push_back(std::move(v));
+      if (!dropped_shapes.count({v.rows, v.features, v.depth, v.block_size})) m.variants.push_back(std::move(v));
     for (auto& a : read_attribution(in.path, name)) {
       bool drop = false;
       for (const auto& shape : dropped_shapes)
-        drop = drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features);
+        drop = drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features && std::get<2>(shape) == a.depth);
       if (!drop) m.attribution.push_back(std::move(a));
     }
     for (auto& h : read_health(in.path, name))

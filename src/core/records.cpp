@@ -63,4 +63,8 @@ bool summarised(const sample_record& sample) {
   return sample.status == "ok" && sample.trial >= 0 && sample.gate != gate_verdict::failed;
 }
 
+std::string extents_text(std::int64_t rows, std::int64_t features, std::int64_t depth) {
+  return std::to_string(rows) + " x " + std::to_string(features) + (depth > 1 ? " x " + std::to_string(depth) : "");
+}
+
 }  // namespace kstudy

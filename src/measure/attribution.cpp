@@ -88,12 +88,12 @@ std::vector<attribution_record> attribute_kernels(variant& variant, const std::s
   std::vector<attribution_record> out;
   double inside = 0.0;
   for (const auto& [label, t] : totals) {
-    out.push_back({experiment, variant_id, shape.rows, shape.features, label, t.calls / runs, t.seconds / runs});
+    out.push_back({experiment, variant_id, shape.rows, shape.features, shape.depth, label, t.calls / runs, t.seconds / runs});
     inside += t.seconds;
   }
-  out.push_back({experiment, variant_id, shape.rows, shape.features, "(outside Kokkos kernels)", 0,
+  out.push_back({experiment, variant_id, shape.rows, shape.features, shape.depth, "(outside Kokkos kernels)", 0,
                  std::max(0.0, total - inside) / runs});
-  out.push_back({experiment, variant_id, shape.rows, shape.features, "(whole run)", 1, total / runs});
+  out.push_back({experiment, variant_id, shape.rows, shape.features, shape.depth, "(whole run)", 1, total / runs});
   return out;
 }
 

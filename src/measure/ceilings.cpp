@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <iostream>
 
 #include "kstudy/timers.hpp"
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
+#include "kstudy/compute_roofs.hpp"
 #include "kstudy/cuda_escape.hpp"
 #endif
 #include "kstudy/views/host_buffers.hpp"
@@ -40,6 +42,35 @@ ceiling_record timed(const std::string& name, std::int64_t bytes, int trials, co
   c.bytes_per_second = c.seconds > 0 ? double(bytes) / c.seconds : 0.0;
   return c;
 }
+
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+// A compute roof: the median of `trials` synchronised runs of op, each performing `flops`.
+ceiling_record timed_compute(const std::string& name, std::int64_t flops, int trials, const std::function<void()>& op) {
+  auto c = timed(name, 0, trials, op);
+  c.flops = flops;
+  c.flops_per_second = c.seconds > 0 ? double(flops) / c.seconds : 0.0;
+  return c;
+}
+
+void measure_compute_roofs(const ceiling_options& options, std::vector<ceiling_record>& out) {
+  try {
+    const std::int64_t flops = cuda_escape::run_fp32_fma_probe();  // every run performs the same flops
+    out.push_back(timed_compute("device_fp32_fma", flops, options.trials, [] { cuda_escape::run_fp32_fma_probe(); }));
+  } catch (const std::exception& ex) {
+    std::cerr << "kstudy: the device_fp32_fma roof could not be measured (" << ex.what() << ")\n";
+  }
+  using cuda_escape::gemm_roof_precision;
+  for (const auto precision : {gemm_roof_precision::fp32, gemm_roof_precision::tf32, gemm_roof_precision::bf16}) {
+    const char* name = cuda_escape::gemm_roof_name(precision);
+    try {
+      cuda_escape::cublas_gemm_probe probe(precision, options.gemm_roof_extent);
+      out.push_back(timed_compute(name, probe.flops(), options.trials, [&] { probe.run(); }));
+    } catch (const std::exception& ex) {
+      std::cerr << "kstudy: the " << name << " roof could not be measured (" << ex.what() << ")\n";
+    }
+  }
+}
+#endif
 
 // A read-dominant stream over the buffer, shaped the way the fused kernels read: on a device, one
 // element per work item (coalesced); on a host, contiguous blocks per thread with eight independent
@@ -109,6 +140,9 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
     roof.name = "device_copy";
     out.push_back(roof);
   }
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  if (options.compute_roofs) measure_compute_roofs(options, out);
+#endif
   {
     const std::int64_t n_host = options.host_bytes / std::int64_t(sizeof(float));
     Kokkos::View<float*, Kokkos::HostSpace> h(Kokkos::view_alloc("kstudy::ceiling_host", Kokkos::WithoutInitializing), n_host);

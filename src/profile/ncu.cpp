@@ -390,6 +390,7 @@ std::vector<profile_record> point_records(const point_context& point, const chil
     base.layout = v.layout;
     base.rows = point.rows;
     base.features = point.features;
+    base.depth = point.depth;
     base.block_size = point.block_size;
     base.point = point.point;
     base.status = v.status;

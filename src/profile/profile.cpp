@@ -235,8 +235,8 @@ std::vector<variant_record> profiled_variants(const std::vector<planned_point>& 
   return rows;
 }
 
-std::string shape_text(std::int64_t rows, std::int64_t features, std::int64_t block) {
-  return std::to_string(rows) + "x" + std::to_string(features) + (block ? " block " + std::to_string(block) : "");
+std::string shape_text(std::int64_t rows, std::int64_t features, std::int64_t depth, std::int64_t block) {
+  return extents_text(rows, features, depth) + (block ? " block " + std::to_string(block) : "");
 }
 
 double safe_ratio(double a, double b) { return b > 0 && !std::isnan(a) && !std::isnan(b) ? a / b : std::nan(""); }
@@ -255,7 +255,7 @@ void print_summary(std::ostream& os, const std::vector<profile_record>& rows) {
   for (const auto& r : rows) {
     const auto key = std::make_pair(r.experiment + "/" + r.variant, r.point);
     auto [it, fresh] = index.emplace(key, totals.size());
-    if (fresh) totals.push_back({r.variant, shape_text(r.rows, r.features, r.block_size), r.status, ""});
+    if (fresh) totals.push_back({r.variant, shape_text(r.rows, r.features, r.depth, r.block_size), r.status, ""});
     auto& t = totals[it->second];
     if (r.launch < 0) continue;
     ++t.kernels;
@@ -496,7 +496,7 @@ std::vector<profile_record> profile_point(const planned_point& p, ncu_runner& ru
   std::vector<std::string> args{pt.op->info().name, joined_extents(pt.extents), std::to_string(pt.block_size),
                                 std::to_string(p.e->row_padding), std::to_string(p.e->protocol.seed)};
   args.insert(args.end(), p.variants.begin(), p.variants.end());
-  const ncu::point_context context{p.e->name, pt.index, shape.rows, shape.features, pt.block_size};
+  const ncu::point_context context{p.e->name, pt.index, shape.rows, shape.features, pt.block_size, shape.depth};
   std::vector<profile_record> rows;
   try {
     const auto result = runner.run(p.e->name + "_point" + std::to_string(pt.index), args);
@@ -513,6 +513,7 @@ std::vector<profile_record> profile_point(const planned_point& p, ncu_runner& ru
       r.variant = id;
       r.rows = shape.rows;
       r.features = shape.features;
+      r.depth = shape.depth;
       r.block_size = pt.block_size;
       r.point = pt.index;
       r.status = std::string("failed: ") + ex.what();
@@ -659,14 +660,14 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     for (const auto& r : rows) {
       kernels += r.launch >= 0;
       if (r.status.rfind("failed", 0) == 0) {
-        std::cerr << "kstudy profile: " << r.variant << " at " << shape_text(r.rows, r.features, r.block_size) << ": "
+        std::cerr << "kstudy profile: " << r.variant << " at " << shape_text(r.rows, r.features, r.depth, r.block_size) << ": "
                   << r.status << "\n";
         ++failed;
       }
     }
     if (!request.quiet)
       std::cerr << "kstudy profile: point " << (i + 1) << " of " << plan.size() << " (" << p.e->name << " "
-                << shape_text(shape.rows, shape.features, pt.block_size) << "): " << p.variants.size() << " variants, "
+                << shape_text(shape.rows, shape.features, shape.depth, pt.block_size) << "): " << p.variants.size() << " variants, "
                 << kernels << " kernels profiled, " << std::fixed << std::setprecision(1) << elapsed() << " s\n";
     auto& mine = records[p.e->name];
     mine.insert(mine.end(), rows.begin(), rows.end());

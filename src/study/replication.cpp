@@ -53,6 +53,7 @@ void stop_if_point_lost_device(const health_guarded_sink& sink, const experiment
   where.replication = keys.replication;
   where.rows = keys.rows;
   where.features = keys.features;
+  where.depth = keys.depth;
   where.bytes = keys.bytes;
   detail::stop_if_device_lost(where, error);
 }

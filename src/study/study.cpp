@@ -93,6 +93,7 @@ variant_record describe_variant(const variant_info& info, const table_shape& sha
   variant_record r;
   r.variant = info.id();
   r.operation = info.operation;
+  r.compute_ceiling = op->info().compute_ceiling;
   r.axes = [&] {
     std::string joined;
     for (const auto& a : op->info().axes) joined += (joined.empty() ? "" : ",") + a;
@@ -108,6 +109,7 @@ variant_record describe_variant(const variant_info& info, const table_shape& sha
   r.rung = info.rung;
   r.rows = shape.rows;
   r.features = shape.features;
+  r.depth = shape.depth;
   r.block_size = block_size;
   const auto modelled = info.traffic(shape);
   r.modelled_bytes_read = modelled.bytes_read;
@@ -179,11 +181,11 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples, const std::vector<ceiling_record>& ceilings) {
   // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
   using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,
-                         std::int64_t, int, std::int64_t>;
+                         std::int64_t, std::int64_t, int, std::int64_t>;
   std::map<key, std::vector<const sample_record*>> groups;
   for (const auto& s : samples)
     if (summarised(s))
-      groups[{s.experiment, s.variant, s.layout, s.memory_kind, s.direction, s.rows, s.features, s.block_size,
+      groups[{s.experiment, s.variant, s.layout, s.memory_kind, s.direction, s.rows, s.features, s.depth, s.block_size,
               static_cast<int>(s.timer), s.bytes}]
           .push_back(&s);
   std::vector<summary_record> out;
@@ -206,6 +208,7 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     r.direction = first->direction;
     r.rows = first->rows;
     r.features = first->features;
+    r.depth = first->depth;
     r.block_size = first->block_size;
     r.timer = first->timer;
     r.samples = static_cast<std::int64_t>(t.size());

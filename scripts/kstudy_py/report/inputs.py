@@ -8,9 +8,11 @@ import pandas as pd
 from .. import archive as A
 from .variants import REFERENCE_FAMILY, variant_table
 
-POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "block_size", "timer"]
+POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "depth", "block_size",
+              "timer"]
 VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "implementation", "backend", "on_device",
-                      "kernels_launched", "rung", "essential_bytes", "essential_flops"]
+                      "kernels_launched", "rung", "essential_bytes", "essential_flops", "compute_ceiling",
+                      "peak_device_bytes", "tuned_parameters"]
 # A cold_compile experiment times first and second calls in fresh processes, not steady-state points; the
 # overhead section reads it.
 NOT_TIMING_POINTS = ("cold_compile",)
@@ -65,7 +67,7 @@ class ReportInputs:
                                                       "boundary"] + VARIANT_ATTRIBUTES)
         df = pd.concat(frames, ignore_index=True)
         df["boundary"] = [A.boundary(t, m) for t, m in zip(df.timer, df.memory_kind)]
-        keys = ["archive", "experiment", "variant", "rows", "features", "block_size"]
+        keys = ["archive", "experiment", "variant", "rows", "features", "depth", "block_size"]
         return df.merge(self.variants[keys + VARIANT_ATTRIBUTES], on=keys, how="left")
 
     def points_of(self, operation):

@@ -1,7 +1,8 @@
 """What each timed variant is: one table per archive experiment, read from the archive.
 
 Schema 4 and later archives store it as `/experiments/<name>/variants` (one row per variant and measured
-shape; schema 5 adds the operation's `axes`, schema 6 the variant's ladder `rung`). For older archives, `legacy_variant_table` builds the same table
+shape; schema 5 adds the operation's `axes`, schema 6 the variant's ladder `rung`, schema 7 the third extent
+`depth`, the operation's `compute_ceiling`, `peak_device_bytes` and `tuned_parameters`). For older archives, `legacy_variant_table` builds the same table
 once; it is the only place in the report that derives anything from a variant's name. Every section reads the
 table, never the names.
 """
@@ -11,9 +12,10 @@ import pandas as pd
 from .. import archive as A
 
 FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend", "on_device",
-          "kernels_launched", "rung", "rows", "features", "block_size", "modelled_bytes_read", "modelled_bytes_written",
-          "essential_bytes", "essential_flops"]
-SHAPE_KEYS = ["variant", "rows", "features", "block_size"]
+          "kernels_launched", "rung", "rows", "features", "depth", "block_size", "modelled_bytes_read",
+          "modelled_bytes_written", "essential_bytes", "essential_flops", "compute_ceiling", "peak_device_bytes",
+          "tuned_parameters"]
+SHAPE_KEYS = ["variant", "rows", "features", "block_size"]  # of legacy (schema <= 3) archives: two axes
 # The family of every operation's CPU baseline (the C++ variants' `implementation`).
 REFERENCE_FAMILY = "cpu_reference"
 # Kernels written without Kokkos (variant_info::implementation, stored since schema 6): kstudy's handwritten
@@ -80,6 +82,8 @@ def legacy_variant_table(experiment):
     table["modelled_bytes_written"] = np.nan
     table["essential_bytes"] = A.essential_bytes(table.rows, table.features)
     table["essential_flops"] = A.flops(table.rows, table.features)
+    for column, default in A.SCHEMA7_DEFAULTS["variants"].items():
+        table[column] = default
     return table[FIELDS]
 
 

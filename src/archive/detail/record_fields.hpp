@@ -48,7 +48,7 @@ struct record_table<sample_record> {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment}, {"variant", &R::variant},         {"layout", &R::layout},
         {"memory_kind", &R::memory_kind}, {"direction", &R::direction},   {"rows", &R::rows},
-        {"features", &R::features},     {"pitch", &R::pitch},             {"block_size", &R::block_size},
+        {"features", &R::features},     {"depth", &R::depth},             {"pitch", &R::pitch},             {"block_size", &R::block_size},
         {"bytes", &R::bytes},           {"point", &R::point},             {"replication", &R::replication},
         {"trial", &R::trial},           {"timer", &R::timer},             {"seconds", &R::seconds},
         {"gate", &R::gate},             {"throttled", &R::throttled},     {"status", &R::status},
@@ -71,6 +71,7 @@ struct record_table<gate_record> {
         {"layout", &R::layout},
         {"rows", &R::rows},
         {"features", &R::features},
+        {"depth", &R::depth},
         {"block_size", &R::block_size},
         {"passed", &R::passed},
         {"max_abs_error", &R::max_abs_error},
@@ -90,13 +91,16 @@ template <>
 struct record_table<ceiling_record> {
   using R = ceiling_record;
   static constexpr const char* dataset = "ceilings";
-  static constexpr const char* units = "seconds: s; bytes: B; bytes_per_second: B/s";
+  static constexpr const char* units =
+      "seconds: s; bytes: B; bytes_per_second: B/s; flops: flop; flops_per_second: flop/s (compute roofs)";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"name", &R::name},
         {"bytes", &R::bytes},
         {"seconds", &R::seconds},
         {"bytes_per_second", &R::bytes_per_second},
+        {"flops", &R::flops},
+        {"flops_per_second", &R::flops_per_second},
     };
     return table;
   }
@@ -117,6 +121,7 @@ struct record_table<summary_record> {
         {"direction", &R::direction},
         {"rows", &R::rows},
         {"features", &R::features},
+        {"depth", &R::depth},
         {"block_size", &R::block_size},
         {"timer", &R::timer},
         {"samples", &R::samples},
@@ -140,7 +145,7 @@ struct record_table<attribution_record> {
   static constexpr const char* units = "seconds: s (total over calls)";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
-        {"experiment", &R::experiment}, {"variant", &R::variant}, {"rows", &R::rows},       {"features", &R::features},
+        {"experiment", &R::experiment}, {"variant", &R::variant}, {"rows", &R::rows},       {"features", &R::features}, {"depth", &R::depth},
         {"kernel", &R::kernel},         {"calls", &R::calls},     {"seconds", &R::seconds},
     };
     return table;
@@ -161,6 +166,7 @@ struct record_table<health_record> {
         {"replication", &R::replication},
         {"rows", &R::rows},
         {"features", &R::features},
+        {"depth", &R::depth},
         {"block_size", &R::block_size},
         {"bytes", &R::bytes},
         {"memory_kind", &R::memory_kind},
@@ -204,6 +210,7 @@ struct record_table<profile_record> {
         {"layout", &R::layout},
         {"rows", &R::rows},
         {"features", &R::features},
+        {"depth", &R::depth},
         {"block_size", &R::block_size},
         {"point", &R::point},
         {"status", &R::status},
@@ -237,11 +244,13 @@ struct record_table<variant_record> {
   using R = variant_record;
   static constexpr const char* dataset = "variants";
   static constexpr const char* units =
-      "modelled_bytes_read, modelled_bytes_written, essential_bytes: B (one resident run); essential_flops: flop";
+      "modelled_bytes_read, modelled_bytes_written, essential_bytes: B (one resident run); essential_flops: flop; "
+      "peak_device_bytes: B (-1 = host variant or not recorded)";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"variant", &R::variant},
         {"operation", &R::operation},
+        {"compute_ceiling", &R::compute_ceiling},
         {"axes", &R::axes},
         {"family", &R::family},
         {"fusion_level", &R::fusion_level},
@@ -253,11 +262,14 @@ struct record_table<variant_record> {
         {"rung", &R::rung},
         {"rows", &R::rows},
         {"features", &R::features},
+        {"depth", &R::depth},
         {"block_size", &R::block_size},
         {"modelled_bytes_read", &R::modelled_bytes_read},
         {"modelled_bytes_written", &R::modelled_bytes_written},
         {"essential_bytes", &R::essential_bytes},
         {"essential_flops", &R::essential_flops},
+        {"peak_device_bytes", &R::peak_device_bytes},
+        {"tuned_parameters", &R::tuned_parameters},
     };
     return table;
   }

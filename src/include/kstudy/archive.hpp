@@ -16,10 +16,13 @@ namespace kstudy {
 // Written as the root attribute schema_version; bump on any incompatible change of the layout.
 // 2 added occupancy to samples and summary; 3 added the health table; 4 replaced samples.gate_passed by
 // the verdict samples.gate and added the variants table; 5 added variants.axes; 6 added variants.rung,
-// variants.implementation, the pin timer and three profile counters.
-inline constexpr const char* archive_schema_version = "6";
+// variants.implementation, the pin timer and three profile counters; 7 added depth (a third axis) to every
+// table keyed by a point, ceilings.flops / flops_per_second (compute roofs), variants.compute_ceiling,
+// variants.peak_device_bytes and variants.tuned_parameters.
+inline constexpr const char* archive_schema_version = "7";
 // Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
-// (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as 0 (1 to 5).
+// (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as 0 (1 to 5), depth as 1
+// and peak_device_bytes as -1 (1 to 6).
 bool archive_schema_readable(const std::string& version);
 
 enum class open_mode {

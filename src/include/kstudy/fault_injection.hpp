@@ -22,6 +22,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kstudy/variant.hpp"
 
@@ -69,6 +71,9 @@ class fault_injecting_variant final : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override { m_inner->enqueue_download(outputs); }
   void wait() override { m_inner->wait(); }
   double calculated_occupancy() const override { return m_inner->calculated_occupancy(); }
+  std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
+    return m_inner->tuned_parameters();
+  }
 
  private:
   void fire_if_armed();

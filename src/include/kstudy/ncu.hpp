@@ -100,7 +100,7 @@ child_report parse_child_report(const std::string& json_text);  // throws format
 
 struct point_context {
   std::string experiment;
-  std::int64_t point = 0, rows = 0, features = 0, block_size = 0;
+  std::int64_t point = 0, rows = 0, features = 0, block_size = 0, depth = 1;
 };
 // One row per profiled kernel launch of each variant (markers dropped), one row with launch -1 for a
 // variant that was not profiled. Throws format_error when the markers ncu saw do not match the child's.

@@ -92,6 +92,10 @@ struct operation_info {
   // Families only a CUDA build has: an experiment naming them runs on a CPU build without them (with a
   // note) instead of being refused as naming unknown variants.
   std::vector<std::string> cuda_families;
+  // The measured ceiling a compute-bound operation's flops are quoted against (a ceiling_record name:
+  // device_fp32_fma, cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm); empty for a bandwidth-bound
+  // operation, whose bytes are quoted against the bandwidth roofs.
+  std::string compute_ceiling;
 };
 
 class operation;

@@ -45,6 +45,7 @@ struct sample_record {
   std::string direction;   // h2d | d2h | "" (transfer calibration)
   std::int64_t rows = 0;
   std::int64_t features = 0;
+  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t pitch = 0;
   std::int64_t block_size = 0;  // 0 = variant default
   std::int64_t bytes = 0;       // bytes moved by the timed region (the variant's traffic model)
@@ -66,6 +67,9 @@ struct sample_record {
 // ok whose output the gate did not reject (passed, or a calibration sample with nothing to gate).
 bool summarised(const sample_record& sample);
 
+// A point's extents as people read them: "rows x features", with " x depth" for a three-axis operation.
+std::string extents_text(std::int64_t rows, std::int64_t features, std::int64_t depth);
+
 // Gate verdict for one (variant, shape).
 struct gate_record {
   std::string experiment;
@@ -73,6 +77,7 @@ struct gate_record {
   std::string layout;
   std::int64_t rows = 0;
   std::int64_t features = 0;
+  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;
   bool passed = false;
   double max_abs_error = 0.0;
@@ -85,12 +90,16 @@ struct gate_record {
   std::string message;
 };
 
-// A ceiling measured in the same run (bandwidth in bytes/second).
+// A ceiling measured in the same run: a bandwidth (bytes, bytes_per_second) or, from schema 7, a compute
+// roof (flops, flops_per_second; bytes 0): device_fp32_fma (a probe kernel of independent FMA chains) and
+// cuBLAS GEMMs at the roof's extent (cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm).
 struct ceiling_record {
-  std::string name;        // device_copy | device_read | h2d_pinned | d2h_pinned | h2d_pageable | host_read | ...
+  std::string name;        // device_copy | device_read | h2d_pinned | ... | device_fp32_fma | cublas_tf32_gemm | ...
   std::int64_t bytes = 0;  // bytes per measured operation
   double seconds = 0.0;    // median
   double bytes_per_second = 0.0;
+  std::int64_t flops = 0;  // flops per measured operation (compute roofs; 0 for bandwidths)
+  double flops_per_second = 0.0;
 };
 
 // Median / spread per (variant, point, timer) over accepted samples.
@@ -102,6 +111,7 @@ struct summary_record {
   std::string direction;
   std::int64_t rows = 0;
   std::int64_t features = 0;
+  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;
   timer_kind timer = timer_kind::host_wall;
   std::int64_t samples = 0;
@@ -121,6 +131,7 @@ struct attribution_record {
   std::string variant;
   std::int64_t rows = 0;
   std::int64_t features = 0;
+  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::string kernel;     // Kokkos kernel label
   std::int64_t calls = 0;
   double seconds = 0.0;   // total over calls
@@ -134,6 +145,7 @@ struct health_record {
   std::int32_t replication = 0;
   std::int64_t rows = 0;          // point keys (0 / "" where the experiment kind has no such axis)
   std::int64_t features = 0;
+  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;
   std::int64_t bytes = 0;
   std::string memory_kind;
@@ -165,6 +177,7 @@ struct profile_record {
   std::string layout;
   std::int64_t rows = 0;
   std::int64_t features = 0;
+  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;  // the point's block size (0 = variant default); launch_block_size: what ran
   std::int64_t point = 0;       // index of the experiment point
   std::string status;           // ok | rejected (gate failed; counters kept) | failed: <reason> | skipped: <reason>
@@ -198,8 +211,11 @@ struct profile_record {
 struct variant_record {
   std::string variant;       // variant id (name@backend), as in sample_record::variant
   std::string operation;     // the operation it implements (variant_info::operation): scoring, stream_triad, ...
-  std::string axes;          // the operation's axis names, comma-separated: rows,features | n (rows, features
-                             // below are its first two extents; a one-axis operation has features = 1)
+  // The ceiling its operation's flops are quoted against (operation_info::compute_ceiling): a compute-bound
+  // operation names a compute roof of the run's ceilings; empty for bandwidth-bound ones (and before schema 7).
+  std::string compute_ceiling;
+  std::string axes;          // the operation's axis names, comma-separated: rows,features | n | m,n,k (rows,
+                             // features, depth below are its extents in order; missing ones are 1)
   std::string family;        // variant_info::family: cpu_reference, composed, partial_fusion, ...
   std::string fusion_level;  // none | partial | full
   std::string implementation;  // kokkos | kokkos_kernels | handwritten_cuda | vendor_library | reference
@@ -213,11 +229,19 @@ struct variant_record {
   std::int32_t rung = 0;
   std::int64_t rows = 0;
   std::int64_t features = 0;
+  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;             // the point's block size (0 = variant default)
   std::int64_t modelled_bytes_read = 0;    // the variant's traffic model for one resident run at this shape
   std::int64_t modelled_bytes_written = 0;
   std::int64_t essential_bytes = 0;        // the operation's minimum traffic at this shape (essential_traffic)
   std::int64_t essential_flops = 0;        // the operation's arithmetic at this shape (essential_flops)
+  // Device memory the variant held at this point: the most in use (cudaMemGetInfo) after prepare and after
+  // its gated run, less what was in use before prepare; buffers, library workspaces and scratch included.
+  // -1 for host variants and archives before schema 7.
+  std::int64_t peak_device_bytes = -1;
+  // What an autotuned variant chose (variant::tuned_parameters()), "name=value" pairs joined by ",";
+  // empty when it chooses nothing.
+  std::string tuned_parameters;
 };
 
 // Root attributes and /environment: provenance of the whole archive.

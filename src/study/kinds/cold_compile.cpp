@@ -66,6 +66,7 @@ std::vector<sample_record> first_calls(replication_context& ctx, const sweep_poi
     s.memory_kind = entry->info.on_device ? "device" : "host";
     s.rows = shape.rows;
     s.features = shape.features;
+    s.depth = shape.depth;
     s.point = p.index;
     s.replication = ctx.replication;
     s.trial = trial;
@@ -127,6 +128,7 @@ void run_cold(replication_context& ctx) {
     const auto shape = p.op->shape(p.extents, p.op->info().layouts.front(), 0);
     keys.rows = shape.rows;
     keys.features = shape.features;
+    keys.depth = shape.depth;
     ctx.sink.begin_point(keys);
     if (ctx.replication == 0) {
       std::vector<variant_record> described;

@@ -73,6 +73,8 @@ struct prepared_variant {
   gate_verdict gate = gate_verdict::not_gated;
   table_shape shape;
   std::int64_t bytes = 0;  // its traffic model for one resident run
+  // Device memory the prepared and gated variant holds (variant_record::peak_device_bytes); -1 on a host.
+  std::int64_t peak_device_bytes = -1;
 };
 
 // Host arrays of one-shot calls per (layout, memory kind), and the pipelines per (variant, memory kind).
@@ -109,6 +111,7 @@ class sweep_point_run {
     s.layout = std::string(to_string(v.shape.layout));
     s.rows = v.shape.rows;
     s.features = v.shape.features;
+    s.depth = v.shape.depth;
     s.pitch = v.shape.pitch;
     s.block_size = m_point.block_size;
     s.bytes = v.bytes;
@@ -155,10 +158,15 @@ class sweep_point_run {
       v.impl = v.entry->make();
       if (m_ctx.faults && m_ctx.faults->applies_to(id, m_point.index))
         v.impl = std::make_unique<fault_injecting_variant>(std::move(v.impl), m_ctx.faults->kind, id, *m_point.op);
+      // Earlier variants of the point stay allocated while this one is prepared, so the difference in free
+      // device memory is this variant's: its buffers, library workspaces and scratch.
+      const bool on_device = v.entry->info.on_device;
+      const std::int64_t free_before = on_device ? device_bytes_free() : 0;
       const auto g = prepare_and_gate(*v.impl, *v.entry, m_inputs, options());
+      if (on_device) v.peak_device_bytes = std::max<std::int64_t>(0, free_before - device_bytes_free());
       v.gate = g.passed ? gate_verdict::passed : gate_verdict::failed;
       m_gates.push_back({m_e.name, id, std::string(to_string(v.shape.layout)), v.shape.rows, v.shape.features,
-                         m_point.block_size, g.passed, g.max_abs_error, g.max_relative_error, g.rtol, g.atol,
+                         v.shape.depth, m_point.block_size, g.passed, g.max_abs_error, g.max_relative_error, g.rtol, g.atol,
                          g.value_failures, g.discrete_mismatches, g.ambiguous, g.message});
       if (!g.passed)
         std::cerr << "\nkstudy: gate FAILED for " << id << " at point " << m_point.index << ": " << g.message << "\n";
@@ -370,7 +378,14 @@ class sweep_point_run {
     m_ctx.sink.write_attribution(attribution);
     m_ctx.sink.write_gates(m_gates);
     std::vector<variant_record> described;
-    for (const auto& v : m_variants) described.push_back(describe_variant(v.entry->info, v.shape, m_point.block_size));
+    for (const auto& v : m_variants) {
+      auto r = describe_variant(v.entry->info, v.shape, m_point.block_size);
+      r.peak_device_bytes = v.peak_device_bytes;
+      if (v.impl)
+        for (const auto& [name, value] : v.impl->tuned_parameters())
+          r.tuned_parameters += (r.tuned_parameters.empty() ? "" : ",") + name + "=" + std::to_string(value);
+      described.push_back(std::move(r));
+    }
     m_ctx.sink.write_variants(described);
   }
 
@@ -403,6 +418,7 @@ void run_sweep(replication_context& ctx) {
       const auto shape = p.op->shape(p.extents, p.op->info().layouts.front(), 0);
       keys.rows = shape.rows;
       keys.features = shape.features;
+      keys.depth = shape.depth;
       keys.block_size = p.block_size;
       ctx.sink.begin_point(keys);
       sweep_point_run(ctx, p, *inputs).run();

@@ -9,7 +9,7 @@ from ... import archive as A
 from .. import section
 from ..variants import HANDWRITTEN, is_handwritten
 
-POINT = ["archive", "experiment", "operation", "axes", "rows", "features"]
+POINT = ["archive", "experiment", "operation", "axes", "rows", "features", "depth"]
 # Device variants: device events where measured (no host-side launch cost in them), else the resident wall
 # clock; host variants: host_wall (their data already is where they compute).
 DEVICE_TIMERS = ("device_events", "resident_wall")
@@ -49,7 +49,7 @@ def with_roofs(best, archives):
     """Essential GB/s and its share of each roof measured in the variant's own archive; a device variant
     against the device roofs, a host variant against the host's."""
     df = best.copy()
-    df["point"] = [A.point_label(r, f, ax) for r, f, ax in zip(df.rows, df.features, df["axes"])]
+    df["point"] = [A.point_label(r, f, ax, d) for r, f, ax, d in zip(df.rows, df.features, df["axes"], df.depth)]
     df["essential_GB_per_s"] = df.essential_bytes / df["median"] / 1e9
     ceilings = {a.label: a for a in archives}
     for roof in ROOFS:
@@ -80,7 +80,7 @@ def kokkos_vs_handwritten(resident):
             kokkos, hand = t[t.side == "kokkos"], t[t.side == "handwritten"]
             if len(kokkos) and len(hand):
                 k, h = kokkos.loc[kokkos["median"].idxmin()], hand.loc[hand["median"].idxmin()]
-                rows.append(dict(zip(POINT, key), point=A.point_label(key[4], key[5], key[3]), timer=timer,
+                rows.append(dict(zip(POINT, key), point=A.point_label(key[4], key[5], key[3], key[6]), timer=timer,
                                  kokkos_variant=k.variant, kokkos_s=k["median"], handwritten_variant=h.variant,
                                  handwritten_s=h["median"], kokkos_over_handwritten=k["median"] / h["median"]))
                 break
@@ -89,13 +89,13 @@ def kokkos_vs_handwritten(resident):
 
 def shown_experiment(df, operation):
     """The experiment report.md shows an operation from: the one with the most points of it."""
-    g = df[df.operation == operation].drop_duplicates(["archive", "experiment", "rows", "features"])
+    g = df[df.operation == operation].drop_duplicates(["archive", "experiment", "rows", "features", "depth"])
     return g.groupby(["archive", "experiment"]).size().idxmax()
 
 
 def shown_points(g):
     """At most MAX_POINTS_SHOWN points, smallest to largest, evenly spaced through the tested ones."""
-    points = g[["rows", "features", "point"]].drop_duplicates().sort_values(["rows", "features"])
+    points = g[["rows", "features", "depth", "point"]].drop_duplicates().sort_values(["rows", "features", "depth"])
     if len(points) <= MAX_POINTS_SHOWN:
         return points
     picks = np.unique(np.linspace(0, len(points) - 1, MAX_POINTS_SHOWN).round().astype(int))
@@ -119,7 +119,7 @@ def operation_table(g, ratios):
     points = shown_points(g)
     header = ["| family (timer) | " + " | ".join(points.point) + " |", "| --- |" + " --- |" * len(points)]
     lines = []
-    order = g[g.rows == points.rows.iloc[-1]].sort_values("essential_GB_per_s", ascending=False)
+    order = g[g.point == points.point.iloc[-1]].sort_values("essential_GB_per_s", ascending=False)
     families = list(dict.fromkeys(zip(order.family, order.backend))) + \
         [fb for fb in dict.fromkeys(zip(g.family, g.backend)) if fb not in set(zip(order.family, order.backend))]
     for family, backend in families:
@@ -127,13 +127,13 @@ def operation_table(g, ratios):
         timers = "/".join(dict.fromkeys(f.timer))
         cells = []
         for p in points.itertuples():
-            hit = f[(f.rows == p.rows) & (f.features == p.features)]
+            hit = f[f.point == p.point]
             cells.append(cell(hit.iloc[0]) if len(hit) else "")
         lines.append(f"| {family}@{backend} ({timers}) | " + " | ".join(cells) + " |")
     if len(ratios):
         cells = []
         for p in points.itertuples():
-            hit = ratios[(ratios.rows == p.rows) & (ratios.features == p.features)]
+            hit = ratios[ratios.point == p.point]
             cells.append(f"{hit.kokkos_over_handwritten.iloc[0]:.2f}× (`{hit.kokkos_variant.iloc[0]}` / "
                          f"`{hit.handwritten_variant.iloc[0]}`)" if len(hit) else "")
         lines.append("| **best Kokkos ÷ best handwritten CUDA/vendor** | " + " | ".join(cells) + " |")
@@ -152,8 +152,8 @@ def headline(operation, g, ratios, arch, exp):
     side = g[device] if device.any() else g
     # At the largest point, whose data is far beyond every cache: the rate there is the memory's, while a small
     # point's may come from L2 (or a CPU's caches) and exceed the DRAM roof.
-    largest = side.sort_values(["rows", "features"]).iloc[-1]
-    at_largest = side[(side.rows == largest.rows) & (side.features == largest.features)]
+    largest = side.sort_values(["rows", "features", "depth"]).iloc[-1]
+    at_largest = side[side.point == largest.point]
     best = at_largest.loc[at_largest.essential_GB_per_s.idxmax()]
     roofs = DEVICE_ROOFS if bool(best.on_device) else HOST_ROOFS
     shares = ", ".join(f"{pct(best[f'pct_of_{roof}'])} of {roof}" for roof in reversed(roofs)
@@ -161,8 +161,8 @@ def headline(operation, g, ratios, arch, exp):
     text = (f"{operation} ({arch}/{exp}): best `{best.family}@{best.backend}` {best.essential_GB_per_s:,.0f} GB/s "
             f"essential" + (f" = {shares}" if shares else " (no roof measured)") + f" at {best.point}")
     if len(ratios):
-        at = ratios[(ratios.rows == best.rows) & (ratios.features == best.features)]
-        r = at.iloc[0] if len(at) else ratios.sort_values(["rows", "features"]).iloc[-1]
+        at = ratios[ratios.point == best.point]
+        r = at.iloc[0] if len(at) else ratios.sort_values(["rows", "features", "depth"]).iloc[-1]
         text += (f"; best Kokkos takes {r.kokkos_over_handwritten:.2f}× the best handwritten CUDA/vendor time at "
                  f"{r.point} (`{r.kokkos_variant}` vs `{r.handwritten_variant}`, {r.timer})")
     return text + "."
@@ -191,7 +191,11 @@ def bandwidth_by_operation(inputs, sec):
         inputs.write_csv(ratios, "kokkos_vs_handwritten.csv", sec,
                          "per operation and point: best Kokkos device time / best handwritten CUDA or vendor time")
     sec.lines += [EXPLANATION.format(families=", ".join(HANDWRITTEN)), ""]
-    for operation in sorted(df.operation.unique()):
+    compute_bound = set(resident[resident.compute_ceiling.fillna("") != ""].operation)
+    if compute_bound:
+        sec.lines += [f"Compute-bound operations ({', '.join(sorted(compute_bound))}) are in *Compute by operation* "
+                      "(TFLOP/s against the compute roofs); their bandwidth rows are in the CSV.", ""]
+    for operation in sorted(set(df.operation.unique()) - compute_bound):
         arch, exp = shown_experiment(df, operation)
         g = df[(df.operation == operation) & (df.archive == arch) & (df.experiment == exp)]
         r = ratios[(ratios.operation == operation) & (ratios.archive == arch) & (ratios.experiment == exp)]

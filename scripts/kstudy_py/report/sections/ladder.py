@@ -1,17 +1,18 @@
 """Kernel ladders (seed 002: write the kernel naively, change one thing at a time, and prove with counters why it
 got faster). For every operation whose variants table has rungs (`variants.rung` > 0, schema 6), one table at its
 headline point: the rungs in order, then the portable (Kokkos) variants, then the vendor libraries; each row's
-resident median, essential GB/s, % of the roof measured in the same archive, × the previous rung and × the
-vendor, and, where a profile archive (`kstudy profile`) has the same variant and point, its counters beside the
-stopwatch.
+resident median, essential GB/s (bandwidth-bound operations) or TFLOP/s (compute-bound ones: the operation names a
+compute ceiling, schema 7), % of the roof measured in the same archive, × the previous rung and × the vendor, and,
+where a profile archive (`kstudy profile`) has the same variant and point, its counters beside the stopwatch.
 
 Rules (every number from the archives, none from names except the vendor rule):
 - Headline point: HEADLINE_POINTS[operation] where the experiment measured it, else its largest point (most
   essential bytes), taken in the experiment holding most of the operation's rung points.
 - Time: the resident median, device events before the resident wall clock for device variants, host_wall for
   host variants (bandwidth.resident_points), default block size.
-- Roof: read-only traffic (the variant's modelled writes under 1% of its modelled traffic) against device_read,
-  the rest against device_copy; host variants against host_read.
+- Roof: a compute-bound operation's device variants against its compute ceiling (variants.compute_ceiling: a
+  cuBLAS GEMM or the FMA probe of the same run); otherwise read-only traffic (the variant's modelled writes under
+  1% of its modelled traffic) against device_read, the rest against device_copy; host variants against host_read.
 - Vendor: variants whose implementation is `vendor_library` (cuBLAS, CUB, cuDNN called directly); the vendor of an
   operation is its fastest such variant at the point. Portable: every variant that is neither handwritten CUDA,
   a vendor library nor the CPU reference (variants.implementation).
@@ -27,14 +28,22 @@ from .bandwidth import on_device, resident_points
 
 VENDOR = "vendor_library"  # variant_info::implementation
 # The seed's headline shapes (issue 14's targets), used where the experiment measured them.
-HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1), "transpose": (8192, 8192), "softmax": (65536, 4096),
-                   "layernorm": (65536, 4096), "residual_layernorm": (65536, 4096)}
+HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1, 1), "transpose": (8192, 8192, 1), "softmax": (65536, 4096, 1),
+                   "layernorm": (65536, 4096, 1), "residual_layernorm": (65536, 4096, 1),
+                   # issue 15: the seed's 4096^3 SGEMM and 1 x 16 heads x 16,384 tokens x 64 attention
+                   "gemm": (4096, 4096, 4096), "gemm_tf32": (4096, 4096, 4096), "gemm_bf16": (4096, 4096, 4096),
+                   "attention": (16, 16384, 64), "attention_bf16": (16, 16384, 64)}
 READ_ONLY_SHARE = 0.01
+# Summed over a call's kernels, except the last three: the L2 hit rate and achieved occupancy weighted by each
+# kernel's profiled duration, registers per thread the most any kernel of the call uses.
 COUNTERS = ["dram_bytes_read", "dram_bytes_written", "shared_bank_conflicts_load", "shared_bank_conflicts_store",
-            "l2_hit_rate_pct"]
-COLUMNS = ["archive", "experiment", "operation", "point", "rows", "features", "order", "kind", "rung", "variant",
-           "family", "backend", "timer", "median_s", "essential_GB_per_s", "roof", "roof_GB_per_s", "pct_of_roof",
-           "x_previous_rung", "vendor_variant", "x_vendor"] + COUNTERS
+            "l2_hit_rate_pct", "achieved_occupancy_pct", "registers_per_thread"]
+SUMMED = COUNTERS[:4]
+WEIGHTED = ("l2_hit_rate_pct", "achieved_occupancy_pct")
+COLUMNS = ["archive", "experiment", "operation", "point", "rows", "features", "depth", "order", "kind", "rung",
+           "variant", "family", "backend", "timer", "median_s", "essential_GB_per_s", "tflop_per_s", "compute_bound",
+           "roof", "roof_GB_per_s", "roof_tflop_per_s", "pct_of_roof", "x_previous_rung", "vendor_variant", "x_vendor",
+           "peak_device_bytes", "tuned_parameters"] + COUNTERS
 
 
 def kind_of(implementation, rung):
@@ -48,42 +57,52 @@ def kind_of(implementation, rung):
 
 
 def headline_point(g, operation):
-    """(rows, features) of the operation's headline point within one experiment's rows `g`."""
+    """(rows, features, depth) of the operation's headline point within one experiment's rows `g`."""
     wanted = HEADLINE_POINTS.get(operation)
-    if wanted is not None and ((g.rows == wanted[0]) & (g.features == wanted[1])).any():
+    if wanted is not None and ((g.rows == wanted[0]) & (g.features == wanted[1]) & (g.depth == wanted[2])).any():
         return wanted
-    largest = g.sort_values(["essential_bytes", "rows"]).iloc[-1]
-    return int(largest.rows), int(largest.features)
+    largest = g.sort_values(["essential_flops" if is_compute_bound(g) else "essential_bytes", "rows"]).iloc[-1]
+    return int(largest.rows), int(largest.features), int(largest.depth)
+
+
+def is_compute_bound(rows):
+    return bool((rows.compute_ceiling.fillna("") != "").any()) if "compute_ceiling" in rows.columns else False
 
 
 def roof_of(row, modelled):
-    """The roof a variant is held against, by its own modelled traffic (read-only: device_read)."""
+    """The roof a variant is held against: its operation's compute ceiling (compute-bound, on a device), else by
+    its own modelled traffic (read-only: device_read)."""
     if not bool(row.on_device):
         return "host_read"
-    m = modelled.get((row.archive, row.experiment, row.variant, row.rows, row.features))
+    if isinstance(row.compute_ceiling, str) and row.compute_ceiling:
+        return row.compute_ceiling
+    m = modelled.get((row.archive, row.experiment, row.variant, row.rows, row.features, row.depth))
     if m is not None and m[0] + m[1] > 0 and m[1] < READ_ONLY_SHARE * (m[0] + m[1]):
         return "device_read"
     return "device_copy"
 
 
 def profile_counters(archives):
-    """Per (variant, rows, features): the counters summed over the profiled call's kernels (the L2 hit rate
-    weighted by each kernel's profiled duration); NaN where no profile measured them."""
+    """Per (variant, rows, features, depth): the counters over the profiled call's kernels (COUNTERS says how
+    each is combined); NaN where no profile measured them."""
     frames = [e.profile for a in archives for e in a.experiments.values() if not e.profile.empty]
     if not frames:
         return {}
     prof = pd.concat(frames, ignore_index=True)
     prof = prof[prof.status.isin(["ok", "rejected"]) & (prof.launch >= 0)]
     out = {}
-    for key, k in prof.groupby(["variant", "rows", "features"]):
+    for key, k in prof.groupby(["variant", "rows", "features", "depth"]):
         values = {}
-        for c in COUNTERS[:-1]:
+        for c in SUMMED:
             values[c] = k[c].sum(min_count=1) if c in k.columns else np.nan
-        if "l2_hit_rate_pct" in k.columns:
-            w = k.profiled_duration_s.where(k.l2_hit_rate_pct.notna(), 0.0)
-            values["l2_hit_rate_pct"] = (k.l2_hit_rate_pct.fillna(0) * w).sum() / w.sum() if w.sum() > 0 else np.nan
-        else:
-            values["l2_hit_rate_pct"] = np.nan
+        for c in WEIGHTED:
+            if c in k.columns:
+                w = k.profiled_duration_s.where(k[c].notna(), 0.0)
+                values[c] = (k[c].fillna(0) * w).sum() / w.sum() if w.sum() > 0 else np.nan
+            else:
+                values[c] = np.nan
+        registers = k.registers_per_thread[k.registers_per_thread >= 0] if "registers_per_thread" in k else k[[]]
+        values["registers_per_thread"] = float(registers.max()) if len(registers) else np.nan
         out[key] = values
     return out
 
@@ -100,14 +119,20 @@ def ladder_rows(at, operation, modelled, archive, counters):
     rows, previous = [], None
     for r in at.itertuples():
         roof = roof_of(r, modelled)
-        roof_bw = (archive.ceiling(roof) or np.nan) / 1e9
+        compute = roof not in ("device_read", "device_copy", "host_read")
+        roof_bw = np.nan if compute else (archive.ceiling(roof) or np.nan) / 1e9
+        roof_tflops = (archive.compute_ceiling(roof) or np.nan) / 1e12 if compute else np.nan
         gbps = r.essential_bytes / r.median / 1e9
+        tflops = r.essential_flops / r.median / 1e12
         row = {"archive": r.archive, "experiment": r.experiment, "operation": operation,
-               "point": A.point_label(r.rows, r.features, r.axes), "rows": r.rows, "features": r.features,
-               "order": r.order, "kind": r.kind, "rung": int(r.rung), "variant": r.variant, "family": r.family,
-               "backend": r.backend, "timer": r.timer, "median_s": r.median, "essential_GB_per_s": gbps,
-               "roof": roof, "roof_GB_per_s": roof_bw, "pct_of_roof": 100 * gbps / roof_bw,
-               "x_previous_rung": np.nan, "vendor_variant": "", "x_vendor": np.nan}
+               "point": A.point_label(r.rows, r.features, r.axes, r.depth), "rows": r.rows, "features": r.features,
+               "depth": r.depth, "order": r.order, "kind": r.kind, "rung": int(r.rung), "variant": r.variant,
+               "family": r.family, "backend": r.backend, "timer": r.timer, "median_s": r.median,
+               "essential_GB_per_s": gbps, "tflop_per_s": tflops, "compute_bound": compute, "roof": roof,
+               "roof_GB_per_s": roof_bw, "roof_tflop_per_s": roof_tflops,
+               "pct_of_roof": 100 * (tflops / roof_tflops if compute else gbps / roof_bw),
+               "x_previous_rung": np.nan, "vendor_variant": "", "x_vendor": np.nan,
+               "peak_device_bytes": r.peak_device_bytes, "tuned_parameters": r.tuned_parameters or ""}
         if r.kind == "rung":
             if previous is not None and previous.backend == r.backend:
                 row["x_previous_rung"] = previous.median / r.median
@@ -115,7 +140,7 @@ def ladder_rows(at, operation, modelled, archive, counters):
         if best_vendor is not None:
             row["vendor_variant"] = best_vendor.variant
             row["x_vendor"] = best_vendor["median"] / r.median
-        row.update(counters.get((r.variant, r.rows, r.features),
+        row.update(counters.get((r.variant, r.rows, r.features, r.depth),
                                 {c: np.nan for c in COUNTERS}))
         rows.append(row)
     return rows
@@ -126,23 +151,34 @@ def number(v, spec, suffix=""):
 
 
 def markdown(table, with_counters):
-    head = "| | variant | time | GB/s | % of roof | × prev. rung | × vendor |"
+    compute = bool(table.compute_bound.any())
+    rate = "TFLOP/s" if compute else "GB/s"
+    head = f"| | variant | time | {rate} | % of roof | × prev. rung | × vendor |"
     rule = "| --- | --- | --- | --- | --- | --- | --- |"
+    memory = table.peak_device_bytes.fillna(-1).max() > 0 and compute
+    if memory:
+        head += " peak device memory |"
+        rule += " --- |"
     if with_counters:
-        head += " DRAM read / written (MB) | smem bank conflicts ld / st | L2 hit |"
-        rule += " --- | --- | --- |"
+        head += " DRAM read / written (MB) | smem bank conflicts ld / st | L2 hit | occupancy | regs |"
+        rule += " --- | --- | --- | --- | --- |"
     lines = [head, rule]
     for r in table.itertuples():
         label = f"rung {r.rung}" if r.kind == "rung" else r.kind
-        line = (f"| {label} | `{r.variant}` | {A.fmt_seconds(r.median_s)} | {r.essential_GB_per_s:,.1f} | "
+        value = f"{r.tflop_per_s:,.1f}" if compute else f"{r.essential_GB_per_s:,.1f}"
+        line = (f"| {label} | `{r.variant}`{' (' + r.tuned_parameters + ')' if r.tuned_parameters else ''} | "
+                f"{A.fmt_seconds(r.median_s)} | {value} | "
                 f"{number(r.pct_of_roof, '.0f', '%')} of {r.roof} | {number(r.x_previous_rung, '.2f', '×')} | "
                 f"{number(r.x_vendor, '.2f', '×')} |")
+        if memory:
+            line += f" {number(r.peak_device_bytes / 2**20, ',.0f', ' MiB') if r.peak_device_bytes >= 0 else ''} |"
         if with_counters:
             dram = (f"{number(r.dram_bytes_read / 1e6, ',.1f')} / {number(r.dram_bytes_written / 1e6, ',.1f')}"
                     if np.isfinite(r.dram_bytes_read) else "")
             banks = (f"{number(r.shared_bank_conflicts_load, ',.0f')} / {number(r.shared_bank_conflicts_store, ',.0f')}"
                      if np.isfinite(r.shared_bank_conflicts_load) or np.isfinite(r.shared_bank_conflicts_store) else "")
-            line += f" {dram} | {banks} | {number(r.l2_hit_rate_pct, '.1f', '%')} |"
+            line += (f" {dram} | {banks} | {number(r.l2_hit_rate_pct, '.1f', '%')} | "
+                     f"{number(r.achieved_occupancy_pct, '.0f', '%')} | {number(r.registers_per_thread, '.0f')} |")
         lines.append(line)
     return lines
 
@@ -152,8 +188,11 @@ EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the port
                "clock; host_wall on a host). GB/s: essential bytes / time. Roof: device_read for read-only traffic, "
                "device_copy otherwise, host_read on a host, measured in the same archive. × prev. rung: the previous "
                "rung's time over this one's; × vendor: the fastest vendor variant's time over this one's (above 1: "
-               "faster). Counters, where `kstudy profile` measured the same variant and point: summed over the call's "
-               "kernels (L2 hit rate weighted by kernel duration).")
+               "faster). Compute-bound operations (GEMM, attention) show essential TFLOP/s against their compute "
+               "ceiling (a cuBLAS GEMM or the FMA probe, measured in the same archive), the variant's peak device "
+               "memory and an autotuned rung's chosen parameters. Counters, where `kstudy profile` measured the same "
+               "variant and point: summed over the call's kernels (L2 hit rate and achieved occupancy weighted by "
+               "kernel duration; registers: the most any kernel uses).")
 
 
 @section("ladder", "Kernel ladders", order=6)
@@ -164,18 +203,18 @@ def ladder(inputs, sec):
                         "handwritten CUDA kernels, so a CPU build has none)")
     resident = resident_points(points)
     v = inputs.variants
-    modelled = {k: (r, w) for k, r, w in zip(zip(v.archive, v.experiment, v.variant, v.rows, v.features),
+    modelled = {k: (r, w) for k, r, w in zip(zip(v.archive, v.experiment, v.variant, v.rows, v.features, v.depth),
                                              v.modelled_bytes_read, v.modelled_bytes_written)}
     counters = profile_counters(inputs.archives)
     archives = {a.label: a for a in inputs.archives}
     rows = []
     for operation in sorted(resident[resident.rung.fillna(0) > 0].operation.unique()):
         op = resident[resident.operation == operation]
-        rung_points = op[op.rung > 0].drop_duplicates(["archive", "experiment", "rows", "features"])
+        rung_points = op[op.rung > 0].drop_duplicates(["archive", "experiment", "rows", "features", "depth"])
         arch, exp = rung_points.groupby(["archive", "experiment"]).size().idxmax()
         g = op[(op.archive == arch) & (op.experiment == exp)]
         point = headline_point(g[g.rung > 0], operation)
-        at = g[(g.rows == point[0]) & (g.features == point[1])]
+        at = g[(g.rows == point[0]) & (g.features == point[1]) & (g.depth == point[2])]
         rows += ladder_rows(at, operation, modelled, archives[arch], counters)
     df = pd.DataFrame(rows, columns=COLUMNS)
     inputs.write_csv(df, "ladder.csv", sec,
@@ -186,9 +225,10 @@ def ladder(inputs, sec):
         with_counters = t[COUNTERS].notna().any().any()
         sec.lines += [f"**{operation}** at {point} ({arch}/{exp}):", ""] + markdown(t, with_counters) + [""]
         rungs = t[t.kind == "rung"]
-        top = rungs.loc[rungs.essential_GB_per_s.idxmax()]
-        text = (f"{operation} ladder ({arch}/{exp}, {point}): best rung `{top.variant}` {top.essential_GB_per_s:,.0f} "
-                f"GB/s = {number(top.pct_of_roof, '.0f', '%')} of {top.roof}, "
+        top = rungs.loc[rungs.median_s.idxmin()]
+        rate = f"{top.tflop_per_s:,.1f} TFLOP/s" if top.compute_bound else f"{top.essential_GB_per_s:,.0f} GB/s"
+        text = (f"{operation} ladder ({arch}/{exp}, {point}): best rung `{top.variant}` {rate} "
+                f"= {number(top.pct_of_roof, '.0f', '%')} of {top.roof}, "
                 f"{rungs.median_s.iloc[0] / top.median_s:.1f}× rung {int(rungs.rung.iloc[0])}")
         if np.isfinite(top.x_vendor):
             text += f", {top.x_vendor:.2f}× `{top.vendor_variant}`"

@@ -15,10 +15,14 @@ from .bandwidth import DEVICE_ROOFS, HOST_ROOFS, ROOFS, on_device, shown_experim
 MAX_SERIES = 6  # families per panel: the fastest at the operation's largest point
 ROOF_STYLES = {"device_read": "-", "device_copy": "--", "host_read": ":"}
 MARKERS = "osD^vP*Xh<>"
-NO_COMPUTE_ROOF = ("No compute roof is drawn: this archive measures no peak flop rate (the GEMM operation will "
-                   "add one), so only the memory roofs are measured bounds. At the intensities below (a few flop "
-                   "per byte at most) the memory roofs are the ones that bind on current GPUs and CPUs.")
-COLUMNS = ["archive", "experiment", "operation", "axes", "point", "rows", "features", "family", "backend", "variant",
+NO_COMPUTE_ROOF = ("No compute roof is drawn: these archives measure no peak flop rate (compute roofs are measured "
+                   "by CUDA builds from schema 7), so only the memory roofs are measured bounds.")
+COMPUTE_ROOFS = ("The overview also draws the compute roofs measured in the same archive (horizontal lines: the "
+                 "float32 FMA probe and cuBLAS GEMMs at each input precision); a compute-bound operation's point sits "
+                 "under them, a bandwidth-bound one's under the diagonal memory roofs.")
+COMPUTE_STYLES = ["-.", (0, (5, 1)), (0, (1, 1)), (0, (3, 1, 1, 1))]
+COLUMNS = ["archive", "experiment", "operation", "axes", "point", "rows", "features", "depth", "family", "backend",
+           "variant",
            "timer", "median_s", "essential_flops", "essential_bytes", "ai_flop_per_byte", "gflop_per_s",
            "essential_GB_per_s"] + [f"pct_of_{r}" for r in ROOFS]
 
@@ -81,12 +85,13 @@ def best_points(frames):
             continue
         side = g[on_device(g)] if on_device(g).any() else g
         near = side[side.gflop_per_s >= 0.999 * side.gflop_per_s.max()]  # ties: the largest point
-        out.append((operation, near.sort_values(["rows", "features"]).iloc[-1]))
+        out.append((operation, near.sort_values(["rows", "features", "depth"]).iloc[-1]))
     return out
 
 
-def draw_overview(ax, frames):
-    """Classic roofline: each operation's best point under the diagonal memory roofs (y = intensity × GB/s)."""
+def draw_overview(ax, frames, compute_roofs):
+    """Classic roofline: each operation's best point under the diagonal memory roofs (y = intensity × GB/s) and
+    the horizontal compute roofs."""
     points = best_points(frames)
     ais = [r.ai_flop_per_byte for _, r in points]
     x = np.logspace(np.log10(min(ais) / 4), np.log10(max(max(ais) * 4, 1.0)), 50)
@@ -96,6 +101,9 @@ def draw_overview(ax, frames):
             roofs.setdefault(roof, bw)
     for roof, bw in roofs.items():
         ax.plot(x, x * bw, color="black", lw=0.9, ls=ROOF_STYLES[roof], label=f"{roof} {bw:,.0f} GB/s")
+    for k, (name, flops) in enumerate(sorted(compute_roofs.items(), key=lambda kv: -kv[1])):
+        ax.axhline(flops / 1e9, color="grey", lw=0.9, ls=COMPUTE_STYLES[k % len(COMPUTE_STYLES)],
+                   label=f"{name} {flops / 1e12:,.1f} TFLOP/s")
     for k, (operation, r) in enumerate(points):
         ax.plot(r.ai_flop_per_byte, r.gflop_per_s, marker=MARKERS[k % len(MARKERS)], ls="none", ms=7,
                 markeredgecolor="black", markeredgewidth=0.4,
@@ -104,7 +112,8 @@ def draw_overview(ax, frames):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (essential flop / essential byte)")
     ax.set_ylabel("achieved GFLOP/s")
-    ax.set_title("Each operation's best point against the memory roofs", fontsize=9)
+    ax.set_title("Each operation's best point against the memory" + (" and compute" if compute_roofs else "") + " roofs",
+                 fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     below(ax)
 
@@ -114,12 +123,23 @@ def below(ax):
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 
 
-def roofline_figure(frames, out):
+def compute_roofs_of(frames, archives):
+    """The compute roofs measured by the archives of the shown experiments (the first archive's value per name)."""
+    out = {}
+    labels = {g.archive.iloc[0] for g in frames.values()}
+    for a in archives:
+        if a.label in labels:
+            for name, value in a.compute_ceilings().items():
+                out.setdefault(name, value)
+    return out
+
+
+def roofline_figure(frames, out, compute_roofs):
     with_flops = bool(best_points(frames))
     fig, axes = grid(len(frames) + with_flops, 3, width=5.2, height=5.0)
     colour = colours(f"{f}@{b}" for g in frames.values() for f, b in zip(g.family, g.backend))
     if with_flops:
-        draw_overview(axes[0], frames)
+        draw_overview(axes[0], frames, compute_roofs)
     for ax, (operation, g) in zip(axes[with_flops:], frames.items()):
         draw_operation(ax, operation, g, colour)
     fig.suptitle("Roofline by operation: essential bandwidth of the best variant per family against the memory roofs "
@@ -127,8 +147,8 @@ def roofline_figure(frames, out):
     return save(fig, out, "roofline_by_operation.png")
 
 
-def detail_lines(frames):
-    lines = [NO_COMPUTE_ROOF, ""]
+def detail_lines(frames, compute_roofs):
+    lines = [COMPUTE_ROOFS if compute_roofs else NO_COMPUTE_ROOF, ""]
     for operation, g in frames.items():
         ai = g.ai_flop_per_byte.iloc[0]
         lines.append(f"- {operation}: {g.essential_flops.iloc[0] / g.essential_bytes.iloc[0]:.3g} flop per essential "
@@ -146,9 +166,10 @@ def roofline_by_operation(inputs, sec, bandwidth_by_operation):
                      "GFLOP/s and essential GB/s, % of the measured roofs (every experiment; the figure shows one "
                      "per operation)")
     frames = shown(df)
-    sec.figures.append((roofline_figure(frames, inputs.out),
+    compute_roofs = compute_roofs_of(frames, inputs.archives)
+    sec.figures.append((roofline_figure(frames, inputs.out, compute_roofs),
                         f"Roofline by operation: one panel per operation (its best variant per family, at most "
                         f"{MAX_SERIES}; measured memory roofs as horizontal lines) and, where an operation does "
                         "arithmetic, an overview of each operation's best point on the intensity axis"))
-    sec.lines += detail_lines(frames)
+    sec.lines += detail_lines(frames, compute_roofs)
     return sec.done(df)

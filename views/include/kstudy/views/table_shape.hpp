@@ -21,10 +21,10 @@ struct table_shape {
   std::int64_t features = 0;
   // Elements between consecutive rows; only used by padded_row_major (equals features otherwise).
   std::int64_t pitch = 0;
+  table_layout layout = table_layout::row_major;
   // A three-axis operation's third extent (GEMM: k; attention: head_dim); 1 for a table. The layout
   // describes how the operation lays out its rows x features arrays; what depth means is the operation's.
-  std::int64_t depth = 1;
-  table_layout layout = table_layout::row_major;
+  std::int64_t depth = 1;  // last, so brace-initialised shapes of one and two axes stay valid
 
   // Throws std::invalid_argument naming the offending argument.
   void validate() const;

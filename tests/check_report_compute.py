@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""The report on compute-bound operations (schema 7), in process, on an archive built here with invented round
+numbers as a GPU run of kernel lab II would leave it: a GEMM ladder (rungs, an autotuned rung with its chosen
+parameters, Kokkos, cuBLAS) at 1024³ and 4096³ and attention at 1,024 and 4,096 tokens (a textbook variant whose
+peak device memory grows with tokens², a fused one whose memory grows with tokens), with compute roofs among the
+ceilings. Checks, all recomputed here:
+- the ladder section quotes GEMM in TFLOP/s against the operation's compute ceiling (cublas_fp32_gemm), at the
+  headline point 4096³, with × previous rung, × vendor and the autotuned rung's parameters;
+- the compute section's TFLOP/s and % of roof per family and point, the Kokkos ÷ handwritten ratio, the peak
+  memory table and the memory-scaling exponents (2 and 1) in its headline;
+- the roofline overview draws the compute roofs;
+- a schema 6 archive (no depth, no compute roofs) still reads, with depth 1 and no compute ceiling.
+
+usage: check_report_compute.py
+Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or matplotlib.
+"""
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import h5py
+    import matplotlib  # noqa: F401  (the report needs it)
+    import numpy as np
+    import pandas as pd
+except ImportError as error:
+    print(f"skipped: {error}")
+    sys.exit(77)
+
+sys.dont_write_bytecode = True
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from kstudy_py import archive as A  # noqa: E402
+from kstudy_py import report  # noqa: E402
+
+BANDWIDTH = {"device_read": 4.0e12, "device_copy": 3.2e12, "host_read": 1.0e11}
+COMPUTE = {"device_fp32_fma": 64.0e12, "cublas_fp32_gemm": 50.0e12, "cublas_bf16_gemm": 700.0e12}
+TUNED = "block_m=128,block_n=128,block_k=16"
+# (variant, family, implementation, backend, rung, fraction of the operation's compute ceiling)
+GEMM = [("gemm_naive@cuda", "gemm_cuda", "handwritten_cuda", "cuda", 1, 0.02),
+        ("gemm_coalesced@cuda", "gemm_cuda", "handwritten_cuda", "cuda", 2, 0.16),
+        ("gemm_autotuned@cuda", "gemm_cuda", "handwritten_cuda", "cuda", 3, 0.95),
+        ("gemm_kokkos_tiled@cuda", "gemm_kokkos", "kokkos", "cuda", 0, 0.5),
+        ("gemm_cublas@cuda", "cublas", "vendor_library", "cuda", 0, 1.0)]
+GEMM_POINTS = [(1024, 1024, 1024), (4096, 4096, 4096)]
+ATTENTION = [("attention_textbook@cuda", "attention_cuda", "handwritten_cuda", "cuda", 1, 0.25),
+             ("attention_fused@cuda", "attention_cuda", "handwritten_cuda", "cuda", 2, 0.5),
+             ("attention_kokkos_fused@cuda", "attention_kokkos", "kokkos", "cuda", 0, 0.2)]
+ATTENTION_POINTS = [(16, 1024, 64), (16, 4096, 64)]
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def compound(columns):
+    dtype = [(k, h5py.string_dtype() if isinstance(v[0], str) else np.asarray(v).dtype) for k, v in columns.items()]
+    rows = np.empty(len(next(iter(columns.values()))), dtype=dtype)
+    for k, v in columns.items():
+        rows[k] = np.array(v, dtype=h5py.string_dtype()) if isinstance(v[0], str) else v
+    return rows
+
+
+def write_tables(group, tables):
+    for name, df in tables.items():
+        group.create_dataset(name, data=compound({c: df[c].tolist() for c in df.columns}))
+
+
+def flops(operation, point):
+    a, b, c = point
+    return 2 * a * b * c if operation == "gemm" else 4 * a * b * b * c
+
+
+def essential_bytes(operation, point):
+    a, b, c = point
+    return 4 * (a * c + c * b + a * b) if operation == "gemm" else 16 * a * b * c
+
+
+def peak_memory(variant, point):
+    heads, tokens, dim = point
+    base = 16 * heads * tokens * dim
+    return base + (4 * heads * tokens * tokens if "textbook" in variant else 0)
+
+
+def seconds(operation, point, fraction):
+    roof = COMPUTE["cublas_fp32_gemm"] if operation == "gemm" else COMPUTE["device_fp32_fma"]
+    return flops(operation, point) / (fraction * roof)
+
+
+def ceilings():
+    rows = [{"name": n, "bytes": 1 << 30, "seconds": (1 << 30) / bw, "bytes_per_second": bw, "flops": 0,
+             "flops_per_second": 0.0} for n, bw in BANDWIDTH.items()]
+    rows += [{"name": n, "bytes": 0, "seconds": 1e12 / f, "bytes_per_second": 0.0, "flops": int(1e12),
+              "flops_per_second": f} for n, f in COMPUTE.items()]
+    return pd.DataFrame(rows)
+
+
+def experiment_tables(operation, ladder, points, axes, ceiling):
+    variants, samples = [], []
+    for variant, family, implementation, backend, rung, fraction in ladder:
+        for index, point in enumerate(points):
+            rows, features, depth = point
+            variants.append({"variant": variant, "operation": operation, "compute_ceiling": ceiling, "axes": axes,
+                             "family": family, "fusion_level": "full", "implementation": implementation,
+                             "layout": "row_major", "backend": backend, "on_device": 1, "kernels_launched": 1,
+                             "rung": np.int32(rung), "rows": rows, "features": features, "depth": depth,
+                             "block_size": 0, "modelled_bytes_read": essential_bytes(operation, point),
+                             "modelled_bytes_written": 0, "essential_bytes": essential_bytes(operation, point),
+                             "essential_flops": flops(operation, point),
+                             "peak_device_bytes": peak_memory(variant, point) if operation != "gemm" else 1 << 28,
+                             "tuned_parameters": TUNED if "autotuned" in variant else ""})
+            for trial in range(3):
+                samples.append({"experiment": operation, "variant": variant, "layout": "row_major",
+                                "memory_kind": "device", "direction": "", "rows": rows, "features": features,
+                                "depth": depth, "pitch": features, "block_size": 0,
+                                "bytes": essential_bytes(operation, point), "point": index, "replication": 0,
+                                "trial": trial, "timer": "device_events",
+                                "seconds": seconds(operation, point, fraction) * (1 + 0.01 * (trial - 1)),
+                                "gate": "passed", "throttled": 0, "status": "ok", "occupancy": 0.0})
+    variants = pd.DataFrame(variants)
+    variants["rung"] = variants.rung.astype(np.int32)
+    return {"samples": pd.DataFrame(samples), "variants": variants, "ceilings": ceilings()}
+
+
+def write_archive(path):
+    with h5py.File(path, "w") as f:
+        f.attrs["schema_version"] = "7"
+        for operation, ladder, points, axes, ceiling in (
+                ("gemm", GEMM, GEMM_POINTS, "m,n,k", "cublas_fp32_gemm"),
+                ("attention", ATTENTION, ATTENTION_POINTS, "heads,tokens,head_dim", "device_fp32_fma")):
+            e = f.create_group(f"experiments/{operation}")
+            e.attrs["definition"] = json.dumps({"kind": "sweep", "operation": [operation], "name": operation,
+                                                "shapes": [list(p) for p in points]})
+            write_tables(e, experiment_tables(operation, ladder, points, axes, ceiling))
+
+
+def check_ladder(out):
+    df = pd.read_csv(out / "ladder.csv")
+    g = df[df.operation == "gemm"]
+    check(set(zip(g.rows, g.features, g.depth)) == {(4096, 4096, 4096)}, set(zip(g.rows, g.features, g.depth)))
+    fractions = {v: f for v, *_, f in GEMM}
+    for r in g.itertuples():
+        want = fractions[r.variant] * COMPUTE["cublas_fp32_gemm"] / 1e12
+        check(math.isclose(r.tflop_per_s, want, rel_tol=1e-6), (r.variant, r.tflop_per_s, want))
+        check(r.roof == "cublas_fp32_gemm" and math.isclose(r.pct_of_roof, 100 * fractions[r.variant], rel_tol=1e-6),
+              (r.variant, r.roof, r.pct_of_roof))
+        check(math.isclose(r.x_vendor, fractions[r.variant], rel_tol=1e-6), (r.variant, r.x_vendor))
+    auto = g.set_index("variant").loc["gemm_autotuned@cuda"]
+    check(math.isclose(auto.x_previous_rung, 0.95 / 0.16, rel_tol=1e-6), auto.x_previous_rung)
+    check(auto.tuned_parameters == TUNED, auto.tuned_parameters)
+    md = (out / "report.md").read_text()
+    check("**gemm** at 4096×4096×4096" in md and "| TFLOP/s |" in md, "the GEMM ladder table in TFLOP/s")
+    check(f"`gemm_autotuned@cuda` ({TUNED})" in md, "the autotuned rung's parameters")
+
+
+def check_compute(out):
+    df = pd.read_csv(out / "compute_by_operation.csv")
+    a = df[(df.operation == "attention") & (df.features == 4096)].set_index("family")
+    check(math.isclose(a.loc["attention_cuda", "tflop_per_s"], 0.5 * 64.0, rel_tol=1e-6), a.tflop_per_s)
+    check(math.isclose(a.loc["attention_cuda", "pct_of_roof"], 50.0, rel_tol=1e-6), a.pct_of_roof)
+    memory = pd.read_csv(out / "peak_device_memory.csv")
+    t = memory[memory.variant == "attention_textbook@cuda"].sort_values("features")
+    check(list(t.peak_device_bytes) == [peak_memory("textbook", p) for p in ATTENTION_POINTS], t)
+    md = (out / "report.md").read_text()
+    summary = md.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0]
+    check("`attention_fused@cuda` tokens^1.00" in summary and "`attention_textbook@cuda` tokens^1.8" in summary,
+          summary)
+    check("best Kokkos takes 2.50× the best handwritten/vendor time" in summary, summary)
+    check("The overview also draws the compute roofs" in md, "compute roofs in the roofline")
+    check((out / "compute_by_operation.png").exists(), "the compute figure")
+
+
+def check_schema6_defaults(tmp):
+    path = tmp / "v6.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["schema_version"] = "6"
+        e = f.create_group("experiments/gemm")
+        e.attrs["definition"] = json.dumps({"kind": "sweep", "operation": ["gemm"], "name": "gemm"})
+        tables = experiment_tables("gemm", GEMM[:1], GEMM_POINTS[:1], "m,n,k", "cublas_fp32_gemm")
+        tables["variants"] = tables["variants"].drop(columns=["depth", "compute_ceiling", "peak_device_bytes",
+                                                              "tuned_parameters"])
+        tables["samples"] = tables["samples"].drop(columns=["depth"])
+        tables["ceilings"] = tables["ceilings"].drop(columns=["flops", "flops_per_second"])
+        write_tables(e, tables)
+    archive = A.load([path])[0]
+    e = archive.experiments["gemm"]
+    check((e.samples.depth == 1).all() and (e.variants.peak_device_bytes == -1).all(), "schema 6 defaults")
+    check(archive.compute_ceilings() == {}, archive.compute_ceilings())
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="kstudy_report_compute_") as tmp:
+        tmp = Path(tmp)
+        write_archive(tmp / "lab2.h5")
+        sections = report.build_report(A.load([tmp / "lab2.h5"]), tmp / "report")
+        by_key = {s.key: s for s in sections}
+        for key in ("ladder", "compute_by_operation", "roofline_by_operation"):
+            check(not by_key[key].skipped, (key, by_key[key].skipped))
+        check_ladder(tmp / "report")
+        check_compute(tmp / "report")
+        check_schema6_defaults(tmp)
+    print("compute report checks passed")
+
+
+if __name__ == "__main__":
+    main()
