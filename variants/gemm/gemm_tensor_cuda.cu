@@ -193,20 +193,26 @@ __global__ void __launch_bounds__(naive_warps * 32)
 // ---------------------------------------------------------------------------------------------------------
 // Rung 2: block tile 128 x 128 x 32 in shared memory, S-stage cp.async pipeline, 8 warps of 64 x 32.
 
-constexpr int block_m = 128, block_n = 128, block_k = 32;
+// Rungs 2 and 3 share the block's k depth, its 8 warps in a 2 x 4 grid and the tile loader.
+constexpr int block_k = 32;
 constexpr int smem_warps_m = 2, smem_warps_n = 4, smem_threads = smem_warps_m * smem_warps_n * 32;
-constexpr int warp_m = block_m / smem_warps_m, warp_n = block_n / smem_warps_n;  // 64 x 32
-constexpr int frags_m = warp_m / 16, frags_n = warp_n / 16;                      // 4 x 2
+// Rung 2: 128 x 128 block tiles, warps of 64 x 32 = 4 x 2 wmma fragments.
+constexpr int wmma_block_m = 128, wmma_block_n = 128;
+constexpr int warp_m = wmma_block_m / smem_warps_m, warp_n = wmma_block_n / smem_warps_n;
+constexpr int frags_m = warp_m / 16, frags_n = warp_n / 16;
 
-template <gemm_precision P>
+// The shared-memory stages of a block_m x block_n block tile: per stage the A tile (block_m rows of lda)
+// then the B tile (block_k rows of ldb).
+template <gemm_precision P, int BlockM, int BlockN, int Stages>
 struct smem_layout {
   using storage = typename tc_traits<P>::storage;
+  static constexpr int block_m = BlockM, block_n = BlockN;
   static constexpr int pad = tc_traits<P>::vector;  // 16 bytes: rows start 4 banks apart, ldm stays legal
   static constexpr int lda = block_k + pad;         // A tile: block_m rows of lda
   static constexpr int ldb = block_n + pad;         // B tile: block_k rows of ldb
   static constexpr int a_elements = block_m * lda;
   static constexpr int stage_elements = a_elements + block_k * ldb;
-  static constexpr int stages = tc_traits<P>::stages;
+  static constexpr int stages = Stages;
   static constexpr int bytes = stages * stage_elements * int(sizeof(storage));
   // wmma needs 32-byte aligned fragment pointers: every stage, the B tile and each fragment's first
   // element (16-row and 16- or 8-column offsets) must fall on a 32-byte boundary.
@@ -233,15 +239,14 @@ __device__ __forceinline__ void cp_async_wait() {
 // Vector: 16-byte cp.async chunks (k and n multiples of the vector, so a chunk is wholly in or out of the
 // matrix; out: zero-filled). Otherwise guarded scalar loads and stores (completed before the barrier that
 // precedes their use, like the cp.async groups).
-template <gemm_precision P, bool Vector>
+template <gemm_precision P, class L, bool Vector>
 __device__ __forceinline__ void load_tiles(typename tc_traits<P>::storage* stage,
                                            const typename tc_traits<P>::storage* __restrict__ a,
                                            const typename tc_traits<P>::storage* __restrict__ b, std::int64_t m,
                                            std::int64_t n, std::int64_t k, std::int64_t row0, std::int64_t col0,
                                            std::int64_t k0) {
-  using L = smem_layout<P>;
   using storage = typename L::storage;
-  constexpr int v = tc_traits<P>::vector;
+  constexpr int v = tc_traits<P>::vector, block_m = L::block_m, block_n = L::block_n;
   storage* sa = stage;
   storage* sb = stage + L::a_elements;
   if constexpr (Vector) {
@@ -274,12 +279,15 @@ __device__ __forceinline__ void load_tiles(typename tc_traits<P>::storage* stage
 // of it. Pipeline over k-tiles kt: tile kt sits in stage kt % S; before multiplying tile kt the block waits
 // for its group (wait_group S - 2: the S - 2 newer groups may still fly) and synchronises, which also
 // proves every warp is done with stage (kt - 1) % S, into which tile kt + S - 1 is then fetched.
+template <gemm_precision P>
+using wmma_layout = smem_layout<P, wmma_block_m, wmma_block_n, tc_traits<P>::stages>;
+
 template <gemm_precision P, bool Vector>
 __global__ void __launch_bounds__(smem_threads, 2)
     wmma_smem_kernel(const typename tc_traits<P>::storage* __restrict__ a,
                      const typename tc_traits<P>::storage* __restrict__ b, float* __restrict__ c, std::int64_t m,
                      std::int64_t n, std::int64_t k, bool vector_c) {
-  using L = smem_layout<P>;
+  using L = wmma_layout<P>;
   using storage = typename L::storage;
   constexpr int kf = tc_traits<P>::frag_k, stages = L::stages;
   extern __shared__ __align__(128) unsigned char smem_bytes[];
@@ -287,7 +295,7 @@ __global__ void __launch_bounds__(smem_threads, 2)
 
   const int warp = threadIdx.x / 32;
   const int wm = warp / smem_warps_n, wn = warp % smem_warps_n;
-  const std::int64_t row0 = std::int64_t(blockIdx.y) * block_m, col0 = std::int64_t(blockIdx.x) * block_n;
+  const std::int64_t row0 = std::int64_t(blockIdx.y) * L::block_m, col0 = std::int64_t(blockIdx.x) * L::block_n;
   const std::int64_t tiles = (k + block_k - 1) / block_k;
 
   frag_c<P> acc[frags_m][frags_n];
@@ -298,7 +306,7 @@ __global__ void __launch_bounds__(smem_threads, 2)
 
 #pragma unroll
   for (int s = 0; s < stages - 1; ++s) {
-    if (s < tiles) load_tiles<P, Vector>(smem + s * L::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
+    if (s < tiles) load_tiles<P, L, Vector>(smem + s * L::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
     cp_async_commit();  // one group per tile, empty past the last, so the wait count stays uniform
   }
   for (std::int64_t kt = 0; kt < tiles; ++kt) {
@@ -306,23 +314,25 @@ __global__ void __launch_bounds__(smem_threads, 2)
     __syncthreads();
     const std::int64_t next = kt + stages - 1;
     if (next < tiles)
-      load_tiles<P, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0, next * block_k);
+      load_tiles<P, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0, next * block_k);
     cp_async_commit();
 
     const storage* sa = smem + (kt % stages) * L::stage_elements + wm * warp_m * L::lda;
     const storage* sb = smem + (kt % stages) * L::stage_elements + L::a_elements + wn * warp_n;
 #pragma unroll
     for (int kk = 0; kk < block_k; kk += kf) {
-      frag_a<P> fa[frags_m];
+      // The B fragments stay in registers for the whole k-step (each feeds frags_m mma); the A fragments
+      // are loaded one at a time (each feeds frags_n mma), which keeps TF32's 128-register budget unspilled.
       frag_b<P> fb[frags_n];
-#pragma unroll
-      for (int i = 0; i < frags_m; ++i) load_fragment<P>(fa[i], sa + i * 16 * L::lda + kk, L::lda);
 #pragma unroll
       for (int j = 0; j < frags_n; ++j) load_fragment<P>(fb[j], sb + kk * L::ldb + j * 16, L::ldb);
 #pragma unroll
-      for (int i = 0; i < frags_m; ++i)
+      for (int i = 0; i < frags_m; ++i) {
+        frag_a<P> fa;
+        load_fragment<P>(fa, sa + i * 16 * L::lda + kk, L::lda);
 #pragma unroll
-        for (int j = 0; j < frags_n; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        for (int j = 0; j < frags_n; ++j) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
+      }
     }
   }
   cp_async_wait<0>();  // only empty groups remain; drained before the stages become staging tiles
@@ -334,6 +344,128 @@ __global__ void __launch_bounds__(smem_threads, 2)
 #pragma unroll
     for (int j = 0; j < frags_n; ++j)
       store_tile<P>(acc[i][j], c, staging, m, n, row0 + wm * warp_m + i * 16, col0 + wn * warp_n + j * 16, vector_c);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 3 (bf16 only): the same loader and pipeline, but the multiply in PTX: 128 x 256 x 32 block tiles,
+// 8 warps of 64 x 64, each k16-step 4 ldmatrix.x4 for A and 4 ldmatrix.x4.trans for B feeding 32
+// mma.sync.m16n8k16 (every A fragment used 8 times, every B fragment 4 times; wmma's 16 x 16 fragments
+// allowed 2 and 4). Fragment layouts (PTX ISA, m16n8k16 bf16), g = lane / 4, t = lane % 4:
+//   A regs a0..a3: (g, 2t..2t+1), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) of the 16 x 16 A tile;
+//   B regs b0, b1: (k 2t..2t+1, n g), (k 2t + 8.., n g) of the 16 x 8 B tile;
+//   C regs c0..c3: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+// ldmatrix.x4: lanes 8j..8j+7 give the row addresses of 8 x 8 matrix j, register j of lane l receives
+// matrix j's row l / 4, elements 2 (l % 4)..+1 (.trans: its column l / 4, rows 2 (l % 4)..+1). Lane l
+// pointing at row (l % 16), column 8 (l / 16) of a 16 x 16 tile therefore loads A's a0..a3 directly, and
+// with .trans on a k16 x n16 tile of row-major B the b0, b1 of its two n8 halves.
+
+constexpr int mma_block_m = 128, mma_block_n = 256, mma_stages = 4;
+constexpr int mma_warp_m = mma_block_m / smem_warps_m, mma_warp_n = mma_block_n / smem_warps_n;  // 64 x 64
+constexpr int mma_tiles_m = mma_warp_m / 16, mma_tiles_n = mma_warp_n / 8;                       // 4 x 8
+using mma_layout = smem_layout<gemm_precision::bf16, mma_block_m, mma_block_n, mma_stages>;
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* shared) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+// d = a b + d, bf16 inputs, f32 accumulators.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// C(row, col) and C(row, col + 1) from an accumulator pair, guarded; one 8-byte store where n is even (the
+// pair then lies in one row, 8-byte aligned, as col is even).
+__device__ __forceinline__ void store_pair(float* __restrict__ c, std::int64_t m, std::int64_t n, std::int64_t row,
+                                           std::int64_t col, float x, float y, bool even_n) {
+  if (row >= m) return;
+  if (even_n && col + 1 < n) {
+    *reinterpret_cast<float2*>(c + row * n + col) = make_float2(x, y);
+  } else {
+    if (col < n) c[row * n + col] = x;
+    if (col + 1 < n) c[row * n + col + 1] = y;
+  }
+}
+
+template <bool Vector>
+__global__ void __launch_bounds__(smem_threads, 1)
+    mma_bf16_kernel(const std::uint16_t* __restrict__ a, const std::uint16_t* __restrict__ b, float* __restrict__ c,
+                    std::int64_t m, std::int64_t n, std::int64_t k, bool even_n) {
+  using L = mma_layout;
+  constexpr int stages = L::stages;
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  std::uint16_t* smem = reinterpret_cast<std::uint16_t*>(smem_bytes);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / smem_warps_n, wn = warp % smem_warps_n;
+  const std::int64_t row0 = std::int64_t(blockIdx.y) * L::block_m, col0 = std::int64_t(blockIdx.x) * L::block_n;
+  const std::int64_t tiles = (k + block_k - 1) / block_k;
+
+  float acc[mma_tiles_m][mma_tiles_n][4];
+#pragma unroll
+  for (int i = 0; i < mma_tiles_m; ++i)
+#pragma unroll
+    for (int j = 0; j < mma_tiles_n; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  // This lane's ldmatrix row within a 16 x 16 tile: row lane % 16, column 8 (lane / 16).
+  const int ld_row = lane % 16, ld_col = (lane / 16) * 8;
+
+#pragma unroll
+  for (int s = 0; s < stages - 1; ++s) {
+    if (s < tiles)
+      load_tiles<gemm_precision::bf16, L, Vector>(smem + s * L::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
+    cp_async_commit();
+  }
+  for (std::int64_t kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<stages - 2>();
+    __syncthreads();
+    const std::int64_t next = kt + stages - 1;
+    if (next < tiles)
+      load_tiles<gemm_precision::bf16, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0,
+                                                  col0, next * block_k);
+    cp_async_commit();
+
+    const std::uint16_t* sa = smem + (kt % stages) * L::stage_elements + (wm * mma_warp_m + ld_row) * L::lda + ld_col;
+    const std::uint16_t* sb =
+        smem + (kt % stages) * L::stage_elements + L::a_elements + ld_row * L::ldb + wn * mma_warp_n + ld_col;
+#pragma unroll
+    for (int kk = 0; kk < block_k; kk += 16) {
+      unsigned fb[mma_tiles_n / 2][4];  // per n16 pair: b0, b1 of n8 tile 2p, then of 2p + 1
+#pragma unroll
+      for (int p = 0; p < mma_tiles_n / 2; ++p) ldmatrix_x4_trans(fb[p], sb + kk * L::ldb + p * 16);
+#pragma unroll
+      for (int i = 0; i < mma_tiles_m; ++i) {
+        unsigned fa[4];
+        ldmatrix_x4(fa, sa + i * 16 * L::lda + kk);
+#pragma unroll
+        for (int j = 0; j < mma_tiles_n; ++j) mma_bf16_16816(acc[i][j], fa, fb[j / 2][2 * (j % 2)], fb[j / 2][2 * (j % 2) + 1]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits
+
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < mma_tiles_m; ++i)
+#pragma unroll
+    for (int j = 0; j < mma_tiles_n; ++j) {
+      const std::int64_t row = row0 + wm * mma_warp_m + i * 16 + g, col = col0 + wn * mma_warp_n + j * 8 + 2 * t;
+      store_pair(c, m, n, row, col, acc[i][j][0], acc[i][j][1], even_n);
+      store_pair(c, m, n, row + 8, col, acc[i][j][2], acc[i][j][3], even_n);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -459,32 +591,49 @@ class gemm_wmma_naive final : public gemm_tc_base<P> {
   double calculated_occupancy() const override { return occupancy_of(wmma_naive_kernel<P>, naive_warps * 32, 0); }
 };
 
+// The pipelined kernels (rungs 2 and 3) as a Tiling: the block tile, the dynamic shared memory, the
+// kernel for vector (cp.async) or scalar tile loads, and the kernel's store flag.
 template <gemm_precision P>
-class gemm_wmma_smem final : public gemm_tc_base<P> {
+struct wmma_tiling {
+  static constexpr int block_m = wmma_block_m, block_n = wmma_block_n, bytes = wmma_layout<P>::bytes;
+  template <bool Vector>
+  static auto kernel() {
+    return wmma_smem_kernel<P, Vector>;
+  }
+  static bool store_flag(std::int64_t n) { return n % 4 == 0; }  // wmma may store C's full tiles directly
+};
+
+struct mma_tiling {
+  static constexpr int block_m = mma_block_m, block_n = mma_block_n, bytes = mma_layout::bytes;
+  template <bool Vector>
+  static auto kernel() {
+    return mma_bf16_kernel<Vector>;
+  }
+  static bool store_flag(std::int64_t n) { return n % 2 == 0; }  // float2 stores of accumulator pairs
+};
+
+template <gemm_precision P, class Tiling>
+class gemm_pipelined final : public gemm_tc_base<P> {
  public:
   void enqueue_run() override {
     if (this->empty()) return;
-    const dim3 blocks = this->grid(block_m, block_n, false);
-    if (this->vector_ab())
-      wmma_smem_kernel<P, true><<<blocks, smem_threads, smem_layout<P>::bytes, this->m_stream>>>(
-          this->a(), this->b(), this->m_c, this->m_m, this->m_n, this->m_k, this->vector_c());
-    else
-      wmma_smem_kernel<P, false><<<blocks, smem_threads, smem_layout<P>::bytes, this->m_stream>>>(
-          this->a(), this->b(), this->m_c, this->m_m, this->m_n, this->m_k, this->vector_c());
+    const dim3 blocks = this->grid(Tiling::block_m, Tiling::block_n, false);
+    const auto kernel = this->vector_ab() ? Tiling::template kernel<true>() : Tiling::template kernel<false>();
+    kernel<<<blocks, smem_threads, Tiling::bytes, this->m_stream>>>(this->a(), this->b(), this->m_c, this->m_m,
+                                                                    this->m_n, this->m_k,
+                                                                    Tiling::store_flag(this->m_n));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
   double calculated_occupancy() const override {
-    return this->vector_ab() ? occupancy_of(wmma_smem_kernel<P, true>, smem_threads, smem_layout<P>::bytes)
-                             : occupancy_of(wmma_smem_kernel<P, false>, smem_threads, smem_layout<P>::bytes);
+    return occupancy_of(this->vector_ab() ? Tiling::template kernel<true>() : Tiling::template kernel<false>(),
+                        smem_threads, Tiling::bytes);
   }
 
  protected:
   // Past 48 KB a block's dynamic shared memory must be allowed explicitly, per kernel.
   void plan() override {
-    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wmma_smem_kernel<P, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem_layout<P>::bytes));
-    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wmma_smem_kernel<P, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem_layout<P>::bytes));
+    for (const auto kernel : {Tiling::template kernel<true>(), Tiling::template kernel<false>()})
+      KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tiling::bytes));
   }
 };
 
@@ -548,7 +697,16 @@ void register_precision(const char* naive_description, const char* smem_descript
   {
     auto info = cuda_info(P, op + "_wmma_smem", "gemm_tensor_cuda", smem_description, table_layout::row_major, 2);
     info.kernels_launched = 1;  // wmma_smem_kernel
-    variant_registration<gemm_wmma_smem<P>>{std::move(info)};
+    variant_registration<gemm_pipelined<P, wmma_tiling<P>>>{std::move(info)};
+  }
+  if constexpr (P == gemm_precision::bf16) {
+    auto info = cuda_info(P, op + "_mma_ldmatrix", "gemm_tensor_cuda",
+                          "rung 2's loader and 4-stage cp.async pipeline, the multiply in PTX: 128 x 256 x 32 block "
+                          "tiles, 8 warps of 64 x 64, ldmatrix.x4 (.trans for B) feeding mma.sync m16n8k16 (each A "
+                          "fragment used 8 times, each B fragment 4), guarded float2 stores of C from registers",
+                          table_layout::row_major, 3);
+    info.kernels_launched = 1;  // mma_bf16_kernel
+    variant_registration<gemm_pipelined<P, mma_tiling>>{std::move(info)};
   }
   const char* vendor = P == gemm_precision::bf16
                            ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
