@@ -16,6 +16,11 @@
 //                     (tf32: 2, double buffering; bf16: 4) so the next tiles load while this one multiplies.
 //                     Where k or n is not a multiple of the 16-byte vector (4 floats, 8 bf16) the tiles are
 //                     loaded by guarded scalar loads instead (same pipeline, synchronous stores).
+//  3 gemm_bf16_mma_ldmatrix (bf16 only)
+//                     rung 2's loader and pipeline with the multiply in PTX: ldmatrix.x4 (.trans for B) into
+//                     mma.sync m16n8k16 fragments, 128 x 256 x 32 block tiles, 8 warps of 64 x 64 (each A
+//                     fragment feeds 8 mma instead of 2), C stored from the accumulator registers with guarded
+//                     float2 stores (no staging tile needed: every lane knows its elements' coordinates).
 // TF32 rounding: wmma's tf32 fragments hold floats; each loaded A and B element is rounded to TF32 with
 // wmma::__float_to_tf32 (round to nearest, relative error <= 2^-11) rather than left to the hardware,
 // which would ignore the low 13 mantissa bits (truncation, <= 2^-10). BF16 inputs are exact: the
