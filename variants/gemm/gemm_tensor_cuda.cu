@@ -83,9 +83,9 @@ struct tc_traits<gemm_precision::tf32> {
   using storage = float;
   using element = float;
   using fragment_precision = wmma::precision::tf32;
-  static constexpr int frag_k = 8;   // m16n16k8
-  static constexpr int vector = 4;   // elements per 16 bytes
-  static constexpr int stages = 2;   // rung 2: double buffering
+  static constexpr int frag_k = 8;  // m16n16k8
+  static constexpr int vector = 4;  // elements per 16 bytes
+  static constexpr int stages = 2;  // rung 2: double buffering
 };
 
 template <>
@@ -99,11 +99,11 @@ struct tc_traits<gemm_precision::bf16> {
 };
 
 template <gemm_precision P>
-using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, tc_traits<P>::frag_k,
-                              typename tc_traits<P>::fragment_precision, wmma::row_major>;
+using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, tc_traits<P>::frag_k, typename tc_traits<P>::fragment_precision,
+                              wmma::row_major>;
 template <gemm_precision P>
-using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, tc_traits<P>::frag_k,
-                              typename tc_traits<P>::fragment_precision, wmma::row_major>;
+using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, tc_traits<P>::frag_k, typename tc_traits<P>::fragment_precision,
+                              wmma::row_major>;
 template <gemm_precision P>
 using frag_c = wmma::fragment<wmma::accumulator, 16, 16, tc_traits<P>::frag_k, float>;
 
@@ -439,8 +439,8 @@ __global__ void __launch_bounds__(smem_threads, 1)
     __syncthreads();
     const std::int64_t next = kt + stages - 1;
     if (next < tiles)
-      load_tiles<gemm_precision::bf16, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0,
-                                                  col0, next * block_k);
+      load_tiles<gemm_precision::bf16, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0,
+                                                  next * block_k);
     cp_async_commit();
 
     const std::uint16_t* sa = smem + (kt % stages) * L::stage_elements + (wm * mma_warp_m + ld_row) * L::lda + ld_col;
@@ -456,7 +456,8 @@ __global__ void __launch_bounds__(smem_threads, 1)
         unsigned fa[4];
         ldmatrix_x4(fa, sa + i * 16 * L::lda + kk);
 #pragma unroll
-        for (int j = 0; j < mma_tiles_n; ++j) mma_bf16_16816(acc[i][j], fa, fb[j / 2][2 * (j % 2)], fb[j / 2][2 * (j % 2) + 1]);
+        for (int j = 0; j < mma_tiles_n; ++j)
+          mma_bf16_16816(acc[i][j], fa, fb[j / 2][2 * (j % 2)], fb[j / 2][2 * (j % 2) + 1]);
       }
     }
   }
@@ -624,9 +625,8 @@ class gemm_pipelined final : public gemm_tc_base<P> {
     if (this->empty()) return;
     const dim3 blocks = this->grid(Tiling::block_m, Tiling::block_n, false);
     const auto kernel = this->vector_ab() ? Tiling::template kernel<true>() : Tiling::template kernel<false>();
-    kernel<<<blocks, smem_threads, Tiling::bytes, this->m_stream>>>(this->a(), this->b(), this->m_c, this->m_m,
-                                                                    this->m_n, this->m_k,
-                                                                    Tiling::store_flag(this->m_n));
+    kernel<<<blocks, smem_threads, Tiling::bytes, this->m_stream>>>(
+        this->a(), this->b(), this->m_c, this->m_m, this->m_n, this->m_k, Tiling::store_flag(this->m_n));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
   double calculated_occupancy() const override {
@@ -656,12 +656,12 @@ class gemm_cublas final : public gemm_tc_base<P> {
         P == gemm_precision::bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
     const std::int64_t m = this->m_m, n = this->m_n, k = this->m_k;
     if (this->m_row_major)  // column-major C^T (n x m) = B^T (n x k, ld n) A^T (k x m, ld k)
-      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, this->m_b, input_type,
-                                          n, this->m_a, input_type, k, &beta, this->m_c, CUDA_R_32F, n, compute,
+      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, this->m_b, input_type, n,
+                                          this->m_a, input_type, k, &beta, this->m_c, CUDA_R_32F, n, compute,
                                           CUBLAS_GEMM_DEFAULT));
     else  // column-major C (m x n, ld m) = A (m x k, ld m) B (k x n, ld k)
-      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, this->m_a, input_type,
-                                          m, this->m_b, input_type, k, &beta, this->m_c, CUDA_R_32F, m, compute,
+      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, this->m_a, input_type, m,
+                                          this->m_b, input_type, k, &beta, this->m_c, CUDA_R_32F, m, compute,
                                           CUBLAS_GEMM_DEFAULT));
   }
 
