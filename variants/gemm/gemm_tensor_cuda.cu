@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(smem_threads, 2)
   const int warp = threadIdx.x / 32;
   const int wm = warp / smem_warps_n, wn = warp % smem_warps_n;
   const std::int64_t row0 = std::int64_t(blockIdx.y) * L::block_m, col0 = std::int64_t(blockIdx.x) * L::block_n;
-  const std::int64_t tiles = (k + block_k - 1) / block_k;
+  const int tiles = static_cast<int>((k + block_k - 1) / block_k);  // k < 2^36: checked in plan()
 
   frag_c<P> acc[frags_m][frags_n];
 #pragma unroll
@@ -314,12 +314,13 @@ __global__ void __launch_bounds__(smem_threads, 2)
     if (s < tiles) load_tiles<P, L, Vector>(smem + s * L::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
     cp_async_commit();  // one group per tile, empty past the last, so the wait count stays uniform
   }
-  for (std::int64_t kt = 0; kt < tiles; ++kt) {
+  for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<stages - 2>();
     __syncthreads();
-    const std::int64_t next = kt + stages - 1;
+    const int next = kt + stages - 1;
     if (next < tiles)
-      load_tiles<P, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0, next * block_k);
+      load_tiles<P, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0,
+                               std::int64_t(next) * block_k);
     cp_async_commit();
 
     const storage* sa = smem + (kt % stages) * L::stage_elements + wm * warp_m * L::lda;
@@ -415,7 +416,7 @@ __global__ void __launch_bounds__(smem_threads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / smem_warps_n, wn = warp % smem_warps_n;
   const std::int64_t row0 = std::int64_t(blockIdx.y) * L::block_m, col0 = std::int64_t(blockIdx.x) * L::block_n;
-  const std::int64_t tiles = (k + block_k - 1) / block_k;
+  const int tiles = static_cast<int>((k + block_k - 1) / block_k);  // k < 2^36: checked in plan()
 
   float acc[mma_tiles_m][mma_tiles_n][4];
 #pragma unroll
@@ -434,13 +435,13 @@ __global__ void __launch_bounds__(smem_threads, 1)
       load_tiles<gemm_precision::bf16, L, Vector>(smem + s * L::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
     cp_async_commit();
   }
-  for (std::int64_t kt = 0; kt < tiles; ++kt) {
+  for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<stages - 2>();
     __syncthreads();
-    const std::int64_t next = kt + stages - 1;
+    const int next = kt + stages - 1;
     if (next < tiles)
       load_tiles<gemm_precision::bf16, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0,
-                                                  next * block_k);
+                                                  std::int64_t(next) * block_k);
     cp_async_commit();
 
     const std::uint16_t* sa = smem + (kt % stages) * L::stage_elements + (wm * mma_warp_m + ld_row) * L::lda + ld_col;
@@ -637,6 +638,9 @@ class gemm_pipelined final : public gemm_tc_base<P> {
  protected:
   // Past 48 KB a block's dynamic shared memory must be allowed explicitly, per kernel.
   void plan() override {
+    // The kernels count k-tiles in an int (a 64-bit count cost TF32 a register spill).
+    if (this->m_k >= (std::int64_t(1) << 36))
+      throw std::invalid_argument(std::string(operation_name(P)) + ": k past 2^36 is beyond the tiled kernels");
     for (const auto kernel : {Tiling::template kernel<true>(), Tiling::template kernel<false>()})
       KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tiling::bytes));
   }
