@@ -1,0 +1,747 @@
+// Tensor-core GEMM in plain CUDA (WMMA, fp32 accumulate) for gemm_tf32 and gemm_bf16, and the cuBLAS
+// baselines at the same precision. The handwritten kernels take row-major A (m x k), B (k x n) and C
+// (m x n, float32); they handle any m, n, k >= 1 (edge tiles zero-filled in shared memory, edge C tiles
+// stored through a shared-memory staging tile with bounds checks).
+//
+// Family gemm_tensor_cuda, one ladder per operation, one change per rung:
+//  1 <op>_wmma_naive  one warp per 16 x 16 C tile, fragments loaded straight from global memory
+//                     (wmma m16n16k8 tf32 / m16n16k16 bf16); 4 warps a block side by side along n, so the
+//                     block's warps share A's rows through L1. A k-step whose A or B tile is not entirely
+//                     inside the matrix, or whose rows are not 16-byte multiples (wmma's ldm rule), is
+//                     staged through a per-warp shared-memory tile with guarded loads and zero fill.
+//  2 <op>_wmma_smem   block tile 128 x 128 x 32 staged through shared memory (rows padded by 16 bytes:
+//                     ldmatrix / wmma loads conflict-free), 8 warps each owning 64 x 32 of C (4 x 2
+//                     accumulator fragments: every A fragment feeds 2 mma, every B fragment 4), tiles
+//                     fetched with 16-byte cp.async (zero-fill past the edges) into a pipeline of S stages
+//                     (tf32: 2, double buffering; bf16: 4) so the next tiles load while this one multiplies.
+//                     Where k or n is not a multiple of the 16-byte vector (4 floats, 8 bf16) the tiles are
+//                     loaded by guarded scalar loads instead (same pipeline, synchronous stores).
+//  3 gemm_bf16_mma_ldmatrix (bf16 only)
+//                     rung 2's loader and pipeline with the multiply in PTX: ldmatrix.x4 (.trans for B) into
+//                     mma.sync m16n8k16 fragments, 128 x 256 x 32 block tiles, 8 warps of 64 x 64 (each A
+//                     fragment feeds 8 mma instead of 2), C stored from the accumulator registers with guarded
+//                     float2 stores (no staging tile needed: every lane knows its elements' coordinates).
+// TF32 rounding: wmma's tf32 fragments hold floats; each loaded A and B element is rounded to TF32 with
+// wmma::__float_to_tf32 (round to nearest, relative error <= 2^-11) rather than left to the hardware,
+// which would ignore the low 13 mantissa bits (truncation, <= 2^-10). BF16 inputs are exact: the
+// operation stores them as bf16 bit patterns, uploaded as uint16_t and read as __nv_bfloat16.
+//
+// Family cublas (rung 0): cublasGemmEx_64 with CUBLAS_COMPUTE_32F_FAST_TF32 on float A, B, C (tf32) or
+// CUDA_R_16BF A, B, CUDA_R_32F C and CUBLAS_COMPUTE_32F (bf16), in both layouts: feature_major (column-major)
+// directly, row_major as the column-major C^T = B^T A^T (row-major X is column-major X^T, same memory).
+// Every variant queues on its own non-blocking stream, so CUDA events around enqueue_run() time only its
+// kernel; run() is enqueue_run() and a stream synchronisation.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "detail/cuda_buffers.hpp"
+#include "gemm/gemm.hpp"
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/variant.hpp"
+
+namespace kstudy::gemm {
+namespace {
+
+using kstudy::detail::device_alloc;
+using kstudy::detail::device_free;
+namespace wmma = nvcuda::wmma;
+
+// Throws std::runtime_error naming the cuBLAS call and its status.
+void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                           cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+}
+#define KSTUDY_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
+
+constexpr std::int64_t max_grid_y = 65535;
+constexpr std::int64_t max_grid_x = 2147483647;
+
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Precisions: what the host stores and uploads (storage), what wmma loads (element), the fragment shape.
+
+template <gemm_precision P>
+struct tc_traits;
+
+template <>
+struct tc_traits<gemm_precision::tf32> {
+  using storage = float;
+  using element = float;
+  using fragment_precision = wmma::precision::tf32;
+  static constexpr int frag_k = 8;  // m16n16k8
+  static constexpr int vector = 4;  // elements per 16 bytes
+  static constexpr int stages = 2;  // rung 2: double buffering
+};
+
+template <>
+struct tc_traits<gemm_precision::bf16> {
+  using storage = std::uint16_t;  // bf16 bit patterns; 0 is +0.0
+  using element = __nv_bfloat16;
+  using fragment_precision = __nv_bfloat16;
+  static constexpr int frag_k = 16;  // m16n16k16
+  static constexpr int vector = 8;
+  static constexpr int stages = 4;  // rung 2: 3 tiles in flight while one multiplies
+};
+
+template <gemm_precision P>
+using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, tc_traits<P>::frag_k, typename tc_traits<P>::fragment_precision,
+                              wmma::row_major>;
+template <gemm_precision P>
+using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, tc_traits<P>::frag_k, typename tc_traits<P>::fragment_precision,
+                              wmma::row_major>;
+template <gemm_precision P>
+using frag_c = wmma::fragment<wmma::accumulator, 16, 16, tc_traits<P>::frag_k, float>;
+
+// wmma::load_matrix_sync from storage (float or uint16_t bf16 patterns), then TF32 rounding where it applies.
+template <gemm_precision P, class Fragment>
+__device__ __forceinline__ void load_fragment(Fragment& f, const typename tc_traits<P>::storage* p, unsigned ldm) {
+  wmma::load_matrix_sync(f, reinterpret_cast<const typename tc_traits<P>::element*>(p), ldm);
+  if constexpr (P == gemm_precision::tf32) {
+#pragma unroll
+    for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
+  }
+}
+
+// A 16 x 16 accumulator to C(row0.., col0..): straight to global memory when the tile is inside C and its
+// rows meet wmma's rules (ldm a multiple of 4 floats; the pointer is then 32-byte aligned, as row0 and col0
+// are multiples of 16), else through the warp's 16 x 16 staging tile with a guarded copy.
+template <gemm_precision P>
+__device__ __forceinline__ void store_tile(const frag_c<P>& acc, float* __restrict__ c, float* staging, std::int64_t m,
+                                           std::int64_t n, std::int64_t row0, std::int64_t col0, bool vector_c) {
+  if (vector_c && row0 + 16 <= m && col0 + 16 <= n) {
+    wmma::store_matrix_sync(c + row0 * n + col0, acc, static_cast<unsigned>(n), wmma::mem_row_major);
+    return;
+  }
+  wmma::store_matrix_sync(staging, acc, 16, wmma::mem_row_major);
+  __syncwarp();
+  const int lane = threadIdx.x % 32;
+  for (int e = lane; e < 256; e += 32) {
+    const std::int64_t r = row0 + e / 16, col = col0 + e % 16;
+    if (r < m && col < n) c[r * n + col] = staging[e];
+  }
+  __syncwarp();  // the staging tile is reused by the warp's next store
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 1: one warp per 16 x 16 tile of C, 4 warps a block along n (block: 16 rows x 64 columns); blocks
+// stride over row tiles beyond gridDim.y. No __syncthreads, so a warp past the last column returns early.
+
+constexpr int naive_warps = 4;
+
+template <gemm_precision P>
+__global__ void __launch_bounds__(naive_warps * 32)
+    wmma_naive_kernel(const typename tc_traits<P>::storage* __restrict__ a,
+                      const typename tc_traits<P>::storage* __restrict__ b, float* __restrict__ c, std::int64_t m,
+                      std::int64_t n, std::int64_t k, bool vector_ab, bool vector_c) {
+  using T = tc_traits<P>;
+  using storage = typename T::storage;
+  constexpr int kf = T::frag_k;
+  // Per warp: the guarded A (16 x kf) and B (kf x 16) tiles and the C staging tile; 32-byte aligned bases
+  // (each tile is a multiple of 32 bytes) as wmma requires.
+  __shared__ __align__(32) storage stage_a[naive_warps][16 * kf];
+  __shared__ __align__(32) storage stage_b[naive_warps][kf * 16];
+  __shared__ __align__(32) float stage_c[naive_warps][256];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t col0 = (std::int64_t(blockIdx.x) * naive_warps + warp) * 16;
+  if (col0 >= n) return;
+  const bool cols_full = col0 + 16 <= n;
+  storage* sa = stage_a[warp];
+  storage* sb = stage_b[warp];
+  for (std::int64_t row0 = std::int64_t(blockIdx.y) * 16; row0 < m; row0 += std::int64_t(gridDim.y) * 16) {
+    const bool rows_full = row0 + 16 <= m;
+    frag_c<P> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (std::int64_t k0 = 0; k0 < k; k0 += kf) {
+      frag_a<P> fa;
+      frag_b<P> fb;
+      if (vector_ab && rows_full && cols_full && k0 + kf <= k) {
+        // Pointers 32-byte aligned: row0 * k and k0 * n are multiples of 16 and kf elements (32 bytes) in
+        // rows that are 16-byte multiples; k0 and col0 are multiples of 32 bytes.
+        load_fragment<P>(fa, a + row0 * k + k0, static_cast<unsigned>(k));
+        load_fragment<P>(fb, b + k0 * n + col0, static_cast<unsigned>(n));
+      } else {
+        for (int e = lane; e < 16 * kf; e += 32) {
+          const std::int64_t r = row0 + e / kf, l = k0 + e % kf;
+          sa[e] = r < m && l < k ? a[r * k + l] : storage(0);
+        }
+        for (int e = lane; e < kf * 16; e += 32) {
+          const std::int64_t l = k0 + e / 16, col = col0 + e % 16;
+          sb[e] = l < k && col < n ? b[l * n + col] : storage(0);
+        }
+        __syncwarp();
+        load_fragment<P>(fa, sa, kf);
+        load_fragment<P>(fb, sb, 16);
+        __syncwarp();  // the staging tiles are rewritten by the next k-step
+      }
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    store_tile<P>(acc, c, stage_c[warp], m, n, row0, col0, vector_c);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 2: block tile 128 x 128 x 32 in shared memory, S-stage cp.async pipeline, 8 warps of 64 x 32.
+
+// Rungs 2 and 3 share the block's k depth, its 8 warps in a 2 x 4 grid and the tile loader.
+constexpr int block_k = 32;
+constexpr int smem_warps_m = 2, smem_warps_n = 4, smem_threads = smem_warps_m * smem_warps_n * 32;
+// Rung 2: 128 x 128 block tiles, warps of 64 x 32 = 4 x 2 wmma fragments.
+constexpr int wmma_block_m = 128, wmma_block_n = 128;
+constexpr int warp_m = wmma_block_m / smem_warps_m, warp_n = wmma_block_n / smem_warps_n;
+constexpr int frags_m = warp_m / 16, frags_n = warp_n / 16;
+
+// The shared-memory stages of a block_m x block_n block tile: per stage the A tile (block_m rows of lda)
+// then the B tile (block_k rows of ldb).
+template <gemm_precision P, int BlockM, int BlockN, int Stages>
+struct smem_layout {
+  using storage = typename tc_traits<P>::storage;
+  static constexpr int block_m = BlockM, block_n = BlockN;
+  static constexpr int pad = tc_traits<P>::vector;  // 16 bytes: rows start 4 banks apart, ldm stays legal
+  static constexpr int lda = block_k + pad;         // A tile: block_m rows of lda
+  static constexpr int ldb = block_n + pad;         // B tile: block_k rows of ldb
+  static constexpr int a_elements = block_m * lda;
+  static constexpr int stage_elements = a_elements + block_k * ldb;
+  static constexpr int stages = Stages;
+  static constexpr int bytes = stages * stage_elements * int(sizeof(storage));
+  // wmma needs 32-byte aligned fragment pointers: every stage, the B tile and each fragment's first
+  // element (16-row and 16- or 8-column offsets) must fall on a 32-byte boundary.
+  static_assert((a_elements * sizeof(storage)) % 32 == 0, "B tile misaligned");
+  static_assert((stage_elements * sizeof(storage)) % 32 == 0, "stage misaligned");
+  static_assert((16 * lda * sizeof(storage)) % 32 == 0 && (16 * ldb * sizeof(storage)) % 32 == 0, "rows misaligned");
+  static_assert((tc_traits<P>::frag_k * ldb * sizeof(storage)) % 32 == 0, "k-step misaligned");
+  static_assert(smem_threads / 32 * 256 * sizeof(float) <= bytes, "the warps' C staging tiles do not fit");
+};
+
+__device__ __forceinline__ void cp_async_16(void* shared, const void* global, int source_bytes) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  // source_bytes 0: nothing is read and the 16 bytes are zero-filled (tiles past the matrix edge).
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(source_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// The A tile (block_m x block_k at row0, k0) and B tile (block_k x block_n at k0, col0) into one stage.
+// Vector: 16-byte cp.async chunks (k and n multiples of the vector, so a chunk is wholly in or out of the
+// matrix; out: zero-filled). Otherwise guarded scalar loads and stores (completed before the barrier that
+// precedes their use, like the cp.async groups).
+template <gemm_precision P, class L, bool Vector>
+__device__ __forceinline__ void load_tiles(typename tc_traits<P>::storage* stage,
+                                           const typename tc_traits<P>::storage* __restrict__ a,
+                                           const typename tc_traits<P>::storage* __restrict__ b, std::int64_t m,
+                                           std::int64_t n, std::int64_t k, std::int64_t row0, std::int64_t col0,
+                                           std::int64_t k0) {
+  using storage = typename L::storage;
+  constexpr int v = tc_traits<P>::vector, block_m = L::block_m, block_n = L::block_n;
+  storage* sa = stage;
+  storage* sb = stage + L::a_elements;
+  if constexpr (Vector) {
+    constexpr int a_chunks_per_row = block_k / v, b_chunks_per_row = block_n / v;
+#pragma unroll
+    for (int chunk = threadIdx.x; chunk < block_m * a_chunks_per_row; chunk += smem_threads) {
+      const int r = chunk / a_chunks_per_row, l = (chunk % a_chunks_per_row) * v;
+      const bool inside = row0 + r < m && k0 + l < k;
+      cp_async_16(sa + r * L::lda + l, inside ? a + (row0 + r) * k + k0 + l : a, inside ? 16 : 0);
+    }
+#pragma unroll
+    for (int chunk = threadIdx.x; chunk < block_k * b_chunks_per_row; chunk += smem_threads) {
+      const int l = chunk / b_chunks_per_row, col = (chunk % b_chunks_per_row) * v;
+      const bool inside = k0 + l < k && col0 + col < n;
+      cp_async_16(sb + l * L::ldb + col, inside ? b + (k0 + l) * n + col0 + col : b, inside ? 16 : 0);
+    }
+  } else {
+    for (int e = threadIdx.x; e < block_m * block_k; e += smem_threads) {
+      const int r = e / block_k, l = e % block_k;
+      sa[r * L::lda + l] = row0 + r < m && k0 + l < k ? a[(row0 + r) * k + k0 + l] : storage(0);
+    }
+    for (int e = threadIdx.x; e < block_k * block_n; e += smem_threads) {
+      const int l = e / block_n, col = e % block_n;
+      sb[l * L::ldb + col] = k0 + l < k && col0 + col < n ? b[(k0 + l) * n + col0 + col] : storage(0);
+    }
+  }
+}
+
+// Block (bx, by) computes C(by * 128.., bx * 128..); warp w owns rows (w / 4) * 64 and columns (w % 4) * 32
+// of it. Pipeline over k-tiles kt: tile kt sits in stage kt % S; before multiplying tile kt the block waits
+// for its group (wait_group S - 2: the S - 2 newer groups may still fly) and synchronises, which also
+// proves every warp is done with stage (kt - 1) % S, into which tile kt + S - 1 is then fetched.
+template <gemm_precision P>
+using wmma_layout = smem_layout<P, wmma_block_m, wmma_block_n, tc_traits<P>::stages>;
+
+template <gemm_precision P, bool Vector>
+__global__ void __launch_bounds__(smem_threads, 2)
+    wmma_smem_kernel(const typename tc_traits<P>::storage* __restrict__ a,
+                     const typename tc_traits<P>::storage* __restrict__ b, float* __restrict__ c, std::int64_t m,
+                     std::int64_t n, std::int64_t k, bool vector_c) {
+  using L = wmma_layout<P>;
+  using storage = typename L::storage;
+  constexpr int kf = tc_traits<P>::frag_k, stages = L::stages;
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  storage* smem = reinterpret_cast<storage*>(smem_bytes);
+
+  const int warp = threadIdx.x / 32;
+  const int wm = warp / smem_warps_n, wn = warp % smem_warps_n;
+  const std::int64_t row0 = std::int64_t(blockIdx.y) * L::block_m, col0 = std::int64_t(blockIdx.x) * L::block_n;
+  const int tiles = static_cast<int>((k + block_k - 1) / block_k);  // k < 2^36: checked in plan()
+
+  frag_c<P> acc[frags_m][frags_n];
+#pragma unroll
+  for (int i = 0; i < frags_m; ++i)
+#pragma unroll
+    for (int j = 0; j < frags_n; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+#pragma unroll
+  for (int s = 0; s < stages - 1; ++s) {
+    if (s < tiles) load_tiles<P, L, Vector>(smem + s * L::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
+    cp_async_commit();  // one group per tile, empty past the last, so the wait count stays uniform
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<stages - 2>();
+    __syncthreads();
+    const int next = kt + stages - 1;
+    if (next < tiles)
+      load_tiles<P, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0,
+                               std::int64_t(next) * block_k);
+    cp_async_commit();
+
+    const storage* sa = smem + (kt % stages) * L::stage_elements + wm * warp_m * L::lda;
+    const storage* sb = smem + (kt % stages) * L::stage_elements + L::a_elements + wn * warp_n;
+#pragma unroll
+    for (int kk = 0; kk < block_k; kk += kf) {
+      // The B fragments stay in registers for the whole k-step (each feeds frags_m mma); the A fragments
+      // are loaded one at a time (each feeds frags_n mma), which keeps TF32's 128-register budget unspilled.
+      frag_b<P> fb[frags_n];
+#pragma unroll
+      for (int j = 0; j < frags_n; ++j) load_fragment<P>(fb[j], sb + kk * L::ldb + j * 16, L::ldb);
+#pragma unroll
+      for (int i = 0; i < frags_m; ++i) {
+        frag_a<P> fa;
+        load_fragment<P>(fa, sa + i * 16 * L::lda + kk, L::lda);
+#pragma unroll
+        for (int j = 0; j < frags_n; ++j) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups remain; drained before the stages become staging tiles
+  __syncthreads();
+
+  float* staging = reinterpret_cast<float*>(smem_bytes) + warp * 256;
+#pragma unroll
+  for (int i = 0; i < frags_m; ++i)
+#pragma unroll
+    for (int j = 0; j < frags_n; ++j)
+      store_tile<P>(acc[i][j], c, staging, m, n, row0 + wm * warp_m + i * 16, col0 + wn * warp_n + j * 16, vector_c);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 3 (bf16 only): the same loader and pipeline, but the multiply in PTX: 128 x 256 x 32 block tiles,
+// 8 warps of 64 x 64, each k16-step 4 ldmatrix.x4 for A and 4 ldmatrix.x4.trans for B feeding 32
+// mma.sync.m16n8k16 (every A fragment used 8 times, every B fragment 4 times; wmma's 16 x 16 fragments
+// allowed 2 and 4). Fragment layouts (PTX ISA, m16n8k16 bf16), g = lane / 4, t = lane % 4:
+//   A regs a0..a3: (g, 2t..2t+1), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) of the 16 x 16 A tile;
+//   B regs b0, b1: (k 2t..2t+1, n g), (k 2t + 8.., n g) of the 16 x 8 B tile;
+//   C regs c0..c3: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+// ldmatrix.x4: lanes 8j..8j+7 give the row addresses of 8 x 8 matrix j, register j of lane l receives
+// matrix j's row l / 4, elements 2 (l % 4)..+1 (.trans: its column l / 4, rows 2 (l % 4)..+1). Lane l
+// pointing at row (l % 16), column 8 (l / 16) of a 16 x 16 tile therefore loads A's a0..a3 directly, and
+// with .trans on a k16 x n16 tile of row-major B the b0, b1 of its two n8 halves.
+
+constexpr int mma_block_m = 128, mma_block_n = 256, mma_stages = 4;
+constexpr int mma_warp_m = mma_block_m / smem_warps_m, mma_warp_n = mma_block_n / smem_warps_n;  // 64 x 64
+constexpr int mma_tiles_m = mma_warp_m / 16, mma_tiles_n = mma_warp_n / 8;                       // 4 x 8
+using mma_layout = smem_layout<gemm_precision::bf16, mma_block_m, mma_block_n, mma_stages>;
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* shared) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+// d = a b + d, bf16 inputs, f32 accumulators.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// C(row, col) and C(row, col + 1) from an accumulator pair, guarded; one 8-byte store where n is even (the
+// pair then lies in one row, 8-byte aligned, as col is even).
+__device__ __forceinline__ void store_pair(float* __restrict__ c, std::int64_t m, std::int64_t n, std::int64_t row,
+                                           std::int64_t col, float x, float y, bool even_n) {
+  if (row >= m) return;
+  if (even_n && col + 1 < n) {
+    *reinterpret_cast<float2*>(c + row * n + col) = make_float2(x, y);
+  } else {
+    if (col < n) c[row * n + col] = x;
+    if (col + 1 < n) c[row * n + col + 1] = y;
+  }
+}
+
+template <bool Vector>
+__global__ void __launch_bounds__(smem_threads, 1)
+    mma_bf16_kernel(const std::uint16_t* __restrict__ a, const std::uint16_t* __restrict__ b, float* __restrict__ c,
+                    std::int64_t m, std::int64_t n, std::int64_t k, bool even_n) {
+  using L = mma_layout;
+  constexpr int stages = L::stages;
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  std::uint16_t* smem = reinterpret_cast<std::uint16_t*>(smem_bytes);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / smem_warps_n, wn = warp % smem_warps_n;
+  const std::int64_t row0 = std::int64_t(blockIdx.y) * L::block_m, col0 = std::int64_t(blockIdx.x) * L::block_n;
+  const int tiles = static_cast<int>((k + block_k - 1) / block_k);  // k < 2^36: checked in plan()
+
+  float acc[mma_tiles_m][mma_tiles_n][4];
+#pragma unroll
+  for (int i = 0; i < mma_tiles_m; ++i)
+#pragma unroll
+    for (int j = 0; j < mma_tiles_n; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  // This lane's ldmatrix row within a 16 x 16 tile: row lane % 16, column 8 (lane / 16).
+  const int ld_row = lane % 16, ld_col = (lane / 16) * 8;
+
+#pragma unroll
+  for (int s = 0; s < stages - 1; ++s) {
+    if (s < tiles)
+      load_tiles<gemm_precision::bf16, L, Vector>(smem + s * L::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<stages - 2>();
+    __syncthreads();
+    const int next = kt + stages - 1;
+    if (next < tiles)
+      load_tiles<gemm_precision::bf16, L, Vector>(smem + (next % stages) * L::stage_elements, a, b, m, n, k, row0, col0,
+                                                  std::int64_t(next) * block_k);
+    cp_async_commit();
+
+    const std::uint16_t* sa = smem + (kt % stages) * L::stage_elements + (wm * mma_warp_m + ld_row) * L::lda + ld_col;
+    const std::uint16_t* sb =
+        smem + (kt % stages) * L::stage_elements + L::a_elements + ld_row * L::ldb + wn * mma_warp_n + ld_col;
+#pragma unroll
+    for (int kk = 0; kk < block_k; kk += 16) {
+      unsigned fb[mma_tiles_n / 2][4];  // per n16 pair: b0, b1 of n8 tile 2p, then of 2p + 1
+#pragma unroll
+      for (int p = 0; p < mma_tiles_n / 2; ++p) ldmatrix_x4_trans(fb[p], sb + kk * L::ldb + p * 16);
+#pragma unroll
+      for (int i = 0; i < mma_tiles_m; ++i) {
+        unsigned fa[4];
+        ldmatrix_x4(fa, sa + i * 16 * L::lda + kk);
+#pragma unroll
+        for (int j = 0; j < mma_tiles_n; ++j)
+          mma_bf16_16816(acc[i][j], fa, fb[j / 2][2 * (j % 2)], fb[j / 2][2 * (j % 2) + 1]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits
+
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < mma_tiles_m; ++i)
+#pragma unroll
+    for (int j = 0; j < mma_tiles_n; ++j) {
+      const std::int64_t row = row0 + wm * mma_warp_m + i * 16 + g, col = col0 + wn * mma_warp_n + j * 8 + 2 * t;
+      store_pair(c, m, n, row, col, acc[i][j][0], acc[i][j][1], even_n);
+      store_pair(c, m, n, row + 8, col, acc[i][j][2], acc[i][j][3], even_n);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffers and transfers
+
+// A, B (stored precision) and C (float32) on the variant's own stream; a variant implements enqueue_run()
+// (and plan() for its setup). Handwritten variants take row-major problems only.
+template <gemm_precision P>
+class gemm_tc_base : public variant {
+ public:
+  using storage = typename tc_traits<P>::storage;
+
+  gemm_tc_base() = default;
+  gemm_tc_base(const gemm_tc_base&) = delete;
+  gemm_tc_base& operator=(const gemm_tc_base&) = delete;
+  ~gemm_tc_base() override {
+    device_free(m_a);
+    device_free(m_b);
+    device_free(m_c);
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = gemm_problem(problem, P);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    if (!data.row_major() && !takes_feature_major())
+      throw std::invalid_argument(std::string(operation_name(P)) + ": this variant takes row-major problems only");
+    device_free(m_a);
+    device_free(m_b);
+    device_free(m_c);
+    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    m_m = data.m();
+    m_n = data.n();
+    m_k = data.k();
+    m_row_major = data.row_major();
+    device_alloc(m_a, m_m * m_k);
+    device_alloc(m_b, m_k * m_n);
+    device_alloc(m_c, m_m * m_n);
+    plan();
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    enqueue_run();
+    wait();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    wait();
+  }
+  void download(const std::vector<host_span>& outputs) override {
+    enqueue_download(outputs);
+    wait();
+  }
+  void poison() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_c, 0xFF, c_bytes(), m_stream));  // all-ones bytes: a NaN
+    wait();
+  }
+  void* stream() const override { return static_cast<void*>(m_stream); }
+
+  bool queues_asynchronously() const override { return true; }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    const std::size_t a_bytes = static_cast<std::size_t>(m_m * m_k) * sizeof(storage);
+    const std::size_t b_bytes = static_cast<std::size_t>(m_k * m_n) * sizeof(storage);
+    if (inputs.size() != 2 || inputs[0].bytes < std::int64_t(a_bytes) || inputs[1].bytes < std::int64_t(b_bytes))
+      throw std::invalid_argument(std::string(operation_name(P)) + ": expected the input arrays A and B");
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_a, inputs[0].data, a_bytes, cudaMemcpyHostToDevice, m_stream));
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_b, inputs[1].data, b_bytes, cudaMemcpyHostToDevice, m_stream));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(c_output(outputs), m_c, c_bytes(), cudaMemcpyDeviceToHost, m_stream));
+  }
+  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+
+ protected:
+  virtual void plan() {}
+  virtual bool takes_feature_major() const { return false; }
+  std::size_t c_bytes() const { return static_cast<std::size_t>(m_m * m_n) * sizeof(float); }
+  bool empty() const { return m_m == 0 || m_n == 0; }
+  // Whole 16-byte vectors per row of A and B (k and n multiples of the vector), and C's rows a multiple of
+  // 4 floats (wmma's store rule).
+  bool vector_ab() const { return m_k % tc_traits<P>::vector == 0 && m_n % tc_traits<P>::vector == 0; }
+  bool vector_c() const { return m_n % 4 == 0; }
+  // ceil(n / tile_cols) x min(ceil(m / tile_rows), limit_y) blocks; kernels that do not stride over rows
+  // pass limit_y = 65,535 and need every row tile in the grid.
+  dim3 grid(std::int64_t tile_rows, std::int64_t tile_cols, bool strides_rows) const {
+    const std::int64_t gx = (m_n + tile_cols - 1) / tile_cols;
+    const std::int64_t gy_needed = (m_m + tile_rows - 1) / tile_rows;
+    if (gx > max_grid_x || (!strides_rows && gy_needed > max_grid_y))
+      throw std::invalid_argument(std::string(operation_name(P)) + ": too large a matrix for one grid");
+    const std::int64_t gy = gy_needed < max_grid_y ? gy_needed : max_grid_y;
+    return dim3(static_cast<unsigned int>(gx), static_cast<unsigned int>(gy), 1);
+  }
+  const storage* a() const { return m_a; }
+  const storage* b() const { return m_b; }
+
+  cudaStream_t m_stream = nullptr;
+  std::int64_t m_m = 0, m_n = 0, m_k = 0;
+  bool m_row_major = true;
+  storage *m_a = nullptr, *m_b = nullptr;
+  float* m_c = nullptr;
+};
+
+template <class Kernel>
+double occupancy_of(Kernel kernel, int threads, std::size_t dynamic_shared_bytes) {
+  int blocks = 0;
+  KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_shared_bytes));
+  return double(blocks * (threads / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The rungs
+
+template <gemm_precision P>
+class gemm_wmma_naive final : public gemm_tc_base<P> {
+ public:
+  void enqueue_run() override {
+    if (this->empty()) return;
+    wmma_naive_kernel<P><<<this->grid(16, 16 * naive_warps, true), naive_warps * 32, 0, this->m_stream>>>(
+        this->a(), this->b(), this->m_c, this->m_m, this->m_n, this->m_k, this->vector_ab(), this->vector_c());
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override { return occupancy_of(wmma_naive_kernel<P>, naive_warps * 32, 0); }
+};
+
+// The pipelined kernels (rungs 2 and 3) as a Tiling: the block tile, the dynamic shared memory, the
+// kernel for vector (cp.async) or scalar tile loads, and the kernel's store flag.
+template <gemm_precision P>
+struct wmma_tiling {
+  static constexpr int block_m = wmma_block_m, block_n = wmma_block_n, bytes = wmma_layout<P>::bytes;
+  template <bool Vector>
+  static auto kernel() {
+    return wmma_smem_kernel<P, Vector>;
+  }
+  static bool store_flag(std::int64_t n) { return n % 4 == 0; }  // wmma may store C's full tiles directly
+};
+
+struct mma_tiling {
+  static constexpr int block_m = mma_block_m, block_n = mma_block_n, bytes = mma_layout::bytes;
+  template <bool Vector>
+  static auto kernel() {
+    return mma_bf16_kernel<Vector>;
+  }
+  static bool store_flag(std::int64_t n) { return n % 2 == 0; }  // float2 stores of accumulator pairs
+};
+
+template <gemm_precision P, class Tiling>
+class gemm_pipelined final : public gemm_tc_base<P> {
+ public:
+  void enqueue_run() override {
+    if (this->empty()) return;
+    const dim3 blocks = this->grid(Tiling::block_m, Tiling::block_n, false);
+    const auto kernel = this->vector_ab() ? Tiling::template kernel<true>() : Tiling::template kernel<false>();
+    kernel<<<blocks, smem_threads, Tiling::bytes, this->m_stream>>>(
+        this->a(), this->b(), this->m_c, this->m_m, this->m_n, this->m_k, Tiling::store_flag(this->m_n));
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override {
+    return occupancy_of(this->vector_ab() ? Tiling::template kernel<true>() : Tiling::template kernel<false>(),
+                        smem_threads, Tiling::bytes);
+  }
+
+ protected:
+  // Past 48 KB a block's dynamic shared memory must be allowed explicitly, per kernel.
+  void plan() override {
+    // The kernels count k-tiles in an int (a 64-bit count cost TF32 a register spill).
+    if (this->m_k >= (std::int64_t(1) << 36))
+      throw std::invalid_argument(std::string(operation_name(P)) + ": k past 2^36 is beyond the tiled kernels");
+    for (const auto kernel : {Tiling::template kernel<true>(), Tiling::template kernel<false>()})
+      KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tiling::bytes));
+  }
+};
+
+template <gemm_precision P>
+class gemm_cublas final : public gemm_tc_base<P> {
+ public:
+  ~gemm_cublas() override {
+    if (m_handle != nullptr) cublasDestroy(m_handle);
+  }
+  void enqueue_run() override {
+    if (this->empty()) return;
+    const float alpha = 1.0f, beta = 0.0f;
+    constexpr cudaDataType_t input_type = P == gemm_precision::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    constexpr cublasComputeType_t compute =
+        P == gemm_precision::bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    const std::int64_t m = this->m_m, n = this->m_n, k = this->m_k;
+    if (this->m_row_major)  // column-major C^T (n x m) = B^T (n x k, ld n) A^T (k x m, ld k)
+      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, this->m_b, input_type, n,
+                                          this->m_a, input_type, k, &beta, this->m_c, CUDA_R_32F, n, compute,
+                                          CUBLAS_GEMM_DEFAULT));
+    else  // column-major C (m x n, ld m) = A (m x k, ld m) B (k x n, ld k)
+      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, this->m_a, input_type, m,
+                                          this->m_b, input_type, k, &beta, this->m_c, CUDA_R_32F, m, compute,
+                                          CUBLAS_GEMM_DEFAULT));
+  }
+
+ protected:
+  bool takes_feature_major() const override { return true; }
+  void plan() override {
+    if (m_handle == nullptr) KSTUDY_CUBLAS_CHECK(cublasCreate(&m_handle));
+    KSTUDY_CUBLAS_CHECK(cublasSetStream(m_handle, this->m_stream));
+    KSTUDY_CUBLAS_CHECK(cublasSetPointerMode(m_handle, CUBLAS_POINTER_MODE_HOST));
+  }
+
+ private:
+  cublasHandle_t m_handle = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Registration
+
+variant_info cuda_info(gemm_precision precision, const std::string& name, const std::string& family,
+                       const std::string& description, table_layout layout, int rung) {
+  auto info = variant_info_for(precision, name, family, description, layout);
+  info.backend = "cuda";
+  info.on_device = true;
+  info.rung = rung;
+  info.fusion = fusion_level::full;
+  info.implementation = family == "cublas" ? implementation::vendor_library : implementation::handwritten_cuda;
+  return info;
+}
+
+template <gemm_precision P>
+void register_precision(const char* naive_description, const char* smem_description) {
+  const std::string op = operation_name(P);
+  {
+    auto info = cuda_info(P, op + "_wmma_naive", "gemm_tensor_cuda", naive_description, table_layout::row_major, 1);
+    info.kernels_launched = 1;  // wmma_naive_kernel
+    variant_registration<gemm_wmma_naive<P>>{std::move(info)};
+  }
+  {
+    auto info = cuda_info(P, op + "_wmma_smem", "gemm_tensor_cuda", smem_description, table_layout::row_major, 2);
+    info.kernels_launched = 1;  // wmma_smem_kernel
+    variant_registration<gemm_pipelined<P, wmma_tiling<P>>>{std::move(info)};
+  }
+  if constexpr (P == gemm_precision::bf16) {
+    auto info = cuda_info(P, op + "_mma_ldmatrix", "gemm_tensor_cuda",
+                          "rung 2's loader and 4-stage cp.async pipeline, the multiply in PTX: 128 x 256 x 32 block "
+                          "tiles, 8 warps of 64 x 64, ldmatrix.x4 (.trans for B) feeding mma.sync m16n8k16 (each A "
+                          "fragment used 8 times, each B fragment 4), guarded float2 stores of C from registers",
+                          table_layout::row_major, 3);
+    info.kernels_launched = 1;  // mma_bf16_kernel
+    variant_registration<gemm_pipelined<P, mma_tiling>>{std::move(info)};
+  }
+  const char* vendor = P == gemm_precision::bf16
+                           ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
+                           : "cublasGemmEx_64, CUDA_R_32F A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32";
+  for (const table_layout layout : {table_layout::row_major, table_layout::feature_major}) {
+    const bool row = layout == table_layout::row_major;
+    auto info = cuda_info(P, op + (row ? "_cublas_row_major" : "_cublas_feature_major"), "cublas",
+                          std::string(vendor) + (row ? " (row-major as column-major C^T = B^T A^T)" : ""), layout, 0);
+    info.kernels_launched = 1;  // one cuBLAS call (its kernel count is cuBLAS's choice; one at these shapes)
+    variant_registration<gemm_cublas<P>>{std::move(info)};
+  }
+}
+
+[[maybe_unused]] const int registered = [] {
+  register_precision<gemm_precision::tf32>(
+      "one warp per 16 x 16 C tile, wmma m16n16k8 TF32 fragments loaded straight from global memory (inputs "
+      "rounded with __float_to_tf32), 4 warps a block along n",
+      "128 x 128 x 32 block tiles in padded shared memory, double-buffered with 16-byte cp.async; 8 warps of "
+      "64 x 32, 4 x 2 accumulator fragments reusing each loaded fragment");
+  register_precision<gemm_precision::bf16>(
+      "one warp per 16 x 16 C tile, wmma m16n16k16 BF16 fragments loaded straight from global memory, 4 warps a "
+      "block along n",
+      "128 x 128 x 32 block tiles in padded shared memory, 4-stage 16-byte cp.async pipeline; 8 warps of 64 x 32, "
+      "4 x 2 accumulator fragments reusing each loaded fragment");
+  return 0;
+}();
+
+}  // namespace
+}  // namespace kstudy::gemm
