@@ -17,8 +17,9 @@
 //    per (head, 128 query rows), 16 rows per warp. Q fragments in registers for the whole block; S = Q K^T
 //    into fp32 fragments, online softmax on the fragments (a row is shared by the 4 threads of a quad:
 //    two shuffles), P re-packed to bf16 A fragments in registers (FlashAttention-2's layout identity), V
-//    transposed into shared memory so its B fragments are 32-bit loads (no ldmatrix). The next K/V tile is
-//    prefetched into registers while the current one is computed.
+//    transposed into shared memory so its B fragments are 32-bit loads (no ldmatrix). At head_dim <= 32 the
+//    next K/V tile is prefetched into registers during the current one's math (at 64 the 16 registers it
+//    takes would spill under the 128-register cap of two blocks per SM, so the tile is loaded in place).
 // The fused kernels take any head_dim <= 128 (compiled for a maximum of 32, 64 or 128, zero-padded above
 // head_dim) and any tokens >= 1 (keys beyond tokens scored -inf, queries beyond tokens not stored).
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a stream synchronisation.
@@ -168,8 +169,10 @@ __device__ __forceinline__ void load_f32_tile(float* tile, int pitch, const floa
   }
 }
 
+// Blocks per SM: DMAX = 64 takes 51 KiB of shared memory and, capped for three blocks, 168 registers
+// (at four blocks' 128 it spilled ~100 bytes); DMAX = 32 fits four at 128; DMAX = 128 two (99 KiB).
 template <int DMAX>
-__global__ void __launch_bounds__(f32_threads, DMAX <= 64 ? 4 : 2)
+__global__ void __launch_bounds__(f32_threads, DMAX <= 32 ? 4 : DMAX <= 64 ? 3 : 2)
     attention_fused_f32(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                         float* __restrict__ o, std::int64_t tokens, int head_dim, std::int64_t query_tiles,
                         float scale) {
@@ -389,7 +392,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
 }
 
 // Two blocks (16 warps) per SM: at most 128 registers per thread for DMAX <= 64; DMAX = 128 takes what it
-// needs (the generic path) and loads each K/V tile without the register prefetch.
+// needs (the generic path). Only DMAX = 32 has the registers to prefetch the next K/V tile.
 template <int DMAX>
 __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
     attention_fused_bf16(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
@@ -448,7 +451,7 @@ __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
       v_next[u] = load_bf16_chunk(v + base, key0 + f % bf16_keys, (f / bf16_keys) * 8, tokens, head_dim, vec8);
     }
   };
-  constexpr bool prefetching = DMAX <= 64;
+  constexpr bool prefetching = DMAX <= 32;
   if (prefetching) prefetch(0);
 
   for (std::int64_t key0 = 0; key0 < tokens; key0 += bf16_keys) {
@@ -865,8 +868,7 @@ void register_cuda(attention_precision precision, const std::string& name, int r
   register_cuda<attention_fused<bf16>>(
       bf16, "attention_bf16_fused", 2, fusion_level::full, /*kernels_launched=*/1,  // attention_fused_bf16
       "one fused kernel on tensor cores: mma.sync m16n8k16 bf16 -> fp32, 16 query rows per warp, 128 per block, "
-      "online softmax on the fragments, P re-packed to bf16 in registers, V transposed in shared memory, the "
-      "next K/V tile prefetched into registers",
+      "online softmax on the fragments, P re-packed to bf16 in registers, V transposed in shared memory",
       false);
   return 0;
 }();
