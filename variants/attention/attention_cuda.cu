@@ -1,0 +1,877 @@
+// Attention in plain CUDA (family attention_cuda): O = softmax(scale * Q K^T) V per head, Q, K, V, O heads x
+// tokens x head_dim row-major, scale = 1 / sqrt(head_dim), no mask. docs/lab2_attention_design.md has the
+// design, the register and shared-memory budgets and the predicted throughput of each kernel.
+//  1 attention_textbook / attention_bf16_textbook: the seed's textbook, three steps through device memory.
+//    S = scale * Q K^T by one strided-batched cuBLAS GEMM (a batch per head; S is heads x tokens x tokens
+//    float32), a row softmax kernel in place (one block per row: max, sum of exp, normalise), O = P V by a
+//    second strided-batched GEMM. fp32: cublasSgemmStridedBatched with the default math mode (no TF32).
+//    bf16: cublasGemmStridedBatchedEx, bf16 Q, K -> S float32 (CUBLAS_COMPUTE_32F); the softmax writes P as
+//    bf16 over the first half of each S row (row pitch 2 * tokens bf16), and P V writes O as bf16 (fp32
+//    compute, one rounding). Peak device memory grows with tokens^2.
+//  2 attention_fused (fp32, CUDA cores): one block of 128 threads per (head, 64 query rows); K and V tiles
+//    of 64 keys staged in shared memory; each thread owns a 4 x 8 block of the score tile and a 4 x 8 block
+//    of the output (4 query rows, 8 of 64 head_dim columns), register-tiled FMA over float4 shared-memory
+//    reads; online softmax (running max and sum per row, the accumulator rescaled); P goes through shared
+//    memory (over the K tile) for P V; O written once.
+//  2 attention_bf16_fused (tensor cores): mma.sync.m16n8k16 bf16 -> fp32 (inline PTX), one block of 8 warps
+//    per (head, 128 query rows), 16 rows per warp. Q fragments in registers for the whole block; S = Q K^T
+//    into fp32 fragments, online softmax on the fragments (a row is shared by the 4 threads of a quad:
+//    two shuffles), P re-packed to bf16 A fragments in registers (FlashAttention-2's layout identity), V
+//    transposed into shared memory so its B fragments are 32-bit loads (no ldmatrix). At head_dim <= 32 the
+//    next K/V tile is prefetched into registers during the current one's math (at 64 the 16 registers it
+//    takes would spill under the 128-register cap of two blocks per SM, so the tile is loaded in place).
+// The fused kernels take any head_dim <= 128 (compiled for a maximum of 32, 64 or 128, zero-padded above
+// head_dim) and any tokens >= 1 (keys beyond tokens scored -inf, queries beyond tokens not stored).
+// Every variant queues on its own non-blocking stream; run() is enqueue_run() and a stream synchronisation.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attention/attention.hpp"
+#include "detail/cuda_buffers.hpp"
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/variant.hpp"
+
+namespace kstudy::attention {
+namespace {
+
+using kstudy::detail::device_alloc;
+using kstudy::detail::device_free;
+
+void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                           cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+}
+#define KSTUDY_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
+
+constexpr float log2_e = 1.4426950408889634f;
+constexpr int max_head_dim = 128;  // of the fused kernels
+constexpr std::int64_t max_grid = std::int64_t(1) << 30;
+
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 1's softmax: one block per row of S (float32, in place). P is written as Out (float: over S itself;
+// bf16 bits: over the first half of S's row, p_pitch = 2 * cols).
+
+constexpr int softmax_threads = 512;
+
+template <bool Max>
+__device__ float block_all_reduce(float v, float* slots) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = Max ? fmaxf(v, other) : v + other;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  __syncthreads();  // the previous call's readers are done with the slots
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  v = lane < warps ? slots[lane] : (Max ? -INFINITY : 0.0f);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = Max ? fmaxf(v, other) : v + other;
+  }
+  return v;
+}
+
+__device__ __forceinline__ void store_probability(float* p, std::int64_t i, float value) { p[i] = value; }
+__device__ __forceinline__ void store_probability(std::uint16_t* p, std::int64_t i, float value) {
+  p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(value));
+}
+
+template <class Out>
+__global__ void __launch_bounds__(softmax_threads) textbook_softmax(float* s, Out* p, std::int64_t rows,
+                                                                    std::int64_t cols, std::int64_t p_pitch) {
+  __shared__ float slots[32];
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* sr = s + row * cols;
+    Out* pr = p + row * p_pitch;
+    float m = -INFINITY;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, sr[c]);
+    m = block_all_reduce<true>(m, slots);
+    float sum = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(sr[c] - m);
+    sum = block_all_reduce<false>(sum, slots);
+    // In place, a chunk of blockDim.x columns at a time: every thread reads its score of the chunk before
+    // any thread writes the chunk's probabilities. bf16 P of columns [c0, c0 + B) overlaps the floats
+    // [c0 / 2, (c0 + B) / 2), all read already; later chunks are untouched.
+    for (std::int64_t c0 = 0; c0 < cols; c0 += blockDim.x) {
+      const std::int64_t c = c0 + threadIdx.x;
+      const float x = c < cols ? sr[c] : 0.0f;
+      __syncthreads();
+      if (c < cols) store_probability(pr, c, expf(x - m) / sum);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 2, fp32: 128 threads, 64 query rows x 64 keys per tile. Warp w, lane = 8 * rg + cg: query rows
+// w * 16 + rg + 4 i (i < 4), key columns cg + 8 j (j < 8) of the score tile, output columns
+// 32 q + 4 cg + e (q < DMAX / 32, e < 4). Tiles are row-major in shared memory with a pitch of DMAX + 4
+// floats (rows 16-byte aligned; consecutive rows start 4 banks apart, so the float4 reads of 4 or 8
+// consecutive rows by a warp are conflict-free and broadcast to the lanes sharing them).
+
+constexpr int f32_rows = 64, f32_keys = 64, f32_threads = 128;
+
+template <int DMAX>
+struct f32_tiles {
+  static_assert(DMAX % 32 == 0 && DMAX <= max_head_dim, "DMAX: 32, 64, 96 or 128");
+  static constexpr int pitch = DMAX + 4;      // Q, K, V tiles
+  static constexpr int p_pitch = f32_keys + 4;  // P, over the K tile
+  static constexpr int q_floats = f32_rows * pitch;
+  static constexpr int kp_floats = f32_keys * (pitch > p_pitch ? pitch : p_pitch);
+  static constexpr int v_floats = f32_keys * pitch;
+  static constexpr std::size_t smem_bytes = sizeof(float) * std::size_t(q_floats + kp_floats + v_floats);
+};
+
+// Rows [row0, row0 + 64) of a tokens x head_dim matrix into a tile of pitch `pitch`: zero beyond tokens
+// and beyond head_dim. float4 global loads when head_dim % 4 == 0 (then every row is 16-byte aligned).
+template <int DMAX>
+__device__ __forceinline__ void load_f32_tile(float* tile, int pitch, const float* __restrict__ src,
+                                              std::int64_t row0, std::int64_t tokens, int head_dim, bool vec4) {
+  constexpr int chunks = DMAX / 4;
+  static_assert(f32_rows * chunks % f32_threads == 0, "whole float4s per thread");
+  // Two float4s in flight per thread: unrolled further, the K and V loads would all be hoisted and hold 64
+  // registers beside the 72 of the accumulators, scores and softmax state.
+#pragma unroll 2
+  for (int u = 0; u < f32_rows * chunks / f32_threads; ++u) {
+    const int f = threadIdx.x + u * f32_threads;
+    const int r = f / chunks, c = (f % chunks) * 4;
+    const std::int64_t t = row0 + r;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (t < tokens && c < head_dim) {
+      const float* p = src + t * head_dim + c;
+      if (vec4) {
+        v = *reinterpret_cast<const float4*>(p);
+      } else {
+        v.x = p[0];
+        if (c + 1 < head_dim) v.y = p[1];
+        if (c + 2 < head_dim) v.z = p[2];
+        if (c + 3 < head_dim) v.w = p[3];
+      }
+    }
+    *reinterpret_cast<float4*>(tile + r * pitch + c) = v;
+  }
+}
+
+// Blocks per SM: DMAX = 64 takes 51 KiB of shared memory and, capped for three blocks, 168 registers
+// (at four blocks' 128 it spilled ~100 bytes); DMAX = 32 fits four at 128; DMAX = 128 two (99 KiB).
+template <int DMAX>
+__global__ void __launch_bounds__(f32_threads, DMAX <= 32 ? 4 : DMAX <= 64 ? 3 : 2)
+    attention_fused_f32(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                        float* __restrict__ o, std::int64_t tokens, int head_dim, std::int64_t query_tiles,
+                        float scale) {
+  using tiles = f32_tiles<DMAX>;
+  constexpr int pitch = tiles::pitch, p_pitch = tiles::p_pitch, dq = DMAX / 32;
+  extern __shared__ float4 f32_smem[];
+  float* qs = reinterpret_cast<float*>(f32_smem);
+  float* ks = qs + tiles::q_floats;
+  float* ps = ks;  // P replaces the K tile once the scores are computed
+  float* vs = ks + tiles::kp_floats;
+
+  const std::int64_t head = blockIdx.x / query_tiles;
+  const std::int64_t row0 = (blockIdx.x % query_tiles) * f32_rows;
+  const std::int64_t base = head * tokens * head_dim;
+  const bool vec4 = head_dim % 4 == 0;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rg = lane >> 3, cg = lane & 7;
+  const int r_first = warp * 16 + rg;  // this thread's rows: r_first + 4 i
+
+  load_f32_tile<DMAX>(qs, pitch, q + base, row0, tokens, head_dim, vec4);
+
+  float acc[4][dq][4];
+  float m[4], l[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < dq; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][c][e] = 0.0f;
+  }
+
+  for (std::int64_t key0 = 0; key0 < tokens; key0 += f32_keys) {
+    __syncthreads();  // the previous tile's P V is done with P (over K) and V
+    load_f32_tile<DMAX>(ks, pitch, k + base, key0, tokens, head_dim, vec4);
+    load_f32_tile<DMAX>(vs, pitch, v + base, key0, tokens, head_dim, vec4);
+    __syncthreads();  // (and Q's tile on the first pass)
+
+    // S = Q K^T: per float4 of head_dim, 4 Q float4s and 8 K float4s for 128 FMAs.
+    float s[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s[i][j] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < DMAX; d += 4) {
+      float4 qv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(qs + (r_first + 4 * i) * pitch + d);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float4 kv = *reinterpret_cast<const float4*>(ks + (cg + 8 * j) * pitch + d);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          s[i][j] = fmaf(qv[i].x, kv.x, s[i][j]);
+          s[i][j] = fmaf(qv[i].y, kv.y, s[i][j]);
+          s[i][j] = fmaf(qv[i].z, kv.z, s[i][j]);
+          s[i][j] = fmaf(qv[i].w, kv.w, s[i][j]);
+        }
+      }
+    }
+
+    // Online softmax: the row's 64 scores of this tile live in the 8 lanes sharing rg (xor 1, 2, 4).
+    const bool edge = key0 + f32_keys > tokens;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float x = s[i][j] * scale;
+        if (edge && key0 + cg + 8 * j >= tokens) x = -INFINITY;
+        s[i][j] = x;
+        tile_max = fmaxf(tile_max, x);
+      }
+#pragma unroll
+      for (int offset = 1; offset < 8; offset *= 2)
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+      // Key key0 < tokens is in every tile, so m_new is finite; on the first tile m[i] = -inf, alpha = 0.
+      const float m_new = fmaxf(m[i], tile_max);
+      const float alpha = expf(m[i] - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        s[i][j] = expf(s[i][j] - m_new);  // 0 for the masked keys
+        sum += s[i][j];
+      }
+#pragma unroll
+      for (int offset = 1; offset < 8; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      l[i] = l[i] * alpha + sum;
+      m[i] = m_new;
+#pragma unroll
+      for (int c = 0; c < dq; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][c][e] *= alpha;
+    }
+
+    __syncthreads();  // every warp is done reading K before P overwrites it
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ps[(r_first + 4 * i) * p_pitch + cg + 8 * j] = s[i][j];
+    __syncthreads();
+
+    // O += P V: per 4 keys, 4 P float4s and 4 * dq V float4s for 16 * 4 * dq FMAs.
+#pragma unroll 4
+    for (int c = 0; c < f32_keys; c += 4) {
+      float4 pv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pv[i] = *reinterpret_cast<const float4*>(ps + (r_first + 4 * i) * p_pitch + c);
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+#pragma unroll
+        for (int dd = 0; dd < dq; ++dd) {
+          const float4 vv = *reinterpret_cast<const float4*>(vs + (c + cc) * pitch + 32 * dd + 4 * cg);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float p = cc == 0 ? pv[i].x : cc == 1 ? pv[i].y : cc == 2 ? pv[i].z : pv[i].w;
+            acc[i][dd][0] = fmaf(p, vv.x, acc[i][dd][0]);
+            acc[i][dd][1] = fmaf(p, vv.y, acc[i][dd][1]);
+            acc[i][dd][2] = fmaf(p, vv.z, acc[i][dd][2]);
+            acc[i][dd][3] = fmaf(p, vv.w, acc[i][dd][3]);
+          }
+        }
+      }
+    }
+  }
+
+  // O = acc / l for the rows below tokens and the columns below head_dim.
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t t = row0 + r_first + 4 * i;
+    if (t >= tokens) continue;
+    const float inv = 1.0f / l[i];
+    float* orow = o + base + t * head_dim;
+#pragma unroll
+    for (int dd = 0; dd < dq; ++dd) {
+      const int d = 32 * dd + 4 * cg;
+      if (d >= head_dim) continue;
+      const float4 r = make_float4(acc[i][dd][0] * inv, acc[i][dd][1] * inv, acc[i][dd][2] * inv,
+                                   acc[i][dd][3] * inv);
+      if (vec4) {
+        *reinterpret_cast<float4*>(orow + d) = r;
+      } else {
+        orow[d] = r.x;
+        if (d + 1 < head_dim) orow[d + 1] = r.y;
+        if (d + 2 < head_dim) orow[d + 2] = r.z;
+        if (d + 3 < head_dim) orow[d + 3] = r.w;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 2, bf16 on tensor cores: 8 warps, 128 query rows (16 per warp) x 64 keys per tile. mma.m16n8k16
+// fragments (g = lane / 4, t = lane % 4): A 16 x 16 row-major {(g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..),
+// (g+8, 2t+8..)}; B 16 x 8 "col" {(k = 2t..2t+1, n = g), (k = 2t+8.., n = g)}; C 16 x 8 fp32
+// {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}. Shared memory (bf16 bits): K tile [64][DMAX + 8] (key
+// major, so B fragments of K^T are 32-bit loads of consecutive head_dim pairs), V transposed [DMAX][64 + 8]
+// (head_dim major, so B fragments of V are 32-bit loads of consecutive key pairs). Both pitches put the 8
+// rows g of a fragment load 4 banks apart: conflict-free. Q is staged through the same memory once.
+
+constexpr int bf16_rows = 128, bf16_keys = 64, bf16_threads = 256;
+
+template <int DMAX>
+struct bf16_tiles {
+  static_assert(DMAX % 32 == 0 && DMAX <= max_head_dim, "DMAX: 32, 64, 96 or 128");
+  static constexpr int k_pitch = DMAX + 8;        // K tile and Q staging, bf16 elements
+  static constexpr int v_pitch = bf16_keys + 8;   // transposed V tile
+  static constexpr int k_elems = bf16_keys * k_pitch;
+  static constexpr int v_elems = DMAX * v_pitch;
+  static constexpr int q_elems = bf16_rows * k_pitch;
+  static constexpr int elems = q_elems > k_elems + v_elems ? q_elems : k_elems + v_elems;
+  static constexpr std::size_t smem_bytes = sizeof(std::uint16_t) * std::size_t(elems);
+  static constexpr int chunks = DMAX / 8;                                   // uint4 per tile row
+  static constexpr int loads = bf16_keys * chunks / bf16_threads;          // per thread per K or V tile
+  static_assert(bf16_keys * chunks % bf16_threads == 0, "whole chunks per thread");
+};
+
+// Eight bf16 of row t of a tokens x head_dim matrix from column c: zero beyond tokens and head_dim. A
+// 16-byte load when head_dim % 8 == 0 (rows then 16-byte aligned).
+__device__ __forceinline__ uint4 load_bf16_chunk(const std::uint16_t* __restrict__ src, std::int64_t t, int c,
+                                                 std::int64_t tokens, int head_dim, bool vec8) {
+  uint4 r = make_uint4(0u, 0u, 0u, 0u);
+  if (t >= tokens || c >= head_dim) return r;
+  const std::uint16_t* p = src + t * head_dim + c;
+  if (vec8) return *reinterpret_cast<const uint4*>(p);
+  std::uint32_t w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    if (c + e < head_dim) w[e / 2] |= std::uint32_t(p[e]) << (16 * (e % 2));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ std::uint16_t half_of(const uint4& v, int e) {
+  const std::uint32_t w = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
+  return static_cast<std::uint16_t>(w >> (16 * (e % 2)));
+}
+
+__device__ __forceinline__ std::uint32_t load_u32(const std::uint16_t* p) {
+  return *reinterpret_cast<const std::uint32_t*>(p);
+}
+
+// Two floats as a bf16 pair, lo in the low half (the lower column of an A fragment register).
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  std::uint32_t bits;
+  memcpy(&bits, &pair, sizeof(bits));
+  return bits;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two blocks (16 warps) per SM: at most 128 registers per thread for DMAX <= 64; DMAX = 128 takes what it
+// needs (the generic path). Only DMAX = 32 has the registers to prefetch the next K/V tile.
+template <int DMAX>
+__global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
+    attention_fused_bf16(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
+                         const std::uint16_t* __restrict__ v, std::uint16_t* __restrict__ o, std::int64_t tokens,
+                         int head_dim, std::int64_t query_tiles, float scale_log2) {
+  using tiles = bf16_tiles<DMAX>;
+  constexpr int k_pitch = tiles::k_pitch, v_pitch = tiles::v_pitch, chunks = tiles::chunks;
+  constexpr int kt_steps = DMAX / 16, key_tiles8 = bf16_keys / 8, d_tiles8 = DMAX / 8;
+  extern __shared__ uint4 bf16_smem[];
+  std::uint16_t* ks = reinterpret_cast<std::uint16_t*>(bf16_smem);
+  std::uint16_t* vt = ks + tiles::k_elems;
+  std::uint16_t* qs = ks;  // Q's staging, before the first K tile
+
+  const std::int64_t head = blockIdx.x / query_tiles;
+  const std::int64_t row0 = (blockIdx.x % query_tiles) * bf16_rows;
+  const std::int64_t base = head * tokens * head_dim;
+  const bool vec8 = head_dim % 8 == 0;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+
+  // Q: staged row-major, then this warp's 16 rows as A fragments for the whole kernel.
+  static_assert(bf16_rows * chunks % bf16_threads == 0, "whole chunks per thread");
+#pragma unroll
+  for (int u = 0; u < bf16_rows * chunks / bf16_threads; ++u) {
+    const int f = threadIdx.x + u * bf16_threads;
+    const int r = f / chunks, c = (f % chunks) * 8;
+    *reinterpret_cast<uint4*>(qs + r * k_pitch + c) = load_bf16_chunk(q + base, row0 + r, c, tokens, head_dim, vec8);
+  }
+  __syncthreads();
+  std::uint32_t qa[kt_steps][4];
+  {
+    const std::uint16_t* q0 = qs + (warp * 16 + g) * k_pitch + 2 * t4;
+#pragma unroll
+    for (int kt = 0; kt < kt_steps; ++kt) {
+      qa[kt][0] = load_u32(q0 + kt * 16);
+      qa[kt][1] = load_u32(q0 + 8 * k_pitch + kt * 16);
+      qa[kt][2] = load_u32(q0 + kt * 16 + 8);
+      qa[kt][3] = load_u32(q0 + 8 * k_pitch + kt * 16 + 8);
+    }
+  }
+
+  float acc[d_tiles8][4];
+#pragma unroll
+  for (int n = 0; n < d_tiles8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8 of the warp's 16
+
+  // The K and V chunks of this thread: K chunk f is (key f / chunks, column f % chunks); V chunk f is
+  // (key f % 64, column f / 64), so a warp's transposed stores go to consecutive keys.
+  uint4 k_next[tiles::loads], v_next[tiles::loads];
+  auto prefetch = [&](std::int64_t key0) {
+#pragma unroll
+    for (int u = 0; u < tiles::loads; ++u) {
+      const int f = threadIdx.x + u * bf16_threads;
+      k_next[u] = load_bf16_chunk(k + base, key0 + f / chunks, (f % chunks) * 8, tokens, head_dim, vec8);
+      v_next[u] = load_bf16_chunk(v + base, key0 + f % bf16_keys, (f / bf16_keys) * 8, tokens, head_dim, vec8);
+    }
+  };
+  constexpr bool prefetching = DMAX <= 32;
+  if (prefetching) prefetch(0);
+
+  for (std::int64_t key0 = 0; key0 < tokens; key0 += bf16_keys) {
+    if (!prefetching) prefetch(key0);
+    __syncthreads();  // the previous tile (or Q's staging) is done with the shared memory
+#pragma unroll
+    for (int u = 0; u < tiles::loads; ++u) {
+      const int f = threadIdx.x + u * bf16_threads;
+      *reinterpret_cast<uint4*>(ks + (f / chunks) * k_pitch + (f % chunks) * 8) = k_next[u];
+      const int key = f % bf16_keys, c = (f / bf16_keys) * 8;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) vt[(c + e) * v_pitch + key] = half_of(v_next[u], e);
+    }
+    __syncthreads();
+    if (prefetching && key0 + bf16_keys < tokens) prefetch(key0 + bf16_keys);  // in flight during the math
+
+    // S = Q K^T: 8 key n-tiles x DMAX / 16 k-steps.
+    float s[key_tiles8][4];
+#pragma unroll
+    for (int n = 0; n < key_tiles8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+      const std::uint16_t* k0 = ks + (n * 8 + g) * k_pitch + 2 * t4;
+#pragma unroll
+      for (int kt = 0; kt < kt_steps; ++kt) mma_bf16(s[n], qa[kt], load_u32(k0 + kt * 16), load_u32(k0 + kt * 16 + 8));
+    }
+
+    // Online softmax in the log2 domain; row g holds s[.][0..1], row g + 8 s[.][2..3]; a row's 64 scores
+    // are spread over the quad (xor 1, 2).
+    const bool edge = key0 + bf16_keys > tokens;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < key_tiles8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = s[n][2 * h + e] * scale_log2;
+          if (edge && key0 + n * 8 + 2 * t4 + e >= tokens) x = -INFINITY;
+          s[n][2 * h + e] = x;
+          tile_max = fmaxf(tile_max, x);
+        }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[h], tile_max);  // finite: key key0 < tokens is in every tile
+      const float alpha = exp2f(m[h] - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < key_tiles8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float p = exp2f(s[n][2 * h + e] - m_new);
+          s[n][2 * h + e] = p;
+          sum += p;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h] = l[h] * alpha + sum;
+      m[h] = m_new;
+#pragma unroll
+      for (int n = 0; n < d_tiles8; ++n) {
+        acc[n][2 * h] *= alpha;
+        acc[n][2 * h + 1] *= alpha;
+      }
+    }
+
+    // O += P V: the C fragments of key n-tiles 2 kk and 2 kk + 1 are the A fragment of key k-step kk.
+#pragma unroll
+    for (int kk = 0; kk < bf16_keys / 16; ++kk) {
+      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int n = 0; n < d_tiles8; ++n) {
+        const std::uint16_t* v0 = vt + (n * 8 + g) * v_pitch + kk * 16 + 2 * t4;
+        mma_bf16(acc[n], pa, load_u32(v0), load_u32(v0 + 8));
+      }
+    }
+  }
+
+  // O = acc / l, rounded to bf16 once; rows below tokens, columns below head_dim.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t t = row0 + warp * 16 + g + 8 * h;
+    if (t >= tokens) continue;
+    const float inv = 1.0f / l[h];
+    std::uint16_t* orow = o + base + t * head_dim;
+#pragma unroll
+    for (int n = 0; n < d_tiles8; ++n) {
+      const int d = n * 8 + 2 * t4;
+      if (d >= head_dim) continue;
+      const float lo = acc[n][2 * h] * inv, hi = acc[n][2 * h + 1] * inv;
+      if (head_dim % 2 == 0) {  // d even, so the pair is 4-byte aligned and inside the row
+        *reinterpret_cast<std::uint32_t*>(orow + d) = pack_bf16(lo, hi);
+      } else {
+        orow[d] = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+        if (d + 1 < head_dim) orow[d + 1] = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffers, transfers and stream, shared by every variant of both precisions
+
+template <attention_precision P>
+using element_t = std::conditional_t<P == attention_precision::fp32, float, std::uint16_t>;
+
+// Q, K, V, O on the variant's own stream; a variant implements plan() (after allocation) and enqueue_run().
+template <attention_precision P>
+class attention_cuda_base : public variant {
+ public:
+  using element = element_t<P>;
+
+  attention_cuda_base() = default;
+  attention_cuda_base(const attention_cuda_base&) = delete;
+  attention_cuda_base& operator=(const attention_cuda_base&) = delete;
+  ~attention_cuda_base() override {
+    release_all();
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = attention_problem(problem, P);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    check_shape(data.heads(), data.tokens(), data.head_dim());
+    release_all();
+    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    m_heads = data.heads();
+    m_tokens = data.tokens();
+    m_head_dim = data.head_dim();
+    m_scale = data.scale();
+    device_alloc(m_q, data.elements());
+    device_alloc(m_k, data.elements());
+    device_alloc(m_v, data.elements());
+    device_alloc(m_o, data.elements());
+    plan();
+    upload(data.streamed_inputs());
+  }
+
+  void run() override {
+    enqueue_run();
+    wait();
+  }
+  void upload(const std::vector<host_span>& inputs) override {
+    enqueue_upload(inputs);
+    wait();
+  }
+  void download(const std::vector<host_span>& outputs) override {
+    enqueue_download(outputs);
+    wait();
+  }
+  void poison() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_o, 0xFF, bytes(), m_stream));  // all-ones: NaN in float32 and bf16
+    wait();
+  }
+  void* stream() const override { return static_cast<void*>(m_stream); }
+  bool queues_asynchronously() const override { return true; }
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != 3) throw std::invalid_argument("attention: expected the three inputs Q, K, V");
+    element* targets[3] = {m_q, m_k, m_v};
+    for (int i = 0; i < 3; ++i)
+      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(targets[i], inputs[i].data, bytes(), cudaMemcpyHostToDevice, m_stream));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(o_output(outputs), m_o, bytes(), cudaMemcpyDeviceToHost, m_stream));
+  }
+  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+
+ protected:
+  // Throws std::invalid_argument for a shape the variant cannot take, before any allocation.
+  virtual void check_shape(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) const {
+    if (heads < 1 || tokens < 1 || head_dim < 1)
+      throw std::invalid_argument("attention: heads, tokens and head_dim must be positive");
+  }
+  virtual void plan() {}
+  virtual void release() {}  // the variant's own buffers
+
+  std::size_t bytes() const { return static_cast<std::size_t>(m_heads * m_tokens * m_head_dim) * sizeof(element); }
+
+  cudaStream_t m_stream = nullptr;
+  std::int64_t m_heads = 0, m_tokens = 0, m_head_dim = 0;
+  float m_scale = 1.0f;
+  element *m_q = nullptr, *m_k = nullptr, *m_v = nullptr, *m_o = nullptr;
+
+ private:
+  void release_all() {
+    release();
+    device_free(m_q);
+    device_free(m_k);
+    device_free(m_v);
+    device_free(m_o);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 1: the textbook
+
+template <attention_precision P>
+class attention_textbook final : public attention_cuda_base<P> {
+  using base = attention_cuda_base<P>;
+
+ public:
+  ~attention_textbook() override {
+    release();
+    if (m_handle != nullptr) cublasDestroy(m_handle);
+  }
+
+  void enqueue_run() override {
+    const int t = static_cast<int>(this->m_tokens), d = static_cast<int>(this->m_head_dim);
+    const int heads = static_cast<int>(this->m_heads);
+    const long long td = static_cast<long long>(this->m_tokens) * this->m_head_dim;
+    const long long tt = static_cast<long long>(this->m_tokens) * this->m_tokens;
+    const float alpha = this->m_scale, one = 1.0f, zero = 0.0f;
+    // Column-major view: a row-major tokens x head_dim matrix is head_dim x tokens with ld head_dim, and S
+    // (row-major tokens x tokens) is S^T. S^T = K_cm^T Q_cm, then O_cm = V_cm P^T_cm.
+    if constexpr (P == attention_precision::fp32) {
+      KSTUDY_CUBLAS_CHECK(cublasSgemmStridedBatched(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k,
+                                                    d, td, this->m_q, d, td, &zero, m_scores, t, tt, heads));
+      launch_softmax(m_scores, t);
+      KSTUDY_CUBLAS_CHECK(cublasSgemmStridedBatched(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, d,
+                                                    td, m_scores, t, tt, &zero, this->m_o, d, td, heads));
+    } else {
+      KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k, CUDA_R_16BF, d, td, this->m_q,
+          CUDA_R_16BF, d, td, &zero, m_scores, CUDA_R_32F, t, tt, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      auto* probabilities = reinterpret_cast<std::uint16_t*>(m_scores);  // row pitch 2 * tokens bf16
+      launch_softmax(probabilities, 2 * static_cast<std::int64_t>(t));
+      KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, CUDA_R_16BF, d, td, probabilities,
+          CUDA_R_16BF, 2 * t, 2 * tt, &zero, this->m_o, CUDA_R_16BF, d, td, heads, CUBLAS_COMPUTE_32F,
+          CUBLAS_GEMM_DEFAULT));
+    }
+  }
+
+ protected:
+  void check_shape(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) const override {
+    base::check_shape(heads, tokens, head_dim);
+    // cuBLAS's int dimensions; the bf16 P's leading dimension is 2 * tokens.
+    if (heads > INT_MAX || 2 * tokens > INT_MAX || head_dim > INT_MAX)
+      throw std::invalid_argument("attention_textbook: heads, 2 * tokens and head_dim must fit an int");
+  }
+
+  void plan() override {
+    const std::size_t score_bytes =
+        static_cast<std::size_t>(this->m_heads) * this->m_tokens * this->m_tokens * sizeof(float);
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, score_bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky; clear it for the next variant
+      throw std::runtime_error("out of device memory: the score matrix needs " + std::to_string(score_bytes) +
+                               " bytes (heads x tokens x tokens float32)");
+    }
+    KSTUDY_CUDA_CHECK(status);
+    m_scores = static_cast<float*>(p);
+    if (m_handle == nullptr) KSTUDY_CUBLAS_CHECK(cublasCreate(&m_handle));
+    KSTUDY_CUBLAS_CHECK(cublasSetStream(m_handle, this->m_stream));
+    KSTUDY_CUBLAS_CHECK(cublasSetPointerMode(m_handle, CUBLAS_POINTER_MODE_HOST));
+    // Default math: no TF32 for the float32 GEMMs (the fp32 gate is strict); bf16 inputs use tensor cores
+    // with float32 accumulation under CUBLAS_COMPUTE_32F either way.
+    KSTUDY_CUBLAS_CHECK(cublasSetMathMode(m_handle, CUBLAS_DEFAULT_MATH));
+  }
+  void release() override { device_free(m_scores); }
+
+ private:
+  template <class Out>
+  void launch_softmax(Out* probabilities, std::int64_t p_pitch) {
+    const std::int64_t rows = this->m_heads * this->m_tokens;
+    const unsigned int grid = static_cast<unsigned int>(std::min(rows, max_grid));
+    textbook_softmax<Out><<<grid, softmax_threads, 0, this->m_stream>>>(m_scores, probabilities, rows,
+                                                                        this->m_tokens, p_pitch);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  cublasHandle_t m_handle = nullptr;
+  float* m_scores = nullptr;  // heads x tokens x tokens float32 (bf16: P over the first half of each row)
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Rung 2: the fused kernels
+
+template <attention_precision P>
+struct fused_kernels;
+template <>
+struct fused_kernels<attention_precision::fp32> {
+  using element = float;
+  using kernel_t = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, std::int64_t, float);
+  static constexpr int rows = f32_rows, threads = f32_threads;
+  template <int DMAX>
+  static kernel_t kernel() { return attention_fused_f32<DMAX>; }
+  template <int DMAX>
+  static std::size_t smem() { return f32_tiles<DMAX>::smem_bytes; }
+  static float scale_argument(float scale) { return scale; }  // expf on scale * (q . k)
+};
+template <>
+struct fused_kernels<attention_precision::bf16> {
+  using element = std::uint16_t;
+  using kernel_t = void (*)(const std::uint16_t*, const std::uint16_t*, const std::uint16_t*, std::uint16_t*,
+                            std::int64_t, int, std::int64_t, float);
+  static constexpr int rows = bf16_rows, threads = bf16_threads;
+  template <int DMAX>
+  static kernel_t kernel() { return attention_fused_bf16<DMAX>; }
+  template <int DMAX>
+  static std::size_t smem() { return bf16_tiles<DMAX>::smem_bytes; }
+  static float scale_argument(float scale) { return scale * log2_e; }  // exp2f in the log2 domain
+};
+
+template <attention_precision P>
+class attention_fused final : public attention_cuda_base<P> {
+  using base = attention_cuda_base<P>;
+  using kernels = fused_kernels<P>;
+
+ public:
+  void enqueue_run() override {
+    m_kernel<<<m_grid, kernels::threads, m_smem, this->m_stream>>>(
+        this->m_q, this->m_k, this->m_v, this->m_o, this->m_tokens, static_cast<int>(this->m_head_dim),
+        m_query_tiles, kernels::scale_argument(this->m_scale));
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  double calculated_occupancy() const override {
+    if (m_kernel == nullptr) return 0.0;
+    int blocks = 0;
+    KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m_kernel, kernels::threads, m_smem));
+    return double(blocks * kernels::threads) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor));
+  }
+
+ protected:
+  void check_shape(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) const override {
+    base::check_shape(heads, tokens, head_dim);
+    if (head_dim > max_head_dim)
+      throw std::invalid_argument("attention_fused: head_dim " + std::to_string(head_dim) + " is over " +
+                                  std::to_string(max_head_dim));
+    const std::int64_t tiles = (tokens + kernels::rows - 1) / kernels::rows;
+    if (heads > INT_MAX / tiles) throw std::invalid_argument("attention_fused: too many blocks for one grid");
+  }
+
+  // The smallest compiled maximum head_dim that covers the problem's; shared memory over 48 KiB opted in.
+  void plan() override {
+    if (this->m_head_dim <= 32)
+      choose<32>();
+    else if (this->m_head_dim <= 64)
+      choose<64>();
+    else
+      choose<128>();
+    m_query_tiles = (this->m_tokens + kernels::rows - 1) / kernels::rows;
+    m_grid = static_cast<unsigned int>(this->m_heads * m_query_tiles);
+  }
+
+ private:
+  template <int DMAX>
+  void choose() {
+    m_kernel = kernels::template kernel<DMAX>();
+    m_smem = kernels::template smem<DMAX>();
+    if (m_smem > 48 * 1024)
+      KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(m_kernel),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(m_smem)));
+  }
+
+  typename kernels::kernel_t m_kernel = nullptr;
+  std::size_t m_smem = 0;
+  std::int64_t m_query_tiles = 1;
+  unsigned int m_grid = 1;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Registration
+
+// The textbook's traffic: the essential Q, K, V, O plus the score matrix's round trips: the first GEMM
+// writes S (float32), the softmax reads S and writes P (float32 in place; bf16 over S), the second GEMM
+// reads P.
+traffic_model textbook_traffic(attention_precision precision, const table_shape& shape) {
+  auto traffic = essential_traffic(precision, shape.rows, shape.features, shape.depth);
+  const std::int64_t scores = shape.rows * shape.features * shape.features;
+  const std::int64_t p_bytes = precision == attention_precision::fp32 ? 4 : 2;
+  traffic.bytes_written += scores * (4 + p_bytes);
+  traffic.bytes_read += scores * (4 + p_bytes);
+  return traffic;
+}
+
+template <class Variant>
+void register_cuda(attention_precision precision, const std::string& name, int rung, fusion_level fusion,
+                   int kernels_launched, const std::string& description, bool textbook) {
+  auto info = variant_info_for(precision, name, "attention_cuda", description);
+  info.backend = "cuda";
+  info.on_device = true;
+  info.rung = rung;
+  info.implementation = implementation::handwritten_cuda;
+  info.fusion = fusion;
+  info.kernels_launched = kernels_launched;
+  if (textbook) info.traffic = [precision](const table_shape& shape) { return textbook_traffic(precision, shape); };
+  variant_registration<Variant>{std::move(info)};
+}
+
+[[maybe_unused]] const int registered = [] {
+  constexpr auto fp32 = attention_precision::fp32;
+  constexpr auto bf16 = attention_precision::bf16;
+  register_cuda<attention_textbook<fp32>>(
+      fp32, "attention_textbook", 1, fusion_level::none, /*kernels_launched=*/3,  // SGEMM S, textbook_softmax, SGEMM O
+      "the textbook: S = scale Q K^T by cublasSgemmStridedBatched (heads x tokens^2 float32 in device memory, no "
+      "TF32), a block-per-row softmax in place, O = P V by a second strided-batched SGEMM",
+      true);
+  register_cuda<attention_fused<fp32>>(
+      fp32, "attention_fused", 2, fusion_level::full, /*kernels_launched=*/1,  // attention_fused_f32
+      "one fused kernel, CUDA cores: 64 query rows per 128-thread block, 64-key K/V tiles in shared memory, "
+      "4 x 8 register tiles of S and of O per thread (float4 shared-memory reads), online softmax: no tokens^2 "
+      "matrix",
+      false);
+  register_cuda<attention_textbook<bf16>>(
+      bf16, "attention_bf16_textbook", 1, fusion_level::none, /*kernels_launched=*/3,  // GemmEx S, textbook_softmax, GemmEx O
+      "the textbook in bf16: S = scale Q K^T float32 by cublasGemmStridedBatchedEx (bf16 in, fp32 compute), a "
+      "block-per-row softmax writing bf16 P over S, O = P V by a second GemmEx with bf16 output",
+      true);
+  register_cuda<attention_fused<bf16>>(
+      bf16, "attention_bf16_fused", 2, fusion_level::full, /*kernels_launched=*/1,  // attention_fused_bf16
+      "one fused kernel on tensor cores: mma.sync m16n8k16 bf16 -> fp32, 16 query rows per warp, 128 per block, "
+      "online softmax on the fragments, P re-packed to bf16 in registers, V transposed in shared memory",
+      false);
+  return 0;
+}();
+
+}  // namespace
+}  // namespace kstudy::attention
