@@ -1,0 +1,641 @@
+// The attention operations (attention.hpp): attention (float32) and attention_bf16, one class over the
+// precision, registered twice.
+//
+// Inputs. Pure functions of (seed, array, index), so every thread count and relayout gives the same values.
+// Per head h: a direction u_h in {-1, +1}^D. Scores are kept realistic for softmax (spread of a few units,
+// neither uniform nor one-hot), with outliers of the three kinds attention kernels meet:
+//  - q(h, t, :) = 2 U[-1, 1) + 0.25 u_h; 1 row in 64 (and one hash-chosen row per head) is a peaked row,
+//    scaled by 6: its softmax concentrates on a few keys (score spread ~8 against ~1.3);
+//  - k(h, t, :) = 2 U[-1, 1); 1 row in 256 (and one hash-chosen row per head) is a sink, 2.5 u_h +
+//    0.25 U[-1, 1): aligned with every query's u_h component, it scores ~ +0.625 sqrt(D) above the rest
+//    (+5 at D = 64) for most queries;
+//  - v(h, t, d) = U[-1, 1), 1 element in 256 an outlier of magnitude [8, 32) and random sign.
+// attention_bf16 rounds each generated float to the nearest-even bfloat16 and keeps the bits; q_at() and
+// friends return the widened values every computation starts from.
+//
+// Reference (float64). A full reference costs H T^2 D (4.4e12 at 16 x 16,384 x 64): impossible on a host per
+// point. The gate therefore checks O in two ways:
+//  (a) every element: finite and inside the hull of its head's V column, [min_j v_jd, max_j v_jd], loosened
+//      by u (T + 2 sqrt(T) + 8 log2 T + 16) max_j |v_jd| (+ 2^-7 of it for bfloat16): O is a convex
+//      combination of V's rows, and only the mismatch of the numerator's and the normaliser's rounding (and
+//      bf16's rounding of P and O) can move it out. O(H T D);
+//  (b) sampled rows exactly: in every head rows 0, T - 1, 63, 64, 127, 128 (tile edges, when < T), the row
+//      with the largest |q| (a peaked one) and 16 random rows (seeded from the problem's values); every row
+//      when H T^2 D <= 2^28. For a sampled row the reference stores per element o_d = sum_j p_j v_jd,
+//      W_d = sum_j p_j |v_jd| and A_d = sum_j p_j r_j |v_jd|, and per row rbar = sum_j p_j r_j (r_j below):
+//      3 D + 1 doubles per row, never a T x T matrix.
+//
+// Tolerance of a sampled element (u = 2^-24; first order; p_j the exact weights, d_j = s_j - max s):
+//  - scores s_j = scale q.k_j in float32: a dot product of D terms and the scale's rounding and multiply,
+//    |ds_j| <= u (D + 2) scale sum_d |q_d k_jd| (gamma_D; Higham, Accuracy and Stability, 3.1). bfloat16
+//    products are exact in float32, but tensor cores accumulate with truncation (Fasi, Higham, Mikaitis and
+//    Pranesh 2021: up to 2u per addition), so attention_bf16 takes u (2D + 2);
+//  - exp(d_j): as the softmax operation's model (variants/softmax/operation.cpp), 4u + 3u |d_j| relative
+//    (2 ulp, the argument scaled by log2 e, CUDA's __expf);
+//    with r_j = |ds_j| + 4u + 3u |d_j| the relative perturbation of term j, a perturbed weight is
+//    p_j (1 + r_j - rbar), so |do_d| <= A_d + rbar |o_d|;
+//  - the normaliser S = sum_j exp(d_j), T positive terms: worst case (T - 1) u relative (a serial float sum
+//    swamped by a few dominant terms, as in softmax), plus the final division (2u): u (T + 1) |o_d|;
+//  - the P V accumulation over T terms of both signs: u (8 + 2 sqrt(T)) W_d, the probabilistic bound of
+//    Higham and Mary 2019 (rounding errors of random sign: sqrt(T) rather than T);
+//  - online softmax: each rescale of the running sum and accumulator by a computed exp(m_old - m_new)
+//    rounds both (5u); about ln(T) rescales per row on random data plus one per combining level:
+//    u (4 log2 T + 8) (W_d + |o_d|);
+//  - bfloat16 only: P rounded to bfloat16 before the tensor-core P V product (2^-9 relative per weight, and
+//    the normaliser may sum the unrounded ones) and O rounded to bfloat16 once (2^-9 |o_d|): 2^-8 (W_d + |o_d|).
+//  - atol 2^-96: exp terms that underflow float32 (each below 2^-126 of S >= 1, times |v| <= 2^5, T <= 2^24).
+// bound_d = A_d + rbar |o_d| + u (T + 1) |o_d| + u (8 + 2 sqrt T) W_d + u (4 log2 T + 8) (W_d + |o_d|)
+//           [+ 2^-8 (W_d + |o_d|)] + atol.
+// tests/test_attention.cpp checks the model: a serial float32 reference, a float32 flash-style online softmax
+// (and for bf16 one rounding P) pass; dropping one key or using a wrong scale fails.
+// gate_result::rtol is u (T + 2 sqrt T + 4 log2 T + 17) [+ 2^-8], the relative part common to every element
+// (W_d ~ |o_d| scale); max_relative_error is max over sampled elements of |error| / bound * rtol, so it is at
+// most rtol exactly when they all pass.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attention/attention.hpp"
+#include "kstudy/operation.hpp"
+#include "kstudy/variant.hpp"
+
+namespace kstudy::attention {
+
+namespace {
+
+float widen(std::uint16_t bits) {
+  const std::uint32_t wide = std::uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+// Nearest-even bfloat16 (NaN stays NaN).
+std::uint16_t round_to_bf16(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+}  // namespace
+
+traffic_model essential_traffic(attention_precision precision, std::int64_t heads, std::int64_t tokens,
+                                std::int64_t head_dim) {
+  const std::int64_t matrix = heads * tokens * head_dim * element_bytes(precision);
+  return traffic_model{3 * matrix, matrix};  // Q, K, V read once; O written once
+}
+
+std::int64_t essential_flops(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) {
+  return 4 * heads * tokens * tokens * head_dim;
+}
+
+attention_data::attention_data(attention_precision precision, const table_shape& shape, std::unique_ptr<float[]> q,
+                               std::unique_ptr<float[]> k, std::unique_ptr<float[]> v,
+                               std::unique_ptr<std::uint16_t[]> q_bf16, std::unique_ptr<std::uint16_t[]> k_bf16,
+                               std::unique_ptr<std::uint16_t[]> v_bf16)
+    : m_precision(precision),
+      m_shape(shape),
+      m_q(std::move(q)),
+      m_k(std::move(k)),
+      m_v(std::move(v)),
+      m_q_bf16(std::move(q_bf16)),
+      m_k_bf16(std::move(k_bf16)),
+      m_v_bf16(std::move(v_bf16)) {}
+
+std::vector<host_span> attention_data::streamed_inputs() const {
+  // The runner copies from these spans and never writes through them.
+  const std::int64_t bytes = elements() * element_bytes(m_precision);
+  if (m_precision == attention_precision::fp32)
+    return {{const_cast<float*>(m_q.get()), bytes}, {const_cast<float*>(m_k.get()), bytes},
+            {const_cast<float*>(m_v.get()), bytes}};
+  return {{const_cast<std::uint16_t*>(m_q_bf16.get()), bytes}, {const_cast<std::uint16_t*>(m_k_bf16.get()), bytes},
+          {const_cast<std::uint16_t*>(m_v_bf16.get()), bytes}};
+}
+
+float attention_data::scale() const { return static_cast<float>(1.0 / std::sqrt(double(head_dim()))); }
+
+float attention_data::q_at(std::int64_t i) const {
+  return m_precision == attention_precision::fp32 ? m_q[static_cast<std::size_t>(i)]
+                                                  : widen(m_q_bf16[static_cast<std::size_t>(i)]);
+}
+float attention_data::k_at(std::int64_t i) const {
+  return m_precision == attention_precision::fp32 ? m_k[static_cast<std::size_t>(i)]
+                                                  : widen(m_k_bf16[static_cast<std::size_t>(i)]);
+}
+float attention_data::v_at(std::int64_t i) const {
+  return m_precision == attention_precision::fp32 ? m_v[static_cast<std::size_t>(i)]
+                                                  : widen(m_v_bf16[static_cast<std::size_t>(i)]);
+}
+
+const attention_data& attention_problem(const problem_data& problem, attention_precision expected) {
+  const auto* data = dynamic_cast<const attention_data*>(&problem);
+  const std::string name = operation_name(expected);
+  if (data == nullptr || data->precision() != expected)
+    throw std::invalid_argument("a " + name + " variant was given another operation's problem");
+  if (data->heads() < 1 || data->tokens() < 1 || data->head_dim() < 1)
+    throw std::invalid_argument(name + ": heads, tokens and head_dim must be positive");
+  if (data->shape().layout != table_layout::row_major) throw std::invalid_argument(name + ": inputs must be row-major");
+  const bool present = expected == attention_precision::fp32
+                           ? data->q() != nullptr && data->k() != nullptr && data->v() != nullptr
+                           : data->q_bf16() != nullptr && data->k_bf16() != nullptr && data->v_bf16() != nullptr;
+  if (!present) throw std::invalid_argument(name + ": an input array is missing");
+  return *data;
+}
+
+variant_info variant_info_for(attention_precision precision, const std::string& name, const std::string& family,
+                              const std::string& description) {
+  variant_info info;
+  info.name = name;
+  info.operation = operation_name(precision);
+  info.family = family;
+  info.fusion = fusion_level::full;
+  info.description = description;
+  info.layout = table_layout::row_major;
+  info.kernels_launched = 1;
+  info.traffic = [precision](const table_shape& shape) {
+    return essential_traffic(precision, shape.rows, shape.features, shape.depth);
+  };
+  return info;
+}
+
+namespace {
+
+// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+double symmetric(std::uint64_t bits) { return 2.0 * unit(bits) - 1.0; }  // U[-1, 1)
+std::uint64_t hash(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
+  return mix(mix(seed ^ mix(array)) + static_cast<std::uint64_t>(i));
+}
+
+constexpr std::uint64_t q_array = 0x617471, k_array = 0x61746b, v_array = 0x617476, direction_array = 0x617475,
+                        q_row_array = 0x617451, k_row_array = 0x61744b, forced_array = 0x617446,
+                        sample_array = 0x617453;
+constexpr double q_amplitude = 2.0, q_bias = 0.25, peak_factor = 6.0, k_amplitude = 2.0, sink_amplitude = 2.5,
+                 sink_noise = 0.25, v_outlier_fraction = 1.0 / 256;
+
+struct head_plan {
+  std::int64_t forced_peak = 0, forced_sink = 0;  // one peaked query row and one sink key row per head
+};
+
+head_plan plan_of(std::uint64_t seed, std::int64_t h, std::int64_t tokens) {
+  const std::uint64_t hp = hash(seed, forced_array, h);
+  return {static_cast<std::int64_t>(hp % static_cast<std::uint64_t>(tokens)),
+          static_cast<std::int64_t>(mix(hp) % static_cast<std::uint64_t>(tokens))};
+}
+
+double direction(std::uint64_t seed, std::int64_t h, std::int64_t d, std::int64_t head_dim) {
+  return (hash(seed, direction_array, h * head_dim + d) >> 63) ? 1.0 : -1.0;
+}
+
+// The three matrices as floats (heads x tokens x head_dim row-major).
+void generate_floats(std::uint64_t seed, std::int64_t heads, std::int64_t tokens, std::int64_t head_dim, float* q,
+                     float* k, float* v) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t row = 0; row < heads * tokens; ++row) {
+    const std::int64_t h = row / tokens, t = row % tokens;
+    const head_plan plan = plan_of(seed, h, tokens);
+    const bool peaked = t == plan.forced_peak || unit(hash(seed, q_row_array, row)) < 1.0 / 64;
+    const bool sink = t == plan.forced_sink || unit(hash(seed, k_row_array, row)) < 1.0 / 256;
+    for (std::int64_t d = 0; d < head_dim; ++d) {
+      const std::int64_t i = row * head_dim + d;
+      const double u_hd = direction(seed, h, d, head_dim);
+      const double qv = q_amplitude * symmetric(hash(seed, q_array, i)) + q_bias * u_hd;
+      q[i] = static_cast<float>(peaked ? peak_factor * qv : qv);
+      const std::uint64_t hk = hash(seed, k_array, i);
+      k[i] = static_cast<float>(sink ? sink_amplitude * u_hd + sink_noise * symmetric(hk)
+                                     : k_amplitude * symmetric(hk));
+      const std::uint64_t hv = hash(seed, v_array, i), hv2 = mix(hv);
+      if (unit(hv2) < v_outlier_fraction) {
+        const double magnitude = 8.0 + 24.0 * unit(mix(hv2));
+        v[i] = static_cast<float>((hv2 & 1) ? magnitude : -magnitude);
+      } else {
+        v[i] = static_cast<float>(symmetric(hv));
+      }
+    }
+  }
+}
+
+template <class T>
+std::unique_ptr<T[]> copy_array(const T* source, std::int64_t n) {
+  if (source == nullptr) return nullptr;
+  std::unique_ptr<T[]> out(new T[static_cast<std::size_t>(n)]);
+  std::copy(source, source + n, out.get());
+  return out;
+}
+
+constexpr double unit_roundoff = 0x1.0p-24;
+constexpr double bf16_term = 0x1.0p-8;
+constexpr double absolute_tolerance = 0x1.0p-96;
+constexpr std::int64_t random_rows_per_head = 16;
+constexpr std::int64_t edge_rows[] = {63, 64, 127, 128};
+constexpr double full_check_work = 0x1.0p28;  // H T^2 D at or below which every row is checked
+
+// The float64 facts check() needs: per head and column the V hull, per sampled row its outputs and bounds.
+class attention_reference final : public reference_data {
+ public:
+  std::vector<double> v_min, v_max, v_abs_max;  // heads x head_dim
+  std::vector<std::int64_t> rows;               // sampled rows h * tokens + t, ascending
+  std::vector<double> o, weight, perturbation;  // rows x head_dim: o_d, W_d, A_d
+  std::vector<double> row_perturbation;         // rbar per sampled row
+};
+
+std::string format_g9(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+bool checks_every_row(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) {
+  return double(heads) * double(tokens) * double(tokens) * double(head_dim) <= full_check_work;
+}
+
+// Sampled rows per head at most: rows 0 and T - 1, the tile edges, the peaked row and the random ones.
+std::int64_t sampled_rows_bound(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) {
+  if (checks_every_row(heads, tokens, head_dim)) return heads * tokens;
+  return heads * std::min<std::int64_t>(tokens, 2 + 4 + 1 + random_rows_per_head);
+}
+
+template <attention_precision P>
+class attention_operation final : public operation {
+ public:
+  attention_operation() {
+    m_info.name = operation_name(P);
+    m_info.description = P == attention_precision::fp32
+                             ? "scaled dot-product attention O = softmax(Q K^T / sqrt(d)) V per head, float32 "
+                               "(heads x tokens x head_dim; flops 4 H T^2 D)"
+                             : "scaled dot-product attention, bfloat16 Q, K, V, O (float32 softmax and "
+                               "accumulation; flops 4 H T^2 D)";
+    m_info.axes = {"heads", "tokens", "head_dim"};
+    m_info.layouts = {table_layout::row_major};
+    m_info.outputs = {"o"};
+    m_info.bench_points = {{16, 4096, 64}, {16, 16384, 64}, {3, 257, 33}};
+    m_info.cuda_families = {"attention_cuda", "cublas"};
+  }
+  const operation_info& info() const override { return m_info; }
+
+  std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
+    check_shape(shape);
+    const std::int64_t heads = shape.rows, tokens = shape.features, head_dim = shape.depth;
+    const std::int64_t n = heads * tokens * head_dim;
+    const auto size = static_cast<std::size_t>(n);
+    std::unique_ptr<float[]> q(new float[size]), k(new float[size]), v(new float[size]);  // filled below
+    generate_floats(seed, heads, tokens, head_dim, q.get(), k.get(), v.get());
+    if constexpr (P == attention_precision::fp32) {
+      return std::make_unique<attention_data>(P, shape, std::move(q), std::move(k), std::move(v), nullptr, nullptr,
+                                              nullptr);
+    } else {
+      const auto to_bf16 = [n](const float* source) {
+        std::unique_ptr<std::uint16_t[]> bits(new std::uint16_t[static_cast<std::size_t>(n)]);
+        std::uint16_t* out = bits.get();
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(source[i]);
+        return bits;
+      };
+      return std::make_unique<attention_data>(P, shape, nullptr, nullptr, nullptr, to_bf16(q.get()), to_bf16(k.get()),
+                                              to_bf16(v.get()));
+    }
+  }
+
+  // Only row-major exists: the same arrays, copied.
+  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
+    check_shape(shape);
+    const auto& d = attention_problem(source, P);
+    if (d.heads() != shape.rows || d.tokens() != shape.features || d.head_dim() != shape.depth)
+      throw std::invalid_argument(m_info.name + ": relayout cannot change the extents");
+    const std::int64_t n = d.elements();
+    return std::make_unique<attention_data>(P, shape, copy_array(d.q(), n), copy_array(d.k(), n), copy_array(d.v(), n),
+                                            copy_array(d.q_bf16(), n), copy_array(d.k_bf16(), n),
+                                            copy_array(d.v_bf16(), n));
+  }
+
+  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
+    const auto& p = attention_problem(problem, P);
+    const std::int64_t heads = p.heads(), tokens = p.tokens(), dim = p.head_dim();
+    auto ref = std::make_unique<attention_reference>();
+    const auto hd = static_cast<std::size_t>(heads * dim);
+    ref->v_min.assign(hd, INFINITY);
+    ref->v_max.assign(hd, -INFINITY);
+    ref->v_abs_max.assign(hd, 0.0);
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t t = 0; t < tokens; ++t)
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const double v = v_of(p, (h * tokens + t) * dim + d);
+          const auto c = static_cast<std::size_t>(h * dim + d);
+          ref->v_min[c] = std::min(ref->v_min[c], v);
+          ref->v_max[c] = std::max(ref->v_max[c], v);
+          ref->v_abs_max[c] = std::max(ref->v_abs_max[c], std::fabs(v));
+        }
+    ref->rows = sampled_rows(p);
+    const auto count = static_cast<std::int64_t>(ref->rows.size());
+    const auto elements = static_cast<std::size_t>(count * dim);
+    ref->o.assign(elements, 0.0);
+    ref->weight.assign(elements, 0.0);
+    ref->perturbation.assign(elements, 0.0);
+    ref->row_perturbation.assign(static_cast<std::size_t>(count), 0.0);
+    const double scale = 1.0 / std::sqrt(double(dim));
+    const double score_roundoff = unit_roundoff * (P == attention_precision::fp32 ? double(dim + 2) : double(2 * dim + 2));
+    const double u = unit_roundoff;
+#pragma omp parallel
+    {
+      std::vector<double> s(static_cast<std::size_t>(tokens)), r(static_cast<std::size_t>(tokens)), q(static_cast<std::size_t>(dim));
+#pragma omp for schedule(dynamic)
+      for (std::int64_t k = 0; k < count; ++k) {
+        const std::int64_t row = ref->rows[static_cast<std::size_t>(k)], h = row / tokens;
+        for (std::int64_t d = 0; d < dim; ++d) q[static_cast<std::size_t>(d)] = q_of(p, row * dim + d);
+        double m = -INFINITY;
+        for (std::int64_t j = 0; j < tokens; ++j) {
+          const std::int64_t base = (h * tokens + j) * dim;
+          double dot = 0.0, magnitude = 0.0;
+          for (std::int64_t d = 0; d < dim; ++d) {
+            const double term = q[static_cast<std::size_t>(d)] * double(k_of(p, base + d));
+            dot += term;
+            magnitude += std::fabs(term);
+          }
+          s[static_cast<std::size_t>(j)] = scale * dot;
+          r[static_cast<std::size_t>(j)] = score_roundoff * scale * magnitude;  // |ds_j|, completed below
+          m = std::max(m, scale * dot);
+        }
+        double sum = 0.0;
+        for (std::int64_t j = 0; j < tokens; ++j) {
+          const auto jj = static_cast<std::size_t>(j);
+          const double d = s[jj] - m;
+          r[jj] += 4 * u + 3 * u * std::fabs(d);
+          s[jj] = std::exp(d);  // s now holds the unnormalised weight
+          sum += s[jj];
+        }
+        double* o = &ref->o[static_cast<std::size_t>(k * dim)];
+        double* w = &ref->weight[static_cast<std::size_t>(k * dim)];
+        double* a = &ref->perturbation[static_cast<std::size_t>(k * dim)];
+        double rbar = 0.0;
+        for (std::int64_t j = 0; j < tokens; ++j) {
+          const auto jj = static_cast<std::size_t>(j);
+          const double pj = s[jj] / sum, pr = pj * r[jj];
+          if (pj == 0.0) continue;
+          rbar += pr;
+          const std::int64_t base = (h * tokens + j) * dim;
+          for (std::int64_t d = 0; d < dim; ++d) {
+            const double v = v_of(p, base + d);
+            o[d] += pj * v;
+            w[d] += pj * std::fabs(v);
+            a[d] += pr * std::fabs(v);
+          }
+        }
+        ref->row_perturbation[static_cast<std::size_t>(k)] = rbar;
+      }
+    }
+    return ref;
+  }
+
+  std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
+    return {shape.rows * shape.features * shape.depth * element_bytes(P)};
+  }
+
+  void poison(const std::vector<host_span>& outputs) const override {
+    const auto& out = outputs.at(0);
+    const std::int64_t n = out.bytes / element_bytes(P);
+    if constexpr (P == attention_precision::fp32) {
+      float* o = out.as<float>();
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < n; ++i) o[i] = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      std::uint16_t* o = out.as<std::uint16_t>();
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < n; ++i) o[i] = 0xffff;  // a NaN pattern
+    }
+  }
+
+  gate_result check(const problem_data& problem, const reference_data& reference,
+                    const std::vector<host_span>& outputs) const override {
+    const auto& p = attention_problem(problem, P);
+    const auto& ref = dynamic_cast<const attention_reference&>(reference);
+    if (outputs.size() != 1) throw std::invalid_argument(m_info.name + ": expected one output array");
+    const std::int64_t heads = p.heads(), tokens = p.tokens(), dim = p.head_dim(), n = p.elements();
+    const void* o = o_output(outputs);
+    gate_result g;
+    g.rtol = rtol(tokens);
+    g.atol = absolute_tolerance;
+    g.checked = n;  // every element against the hull; the sampled rows' also against the float64 reference
+    const double hull = hull_tolerance(tokens);
+    std::int64_t failures = 0, first_bad = n;
+    double max_abs = 0.0, max_rel = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) \
+    reduction(max : max_abs, max_rel)
+    for (std::int64_t row = 0; row < heads * tokens; ++row) {
+      const std::int64_t h = row / tokens;
+      const auto found = std::lower_bound(ref.rows.begin(), ref.rows.end(), row);
+      const std::int64_t sample = found != ref.rows.end() && *found == row ? found - ref.rows.begin() : -1;
+      for (std::int64_t d = 0; d < dim; ++d) {
+        const std::int64_t i = row * dim + d;
+        const double value = output_at(o, i);
+        const auto c = static_cast<std::size_t>(h * dim + d);
+        const double slack = hull * ref.v_abs_max[c] + absolute_tolerance;
+        bool bad = !(value >= ref.v_min[c] - slack && value <= ref.v_max[c] + slack);  // NaN fails
+        if (sample >= 0) {
+          double expected, bound;
+          element_reference(ref, sample, d, tokens, dim, expected, bound);
+          const double err = std::isnan(value) ? INFINITY : std::fabs(value - expected);
+          bad = bad || !(err <= bound);
+          max_abs = std::max(max_abs, err);
+          max_rel = std::max(max_rel, err == 0.0 ? 0.0 : err / bound * g.rtol);
+        } else if (bad) {
+          max_rel = INFINITY;
+        }
+        if (bad) {
+          ++failures;
+          first_bad = std::min(first_bad, i);
+        }
+      }
+    }
+    g.value_failures = failures;
+    g.max_abs_error = max_abs;
+    g.max_relative_error = max_rel;
+    g.passed = failures == 0;
+    if (!g.passed) g.message = describe_failure(p, ref, o, first_bad, failures);
+    return g;
+  }
+
+  // Element (0, 0, 0) (row 0 is always sampled) moved to the first representable value more than twice its
+  // bound away: |new - ref| >= |new - o| - |o - ref| > bound.
+  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
+    const auto& p = attention_problem(problem, P);
+    const auto ref_owner = reference(p);
+    const auto& ref = dynamic_cast<const attention_reference&>(*ref_owner);
+    double expected, bound;
+    element_reference(ref, 0, 0, p.tokens(), p.head_dim(), expected, bound);
+    void* o = o_output(outputs);
+    const double current = output_at(o, 0);
+    if (std::isnan(current)) throw std::logic_error(m_info.name + ": corrupt needs a finite output to move");
+    if constexpr (P == attention_precision::fp32) {
+      float& y = static_cast<float*>(o)[0];
+      float moved = static_cast<float>(double(y) + 2 * bound);
+      while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
+      y = moved;
+    } else {
+      std::uint16_t& y = static_cast<std::uint16_t*>(o)[0];
+      std::uint16_t moved = round_to_bf16(static_cast<float>(current + 2 * bound));
+      while (!(std::fabs(double(widen(moved)) - current) > 2 * bound))
+        moved = (moved & 0x8000u) == 0 ? static_cast<std::uint16_t>(moved + 1)
+                                       : (moved == 0x8000u ? std::uint16_t(1) : static_cast<std::uint16_t>(moved - 1));
+      y = moved;
+    }
+  }
+
+  traffic_model essential_traffic(const table_shape& shape) const override {
+    return attention::essential_traffic(P, shape.rows, shape.features, shape.depth);
+  }
+  std::int64_t essential_flops(const table_shape& shape) const override {
+    return attention::essential_flops(shape.rows, shape.features, shape.depth);
+  }
+  std::int64_t input_bytes(const table_shape& shape) const override {
+    return 3 * shape.rows * shape.features * shape.depth * element_bytes(P);
+  }
+  // The V hull (3 doubles per head and column) and, per sampled row, 3 D + 1 doubles and its index.
+  std::int64_t reference_bytes(const table_shape& shape) const override {
+    const std::int64_t rows = sampled_rows_bound(shape.rows, shape.features, shape.depth);
+    return std::int64_t(sizeof(double)) * (3 * shape.rows * shape.depth + rows * (3 * shape.depth + 2));
+  }
+
+  // The relative factor common to every sampled element's bound (the file's comment).
+  static double rtol(std::int64_t tokens) {
+    const double t = double(tokens);
+    return unit_roundoff * (t + 2 * std::sqrt(t) + 4 * std::log2(t) + 17) +
+           (P == attention_precision::bf16 ? bf16_term : 0.0);
+  }
+
+ private:
+  void check_shape(const table_shape& shape) const {
+    shape.validate();
+    if (shape.layout != table_layout::row_major)
+      throw std::invalid_argument(m_info.name + ": expects a row-major heads x tokens x head_dim shape");
+  }
+
+  // Element i of Q, K or V as the float the computation starts from; the precision is known here, so the
+  // reference's inner loops index the arrays directly.
+  static float q_of(const attention_data& p, std::int64_t i) {
+    if constexpr (P == attention_precision::fp32) return p.q()[i]; else return widen(p.q_bf16()[i]);
+  }
+  static float k_of(const attention_data& p, std::int64_t i) {
+    if constexpr (P == attention_precision::fp32) return p.k()[i]; else return widen(p.k_bf16()[i]);
+  }
+  static float v_of(const attention_data& p, std::int64_t i) {
+    if constexpr (P == attention_precision::fp32) return p.v()[i]; else return widen(p.v_bf16()[i]);
+  }
+
+  static double hull_tolerance(std::int64_t tokens) {
+    const double t = double(tokens);
+    return unit_roundoff * (t + 2 * std::sqrt(t) + 8 * std::log2(t) + 16) +
+           (P == attention_precision::bf16 ? 2 * bf16_term : 0.0);
+  }
+
+  static double output_at(const void* o, std::int64_t i) {
+    if constexpr (P == attention_precision::fp32)
+      return static_cast<const float*>(o)[i];
+    else
+      return widen(static_cast<const std::uint16_t*>(o)[i]);
+  }
+
+  // The rows the reference computes exactly (the file's comment), ascending.
+  static std::vector<std::int64_t> sampled_rows(const attention_data& p) {
+    const std::int64_t heads = p.heads(), tokens = p.tokens(), dim = p.head_dim();
+    std::vector<std::int64_t> rows;
+    if (checks_every_row(heads, tokens, dim)) {
+      rows.resize(static_cast<std::size_t>(heads * tokens));
+      for (std::int64_t r = 0; r < heads * tokens; ++r) rows[static_cast<std::size_t>(r)] = r;
+      return rows;
+    }
+    // Seeded from the values, so that another seed's problem samples other rows.
+    const auto bits = [](float f) {
+      std::uint32_t b;
+      std::memcpy(&b, &f, sizeof b);
+      return std::uint64_t(b);
+    };
+    const std::uint64_t salt = mix(bits(q_of(p, 0)) ^ (bits(k_of(p, p.elements() - 1)) << 32) ^
+                                   mix(bits(v_of(p, p.elements() / 2))));
+    std::set<std::int64_t> chosen;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      std::vector<std::int64_t> t_rows = {0, tokens - 1};
+      for (const std::int64_t edge : edge_rows)
+        if (edge < tokens) t_rows.push_back(edge);
+      std::int64_t peaked = 0;
+      double largest = -1.0;
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        double norm = 0.0;
+        for (std::int64_t d = 0; d < dim; ++d) norm += std::fabs(double(q_of(p, (h * tokens + t) * dim + d)));
+        if (norm > largest) {
+          largest = norm;
+          peaked = t;
+        }
+      }
+      t_rows.push_back(peaked);
+      for (std::int64_t k = 0; k < random_rows_per_head; ++k)
+        t_rows.push_back(static_cast<std::int64_t>(hash(salt, sample_array, h * random_rows_per_head + k) %
+                                                   static_cast<std::uint64_t>(tokens)));
+      for (const std::int64_t t : t_rows) chosen.insert(h * tokens + t);
+    }
+    rows.assign(chosen.begin(), chosen.end());
+    return rows;
+  }
+
+  // The float64 reference of sampled row `sample`'s element d and its bound (the file's comment).
+  static void element_reference(const attention_reference& ref, std::int64_t sample, std::int64_t d,
+                                std::int64_t tokens, std::int64_t dim, double& expected, double& bound) {
+    const auto e = static_cast<std::size_t>(sample * dim + d);
+    const double u = unit_roundoff, t = double(tokens);
+    const double o = ref.o[e], w = ref.weight[e], a = ref.perturbation[e];
+    const double rbar = ref.row_perturbation[static_cast<std::size_t>(sample)];
+    expected = o;
+    bound = a + rbar * std::fabs(o) + u * (t + 1) * std::fabs(o) + u * (8 + 2 * std::sqrt(t)) * w +
+            u * (4 * std::log2(t) + 8) * (w + std::fabs(o)) + absolute_tolerance;
+    if (P == attention_precision::bf16) bound += bf16_term * (w + std::fabs(o));
+  }
+
+  std::string describe_failure(const attention_data& p, const attention_reference& ref, const void* o,
+                               std::int64_t i, std::int64_t failures) const {
+    const std::int64_t tokens = p.tokens(), dim = p.head_dim();
+    const std::int64_t row = i / dim, h = row / tokens, t = row % tokens, d = i % dim;
+    const double value = output_at(o, i);
+    std::string text = m_info.name + ": o[" + std::to_string(h) + ", " + std::to_string(t) + ", " +
+                       std::to_string(d) + "] = " + format_g9(value);
+    const auto found = std::lower_bound(ref.rows.begin(), ref.rows.end(), row);
+    const auto c = static_cast<std::size_t>(h * dim + d);
+    const double slack = hull_tolerance(tokens) * ref.v_abs_max[c] + absolute_tolerance;
+    double expected = 0.0, bound = 0.0;
+    const bool sampled = found != ref.rows.end() && *found == row;
+    if (sampled) element_reference(ref, found - ref.rows.begin(), d, tokens, dim, expected, bound);
+    if (sampled && !(std::fabs(value - expected) <= bound)) {
+      text += " but the float64 reference is " + format_g9(expected) + " (|error| " +
+              format_g9(std::fabs(value - expected)) + ", bound " + format_g9(bound) + ")";
+    } else {
+      text += " is outside its head's V column range [" + format_g9(ref.v_min[c]) + ", " + format_g9(ref.v_max[c]) +
+              "] (slack " + format_g9(slack) + ")";
+    }
+    return text + "; " + std::to_string(failures) + " of " + std::to_string(p.elements()) + " elements fail (" +
+           std::to_string(ref.rows.size()) + " of " + std::to_string(p.heads() * tokens) +
+           " rows checked exactly, every element against its V range)";
+  }
+
+  operation_info m_info;
+};
+
+const operation_registration<attention_operation<attention_precision::fp32>> register_attention;
+const operation_registration<attention_operation<attention_precision::bf16>> register_attention_bf16;
+
+}  // namespace
+}  // namespace kstudy::attention
