@@ -27,22 +27,30 @@
 // S_ij = sum_l |a_il b_lj|, and the projections with their scale vectors.
 //
 // Gate, per checked element: |c_ij - ref_ij| <= rtol S_ij + atol, with
-//   rtol = 2 u_in + u (8 + 2 sqrt(k)),  u = 2^-24,  atol = 2^-126 (FLT_MIN),
+//   rtol = 2 u_in + u (8 + 2 sqrt(k)) + [tensor-core operations] u k / 4,  u = 2^-24,  atol = 2^-126 (FLT_MIN),
 //   u_in = u (gemm: each float32 product rounds once), 2^-10 (gemm_tf32: both inputs rounded, or
 //   truncated, to a 10-bit mantissa, so a product is off by at most (1 + 2^-10)^2 - 1 ~ 2 u_in; products
 //   of TF32 values are exact in float32), 0 (gemm_bf16: products of 8-bit mantissas are exact in float32).
 // The accumulation term: the worst case of a float32 sum of k terms is (k - 1) u S (Higham, Accuracy and
-// Stability, 3.1), 1.4e-4 relative at k = 8192, which would let a dropped k term of a small element through.
+// Stability, 3.1), 4.9e-4 relative at k = 8192, which would let a dropped k term of a small element through.
 // Higham & Mary (SIAM J. Sci. Comput. 41(5), 2019, "A new approach to probabilistic rounding error
 // analysis") show that with rounding errors that behave as independent zero-mean variables the error of a
 // length-k sum is below lambda sqrt(k) u S with probability 1 - 2 exp(-lambda^2 (1 - u)^2 / 2); on zero-mean
 // data the partial sums are also far below S (they cancel), so measured errors sit well under sqrt(k) u S.
-// Blocked, tiled, split-k and tensor-core kernels sum in shorter chains (k / tile partial sums added
-// in a tree or a second chain), which only shortens the chains. 2 sqrt(k) with the constant 8 (two
-// roundings of the result's last steps, a final conversion, a split-k combine) covers: a serial float32
-// chain, a 64-blocked chain, and a chain whose every 8-term block is added with truncation (a tensor core's
-// accumulate), on this data, all measured in tests/test_gemm.cpp with the largest ratio error / (u S)
-// reported there. atol: products below FLT_MIN flushed to zero by a kernel's FTZ mode carry no accuracy.
+// Blocked, tiled and split-k kernels sum in shorter chains (k / tile partial sums added in a tree or a
+// second chain). u (8 + 2 sqrt(k)) (the constant: the last steps' roundings, a final conversion, a split-k
+// combine) covers the float32 orders with round-to-nearest; measured in tests/test_gemm.cpp on this data:
+// a serial chain (with or without FMA) errs by up to 34 u S at k = 8192 (the bound is 189 u S) and 16 u S
+// at k = 65,536 (520 u S); 64-term blocks added in a tree by 3 u S.
+// Tensor cores (gemm_tf32, gemm_bf16) do not round to nearest when they accumulate: the products of one MMA
+// and the accumulator are aligned and truncated (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of
+// NVIDIA tensor cores", PeerJ Comput. Sci. 7:e330, 2021). Truncation errors all point toward zero, so they
+// add up linearly, not like sqrt(k): a chain of 8-term blocks each added with truncation measured 437 u S at
+// k = 8192 (past the round-to-nearest bound) and 691 u S at k = 65,536. Each of the k / 8 truncations errs
+// by less than 2u |partial sum| <= 2u S, hence the u k / 4 term for those two operations (2,048 u at
+// k = 8192: 1.2e-4 relative; a dropped term still fails on most elements). For gemm_tf32 it is small
+// beside 2 u_in; gemm (float32 on CUDA cores: FFMA rounds to nearest) does not get it.
+// atol: products below FLT_MIN flushed to zero by a kernel's FTZ mode carry no accuracy.
 // gate_result::rtol is rtol; max_relative_error is max |c - ref| / S over the checked elements.
 #include <algorithm>
 #include <cmath>
@@ -317,7 +325,9 @@ double input_roundoff(gemm_precision precision) {
 }
 
 double relative_tolerance(gemm_precision precision, std::int64_t k) {
-  return 2 * input_roundoff(precision) + unit_roundoff * (8 + 2 * std::sqrt(double(k)));
+  // Tensor cores truncate when they accumulate (see the top of the file): k / 8 steps of up to 2u each.
+  const double truncation = precision == gemm_precision::fp32 ? 0.0 : unit_roundoff * double(k) / 4;
+  return 2 * input_roundoff(precision) + unit_roundoff * (8 + 2 * std::sqrt(double(k))) + truncation;
 }
 
 // Bound on the float64 evaluation error of a projection (sums of up to n + k + 2 products, on either side).
