@@ -35,7 +35,7 @@
 #include "detail/kokkos_support.hpp"
 #include "gemm/gemm.hpp"
 
-#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__)  // the device pass only: the host compiler warns on an unknown pragma
 #define KSTUDY_GEMM_UNROLL _Pragma("unroll")
 #else
 #define KSTUDY_GEMM_UNROLL
@@ -64,16 +64,20 @@ template <class Layout>
 constexpr bool is_right_v = std::is_same_v<Layout, Kokkos::LayoutRight>;
 
 // Tile shapes (see the top of the file). threads = (bm / tm) (bn / tn).
+template <int BM, int BN, int BK, int TM, int TN, int Pad, bool DoubleBuffered>
+struct tile_shape {
+  static constexpr int bm = BM, bn = BN, bk = BK, tm = TM, tn = TN, pad = Pad;
+  static constexpr bool double_buffered = DoubleBuffered;
+  static constexpr int threads = (bm / tm) * (bn / tn);
+  // Elements of the A and B slices each thread fetches (static members: nvcc's extended lambdas may not
+  // first-capture a local inside if constexpr).
+  static constexpr int a_fetches = bm * bk / threads, b_fetches = bk * bn / threads;
+  static_assert(bm * bk % threads == 0 && bk * bn % threads == 0, "every thread fetches the same share");
+};
 template <bool OnHost>
-struct tile_config {
-  static constexpr int bm = 128, bn = 128, bk = 8, tm = 8, tn = 8, pad = 4;
-  static constexpr bool double_buffered = true;
-};
+struct tile_config : tile_shape<128, 128, 8, 8, 8, 4, true> {};
 template <>
-struct tile_config<true> {
-  static constexpr int bm = 64, bn = 64, bk = 32, tm = 64, tn = 64, pad = 0;
-  static constexpr bool double_buffered = false;
-};
+struct tile_config<true> : tile_shape<64, 64, 32, 64, 64, 0, false> {};
 
 template <class ExecutionSpace>
 using scratch_floats = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, unmanaged>;
@@ -90,11 +94,12 @@ void launch_tiled(const ExecutionSpace& space, const In& a, const In& b, const O
   using cfg = tile_config<detail::is_host_space_v<ExecutionSpace>>;
   constexpr int bm = cfg::bm, bn = cfg::bn, bk = cfg::bk, tm = cfg::tm, tn = cfg::tn;
   constexpr int lda = bm + cfg::pad, ldb = bn + cfg::pad;  // scratch row lengths (one row per k)
-  constexpr int row_threads = bm / tm, col_threads = bn / tn, threads = row_threads * col_threads;
-  constexpr int a_fetches = bm * bk / threads, b_fetches = bk * bn / threads;
-  static_assert(bm * bk % threads == 0 && bk * bn % threads == 0, "every thread fetches the same share");
+  constexpr int row_threads = bm / tm, col_threads = bn / tn, threads = cfg::threads;
   constexpr bool right = is_right_v<Layout>;
-  using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<threads, 1>>;
+  // Two resident teams per multiprocessor: at most 128 registers a thread (sm_90: 124-127, no spills; with
+  // one team, 131-135 registers and only 8 warps per SM).
+  constexpr int teams_per_sm = detail::is_host_space_v<ExecutionSpace> ? 1 : 2;
+  using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<threads, teams_per_sm>>;
   using member_type = typename policy_type::member_type;
   using scratch_view = scratch_floats<ExecutionSpace>;
 
@@ -107,6 +112,7 @@ void launch_tiled(const ExecutionSpace& space, const In& a, const In& b, const O
   Kokkos::parallel_for(
       "kstudy::gemm_tiled", policy, KOKKOS_LAMBDA(const member_type& team) {
         const int t = team.team_rank();
+        const int slice_count = slices;  // captured here: nvcc refuses a first capture inside if constexpr
         // Consecutive tiles along the contiguous direction of C share a panel of A (row-major) or B.
         const int tile = team.league_rank();
         const int ti = right ? tile / tiles_n : tile % tiles_m, tj = right ? tile % tiles_n : tile / tiles_m;
@@ -164,17 +170,17 @@ void launch_tiled(const ExecutionSpace& space, const In& a, const In& b, const O
         };
 
         if constexpr (cfg::double_buffered) {
-          float next_a[a_fetches], next_b[b_fetches];
+          float next_a[cfg::a_fetches], next_b[cfg::b_fetches];
           const auto fetch = [&](int slice) {
             const int l0 = slice * bk;
             KSTUDY_GEMM_UNROLL
-            for (int q = 0; q < a_fetches; ++q) {
+            for (int q = 0; q < cfg::a_fetches; ++q) {
               int r, kk;
               a_slot(q, r, kk);
               next_a[q] = a_value(r, l0 + kk);
             }
             KSTUDY_GEMM_UNROLL
-            for (int q = 0; q < b_fetches; ++q) {
+            for (int q = 0; q < cfg::b_fetches; ++q) {
               int kk, cc;
               b_slot(q, kk, cc);
               next_b[q] = b_value(l0 + kk, cc);
@@ -182,13 +188,13 @@ void launch_tiled(const ExecutionSpace& space, const In& a, const In& b, const O
           };
           const auto store = [&](int buffer) {
             KSTUDY_GEMM_UNROLL
-            for (int q = 0; q < a_fetches; ++q) {
+            for (int q = 0; q < cfg::a_fetches; ++q) {
               int r, kk;
               a_slot(q, r, kk);
               a_tiles[buffer * bk * lda + kk * lda + r] = next_a[q];
             }
             KSTUDY_GEMM_UNROLL
-            for (int q = 0; q < b_fetches; ++q) {
+            for (int q = 0; q < cfg::b_fetches; ++q) {
               int kk, cc;
               b_slot(q, kk, cc);
               b_tiles[buffer * bk * ldb + kk * ldb + cc] = next_b[q];
@@ -197,9 +203,9 @@ void launch_tiled(const ExecutionSpace& space, const In& a, const In& b, const O
           fetch(0);
           store(0);
           team.team_barrier();
-          for (int slice = 0; slice < slices; ++slice) {
+          for (int slice = 0; slice < slice_count; ++slice) {
             const int buffer = slice & 1;
-            const bool more = slice + 1 < slices;
+            const bool more = slice + 1 < slice_count;
             if (more) fetch(slice + 1);  // in flight during the FMAs below
             multiply(buffer);
             // The other buffer was last read in the previous slice, which every thread has finished.
@@ -207,14 +213,14 @@ void launch_tiled(const ExecutionSpace& space, const In& a, const In& b, const O
             team.team_barrier();
           }
         } else {
-          for (int slice = 0; slice < slices; ++slice) {
+          for (int slice = 0; slice < slice_count; ++slice) {
             const int l0 = slice * bk;
-            for (int q = 0; q < a_fetches; ++q) {
+            for (int q = 0; q < cfg::a_fetches; ++q) {
               int r, kk;
               a_slot(q, r, kk);
               a_tiles[kk * lda + r] = a_value(r, l0 + kk);
             }
-            for (int q = 0; q < b_fetches; ++q) {
+            for (int q = 0; q < cfg::b_fetches; ++q) {
               int kk, cc;
               b_slot(q, kk, cc);
               b_tiles[kk * ldb + cc] = b_value(l0 + kk, cc);
