@@ -18,8 +18,8 @@
 //    threads along the layout's contiguous direction of C), a float32 dot product over k from global
 //    memory: the simplest correct portable kernel, the floor the tiled one must beat.
 //  - gemm_kokkos_kernels (gemm): KokkosBlas::gemm("N", "N", 1, A, B, 0, C) (cuBLAS SGEMM where Kokkos
-//    Kernels has that TPL for the layout; its own kernels elsewhere). Kokkos Kernels 3.4 takes no
-//    execution-space instance, so it runs on the space's default instance.
+//    Kernels has that TPL for the layout: 3.4 has it for LayoutLeft only; its own kernels elsewhere). Kokkos
+//    Kernels 3.4 takes no execution-space instance, so it runs on the space's default instance.
 // Device views are Kokkos::View<T**, Layout, memory_space>; transfers are deep_copy between them and
 // unmanaged host views of the problem's arrays, on the variant's instance.
 #include <Kokkos_Core.hpp>
@@ -416,9 +416,13 @@ void register_layout() {
   detail::register_kokkos_variant<gemm_kokkos_naive<Space, Layout, P>>(std::move(naive));
 
   if constexpr (P == gemm_precision::fp32) {
+    // Kokkos Kernels 3.4's cuBLAS TPL covers LayoutLeft gemm only: row-major runs its own kernel on CUDA too.
     auto kernels = variant_info_for(P, "gemm_kokkos_kernels" + suffix, "kokkos_kernels",
-                                    "KokkosBlas::gemm(\"N\", \"N\", 1, A, B, 0, C) (cuBLAS SGEMM through the TPL "
-                                    "where enabled), default instance",
+                                    std::string("KokkosBlas::gemm(\"N\", \"N\", 1, A, B, 0, C) (") +
+                                        (is_right_v<Layout> ? "Kokkos Kernels' own kernel; its cuBLAS TPL takes "
+                                                              "LayoutLeft only"
+                                                            : "cuBLAS SGEMM through the TPL where enabled") +
+                                        "), default instance",
                                     layout);
     kernels.implementation = implementation::kokkos_kernels;
     kernels.kernels_launched = 1;  // KokkosBlas::gemm (one library call)
