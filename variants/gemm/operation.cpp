@@ -1,0 +1,717 @@
+// The GEMM operations (gemm.hpp): C = A B, A m x k, B k x n, C m x n float32, one operation per input
+// precision (gemm, gemm_tf32, gemm_bf16), row-major or column-major (all three matrices alike).
+//
+// Inputs. A(i, l) and B(l, j) are pure functions of (seed, matrix, logical index) (the same values in both
+// layouts and on every thread count): 98.9% uniform in [-1, 1) on a 2^-23 grid (full 24-bit mantissas, so
+// a TF32 or BF16 multiply really rounds them), 1% outliers of magnitude [1, 64) with random sign, 0.1%
+// exact zeros. Zero mean, so the partial sums of a dot product wander and cancel as in real data; the
+// outliers make some terms dominate a sum (the case where a swamped accumulation loses most). gemm_bf16
+// stores every value rounded to nearest-even bfloat16 (the 16-bit patterns); gemm and gemm_tf32 store
+// plain floats (a TF32 kernel rounds them itself: the tf32 gate covers that).
+//
+// Reference (float64). An 8192^3 product in float64 is 5.5e11 multiply-adds: too much for a host beside
+// every run. So the gate is three checks, each cheap, together catching what a wrong kernel leaves:
+//  (a) a scan of every element of C: finite (outputs are poisoned with NaN before a run, so an unwritten
+//      element or tile fails here wherever it is) — O(mn);
+//  (b) exact per-element checks of sampled full rows and full columns of C against float64 dot products:
+//      rows 0 and m - 1, the rows on either side of the tile edges 16, 32, 64, 128, 256 (the ones below m),
+//      and 32 further distinct rows drawn from a hash of the shape and of A's and B's first values (so from
+//      the seed); columns alike. When m n k <= 2^27 every element is checked instead. O((rows + cols) k
+//      (m + n)), OpenMP-parallel;
+//  (c) two projections of every element (Freivalds): C v against A (B v) and u^T C against (u^T A) B for
+//      hashed +-1 vectors u, v, in float64, each row (column) within the sum of its elements' bounds,
+//      sum_j bound_ij = rtol (|A| (|B| 1))_i + n atol (exact, O(mk + kn)). A row with a wrong element that
+//      (b) did not sample fails when that element's error exceeds the row's summed bound; a kernel error
+//      repeated along a row (a dropped k block, a wrong tile) fails it long before.
+// The reference holds only what check() needs: the sampled indices, their float64 values and scales
+// S_ij = sum_l |a_il b_lj|, and the projections with their scale vectors.
+//
+// Gate, per checked element: |c_ij - ref_ij| <= rtol S_ij + atol, with
+//   rtol = 2 u_in + u (8 + 2 sqrt(k)) + [tensor-core operations] u k / 4,  u = 2^-24,  atol = 2^-126 (FLT_MIN),
+//   u_in = u (gemm: each float32 product rounds once), 2^-10 (gemm_tf32: both inputs rounded, or
+//   truncated, to a 10-bit mantissa, so a product is off by at most (1 + 2^-10)^2 - 1 ~ 2 u_in; products
+//   of TF32 values are exact in float32), 0 (gemm_bf16: products of 8-bit mantissas are exact in float32).
+// The accumulation term: the worst case of a float32 sum of k terms is (k - 1) u S (Higham, Accuracy and
+// Stability, 3.1), 4.9e-4 relative at k = 8192, which would let a dropped k term of a small element through.
+// Higham & Mary (SIAM J. Sci. Comput. 41(5), 2019, "A new approach to probabilistic rounding error
+// analysis") show that with rounding errors that behave as independent zero-mean variables the error of a
+// length-k sum is below lambda sqrt(k) u S with probability 1 - 2 exp(-lambda^2 (1 - u)^2 / 2); on zero-mean
+// data the partial sums are also far below S (they cancel), so measured errors sit well under sqrt(k) u S.
+// Blocked, tiled and split-k kernels sum in shorter chains (k / tile partial sums added in a tree or a
+// second chain). u (8 + 2 sqrt(k)) (the constant: the last steps' roundings, a final conversion, a split-k
+// combine) covers the float32 orders with round-to-nearest; measured in tests/test_gemm.cpp on this data:
+// a serial chain (with or without FMA) errs by up to 34 u S at k = 8192 (the bound is 189 u S) and 16 u S
+// at k = 65,536 (520 u S); 64-term blocks added in a tree by 3 u S.
+// Tensor cores (gemm_tf32, gemm_bf16) do not round to nearest when they accumulate: the products of one MMA
+// and the accumulator are aligned and truncated (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of
+// NVIDIA tensor cores", PeerJ Comput. Sci. 7:e330, 2021). Truncation errors all point toward zero, so they
+// add up linearly, not like sqrt(k): a chain of 8-term blocks each added with truncation measured 437 u S at
+// k = 8192 (past the round-to-nearest bound) and 691 u S at k = 65,536. Each of the k / 8 truncations errs
+// by less than 2u |partial sum| <= 2u S, hence the u k / 4 term for those two operations (2,048 u at
+// k = 8192: 1.2e-4 relative; a dropped term still fails on most elements). For gemm_tf32 it is small
+// beside 2 u_in; gemm (float32 on CUDA cores: FFMA rounds to nearest) does not get it.
+// atol: products below FLT_MIN flushed to zero by a kernel's FTZ mode carry no accuracy.
+// gate_result::rtol is rtol; max_relative_error is max |c - ref| / S over the checked elements.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gemm/gemm.hpp"
+#include "kstudy/operation.hpp"
+#include "kstudy/variant.hpp"
+
+namespace kstudy::gemm {
+
+traffic_model essential_traffic(gemm_precision precision, std::int64_t m, std::int64_t n, std::int64_t k) {
+  traffic_model t;
+  t.bytes_read = (m * k + k * n) * input_element_bytes(precision);
+  t.bytes_written = m * n * std::int64_t(sizeof(float));
+  return t;
+}
+
+std::int64_t essential_flops(std::int64_t m, std::int64_t n, std::int64_t k) { return 2 * m * n * k; }
+
+gemm_data::gemm_data(gemm_precision precision, const table_shape& shape, std::unique_ptr<float[]> a,
+                     std::unique_ptr<float[]> b, std::unique_ptr<std::uint16_t[]> a_bf16,
+                     std::unique_ptr<std::uint16_t[]> b_bf16)
+    : m_precision(precision), m_shape(shape), m_a(std::move(a)), m_b(std::move(b)), m_a_bf16(std::move(a_bf16)),
+      m_b_bf16(std::move(b_bf16)) {}
+
+std::vector<host_span> gemm_data::streamed_inputs() const {
+  const std::int64_t bytes = input_element_bytes(m_precision);
+  // The runner copies from these spans and never writes through them.
+  if (m_precision == gemm_precision::bf16)
+    return {{const_cast<std::uint16_t*>(m_a_bf16.get()), m() * k() * bytes},
+            {const_cast<std::uint16_t*>(m_b_bf16.get()), k() * n() * bytes}};
+  return {{const_cast<float*>(m_a.get()), m() * k() * bytes}, {const_cast<float*>(m_b.get()), k() * n() * bytes}};
+}
+
+namespace {
+
+float widen_bf16(std::uint16_t bits) {
+  const std::uint32_t wide = std::uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+float gemm_data::a_at(std::int64_t i, std::int64_t l) const {
+  const std::int64_t at = row_major() ? i * k() + l : l * m() + i;
+  return m_precision == gemm_precision::bf16 ? widen_bf16(m_a_bf16[at]) : m_a[at];
+}
+
+float gemm_data::b_at(std::int64_t l, std::int64_t j) const {
+  const std::int64_t at = row_major() ? l * n() + j : j * k() + l;
+  return m_precision == gemm_precision::bf16 ? widen_bf16(m_b_bf16[at]) : m_b[at];
+}
+
+const gemm_data& gemm_problem(const problem_data& problem, gemm_precision expected) {
+  const auto* data = dynamic_cast<const gemm_data*>(&problem);
+  if (data == nullptr || data->precision() != expected)
+    throw std::invalid_argument(std::string("a ") + operation_name(expected) +
+                                " variant was given another operation's problem");
+  if (data->m() < 1 || data->n() < 1 || data->k() < 1)
+    throw std::invalid_argument(std::string(operation_name(expected)) + ": m, n and k must be positive");
+  if (data->shape().layout != table_layout::row_major && data->shape().layout != table_layout::feature_major)
+    throw std::invalid_argument(std::string(operation_name(expected)) + ": expects row_major or feature_major");
+  const bool bf16 = expected == gemm_precision::bf16;
+  if (bf16 ? (data->a_bf16() == nullptr || data->b_bf16() == nullptr) : (data->a() == nullptr || data->b() == nullptr))
+    throw std::invalid_argument(std::string(operation_name(expected)) + ": an input matrix is missing");
+  return *data;
+}
+
+variant_info variant_info_for(gemm_precision precision, const std::string& name, const std::string& family,
+                              const std::string& description, table_layout layout) {
+  variant_info info;
+  info.name = name;
+  info.operation = operation_name(precision);
+  info.family = family;
+  info.fusion = fusion_level::full;
+  info.description = description;
+  info.layout = layout;
+  info.traffic = [precision](const table_shape& shape) {
+    return essential_traffic(precision, shape.rows, shape.features, shape.depth);
+  };
+  return info;
+}
+
+namespace {
+
+// SplitMix64 finaliser (as views/data_generator, softmax): hashes behave like independent draws.
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+constexpr std::uint64_t a_array = 0x41, b_array = 0x42, sample_salt = 0x53, projection_salt = 0x50;
+
+// The value at logical index `index` of the matrix whose hashes derive from `key` (see the top of the file).
+float element(std::uint64_t key, std::int64_t index) {
+  const std::uint64_t h = mix(key + static_cast<std::uint64_t>(index));
+  const double kind = unit(mix(h ^ 0x6b));
+  if (kind < 0.001) return 0.0f;
+  if (kind < 0.011) {
+    const double magnitude = 1.0 + 63.0 * unit(h);
+    return static_cast<float>((h & 1) != 0 ? -magnitude : magnitude);
+  }
+  // 24 bits: an integer in [-2^23, 2^23) times 2^-23, exact in float32.
+  return static_cast<float>(double(std::int64_t(h >> 40) - (std::int64_t(1) << 23)) * 0x1.0p-23);
+}
+
+// Round to nearest even bfloat16 (the values are finite).
+std::uint16_t to_bf16(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+// Storage offset of element (r, c) of an rows x cols matrix in a layout.
+inline std::int64_t offset(bool row_major, std::int64_t r, std::int64_t c, std::int64_t rows, std::int64_t cols) {
+  return row_major ? r * cols + c : c * rows + r;
+}
+
+// One stored matrix as its storage order sees it: element e of storage holds logical (r, c).
+struct logical_index {
+  bool row_major;
+  std::int64_t rows, cols;
+  void of(std::int64_t e, std::int64_t& r, std::int64_t& c) const {
+    if (row_major) {
+      r = e / cols;
+      c = e % cols;
+    } else {
+      c = e / rows;
+      r = e % rows;
+    }
+  }
+};
+
+double widen(float v) { return v; }
+double widen(std::uint16_t v) { return widen_bf16(v); }
+
+// A matrix operand as the matrix-vector products see it: element (r, c) at data[r * rs + c * cs].
+template <class T>
+struct strided {
+  const T* data;
+  std::int64_t rows, cols, rs, cs;
+};
+
+// y = M x and y_abs = |M| x_abs in float64. When `parallel`, OpenMP over the outputs.
+template <class T>
+void matvec(const strided<T>& mat, const double* x, const double* x_abs, double* y, double* y_abs, bool parallel) {
+  if (mat.rs != 1 || mat.cs == 1) {
+    // Dot form: an output's row runs along memory (or no order is better).
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t r = 0; r < mat.rows; ++r) {
+      const T* row = mat.data + r * mat.rs;
+      double s = 0.0, sa = 0.0;
+      for (std::int64_t c = 0; c < mat.cols; ++c) {
+        const double v = widen(row[c * mat.cs]);
+        s += v * x[c];
+        sa += std::fabs(v) * x_abs[c];
+      }
+      y[r] = s;
+      y_abs[r] = sa;
+    }
+    return;
+  }
+  // Axpy form: the columns of M run along memory; each thread owns a block of outputs.
+  constexpr std::int64_t block = 512;
+  const std::int64_t blocks = (mat.rows + block - 1) / block;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t begin = b * block, end = std::min(mat.rows, begin + block);
+    for (std::int64_t r = begin; r < end; ++r) y[r] = y_abs[r] = 0.0;
+    for (std::int64_t c = 0; c < mat.cols; ++c) {
+      const T* column = mat.data + c * mat.cs;
+      const double xc = x[c], xa = x_abs[c];
+      for (std::int64_t r = begin; r < end; ++r) {
+        const double v = widen(column[r]);
+        y[r] += v * xc;
+        y_abs[r] += std::fabs(v) * xa;
+      }
+    }
+  }
+}
+
+// The operands of a problem as strided matrices of its stored element type.
+template <class T>
+struct operands {
+  strided<T> a, b, a_t, b_t;  // A (m x k), B (k x n), A^T (k x m), B^T (n x k)
+  operands(const T* a_data, const T* b_data, std::int64_t m, std::int64_t n, std::int64_t k, bool row_major) {
+    // Row-major A(i, l) at i k + l; column-major at l m + i (B alike).
+    const std::int64_t ars = row_major ? k : 1, acs = row_major ? 1 : m;
+    const std::int64_t brs = row_major ? n : 1, bcs = row_major ? 1 : k;
+    a = {a_data, m, k, ars, acs};
+    b = {b_data, k, n, brs, bcs};
+    a_t = {a_data, k, m, acs, ars};
+    b_t = {b_data, n, k, bcs, brs};
+  }
+};
+
+// Tile edges around which rows and columns are always checked.
+constexpr std::int64_t tile_edges[] = {16, 32, 64, 128, 256};
+constexpr int random_lines = 32;
+// Up to this many multiply-adds (m n k) every element is checked.
+constexpr std::int64_t full_check_limit = std::int64_t(1) << 27;
+
+bool checks_everything(std::int64_t m, std::int64_t n, std::int64_t k) { return m * n <= full_check_limit / k; }
+
+// The sampled lines (rows of an extent-m axis): 0, extent - 1, both sides of each tile edge, then
+// random_lines distinct others drawn from `salt`; every line when there are no more than that.
+std::vector<std::int64_t> sampled_lines(std::int64_t extent, std::uint64_t salt) {
+  std::vector<std::int64_t> lines = {0, extent - 1};
+  for (const std::int64_t e : tile_edges)
+    if (e < extent) lines.insert(lines.end(), {e - 1, e});
+  std::sort(lines.begin(), lines.end());
+  lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+  if (std::int64_t(lines.size()) + random_lines >= extent) {
+    lines.resize(static_cast<std::size_t>(extent));
+    for (std::int64_t i = 0; i < extent; ++i) lines[static_cast<std::size_t>(i)] = i;
+    return lines;
+  }
+  const std::size_t target = lines.size() + random_lines;
+  for (std::uint64_t draw = 0; lines.size() < target; ++draw) {
+    const auto candidate = static_cast<std::int64_t>(mix(salt + draw) % static_cast<std::uint64_t>(extent));
+    if (!std::binary_search(lines.begin(), lines.end(), candidate))
+      lines.insert(std::upper_bound(lines.begin(), lines.end(), candidate), candidate);
+  }
+  return lines;
+}
+
+// The number of sampled lines of an extent (it does not depend on the salt).
+std::int64_t sampled_count(std::int64_t extent) { return std::int64_t(sampled_lines(extent, 0).size()); }
+
+// +-1 entry i of a projection vector.
+double sign_of(std::uint64_t salt, std::int64_t i) {
+  return (mix(salt + static_cast<std::uint64_t>(i)) >> 63) != 0 ? -1.0 : 1.0;
+}
+
+class gemm_reference final : public reference_data {
+ public:
+  std::int64_t m = 0, n = 0, k = 0;
+  std::uint64_t salt = 0;                // of the projection vectors
+  std::vector<std::int64_t> rows, cols;  // sampled (rows: every row when checking everything; cols then empty)
+  std::vector<double> row_value, row_scale;  // rows.size() x n: ref and S of each sampled row's elements
+  std::vector<double> col_value, col_scale;  // cols.size() x m
+  std::vector<double> right, right_scale;    // m: A (B v) and |A| (|B| 1)
+  std::vector<double> left, left_scale;      // n: (u^T A) B and (1^T |A|) |B|
+};
+
+constexpr double unit_roundoff = 0x1.0p-24;
+constexpr double absolute_tolerance = 0x1.0p-126;
+
+double input_roundoff(gemm_precision precision) {
+  switch (precision) {
+    case gemm_precision::fp32: return unit_roundoff;
+    case gemm_precision::tf32: return 0x1.0p-10;
+    case gemm_precision::bf16: return 0.0;
+  }
+  return unit_roundoff;
+}
+
+double relative_tolerance(gemm_precision precision, std::int64_t k) {
+  // Tensor cores truncate when they accumulate (see the top of the file): k / 8 steps of up to 2u each.
+  const double truncation = precision == gemm_precision::fp32 ? 0.0 : unit_roundoff * double(k) / 4;
+  return 2 * input_roundoff(precision) + unit_roundoff * (8 + 2 * std::sqrt(double(k))) + truncation;
+}
+
+// Bound on the float64 evaluation error of a projection (sums of up to n + k + 2 products, on either side).
+double projection_slack(std::int64_t n, std::int64_t k) { return double(n + k + 2) * 0x1.0p-52; }
+
+std::string format_g9(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+template <gemm_precision P>
+class gemm_operation final : public operation {
+ public:
+  gemm_operation() {
+    m_info.name = operation_name(P);
+    m_info.description =
+        std::string("C = A B, A m x k and B k x n ") +
+        (P == gemm_precision::fp32   ? "float32, float32 multiply"
+         : P == gemm_precision::tf32 ? "float32 multiplied as TF32 (tensor cores)"
+                                     : "bfloat16, exact products") +
+        ", C float32 (2 m n k flops)";
+    m_info.axes = {"m", "n", "k"};
+    m_info.layouts = {table_layout::row_major, table_layout::feature_major};
+    m_info.outputs = {"c"};
+    m_info.bench_points = {{4096, 4096, 4096}, {8192, 8192, 8192}, {1031, 517, 263}};
+    m_info.cuda_families = {"gemm_cuda", "cublas", "gemm_tensor_cuda"};
+  }
+  const operation_info& info() const override { return m_info; }
+
+  std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
+    check_shape(shape);
+    const std::int64_t m = shape.rows, n = shape.features, k = shape.depth;
+    const bool row_major = shape.layout == table_layout::row_major;
+    const std::uint64_t a_key = mix(seed ^ mix(a_array)), b_key = mix(seed ^ mix(b_array));
+    if constexpr (P == gemm_precision::bf16) {
+      auto a = fill<std::uint16_t>(a_key, {row_major, m, k}, [](float v) { return to_bf16(v); });
+      auto b = fill<std::uint16_t>(b_key, {row_major, k, n}, [](float v) { return to_bf16(v); });
+      return std::make_unique<gemm_data>(P, shape, nullptr, nullptr, std::move(a), std::move(b));
+    } else {
+      auto a = fill<float>(a_key, {row_major, m, k}, [](float v) { return v; });
+      auto b = fill<float>(b_key, {row_major, k, n}, [](float v) { return v; });
+      return std::make_unique<gemm_data>(P, shape, std::move(a), std::move(b), nullptr, nullptr);
+    }
+  }
+
+  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
+    check_shape(shape);
+    const auto& data = gemm_problem(source, P);
+    if (data.m() != shape.rows || data.n() != shape.features || data.k() != shape.depth)
+      throw std::invalid_argument(m_info.name + ": relayout cannot change the shape");
+    const bool from = data.row_major(), to = shape.layout == table_layout::row_major;
+    const std::int64_t m = data.m(), n = data.n(), k = data.k();
+    if constexpr (P == gemm_precision::bf16) {
+      auto a = copy(data.a_bf16(), from, to, m, k);
+      auto b = copy(data.b_bf16(), from, to, k, n);
+      return std::make_unique<gemm_data>(P, shape, nullptr, nullptr, std::move(a), std::move(b));
+    } else {
+      auto a = copy(data.a(), from, to, m, k);
+      auto b = copy(data.b(), from, to, k, n);
+      return std::make_unique<gemm_data>(P, shape, std::move(a), std::move(b), nullptr, nullptr);
+    }
+  }
+
+  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
+    const auto& p = gemm_problem(problem, P);
+    if constexpr (P == gemm_precision::bf16)
+      return make_reference<std::uint16_t>(p, p.a_bf16(), p.b_bf16());
+    else
+      return make_reference<float>(p, p.a(), p.b());
+  }
+
+  std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
+    return {shape.rows * shape.features * std::int64_t(sizeof(float))};
+  }
+
+  void poison(const std::vector<host_span>& outputs) const override {
+    float* c = c_output(outputs);
+    const std::int64_t count = outputs.at(0).bytes / std::int64_t(sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) c[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+
+  gate_result check(const problem_data& problem, const reference_data& reference,
+                    const std::vector<host_span>& outputs) const override {
+    const auto& p = gemm_problem(problem, P);
+    const auto& ref = dynamic_cast<const gemm_reference&>(reference);
+    const std::int64_t m = p.m(), n = p.n(), k = p.k();
+    if (ref.m != m || ref.n != n || ref.k != k)
+      throw std::invalid_argument(m_info.name + ": the reference is of another shape");
+    const bool row_major = p.row_major();
+    const float* c = c_output(outputs);
+    const double rtol = relative_tolerance(P, k);
+    gate_result g;
+    g.rtol = rtol;
+    g.atol = absolute_tolerance;
+    g.checked = m * n;
+    const auto at = [&](std::int64_t i, std::int64_t j) { return c[offset(row_major, i, j, m, n)]; };
+
+    // (a) every element finite.
+    std::int64_t nonfinite = 0, first_nonfinite = m * n;
+    const logical_index order{row_major, m, n};
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(min : first_nonfinite)
+    for (std::int64_t e = 0; e < m * n; ++e) {
+      if (!std::isfinite(c[e])) {
+        ++nonfinite;
+        std::int64_t i, j;
+        order.of(e, i, j);
+        first_nonfinite = std::min(first_nonfinite, i * n + j);
+      }
+    }
+    std::vector<char> row_bad(static_cast<std::size_t>(m), 0), col_bad(static_cast<std::size_t>(n), 0);
+    if (nonfinite > 0) {
+      for (std::int64_t e = 0; e < m * n; ++e)
+        if (!std::isfinite(c[e])) {
+          std::int64_t i, j;
+          order.of(e, i, j);
+          row_bad[static_cast<std::size_t>(i)] = col_bad[static_cast<std::size_t>(j)] = 1;
+        }
+    }
+
+    // (b) the sampled rows and columns, element by element (finite ones: the others are counted above).
+    std::int64_t sampled_failures = 0, first_sampled = m * n;
+    double max_abs = 0.0, max_rel = 0.0;
+    const auto lines = std::int64_t(ref.rows.size() + ref.cols.size());
+    std::vector<std::vector<std::int64_t>> failing(static_cast<std::size_t>(lines));
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : sampled_failures) reduction(min : first_sampled) \
+    reduction(max : max_abs, max_rel)
+    for (std::int64_t s = 0; s < lines; ++s) {
+      const bool is_row = s < std::int64_t(ref.rows.size());
+      const std::size_t line = is_row ? std::size_t(s) : std::size_t(s) - ref.rows.size();
+      const std::int64_t fixed = is_row ? ref.rows[line] : ref.cols[line], extent = is_row ? n : m;
+      const double* value = is_row ? &ref.row_value[line * std::size_t(n)] : &ref.col_value[line * std::size_t(m)];
+      const double* scale = is_row ? &ref.row_scale[line * std::size_t(n)] : &ref.col_scale[line * std::size_t(m)];
+      for (std::int64_t t = 0; t < extent; ++t) {
+        const std::int64_t i = is_row ? fixed : t, j = is_row ? t : fixed;
+        const float got = at(i, j);
+        if (!std::isfinite(got)) continue;
+        const double err = std::fabs(double(got) - value[t]);
+        max_abs = std::max(max_abs, err);
+        if (scale[t] > 0) max_rel = std::max(max_rel, err / scale[t]);
+        else if (err > absolute_tolerance) max_rel = INFINITY;
+        if (!(err <= rtol * scale[t] + absolute_tolerance)) {
+          // A sampled row and a sampled column may share the element: count it once, on the row.
+          if (!is_row && std::binary_search(ref.rows.begin(), ref.rows.end(), i)) continue;
+          ++sampled_failures;
+          first_sampled = std::min(first_sampled, i * n + j);
+          failing[std::size_t(s)].push_back(i * n + j);
+        }
+      }
+    }
+    for (const auto& list : failing)
+      for (const std::int64_t e : list) row_bad[std::size_t(e / n)] = col_bad[std::size_t(e % n)] = 1;
+
+    // (c) the projections, on rows and columns with no failure found above.
+    std::vector<double> right(static_cast<std::size_t>(m)), right_abs(static_cast<std::size_t>(m));
+    std::vector<double> left(static_cast<std::size_t>(n)), left_abs(static_cast<std::size_t>(n));
+    {
+      std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
+      for (std::int64_t j = 0; j < n; ++j) v[std::size_t(j)] = sign_of(ref.salt, j);
+      for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref.salt ^ 1, i);
+      const std::vector<double> ones(static_cast<std::size_t>(std::max(m, n)), 1.0);
+      // C (m x n) and C^T (n x m) in the output's layout.
+      matvec(strided<float>{c, m, n, row_major ? n : 1, row_major ? 1 : m}, v.data(), ones.data(), right.data(),
+             right_abs.data(), true);
+      matvec(strided<float>{c, n, m, row_major ? 1 : m, row_major ? n : 1}, u.data(), ones.data(), left.data(),
+             left_abs.data(), true);
+    }
+    const double slack = projection_slack(std::max(m, n), k);
+    std::int64_t unexplained_rows = 0, unexplained_cols = 0, first_row = -1, first_col = -1;
+    double row_err = 0, row_bound = 0, col_err = 0, col_bound = 0;
+    for (std::int64_t i = 0; i < m; ++i) {
+      if (row_bad[std::size_t(i)]) continue;
+      const std::size_t r = std::size_t(i);
+      const double err = std::fabs(right[r] - ref.right[r]);
+      const double bound = rtol * ref.right_scale[r] + double(n) * absolute_tolerance +
+                           slack * (right_abs[r] + ref.right_scale[r]);
+      if (!(err <= bound)) {
+        if (unexplained_rows++ == 0) {
+          first_row = i;
+          row_err = err;
+          row_bound = bound;
+        }
+      }
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      if (col_bad[std::size_t(j)]) continue;
+      const std::size_t s = std::size_t(j);
+      const double err = std::fabs(left[s] - ref.left[s]);
+      const double bound =
+          rtol * ref.left_scale[s] + double(m) * absolute_tolerance + slack * (left_abs[s] + ref.left_scale[s]);
+      if (!(err <= bound)) {
+        if (unexplained_cols++ == 0) {
+          first_col = j;
+          col_err = err;
+          col_bound = bound;
+        }
+      }
+    }
+
+    // Every unexplained failing row (column) holds at least one wrong element outside those counted.
+    g.value_failures = nonfinite + sampled_failures + std::max(unexplained_rows, unexplained_cols);
+    g.max_abs_error = nonfinite > 0 ? INFINITY : max_abs;
+    g.max_relative_error = nonfinite > 0 ? INFINITY : max_rel;
+    g.passed = g.value_failures == 0;
+    if (!g.passed) {
+      const std::string tail = "; " + std::to_string(g.value_failures) + " of " + std::to_string(m * n) +
+                               " elements fail (" + std::to_string(nonfinite) + " not finite, " +
+                               std::to_string(sampled_failures) + " sampled beyond their bound, " +
+                               std::to_string(unexplained_rows) + " rows and " + std::to_string(unexplained_cols) +
+                               " columns failing the projections elsewhere)";
+      const std::int64_t first = std::min(first_nonfinite, first_sampled);
+      if (first < m * n) {
+        const std::int64_t i = first / n, j = first % n;
+        const float got = at(i, j);
+        double expected = 0, scale = 0;
+        element_reference(p, i, j, expected, scale);
+        const double bound = rtol * scale + absolute_tolerance;
+        g.message = m_info.name + ": c[" + std::to_string(i) + ", " + std::to_string(j) + "] = " + format_g9(got) +
+                    " but the float64 reference is " + format_g9(expected) + " (|error| " +
+                    format_g9(std::fabs(double(got) - expected)) + ", bound " + format_g9(bound) + ")" + tail;
+      } else if (first_row >= 0) {
+        g.message = m_info.name + ": row " + std::to_string(first_row) +
+                    " of C v differs from A (B v) by " + format_g9(row_err) + ", beyond the sum of its elements' " +
+                    "bounds " + format_g9(row_bound) + " (an element of row " + std::to_string(first_row) +
+                    " is wrong)" + tail;
+      } else {
+        g.message = m_info.name + ": column " + std::to_string(first_col) + " of u^T C differs from (u^T A) B by " +
+                    format_g9(col_err) + ", beyond the sum of its elements' bounds " + format_g9(col_bound) +
+                    " (an element of column " + std::to_string(first_col) + " is wrong)" + tail;
+      }
+    }
+    return g;
+  }
+
+  // c[0, 0] (always checked: row 0 is sampled) moved to the first float more than twice its bound away:
+  // |new - ref| >= |new - c| - |c - ref| > bound.
+  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
+    const auto& p = gemm_problem(problem, P);
+    double expected, scale;
+    element_reference(p, 0, 0, expected, scale);
+    const double bound = relative_tolerance(P, p.k()) * scale + absolute_tolerance;
+    float& c = c_output(outputs)[0];  // (0, 0) in both layouts
+    float moved = static_cast<float>(double(c) + 2 * bound);
+    while (!(std::fabs(double(moved) - double(c)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
+    c = moved;
+  }
+
+  traffic_model essential_traffic(const table_shape& shape) const override {
+    return gemm::essential_traffic(P, shape.rows, shape.features, shape.depth);
+  }
+  std::int64_t essential_flops(const table_shape& shape) const override {
+    return gemm::essential_flops(shape.rows, shape.features, shape.depth);
+  }
+  std::int64_t input_bytes(const table_shape& shape) const override {
+    return (shape.rows + shape.features) * shape.depth * input_element_bytes(P);
+  }
+  // What gemm_reference holds: the sampled indices, two doubles per sampled element, four per row and
+  // column for the projections.
+  std::int64_t reference_bytes(const table_shape& shape) const override {
+    const std::int64_t m = shape.rows, n = shape.features, k = shape.depth;
+    const std::int64_t rows = checks_everything(m, n, k) ? m : sampled_count(m);
+    const std::int64_t cols = rows == m ? 0 : sampled_count(n);
+    const std::int64_t d = sizeof(double);
+    return (rows + cols) * std::int64_t(sizeof(std::int64_t)) + 2 * d * (rows * n + cols * m) + 2 * d * (m + n);
+  }
+
+ private:
+  void check_shape(const table_shape& shape) const {
+    shape.validate();
+    if (shape.layout != table_layout::row_major && shape.layout != table_layout::feature_major)
+      throw std::invalid_argument(m_info.name + ": expects a row_major or feature_major m x n x k shape");
+    if (shape.depth < 1) throw std::invalid_argument(m_info.name + ": k must be positive");
+  }
+
+  // The matrix of `rows` x `cols` in a layout, element (r, c) = convert(element(key, r * cols + c)).
+  template <class T, class Convert>
+  static std::unique_ptr<T[]> fill(std::uint64_t key, const logical_index& order, Convert convert) {
+    const std::int64_t count = order.rows * order.cols;
+    std::unique_ptr<T[]> out(new T[static_cast<std::size_t>(count)]);  // filled below, in parallel
+    T* data = out.get();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t e = 0; e < count; ++e) {
+      std::int64_t r, c;
+      order.of(e, r, c);
+      data[e] = convert(element(key, r * order.cols + c));
+    }
+    return out;
+  }
+
+  template <class T>
+  static std::unique_ptr<T[]> copy(const T* in, bool from_row_major, bool to_row_major, std::int64_t rows,
+                                   std::int64_t cols) {
+    const std::int64_t count = rows * cols;
+    std::unique_ptr<T[]> out(new T[static_cast<std::size_t>(count)]);
+    T* data = out.get();
+    const logical_index order{to_row_major, rows, cols};
+#pragma omp parallel for schedule(static)
+    for (std::int64_t e = 0; e < count; ++e) {
+      std::int64_t r, c;
+      order.of(e, r, c);
+      data[e] = in[offset(from_row_major, r, c, rows, cols)];
+    }
+    return out;
+  }
+
+  template <class T>
+  static std::unique_ptr<reference_data> make_reference(const gemm_data& p, const T* a, const T* b) {
+    const std::int64_t m = p.m(), n = p.n(), k = p.k();
+    const operands<T> ops(a, b, m, n, k, p.row_major());
+    auto ref = std::make_unique<gemm_reference>();
+    ref->m = m;
+    ref->n = n;
+    ref->k = k;
+    std::uint64_t salt = mix(mix(sample_salt) ^ std::uint64_t(m)) ^ mix(std::uint64_t(n) * 31 + std::uint64_t(k));
+    for (const float v : {p.a_at(0, 0), p.b_at(0, 0), p.a_at(m - 1, k - 1), p.b_at(k - 1, n - 1)}) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      salt = mix(salt ^ bits);
+    }
+    ref->salt = mix(salt ^ projection_salt);
+    if (checks_everything(m, n, k)) {
+      ref->rows.resize(static_cast<std::size_t>(m));
+      for (std::int64_t i = 0; i < m; ++i) ref->rows[std::size_t(i)] = i;
+    } else {
+      ref->rows = sampled_lines(m, salt);
+      ref->cols = sampled_lines(n, mix(salt));
+      if (std::int64_t(ref->rows.size()) == m) ref->cols.clear();
+    }
+    const std::size_t rows = ref->rows.size(), cols = ref->cols.size();
+    ref->row_value.resize(rows * std::size_t(n));
+    ref->row_scale.resize(rows * std::size_t(n));
+    ref->col_value.resize(cols * std::size_t(m));
+    ref->col_scale.resize(cols * std::size_t(m));
+    // Row i of C is B^T a_i; column j is A b_j.
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t s = 0; s < std::int64_t(rows + cols); ++s) {
+      std::vector<double> x(static_cast<std::size_t>(k)), x_abs(static_cast<std::size_t>(k));
+      const bool is_row = s < std::int64_t(rows);
+      const std::size_t line = is_row ? std::size_t(s) : std::size_t(s) - rows;
+      for (std::int64_t l = 0; l < k; ++l) {
+        x[std::size_t(l)] = is_row ? p.a_at(ref->rows[line], l) : p.b_at(l, ref->cols[line]);
+        x_abs[std::size_t(l)] = std::fabs(x[std::size_t(l)]);
+      }
+      if (is_row)
+        matvec(ops.b_t, x.data(), x_abs.data(), &ref->row_value[line * std::size_t(n)],
+               &ref->row_scale[line * std::size_t(n)], false);
+      else
+        matvec(ops.a, x.data(), x_abs.data(), &ref->col_value[line * std::size_t(m)],
+               &ref->col_scale[line * std::size_t(m)], false);
+    }
+    // Projections: A (B v) with |A| (|B| 1), and B^T (A^T u) with |B|^T (|A|^T 1).
+    std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
+    for (std::int64_t j = 0; j < n; ++j) v[std::size_t(j)] = sign_of(ref->salt, j);
+    for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref->salt ^ 1, i);
+    const std::vector<double> ones(static_cast<std::size_t>(std::max(m, n)), 1.0);
+    std::vector<double> w(static_cast<std::size_t>(k)), w_abs(static_cast<std::size_t>(k));
+    ref->right.resize(std::size_t(m));
+    ref->right_scale.resize(std::size_t(m));
+    ref->left.resize(std::size_t(n));
+    ref->left_scale.resize(std::size_t(n));
+    matvec(ops.b, v.data(), ones.data(), w.data(), w_abs.data(), true);
+    matvec(ops.a, w.data(), w_abs.data(), ref->right.data(), ref->right_scale.data(), true);
+    matvec(ops.a_t, u.data(), ones.data(), w.data(), w_abs.data(), true);
+    matvec(ops.b_t, w.data(), w_abs.data(), ref->left.data(), ref->left_scale.data(), true);
+    return ref;
+  }
+
+  // The float64 value and scale S of element (i, j), from the inputs (O(k)).
+  static void element_reference(const gemm_data& p, std::int64_t i, std::int64_t j, double& value, double& scale) {
+    value = scale = 0.0;
+    for (std::int64_t l = 0; l < p.k(); ++l) {
+      const double t = double(p.a_at(i, l)) * double(p.b_at(l, j));
+      value += t;
+      scale += std::fabs(t);
+    }
+  }
+
+  operation_info m_info;
+};
+
+const operation_registration<gemm_operation<gemm_precision::fp32>> register_gemm;
+const operation_registration<gemm_operation<gemm_precision::tf32>> register_gemm_tf32;
+const operation_registration<gemm_operation<gemm_precision::bf16>> register_gemm_bf16;
+
+}  // namespace
+}  // namespace kstudy::gemm
