@@ -15,6 +15,7 @@
 #   scripts/device_run.sh BUNDLE.tar.xz sweeps             # rows_sweep and feature_sweep into $OUT/sweeps.h5
 #   scripts/device_run.sh BUNDLE.tar.xz stream             # the STREAM operations, 2^10..2^30, into $OUT/stream.h5
 #   scripts/device_run.sh BUNDLE.tar.xz lab                # kernel lab I (reduce_sum ... residual_layernorm) into $OUT/lab.h5
+#   scripts/device_run.sh BUNDLE.tar.xz lab2               # kernel lab II (gemm, tensor_core_gemm, attention) into $OUT/lab2.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
 #   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
 #        (faults: the fault and GPU-health tests alone; short: the short experiments and cold_compile)
@@ -46,7 +47,8 @@ check() {
   "$bundle/kstudy" info > "$out/info.txt" 2>&1
   grep -E "HOPPER|KOKKOS_ENABLE_CUDA|gpu_name|Kokkos::OpenMP|kokkos_version" "$out/info.txt" | head -8
   step tests
-  timeout ${KSTUDY_TEST_SECONDS:-300} "$bundle/run_tests.sh" --gtest_brief=1 > "$out/tests.txt" 2>&1
+  timeout ${KSTUDY_TEST_SECONDS:-300} "$bundle/run_tests.sh" --gtest_brief=1 --gtest_filter="${KSTUDY_TEST_FILTER:-*}" \
+    > "$out/tests.txt" 2>&1
   echo "tests rc=$?"; grep -E "FAILED|PASSED|SKIPPED|tests from" "$out/tests.txt" | tail -12
   step bench
   timeout ${KSTUDY_BENCH_SECONDS:-200} "$bundle/kstudy_bench" --benchmark_filter="${KSTUDY_BENCH_FILTER:-@(cuda|openmp)/}" --benchmark_min_time=0.05 \
@@ -136,6 +138,21 @@ lab() {
   echo "lab rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/lab.txt" | head -20
 }
 
+# Kernel lab II (issue 15): the compute-bound ladders (GEMM at three input precisions, attention) into
+# $OUT/lab2.h5, with the compute roofs among its ceilings. KSTUDY_RESUME_LAB2=ARCHIVE completes that archive;
+# KSTUDY_LAB2_EXPERIMENTS replaces the experiment list.
+lab2() {
+  step lab2
+  local resume=()
+  if [[ -n ${KSTUDY_RESUME_LAB2:-} ]]; then
+    cp "$KSTUDY_RESUME_LAB2" "$out/lab2.h5" && chmod u+w "$out/lab2.h5" && resume=(--resume)
+  fi
+  # shellcheck disable=SC2086  # the list is words
+  timeout ${KSTUDY_LAB2_SECONDS:-540} "$bundle/kstudy" run ${KSTUDY_LAB2_EXPERIMENTS:-gemm tensor_core_gemm attention} \
+    "${overrides[@]}" "${resume[@]}" --out "$out/lab2.h5" > "$out/lab2.txt" 2>&1
+  echo "lab2 rc=$?"; grep -E "GATE|error|GPU health|results:|skipped|failed" "$out/lab2.txt" | head -30
+}
+
 # The out-of-tree example (examples/out_of_tree) built here against the installed cuda kstudy: its study
 # executable from KSTUDY_EXAMPLE_DIR runs beside the bundle's binaries (so it finds their scripts/):
 # list, run stencil_sweep into $OUT/example.h5, report.
@@ -182,6 +199,7 @@ case $mode in
   sweeps) sweeps ;;
   stream) stream ;;
   lab) lab ;;
+  lab2) lab2 ;;
   example) example ;;
   all) suite; sweeps ;;
   *) echo "device_run.sh: unknown mode '$mode'" >&2; exit 2 ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, builds, and runs the main job: the `quick` study of the scoring operation and one
 # quick line per kernel-lab operation (STREAM, sum reduction, transpose, softmax, LayerNorm, residual +
-# LayerNorm, GEMM) on the best backend present (the cuda flavour when a GPU and nvcc are here, else OpenMP), into
+# LayerNorm, GEMM, attention) on the best backend present (the cuda flavour when a GPU and nvcc are here, else OpenMP), into
 # one archive, then writes its `kstudy report` and prints both paths.
 #   scripts/quickstart.sh [extra `kstudy run` arguments]
 set -euo pipefail
@@ -19,7 +19,7 @@ cmake --build --preset "$preset" -j "${KSTUDY_JOBS:-$(nproc)}" --target kstudy
 mkdir -p results
 out=results/quick-$preset-$(date -u +%Y%m%dT%H%M%SZ).h5
 "build/$preset/src/app/kstudy" run quick stream_quick reduce_sum_quick transpose_quick softmax_quick layernorm_quick \
-  residual_layernorm_quick gemm_quick --out "$out" "$@"
+  residual_layernorm_quick gemm_quick attention_quick --out "$out" "$@"
 report=${out%.h5}-report
 if "build/$preset/src/app/kstudy" report "$out" --out "$report" > /dev/null; then
   echo "report: $report/report.md"

@@ -44,7 +44,7 @@ std::int64_t table_shape::allocated_elements() const {
 
 table_shape make_shape(std::int64_t rows, std::int64_t features, table_layout layout,
                        std::int64_t row_padding) {
-  table_shape shape{rows, features, features, /*depth=*/1, layout};
+  table_shape shape{rows, features, features, layout};
   if (layout == table_layout::padded_row_major) shape.pitch = features + row_padding;
   return shape;
 }
