@@ -498,8 +498,9 @@ class gemm_tc_base : public variant {
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = gemm_problem(problem, P);
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    if (!data.row_major() && !takes_feature_major())
-      throw std::invalid_argument(std::string(operation_name(P)) + ": this variant takes row-major problems only");
+    if (data.shape().layout != layout())
+      throw std::invalid_argument(std::string(operation_name(P)) + ": this variant takes " +
+                                  std::string(to_string(layout())) + " problems only");
     device_free(m_a);
     device_free(m_b);
     device_free(m_c);
@@ -549,7 +550,8 @@ class gemm_tc_base : public variant {
 
  protected:
   virtual void plan() {}
-  virtual bool takes_feature_major() const { return false; }
+  // The layout the variant is registered for (its problems must come in it).
+  virtual table_layout layout() const { return table_layout::row_major; }
   std::size_t c_bytes() const { return static_cast<std::size_t>(m_m * m_n) * sizeof(float); }
   bool empty() const { return m_m == 0 || m_n == 0; }
   // Whole 16-byte vectors per row of A and B (k and n multiples of the vector), and C's rows a multiple of
@@ -646,7 +648,7 @@ class gemm_pipelined final : public gemm_tc_base<P> {
   }
 };
 
-template <gemm_precision P>
+template <gemm_precision P, table_layout Layout>
 class gemm_cublas final : public gemm_tc_base<P> {
  public:
   ~gemm_cublas() override {
@@ -670,7 +672,7 @@ class gemm_cublas final : public gemm_tc_base<P> {
   }
 
  protected:
-  bool takes_feature_major() const override { return true; }
+  table_layout layout() const override { return Layout; }
   void plan() override {
     if (m_handle == nullptr) KSTUDY_CUBLAS_CHECK(cublasCreate(&m_handle));
     KSTUDY_CUBLAS_CHECK(cublasSetStream(m_handle, this->m_stream));
@@ -720,12 +722,16 @@ void register_precision(const char* naive_description, const char* smem_descript
   const char* vendor = P == gemm_precision::bf16
                            ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
                            : "cublasGemmEx_64, CUDA_R_32F A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32";
-  for (const table_layout layout : {table_layout::row_major, table_layout::feature_major}) {
-    const bool row = layout == table_layout::row_major;
-    auto info = cuda_info(P, op + (row ? "_cublas_row_major" : "_cublas_feature_major"), "cublas",
-                          std::string(vendor) + (row ? " (row-major as column-major C^T = B^T A^T)" : ""), layout, 0);
+  {
+    auto info = cuda_info(P, op + "_cublas_row_major", "cublas",
+                          std::string(vendor) + " (row-major as column-major C^T = B^T A^T)", table_layout::row_major, 0);
     info.kernels_launched = 1;  // one cuBLAS call (its kernel count is cuBLAS's choice; one at these shapes)
-    variant_registration<gemm_cublas<P>>{std::move(info)};
+    variant_registration<gemm_cublas<P, table_layout::row_major>>{std::move(info)};
+  }
+  {
+    auto info = cuda_info(P, op + "_cublas_feature_major", "cublas", vendor, table_layout::feature_major, 0);
+    info.kernels_launched = 1;  // one cuBLAS call
+    variant_registration<gemm_cublas<P, table_layout::feature_major>>{std::move(info)};
   }
 }
 
