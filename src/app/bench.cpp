@@ -108,6 +108,14 @@ void bench_variant(benchmark::State& state, const kstudy::registered_variant* en
   if (const auto* roof = kstudy::roof_for(g_ceilings, device); roof && roof->bytes_per_second > 0)
     state.counters["roof"] =
         benchmark::Counter(double(essential) / roof->bytes_per_second, benchmark::Counter::kIsIterationInvariantRate);
+  // A compute-bound operation is quoted in flops against its measured compute ceiling too.
+  if (const auto& name = op.info().compute_ceiling; !name.empty()) {
+    const double flops = double(op.essential_flops(shape));
+    state.counters["TFLOP/s"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+    if (const auto* roof = kstudy::find_ceiling(g_ceilings, name); roof && roof->flops_per_second > 0)
+      state.counters["compute_roof"] =
+          benchmark::Counter(flops / roof->flops_per_second, benchmark::Counter::kIsIterationInvariantRate);
+  }
   state.counters["modelled_MB"] = double(entry->info.traffic(shape).total()) / 1e6;
   state.SetLabel(std::string(kstudy::to_string(entry->info.fusion)) + ", " +
                  std::to_string(entry->info.kernels_launched) + " kernel(s)");
@@ -146,6 +154,12 @@ int main(int argc, char** argv) {
     options.device_bytes = options.host_bytes = options.transfer_bytes = std::atoll(small);
   g_ceilings = kstudy::measure_ceilings(options);
   for (const auto& c : g_ceilings) {
+    if (c.flops > 0) {  // a compute roof
+      benchmark::AddCustomContext("ceiling_" + c.name + "_TFLOPs", std::to_string(c.flops_per_second / 1e12));
+      std::cerr << "ceiling " << c.name << ": " << c.flops_per_second / 1e12 << " TFLOP/s (" << c.flops
+                << " flop in " << c.seconds * 1e6 << " us)\n";
+      continue;
+    }
     benchmark::AddCustomContext("ceiling_" + c.name + "_GBps", std::to_string(c.bytes_per_second / 1e9));
     std::cerr << "ceiling " << c.name << ": " << c.bytes_per_second / 1e9 << " GB/s (" << c.bytes << " B in "
               << c.seconds * 1e6 << " us)\n";

@@ -80,4 +80,8 @@ const operation& operation_of(const registered_variant& variant) {
   return *op;
 }
 
+std::int64_t footprint_bytes(const variant_info& info, const table_shape& shape) {
+  return info.footprint ? info.footprint(shape) : info.traffic(shape).total();
+}
+
 }  // namespace kstudy

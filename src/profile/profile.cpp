@@ -390,7 +390,7 @@ ncu::child_variant profile_variant(const std::string& id, point_inputs& inputs, 
   const auto shape = inputs.shape(entry->info.layout);
   v.layout = std::string(to_string(shape.layout));
   try {
-    const std::int64_t needed = entry->info.traffic(shape).total();  // every buffer the variant touches
+    const std::int64_t needed = footprint_bytes(entry->info, shape);  // every buffer the variant allocates
     const std::int64_t available = entry->info.on_device ? probes::device_memory_free() : 0;
     if (entry->info.on_device && needed > available / 10 * 9) {
       v.status = "skipped: needs " + std::to_string(needed) + " device bytes, " + std::to_string(available) + " free";

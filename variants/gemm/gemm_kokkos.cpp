@@ -413,6 +413,8 @@ void register_layout() {
     t.bytes_written = s.rows * s.features * std::int64_t(sizeof(float));
     return t;
   };
+  // It allocates A, B and C once: the essential bytes, not the traffic.
+  naive.footprint = [](const table_shape& s) { return essential_traffic(P, s.rows, s.features, s.depth).total(); };
   detail::register_kokkos_variant<gemm_kokkos_naive<Space, Layout, P>>(std::move(naive));
 
   if constexpr (P == gemm_precision::fp32) {

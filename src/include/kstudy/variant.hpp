@@ -65,6 +65,10 @@ struct variant_info {
   // libraries, references, portable versions). Reports print "x the previous rung" from it.
   int rung = 0;
   std::function<traffic_model(const table_shape&)> traffic;  // modelled bytes for one resident run
+  // Bytes the variant allocates in its memory space at a shape (the runner's memory check before prepare).
+  // Unset: its traffic model's total, which is the footprint of a variant touching each buffer once; a
+  // variant that re-reads its inputs (a naive GEMM moves 2 m n k elements through 3 matrices) sets it.
+  std::function<std::int64_t(const table_shape&)> footprint;
 
   std::string id() const { return name + "@" + backend; }
 };
@@ -143,6 +147,10 @@ struct variant_registration {
     variant_registry::instance().add(std::move(info), [] { return std::make_unique<Variant>(); });
   }
 };
+
+// The bytes a variant allocates at a shape: its footprint where it declares one, else its traffic model's
+// total (what the runner's and the profiler's memory checks compare with the free memory).
+std::int64_t footprint_bytes(const variant_info& info, const table_shape& shape);
 
 // The operation a registered variant computes; throws std::logic_error naming both if it is not registered.
 const operation& operation_of(const registered_variant& variant);

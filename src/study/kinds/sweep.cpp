@@ -46,10 +46,10 @@ std::int64_t device_bytes_free() {
 // before anything of the point is allocated, against what is free now (earlier variants of the point
 // are already allocated), keeping 10% in reserve. A device variant is checked against device memory
 // first: a point too big for the GPU is skipped for that reason without touching host memory. Its
-// traffic model counts every buffer it touches.
+// footprint (variant_info::footprint, else its traffic model) counts every buffer it allocates.
 std::string memory_shortfall(const registered_variant& v, const table_shape& shape, const point_inputs& inputs) {
   const auto& op = inputs.op();
-  const std::int64_t own = v.info.traffic(shape).total();
+  const std::int64_t own = footprint_bytes(v.info, shape);
   if (v.info.on_device) {
     const std::int64_t free = device_bytes_free();
     if (own > free / 10 * 9) return "needs " + std::to_string(own) + " device bytes, " + std::to_string(free) + " free";
