@@ -595,9 +595,10 @@ struct warptile_kernels {
   }
   double occupancy() const { return occupancy_of(aligned, threads, smem_bytes); }
   std::vector<std::pair<std::string, std::int64_t>> parameters() const {
-    return {{"block_m", bm},  {"block_n", bn},  {"block_k", bk},  {"warp_m", wm},
-            {"warp_n", wn},   {"thread_m", tm}, {"thread_n", tn}, {"stages", stages},
-            {"min_blocks", min_blocks}, {"swizzle", swizzle}};
+    return {{"block_m", bm},     {"block_n", bn},    {"block_k", bk},
+            {"warp_m", wm},      {"warp_n", wn},     {"thread_m", tm},
+            {"thread_n", tn},    {"stages", stages}, {"min_blocks", min_blocks},
+            {"swizzle", swizzle}};
   }
 };
 
