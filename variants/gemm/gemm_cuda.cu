@@ -780,12 +780,12 @@ std::vector<warptile_kernels> tuning_candidates() {
       warptile_kernels_of<warptile_config<128, 64, 16, 32, 32, 8, 4, 3>, true>(),
       warptile_kernels_of<warptile_config<64, 64, 16, 32, 32, 8, 4, 4>, true>(),    // 128 threads, 4 stages
       // cuBLAS's regime: 128 outputs a thread (8 x 16 or 16 x 8), one block of 8 warps per SM, <= 255
-      // registers; 64 x 64 warp tiles (8 x 4 or 4 x 8 lanes) or 32 x 128.
+      // registers; 64 x 64 warp tiles (8 x 4 lanes, or 4 x 8 for 16 x 8) or 32 x 128 (4 x 8 lanes).
       warptile_kernels_of<warptile_config<128, 256, 8, 64, 64, 8, 16, 3, 1>, true>(),
       warptile_kernels_of<warptile_config<128, 256, 16, 64, 64, 8, 16, 3, 1>, true>(),
       warptile_kernels_of<warptile_config<128, 256, 8, 32, 128, 8, 16, 3, 1>, true>(),
-      warptile_kernels_of<warptile_config<256, 128, 8, 64, 64, 16, 8, 3, 1>, true>(),
-      warptile_kernels_of<warptile_config<256, 128, 16, 64, 64, 16, 8, 3, 1>, true>(),
+      warptile_kernels_of<warptile_config<256, 128, 8, 64, 64, 8, 16, 3, 1>, true>(),
+      warptile_kernels_of<warptile_config<256, 128, 16, 64, 64, 16, 8, 3, 1>, true>(),  // 64 A-fragment registers
       // 128 x 128 tiles of 4 warps of 64 x 64 (8 x 16 a thread), two blocks per SM.
       warptile_kernels_of<warptile_config<128, 128, 8, 64, 64, 8, 16, 3, 2>, true>(),
       warptile_kernels_of<warptile_config<128, 128, 16, 64, 64, 8, 16, 3, 2>, true>(),
