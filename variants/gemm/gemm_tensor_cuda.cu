@@ -21,6 +21,11 @@
 //                     mma.sync m16n8k16 fragments, 128 x 256 x 32 block tiles, 8 warps of 64 x 64 (each A
 //                     fragment feeds 8 mma instead of 2), C stored from the accumulator registers with guarded
 //                     float2 stores (no staging tile needed: every lane knows its elements' coordinates).
+//  3 gemm_tf32_mma / 4 gemm_bf16_mma_autotuned (round 2)
+//                     one mma.sync kernel template (mma_tuned_kernel) over a set of tilings, warp grids and
+//                     stage counts, plus a grouped block order for L2 reuse; the fastest candidate is timed
+//                     in prepare() and reported by tuned_parameters(). TF32: m16n8k8 with A by ldmatrix on
+//                     32-bit data, B by conflict-free 32-bit loads, cvt.rna.tf32 on every element.
 // TF32 rounding: wmma's tf32 fragments hold floats; each loaded A and B element is rounded to TF32 with
 // wmma::__float_to_tf32 (round to nearest, relative error <= 2^-11) rather than left to the hardware,
 // which would ignore the low 13 mantissa bits (truncation, <= 2^-10). BF16 inputs are exact: the
