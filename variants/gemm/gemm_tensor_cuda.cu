@@ -21,6 +21,11 @@
 //                     mma.sync m16n8k16 fragments, 128 x 256 x 32 block tiles, 8 warps of 64 x 64 (each A
 //                     fragment feeds 8 mma instead of 2), C stored from the accumulator registers with guarded
 //                     float2 stores (no staging tile needed: every lane knows its elements' coordinates).
+//  3 gemm_tf32_mma / 4 gemm_bf16_mma_autotuned (round 2)
+//                     one mma.sync kernel template (mma_tuned_kernel) over a set of tilings, warp grids and
+//                     stage counts, plus a grouped block order for L2 reuse; the fastest candidate is timed
+//                     in prepare() and reported by tuned_parameters(). TF32: m16n8k8 with A by ldmatrix on
+//                     32-bit data, B by conflict-free 32-bit loads, cvt.rna.tf32 on every element.
 // TF32 rounding: wmma's tf32 fragments hold floats; each loaded A and B element is rounded to TF32 with
 // wmma::__float_to_tf32 (round to nearest, relative error <= 2^-11) rather than left to the hardware,
 // which would ignore the low 13 mantissa bits (truncation, <= 2^-10). BF16 inputs are exact: the
@@ -37,6 +42,7 @@
 #include <mma.h>
 
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -476,6 +482,204 @@ __global__ void __launch_bounds__(smem_threads, 1)
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Rungs gemm_tf32_mma (3) and gemm_bf16_mma_autotuned (4): one mma.sync kernel template over a set of
+// configurations (block tile, warp grid, stages, blocks per SM), each timed in prepare() on the prepared
+// problem, the fastest kept. Same cp.async pipeline and guarded scalar fallback as rungs 2 and 3; block_k 32.
+// Blocks run on a 1-D grid in grouped order (group_m block rows are walked column by column), so blocks
+// resident together share A's rows and B's columns in L2; group_m = 1 is rung 3's row-by-row order.
+//
+// Shared-memory layout (padded rows; conflict-free for the fragment loads, checked by static_asserts):
+//  - ldmatrix reads 8 rows of 16 bytes per phase: conflict-free when the row stride is an odd multiple of
+//    16 bytes (the 8 rows then cover the 8 distinct 16-byte bank groups of 128 bytes). A (both precisions)
+//    and bf16 B: rows of 32 + 4 floats (144 bytes), 32 + 8 bf16 (80 bytes), n + 8 bf16 (16 mod 128 bytes).
+//  - tf32 B is read by 32-bit loads (ldmatrix.trans transposes 16-bit elements, not 32-bit ones): lane
+//    (g, t) reads B(k = t, n = g), so banks (t ldb + g) mod 32 are distinct when ldb = 8 (mod 32) words.
+//
+// TF32 fragments (PTX ISA, mma.m16n8k8 .tf32), g = lane / 4, t = lane % 4:
+//   A a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4) of the 16 x 8 A tile;
+//   B b0, b1: (k t, n g), (k t + 4, n g) of the 8 x 8 B tile; C as m16n8k16: (g, 2t..2t+1), (g + 8, 2t..).
+// ldmatrix.x4 (b16) on 32-bit data: an 8 x 8 b16 matrix is 8 rows x 4 floats and lane l receives row l / 4,
+// float l % 4, i.e. (g, t). Lanes 0-7, 8-15, 16-23, 24-31 address rows 0-7 / 8-15 at float 0, then rows 0-7
+// / 8-15 at float 4: row lane % 16, float 4 (lane / 16), the same byte offsets as the bf16 A fragment.
+// Each element is rounded to TF32 (cvt.rna, round to nearest away from zero: <= 2^-11 relative) as it
+// leaves shared memory, as rungs 1 and 2 do with __float_to_tf32.
+
+template <gemm_precision P, int BlockM, int BlockN, int WarpsM, int WarpsN, int Stages, int MinBlocks>
+struct mma_config {
+  using storage = typename tc_traits<P>::storage;
+  static constexpr gemm_precision precision = P;
+  static constexpr int block_m = BlockM, block_n = BlockN, warps_n = WarpsN;
+  static constexpr int stages = Stages, min_blocks = MinBlocks, threads = WarpsM * WarpsN * 32;
+  static constexpr int warp_m = BlockM / WarpsM, warp_n = BlockN / WarpsN;
+  static constexpr int tiles_m = warp_m / 16, tiles_n = warp_n / 8;  // m16n8 accumulator tiles per warp
+  static constexpr int k_step = P == gemm_precision::tf32 ? 8 : 16;
+  // Within the 128-register cap of 2 blocks of 8 warps the loader's loops stay rolled: unrolled, the
+  // compiler keeps every chunk's global address live across the k loop and spills (32-80 bytes).
+  static constexpr bool lean = MinBlocks * WarpsM * WarpsN >= 16;
+  static constexpr int chunk_unroll = lean ? 1 : 4;  // 4: at least the loader's trip counts
+  static constexpr int lda = block_k + (P == gemm_precision::tf32 ? 4 : 8);
+  static constexpr int ldb = block_n + 8;
+  static constexpr int a_elements = block_m * lda;
+  static constexpr int stage_elements = a_elements + block_k * ldb;
+  static constexpr int bytes = stages * stage_elements * int(sizeof(storage));
+  static_assert(warp_m % 16 == 0 && warp_n % 16 == 0, "warp tiles are whole 16 x 16 blocks");
+  static_assert(bytes <= 227 * 1024, "shared memory past the per-block limit");
+  static_assert((lda * sizeof(storage)) % 32 == 16 && (a_elements * sizeof(storage)) % 16 == 0 &&
+                    (stage_elements * sizeof(storage)) % 16 == 0,
+                "A rows: 16-byte aligned, an odd number of 16-byte chunks (conflict-free ldmatrix)");
+  static_assert(P == gemm_precision::tf32 ? ldb % 32 == 8 : (ldb * sizeof(storage)) % 32 == 16,
+                "B rows: conflict-free 32-bit loads (tf32) or ldmatrix.trans (bf16)");
+};
+
+// One pipeline stage: A tile (block_m x block_k at row0, k0) and B tile (block_k x block_n at k0, col0);
+// as load_tiles, for C::threads threads.
+template <class C, bool Vector>
+__device__ __forceinline__ void load_stage(typename C::storage* stage, const typename C::storage* __restrict__ a,
+                                           const typename C::storage* __restrict__ b, std::int64_t m, std::int64_t n,
+                                           std::int64_t k, std::int64_t row0, std::int64_t col0, std::int64_t k0) {
+  using storage = typename C::storage;
+  constexpr int v = tc_traits<C::precision>::vector;
+  storage* sa = stage;
+  storage* sb = stage + C::a_elements;
+  if constexpr (Vector) {
+    constexpr int a_chunks_per_row = block_k / v, b_chunks_per_row = C::block_n / v;
+#pragma unroll(C::chunk_unroll)
+    for (int chunk = threadIdx.x; chunk < C::block_m * a_chunks_per_row; chunk += C::threads) {
+      const int r = chunk / a_chunks_per_row, l = (chunk % a_chunks_per_row) * v;
+      const bool inside = row0 + r < m && k0 + l < k;
+      cp_async_16(sa + r * C::lda + l, inside ? a + (row0 + r) * k + k0 + l : a, inside ? 16 : 0);
+    }
+#pragma unroll(C::chunk_unroll)
+    for (int chunk = threadIdx.x; chunk < block_k * b_chunks_per_row; chunk += C::threads) {
+      const int l = chunk / b_chunks_per_row, col = (chunk % b_chunks_per_row) * v;
+      const bool inside = k0 + l < k && col0 + col < n;
+      cp_async_16(sb + l * C::ldb + col, inside ? b + (k0 + l) * n + col0 + col : b, inside ? 16 : 0);
+    }
+  } else {
+#pragma unroll(C::chunk_unroll)
+    for (int e = threadIdx.x; e < C::block_m * block_k; e += C::threads) {
+      const int r = e / block_k, l = e % block_k;
+      sa[r * C::lda + l] = row0 + r < m && k0 + l < k ? a[(row0 + r) * k + k0 + l] : storage(0);
+    }
+#pragma unroll(C::chunk_unroll)
+    for (int e = threadIdx.x; e < block_k * C::block_n; e += C::threads) {
+      const int l = e / C::block_n, col = e % C::block_n;
+      sb[l * C::ldb + col] = k0 + l < k && col0 + col < n ? b[(k0 + l) * n + col0 + col] : storage(0);
+    }
+  }
+}
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+// d = a b + d, tf32 inputs (fp32 bit patterns rounded to tf32), f32 accumulators.
+__device__ __forceinline__ void mma_tf32_1688(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Block blockIdx.x of grid_m x grid_n block tiles in grouped order; warp w owns rows (w / warps_n) warp_m
+// and columns (w % warps_n) warp_n of the block tile. The pipeline is rung 2's (see wmma_smem_kernel).
+template <class C, bool Vector>
+__global__ void __launch_bounds__(C::threads, C::min_blocks)
+    mma_tuned_kernel(const typename C::storage* __restrict__ a, const typename C::storage* __restrict__ b,
+                     float* __restrict__ c, std::int64_t m, std::int64_t n, std::int64_t k, int grid_m, int grid_n,
+                     int group_m, bool even_n) {
+  using storage = typename C::storage;
+  constexpr int stages = C::stages, tiles_m = C::tiles_m, tiles_n = C::tiles_n;
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  storage* smem = reinterpret_cast<storage*>(smem_bytes);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / C::warps_n, wn = warp % C::warps_n;
+  const int per_group = group_m * grid_n, first_m = int(blockIdx.x) / per_group * group_m;
+  const int group_rows = min(grid_m - first_m, group_m), in_group = int(blockIdx.x) % per_group;
+  const std::int64_t row0 = std::int64_t(first_m + in_group % group_rows) * C::block_m;
+  const std::int64_t col0 = std::int64_t(in_group / group_rows) * C::block_n;
+  const int tiles = static_cast<int>((k + block_k - 1) / block_k);  // k < 2^36: checked in plan()
+
+  float acc[tiles_m][tiles_n][4];
+#pragma unroll
+  for (int i = 0; i < tiles_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tiles_n; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  // This lane's ldmatrix row address within a 16-row tile: row lane % 16, byte 16 (lane / 16).
+  constexpr int per_16_bytes = 16 / int(sizeof(storage));
+  const int ld_row = lane % 16, ld_col = (lane / 16) * per_16_bytes;
+  const int g = lane / 4, t = lane % 4;
+
+#pragma unroll
+  for (int s = 0; s < stages - 1; ++s) {
+    if (s < tiles) load_stage<C, Vector>(smem + s * C::stage_elements, a, b, m, n, k, row0, col0, s * block_k);
+    cp_async_commit();  // one group per tile, empty past the last, so the wait count stays uniform
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<stages - 2>();
+    __syncthreads();
+    const int next = kt + stages - 1;
+    if (next < tiles)
+      load_stage<C, Vector>(smem + (next % stages) * C::stage_elements, a, b, m, n, k, row0, col0,
+                            std::int64_t(next) * block_k);
+    cp_async_commit();
+
+    const storage* stage = smem + (kt % stages) * C::stage_elements;
+    const storage* sa = stage + (wm * C::warp_m + ld_row) * C::lda + ld_col;
+#pragma unroll
+    for (int kk = 0; kk < block_k; kk += C::k_step) {
+      if constexpr (C::precision == gemm_precision::bf16) {
+        const storage* sb = stage + C::a_elements + ld_row * C::ldb + wn * C::warp_n + ld_col;
+        unsigned fb[tiles_n / 2][4];  // per n16 pair: b0, b1 of n8 tile 2p, then of 2p + 1
+#pragma unroll
+        for (int p = 0; p < tiles_n / 2; ++p) ldmatrix_x4_trans(fb[p], sb + kk * C::ldb + p * 16);
+#pragma unroll
+        for (int i = 0; i < tiles_m; ++i) {
+          unsigned fa[4];
+          ldmatrix_x4(fa, sa + i * 16 * C::lda + kk);
+#pragma unroll
+          for (int j = 0; j < tiles_n; ++j)
+            mma_bf16_16816(acc[i][j], fa, fb[j / 2][2 * (j % 2)], fb[j / 2][2 * (j % 2) + 1]);
+        }
+      } else {
+        const float* sb = stage + C::a_elements + (kk + t) * C::ldb + wn * C::warp_n + g;
+        unsigned fb[tiles_n][2];
+#pragma unroll
+        for (int j = 0; j < tiles_n; ++j) {
+          fb[j][0] = to_tf32(sb[j * 8]);
+          fb[j][1] = to_tf32(sb[4 * C::ldb + j * 8]);
+        }
+#pragma unroll
+        for (int i = 0; i < tiles_m; ++i) {
+          unsigned fa[4];
+          ldmatrix_x4(fa, sa + i * 16 * C::lda + kk);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) fa[e] = to_tf32(__uint_as_float(fa[e]));
+#pragma unroll
+          for (int j = 0; j < tiles_n; ++j) mma_tf32_1688(acc[i][j], fa, fb[j][0], fb[j][1]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups remain; nothing may be in flight when the block exits
+
+#pragma unroll
+  for (int i = 0; i < tiles_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tiles_n; ++j) {
+      const std::int64_t row = row0 + wm * C::warp_m + i * 16 + g, col = col0 + wn * C::warp_n + j * 8 + 2 * t;
+      store_pair(c, m, n, row, col, acc[i][j][0], acc[i][j][1], even_n);
+      store_pair(c, m, n, row + 8, col, acc[i][j][2], acc[i][j][3], even_n);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Buffers and transfers
 
 // A, B (stored precision) and C (float32) on the variant's own stream; a variant implements enqueue_run()
@@ -648,6 +852,152 @@ class gemm_pipelined final : public gemm_tc_base<P> {
   }
 };
 
+// The mma.sync kernel over candidate configurations: prepare() uploads the problem, then times every
+// (configuration, group_m) pair with CUDA events on the variant's stream (1 warm-up + 2 launches each) and
+// keeps the fastest for run(); tuned_parameters() reports it. The candidates all compute the same sums in
+// the same k order, so the choice changes the speed, not the result.
+template <gemm_precision P>
+struct mma_candidate {
+  using storage = typename tc_traits<P>::storage;
+  void (*allow_shared)();
+  void (*launch)(const storage*, const storage*, float*, std::int64_t, std::int64_t, std::int64_t, bool vector,
+                 int group_m, cudaStream_t);
+  double (*occupancy)(bool vector);
+  int block_m, block_n, warp_m, warp_n, stages, min_blocks;
+};
+
+template <class C>
+struct mma_candidate_of {
+  using storage = typename C::storage;
+  // Past 48 KB a block's dynamic shared memory must be allowed explicitly, per kernel; the carveout hint
+  // asks for the largest shared-memory split so that min_blocks blocks fit.
+  static void allow_shared() {
+    for (const auto kernel : {mma_tuned_kernel<C, true>, mma_tuned_kernel<C, false>}) {
+      KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::bytes));
+      KSTUDY_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    }
+  }
+  static void launch(const storage* a, const storage* b, float* c, std::int64_t m, std::int64_t n, std::int64_t k,
+                     bool vector, int group_m, cudaStream_t stream) {
+    const std::int64_t grid_m = (m + C::block_m - 1) / C::block_m, grid_n = (n + C::block_n - 1) / C::block_n;
+    if (grid_m * grid_n > max_grid_x)
+      throw std::invalid_argument(std::string(operation_name(C::precision)) + ": too large a matrix for one grid");
+    const auto kernel = vector ? mma_tuned_kernel<C, true> : mma_tuned_kernel<C, false>;
+    kernel<<<static_cast<unsigned>(grid_m * grid_n), C::threads, C::bytes, stream>>>(
+        a, b, c, m, n, k, static_cast<int>(grid_m), static_cast<int>(grid_n), group_m, n % 2 == 0);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  static double occupancy(bool vector) {
+    return occupancy_of(vector ? mma_tuned_kernel<C, true> : mma_tuned_kernel<C, false>, C::threads, C::bytes);
+  }
+  static mma_candidate<C::precision> make() {
+    return {allow_shared, launch, occupancy, C::block_m, C::block_n, C::warp_m, C::warp_n, C::stages, C::min_blocks};
+  }
+};
+
+// CUDA events, destroyed on every path out of the tuning.
+class event_pair {
+ public:
+  event_pair() {
+    KSTUDY_CUDA_CHECK(cudaEventCreate(&m_start));
+    try {
+      KSTUDY_CUDA_CHECK(cudaEventCreate(&m_stop));
+    } catch (...) {
+      cudaEventDestroy(m_start);
+      throw;
+    }
+  }
+  event_pair(const event_pair&) = delete;
+  event_pair& operator=(const event_pair&) = delete;
+  ~event_pair() {
+    cudaEventDestroy(m_start);
+    cudaEventDestroy(m_stop);
+  }
+  cudaEvent_t start() const { return m_start; }
+  cudaEvent_t stop() const { return m_stop; }
+
+ private:
+  cudaEvent_t m_start = nullptr, m_stop = nullptr;
+};
+
+constexpr int raster_groups[] = {1, 8};  // block rows walked together (1: row by row)
+
+template <gemm_precision P, class... Configs>
+class gemm_mma_tuned final : public gemm_tc_base<P> {
+ public:
+  void prepare(const problem_data& problem, const run_options& options) override {
+    gemm_tc_base<P>::prepare(problem, options);  // allocates, plan(), uploads
+    if (this->empty() || m_candidates.size() * std::size(raster_groups) == 1) return;
+    event_pair events;
+    float best_ms = 0.0f;
+    for (std::size_t i = 0; i < m_candidates.size(); ++i)
+      for (const int group_m : raster_groups) {
+        launch(m_candidates[i], group_m);  // warm-up
+        KSTUDY_CUDA_CHECK(cudaEventRecord(events.start(), this->m_stream));
+        launch(m_candidates[i], group_m);
+        launch(m_candidates[i], group_m);
+        KSTUDY_CUDA_CHECK(cudaEventRecord(events.stop(), this->m_stream));
+        KSTUDY_CUDA_CHECK(cudaEventSynchronize(events.stop()));
+        float ms = 0.0f;
+        KSTUDY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start(), events.stop()));
+        if ((i == 0 && group_m == raster_groups[0]) || ms < best_ms) {
+          best_ms = ms;
+          m_chosen = i;
+          m_group_m = group_m;
+        }
+      }
+  }
+  void enqueue_run() override {
+    if (this->empty()) return;
+    launch(m_candidates[m_chosen], m_group_m);
+  }
+  double calculated_occupancy() const override { return m_candidates[m_chosen].occupancy(this->vector_ab()); }
+  std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
+    const auto& c = m_candidates[m_chosen];
+    return {{"block_m", c.block_m},       {"block_n", c.block_n}, {"block_k", block_k},
+            {"warp_m", c.warp_m},         {"warp_n", c.warp_n},   {"stages", c.stages},
+            {"blocks_per_sm", c.min_blocks}, {"raster_group_m", m_group_m}};
+  }
+
+ protected:
+  void plan() override {
+    // The kernels count k-tiles in an int.
+    if (this->m_k >= (std::int64_t(1) << 36))
+      throw std::invalid_argument(std::string(operation_name(P)) + ": k past 2^36 is beyond the tiled kernels");
+    for (const auto& c : m_candidates) c.allow_shared();
+  }
+
+ private:
+  void launch(const mma_candidate<P>& c, int group_m) const {
+    c.launch(this->a(), this->b(), this->m_c, this->m_m, this->m_n, this->m_k, this->vector_ab(), group_m,
+             this->m_stream);
+  }
+
+  const std::vector<mma_candidate<P>> m_candidates{mma_candidate_of<Configs>::make()...};
+  std::size_t m_chosen = 0;
+  int m_group_m = 1;
+};
+
+// Candidates: mma_config<P, block_m, block_n, warps_m, warps_n, stages, blocks per SM (__launch_bounds__)>.
+// 2 blocks per SM at 256 threads cap registers at 128 (64 x 32 warp tiles: 64 accumulators); 64 x 64 warp
+// tiles (128 accumulators) run one 8-warp block or two 4-warp blocks per SM. Shared memory per block in
+// the comments (2 blocks must fit in the SM's 228 KB).
+using gemm_tf32_mma_variant =
+    gemm_mma_tuned<gemm_precision::tf32,
+                   mma_config<gemm_precision::tf32, 128, 128, 2, 4, 3, 2>,  // 64 x 32 warps, 105 KB
+                   mma_config<gemm_precision::tf32, 128, 128, 2, 2, 3, 2>,  // 64 x 64 warps, 4 warps, 105 KB
+                   mma_config<gemm_precision::tf32, 128, 256, 2, 4, 3, 1>,  // 64 x 64 warps, 153 KB
+                   mma_config<gemm_precision::tf32, 256, 128, 4, 2, 3, 1>>;  // 64 x 64 warps, 159 KB
+using gemm_bf16_mma_autotuned_variant =
+    gemm_mma_tuned<gemm_precision::bf16,
+                   mma_config<gemm_precision::bf16, 128, 256, 2, 4, 4, 1>,  // rung 3's tiles, 106 KB
+                   mma_config<gemm_precision::bf16, 128, 256, 2, 4, 3, 1>,  // 80 KB
+                   mma_config<gemm_precision::bf16, 128, 128, 2, 4, 4, 2>,  // 64 x 32 warps, 74 KB
+                   mma_config<gemm_precision::bf16, 128, 128, 2, 2, 4, 2>,  // 64 x 64 warps, 4 warps, 74 KB
+                   mma_config<gemm_precision::bf16, 256, 128, 4, 2, 4, 1>,  // 114 KB
+                   mma_config<gemm_precision::bf16, 256, 128, 4, 2, 3, 1>>;  // 86 KB
+
 template <gemm_precision P, table_layout Layout>
 class gemm_cublas final : public gemm_tc_base<P> {
  public:
@@ -718,6 +1068,25 @@ void register_precision(const char* naive_description, const char* smem_descript
                           table_layout::row_major, 3);
     info.kernels_launched = 1;  // mma_bf16_kernel
     variant_registration<gemm_pipelined<P, mma_tiling>>{std::move(info)};
+  }
+  if constexpr (P == gemm_precision::tf32) {
+    auto info = cuda_info(P, op + "_mma", "gemm_tensor_cuda",
+                          "rung 2's loader and cp.async pipeline, the multiply in PTX mma.sync m16n8k8 tf32: A "
+                          "fragments by ldmatrix.x4 on 32-bit data, B by conflict-free 32-bit loads (rows padded to "
+                          "8 mod 32 words), both rounded with cvt.rna.tf32; fastest of 4 tilings (128 x 128, "
+                          "128 x 256, 256 x 128; 64 x 32 or 64 x 64 warps; 3 stages) x 2 block orders, timed in "
+                          "prepare()",
+                          table_layout::row_major, 3);
+    info.kernels_launched = 1;  // mma_tuned_kernel
+    variant_registration<gemm_tf32_mma_variant>{std::move(info)};
+  } else {
+    auto info = cuda_info(P, op + "_mma_autotuned", "gemm_tensor_cuda",
+                          "rung 3's kernel over 6 configurations (128 x 256, 128 x 128 with 2 blocks per SM, "
+                          "256 x 128; 64 x 32 or 64 x 64 warps; 3 or 4 stages) x 2 block orders (row by row, or "
+                          "8 block rows walked together for L2 reuse), the fastest timed in prepare()",
+                          table_layout::row_major, 4);
+    info.kernels_launched = 1;  // mma_tuned_kernel
+    variant_registration<gemm_bf16_mma_autotuned_variant>{std::move(info)};
   }
   const char* vendor = P == gemm_precision::bf16
                            ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
