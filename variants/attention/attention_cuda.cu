@@ -20,6 +20,10 @@
 //    transposed into shared memory so its B fragments are 32-bit loads (no ldmatrix). At head_dim <= 32 the
 //    next K/V tile is prefetched into registers during the current one's math (at 64 the 16 registers it
 //    takes would spill under the 128-register cap of two blocks per SM, so the tile is loaded in place).
+//  3 attention_fused_pipelined (fp32): rung 2's kernel with 16-byte cp.async copies into three rotating tile
+//    buffers, so the K and V copies of tile j + 1 overlap tile j's math (no staging registers).
+//  3 attention_bf16_fused_pipelined: cp.async 2-stage K/V ring (one barrier per tile), V row-major and read
+//    by ldmatrix.x4.trans (no transposing scalar stores), Q and K fragments by ldmatrix.x4, padded rows.
 // The fused kernels take any head_dim <= 128 (compiled for a maximum of 32, 64 or 128, zero-padded above
 // head_dim) and any tokens >= 1 (keys beyond tokens scored -inf, queries beyond tokens not stored).
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a stream synchronisation.
@@ -570,9 +574,10 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
 
-__device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c) {
+// Q, K, V (and O, stored by float4 in the fp32 kernel) 16-byte aligned.
+__device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c, const void* d) {
   return ((reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
-           reinterpret_cast<std::uintptr_t>(c)) & 15u) == 0;
+           reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(d)) & 15u) == 0;
 }
 
 // Rung 3, fp32: rung 2's thread mapping and register tiles, with the tile copies taken off the critical
@@ -593,7 +598,7 @@ __device__ __forceinline__ void load_f32_tile_async(float* tile, int pitch, cons
                                                     bool vec4) {
   constexpr int chunks = DMAX / 4, per_thread = f32_rows * chunks / f32_threads;
   if (vec4) {
-#pragma unroll
+#pragma unroll 2
     for (int u = 0; u < per_thread; ++u) {
       const int f = threadIdx.x + u * f32_threads;
       const int r = f / chunks, c = (f % chunks) * 4;
@@ -621,7 +626,7 @@ __global__ void __launch_bounds__(f32_threads, DMAX <= 64 ? 3 : 1)
   const std::int64_t head = blockIdx.x / query_tiles;
   const std::int64_t row0 = (blockIdx.x % query_tiles) * f32_rows;
   const std::int64_t base = head * tokens * head_dim;
-  const bool vec4 = head_dim % 4 == 0 && aligned16(q, k, v);
+  const bool vec4 = head_dim % 4 == 0 && aligned16(q, k, v, o);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rg = lane >> 3, cg = lane & 7;
   const int r_first = warp * 16 + rg;
 
@@ -848,7 +853,7 @@ __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
   const std::int64_t head = blockIdx.x / query_tiles;
   const std::int64_t row0 = (blockIdx.x % query_tiles) * bf16p_rows;
   const std::int64_t base = head * tokens * head_dim;
-  const bool vec8 = head_dim % 8 == 0 && aligned16(q, k, v);
+  const bool vec8 = head_dim % 8 == 0 && aligned16(q, k, v, o);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 
   load_bf16_tile_async<DMAX, bf16p_rows>(qs, q + base, row0, tokens, head_dim, vec8);
