@@ -20,6 +20,10 @@
 //    transposed into shared memory so its B fragments are 32-bit loads (no ldmatrix). At head_dim <= 32 the
 //    next K/V tile is prefetched into registers during the current one's math (at 64 the 16 registers it
 //    takes would spill under the 128-register cap of two blocks per SM, so the tile is loaded in place).
+//  3 attention_fused_pipelined (fp32): rung 2's kernel with 16-byte cp.async copies into three rotating tile
+//    buffers, so the K and V copies of tile j + 1 overlap tile j's math (no staging registers).
+//  3 attention_bf16_fused_pipelined: cp.async 2-stage K/V ring (one barrier per tile), V row-major and read
+//    by ldmatrix.x4.trans (no transposing scalar stores), Q and K fragments by ldmatrix.x4, padded rows.
 // The fused kernels take any head_dim <= 128 (compiled for a maximum of 32, 64 or 128, zero-padded above
 // head_dim) and any tokens >= 1 (keys beyond tokens scored -inf, queries beyond tokens not stored).
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a stream synchronisation.
@@ -555,6 +559,438 @@ __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Rung 3: copy pipelines. cp.async (sm_80+) copies 16 bytes global -> shared without staging registers;
+// src_bytes 0 zero-fills the destination (rows beyond tokens, columns beyond head_dim). The aligned paths
+// need head_dim % (16 bytes / element) == 0 and 16-byte aligned base pointers; otherwise the tiles are
+// filled by the guarded scalar loads of rung 2 (synchronous, same slots, same barriers).
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const auto s = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Q, K, V (and O, stored by float4 in the fp32 kernel) 16-byte aligned.
+__device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c, const void* d) {
+  return ((reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
+           reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(d)) & 15u) == 0;
+}
+
+// Rung 3, fp32: rung 2's thread mapping and register tiles, with the tile copies taken off the critical
+// path. Three tile buffers rotate (Q stays in its own): during tile j, K_j is in buffer kb, V_j in vb; K_{j+1}
+// is copied into the free buffer fb while S_j, the softmax and P V run, and V_{j+1} into kb (P_j's buffer)
+// once P V is done, in flight while S_{j+1} and its softmax run. Two commit groups per tile, waited in order.
+
+template <int DMAX>
+struct f32_pipe_tiles {
+  using base = f32_tiles<DMAX>;
+  static constexpr int buf_floats = base::kp_floats;  // a K, V or P tile
+  static constexpr std::size_t smem_bytes = sizeof(float) * std::size_t(base::q_floats + 3 * buf_floats);
+};
+
+template <int DMAX>
+__device__ __forceinline__ void load_f32_tile_async(float* tile, int pitch, const float* __restrict__ src,
+                                                    std::int64_t row0, std::int64_t tokens, int head_dim,
+                                                    bool vec4) {
+  constexpr int chunks = DMAX / 4, per_thread = f32_rows * chunks / f32_threads;
+  if (vec4) {
+#pragma unroll 2
+    for (int u = 0; u < per_thread; ++u) {
+      const int f = threadIdx.x + u * f32_threads;
+      const int r = f / chunks, c = (f % chunks) * 4;
+      const std::int64_t t = row0 + r;
+      const bool inside = t < tokens && c < head_dim;
+      cp_async16(tile + r * pitch + c, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
+    }
+  } else {
+    load_f32_tile<DMAX>(tile, pitch, src, row0, tokens, head_dim, false);
+  }
+}
+
+// Shared memory (DMAX = 64): Q + 3 buffers of 64 x 68 floats = 68 KiB, three blocks per SM as rung 2.
+template <int DMAX>
+__global__ void __launch_bounds__(f32_threads, DMAX <= 64 ? 3 : 1)
+    attention_pipelined_f32(const float* __restrict__ q, const float* __restrict__ k,
+                            const float* __restrict__ v, float* __restrict__ o, std::int64_t tokens, int head_dim,
+                            std::int64_t query_tiles, float scale) {
+  using tiles = f32_pipe_tiles<DMAX>;
+  constexpr int pitch = f32_tiles<DMAX>::pitch, p_pitch = f32_tiles<DMAX>::p_pitch, dq = DMAX / 32;
+  extern __shared__ float4 f32_pipe_smem[];
+  float* qs = reinterpret_cast<float*>(f32_pipe_smem);
+  float* bufs = qs + f32_tiles<DMAX>::q_floats;
+
+  const std::int64_t head = blockIdx.x / query_tiles;
+  const std::int64_t row0 = (blockIdx.x % query_tiles) * f32_rows;
+  const std::int64_t base = head * tokens * head_dim;
+  const bool vec4 = head_dim % 4 == 0 && aligned16(q, k, v, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rg = lane >> 3, cg = lane & 7;
+  const int r_first = warp * 16 + rg;
+
+  int kb = 0, vb = 1, fb = 2;  // buffer of K_j (then P_j), of V_j, free
+  load_f32_tile_async<DMAX>(qs, pitch, q + base, row0, tokens, head_dim, vec4);
+  load_f32_tile_async<DMAX>(bufs + kb * tiles::buf_floats, pitch, k + base, 0, tokens, head_dim, vec4);
+  cp_async_commit();
+  load_f32_tile_async<DMAX>(bufs + vb * tiles::buf_floats, pitch, v + base, 0, tokens, head_dim, vec4);
+  cp_async_commit();
+  cp_async_wait<1>();  // Q and K_0
+  __syncthreads();
+
+  float acc[4][dq][4];
+  float m[4], l[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < dq; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][c][e] = 0.0f;
+  }
+
+  for (std::int64_t key0 = 0; key0 < tokens; key0 += f32_keys) {
+    const bool has_next = key0 + f32_keys < tokens;
+    if (has_next)
+      load_f32_tile_async<DMAX>(bufs + fb * tiles::buf_floats, pitch, k + base, key0 + f32_keys, tokens, head_dim,
+                                vec4);
+    cp_async_commit();  // possibly empty: keeps two groups per tile for the waits below
+    const float* ks = bufs + kb * tiles::buf_floats;
+    float* ps = bufs + kb * tiles::buf_floats;
+    const float* vs = bufs + vb * tiles::buf_floats;
+
+    float s[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s[i][j] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < DMAX; d += 4) {
+      float4 qv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(qs + (r_first + 4 * i) * pitch + d);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float4 kv = *reinterpret_cast<const float4*>(ks + (cg + 8 * j) * pitch + d);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          s[i][j] = fmaf(qv[i].x, kv.x, s[i][j]);
+          s[i][j] = fmaf(qv[i].y, kv.y, s[i][j]);
+          s[i][j] = fmaf(qv[i].z, kv.z, s[i][j]);
+          s[i][j] = fmaf(qv[i].w, kv.w, s[i][j]);
+        }
+      }
+    }
+
+    const bool edge = key0 + f32_keys > tokens;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float x = s[i][j] * scale;
+        if (edge && key0 + cg + 8 * j >= tokens) x = -INFINITY;
+        s[i][j] = x;
+        tile_max = fmaxf(tile_max, x);
+      }
+#pragma unroll
+      for (int offset = 1; offset < 8; offset *= 2)
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+      const float m_new = fmaxf(m[i], tile_max);  // finite: key key0 < tokens is in every tile
+      const float alpha = expf(m[i] - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        s[i][j] = expf(s[i][j] - m_new);
+        sum += s[i][j];
+      }
+#pragma unroll
+      for (int offset = 1; offset < 8; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      l[i] = l[i] * alpha + sum;
+      m[i] = m_new;
+#pragma unroll
+      for (int c = 0; c < dq; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][c][e] *= alpha;
+    }
+
+    __syncthreads();  // every warp is done reading K_j before P_j overwrites it
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ps[(r_first + 4 * i) * p_pitch + cg + 8 * j] = s[i][j];
+    cp_async_wait<1>();  // V_j (K_{j+1}, the newer group, may still be in flight)
+    __syncthreads();     // P_j and V_j visible
+
+#pragma unroll 4
+    for (int c = 0; c < f32_keys; c += 4) {
+      float4 pv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pv[i] = *reinterpret_cast<const float4*>(ps + (r_first + 4 * i) * p_pitch + c);
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+#pragma unroll
+        for (int dd = 0; dd < dq; ++dd) {
+          const float4 vv = *reinterpret_cast<const float4*>(vs + (c + cc) * pitch + 32 * dd + 4 * cg);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float p = cc == 0 ? pv[i].x : cc == 1 ? pv[i].y : cc == 2 ? pv[i].z : pv[i].w;
+            acc[i][dd][0] = fmaf(p, vv.x, acc[i][dd][0]);
+            acc[i][dd][1] = fmaf(p, vv.y, acc[i][dd][1]);
+            acc[i][dd][2] = fmaf(p, vv.z, acc[i][dd][2]);
+            acc[i][dd][3] = fmaf(p, vv.w, acc[i][dd][3]);
+          }
+        }
+      }
+    }
+
+    cp_async_wait<0>();  // K_{j+1}
+    __syncthreads();     // K_{j+1} visible; every warp is done with P_j and V_j
+    if (has_next)
+      load_f32_tile_async<DMAX>(bufs + kb * tiles::buf_floats, pitch, v + base, key0 + f32_keys, tokens, head_dim,
+                                vec4);
+    cp_async_commit();
+    const int next_k = fb;
+    fb = vb;
+    vb = kb;
+    kb = next_k;
+  }
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t t = row0 + r_first + 4 * i;
+    if (t >= tokens) continue;
+    const float inv = 1.0f / l[i];
+    float* orow = o + base + t * head_dim;
+#pragma unroll
+    for (int dd = 0; dd < dq; ++dd) {
+      const int d = 32 * dd + 4 * cg;
+      if (d >= head_dim) continue;
+      const float4 r = make_float4(acc[i][dd][0] * inv, acc[i][dd][1] * inv, acc[i][dd][2] * inv,
+                                   acc[i][dd][3] * inv);
+      if (vec4) {
+        *reinterpret_cast<float4*>(orow + d) = r;
+      } else {
+        orow[d] = r.x;
+        if (d + 1 < head_dim) orow[d + 1] = r.y;
+        if (d + 2 < head_dim) orow[d + 2] = r.z;
+        if (d + 3 < head_dim) orow[d + 3] = r.w;
+      }
+    }
+  }
+}
+
+// Rung 3, bf16: 8 warps x 16 query rows = 128 rows per block (as rung 2: K and V cross L2 once per 128 query
+// rows, ~2 TB/s at 250 TFLOP/s at 16 x 16,384 x 64; 64-row blocks would double it). Q, and K and V tiles of 64
+// keys in a 2-stage ring, all row-major in shared memory with a pitch of DMAX + 8 bf16: the 8 row addresses
+// of an 8 x 8 ldmatrix matrix are 16 B x (pitch / 8) apart, i.e. in 8 different 16-byte bank groups (pitch
+// 144 B at DMAX = 64, 80 B at 32, 272 B at 128): conflict-free. Fragments: Q's A by ldmatrix.x4, K's B (of
+// K^T: a key row is a B column) by ldmatrix.x4 covering two k-steps, V's B by ldmatrix.x4.trans covering
+// two head_dim n-tiles (the transposing load gives each thread the consecutive key pair of one head_dim
+// column). One barrier per tile: it publishes tile j and retires tile j - 1's stage, into which tile j + 1 is
+// then copied during tile j's math.
+
+constexpr int bf16p_warps = 8, bf16p_threads = 32 * bf16p_warps, bf16p_rows = 16 * bf16p_warps, bf16p_keys = 64;
+
+template <int DMAX>
+struct bf16_pipe_tiles {
+  static_assert(DMAX % 32 == 0 && DMAX <= max_head_dim, "DMAX: 32, 64, 96 or 128");
+  static constexpr int pitch = DMAX + 8;
+  static constexpr int q_elems = bf16p_rows * pitch;
+  static constexpr int tile_elems = bf16p_keys * pitch;
+  static constexpr std::size_t smem_bytes = sizeof(std::uint16_t) * std::size_t(q_elems + 4 * tile_elems);
+};
+
+template <int DMAX, int Rows>
+__device__ __forceinline__ void load_bf16_tile_async(std::uint16_t* tile, const std::uint16_t* __restrict__ src,
+                                                     std::int64_t row0, std::int64_t tokens, int head_dim,
+                                                     bool vec8) {
+  constexpr int chunks = DMAX / 8, pitch = bf16_pipe_tiles<DMAX>::pitch;
+  static_assert(Rows * chunks % bf16p_threads == 0, "whole chunks per thread");
+#pragma unroll
+  for (int u = 0; u < Rows * chunks / bf16p_threads; ++u) {
+    const int f = threadIdx.x + u * bf16p_threads;
+    const int r = f / chunks, c = (f % chunks) * 8;
+    const std::int64_t t = row0 + r;
+    std::uint16_t* dst = tile + r * pitch + c;
+    if (vec8) {
+      const bool inside = t < tokens && c < head_dim;
+      cp_async16(dst, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = load_bf16_chunk(src, t, c, tokens, head_dim, false);
+    }
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint16_t* p) {
+  const auto s = static_cast<unsigned int>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const std::uint16_t* p) {
+  const auto s = static_cast<unsigned int>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+// Two blocks (16 warps) per SM at <= 128 registers for DMAX <= 64 (54 KiB of shared memory each at 64).
+template <int DMAX>
+__global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
+    attention_pipelined_bf16(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
+                             const std::uint16_t* __restrict__ v, std::uint16_t* __restrict__ o,
+                             std::int64_t tokens, int head_dim, std::int64_t query_tiles, float scale_log2) {
+  using tiles = bf16_pipe_tiles<DMAX>;
+  constexpr int pitch = tiles::pitch, kt_steps = DMAX / 16, key_tiles8 = bf16p_keys / 8, d_tiles8 = DMAX / 8;
+  static_assert(kt_steps % 2 == 0 && d_tiles8 % 2 == 0, "ldmatrix.x4 covers two k-steps / two n-tiles");
+  extern __shared__ uint4 bf16_pipe_smem[];
+  std::uint16_t* qs = reinterpret_cast<std::uint16_t*>(bf16_pipe_smem);
+  std::uint16_t* ring = qs + tiles::q_elems;  // stage s: K at ring + 2 s tile_elems, V after it
+
+  const std::int64_t head = blockIdx.x / query_tiles;
+  const std::int64_t row0 = (blockIdx.x % query_tiles) * bf16p_rows;
+  const std::int64_t base = head * tokens * head_dim;
+  const bool vec8 = head_dim % 8 == 0 && aligned16(q, k, v, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+
+  load_bf16_tile_async<DMAX, bf16p_rows>(qs, q + base, row0, tokens, head_dim, vec8);
+  load_bf16_tile_async<DMAX, bf16p_keys>(ring, k + base, 0, tokens, head_dim, vec8);
+  load_bf16_tile_async<DMAX, bf16p_keys>(ring + tiles::tile_elems, v + base, 0, tokens, head_dim, vec8);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Q's A fragments: lanes 0-15 address rows 0-15 at column 16 kt, lanes 16-31 the same rows at 16 kt + 8
+  // (matrices 0..3 = a0..a3).
+  std::uint32_t qa[kt_steps][4];
+  {
+    const std::uint16_t* q0 = qs + (warp * 16 + (lane & 15)) * pitch + (lane >> 4) * 8;
+#pragma unroll
+    for (int kt = 0; kt < kt_steps; ++kt) ldmatrix_x4(qa[kt], q0 + kt * 16);
+  }
+  // Per-lane offsets: K (non-transposed) matrices i = lane / 8 are head_dim columns 8 i of keys lane % 8; V
+  // (transposed) matrices are keys (lane / 8 % 2) 8 + lane % 8 at head_dim columns 8 (lane / 16).
+  const int k_lane = (lane & 7) * pitch + (lane >> 3) * 8;
+  const int v_lane = ((lane & 7) + ((lane >> 3) & 1) * 8) * pitch + (lane >> 4) * 8;
+
+  float acc[d_tiles8][4];
+#pragma unroll
+  for (int n = 0; n < d_tiles8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  int stage = 0;
+  for (std::int64_t key0 = 0; key0 < tokens; key0 += bf16p_keys) {
+    if (key0 > 0) {
+      cp_async_wait<0>();  // this thread's copies of tile j
+      __syncthreads();     // everyone's; and every warp is done with tile j - 1's stage
+    }
+    if (key0 + bf16p_keys < tokens) {
+      std::uint16_t* next = ring + (stage ^ 1) * 2 * tiles::tile_elems;
+      load_bf16_tile_async<DMAX, bf16p_keys>(next, k + base, key0 + bf16p_keys, tokens, head_dim, vec8);
+      load_bf16_tile_async<DMAX, bf16p_keys>(next + tiles::tile_elems, v + base, key0 + bf16p_keys, tokens,
+                                             head_dim, vec8);
+      cp_async_commit();
+    }
+    const std::uint16_t* ks = ring + stage * 2 * tiles::tile_elems;
+    const std::uint16_t* vs = ks + tiles::tile_elems;
+
+    // S = Q K^T: per key n-tile, one ldmatrix.x4 = the B fragments of k-steps 2 kp and 2 kp + 1.
+    float s[key_tiles8][4];
+#pragma unroll
+    for (int n = 0; n < key_tiles8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+#pragma unroll
+      for (int kp = 0; kp < kt_steps / 2; ++kp) {
+        std::uint32_t b[4];
+        ldmatrix_x4(b, ks + n * 8 * pitch + kp * 32 + k_lane);
+        mma_bf16(s[n], qa[2 * kp], b[0], b[1]);
+        mma_bf16(s[n], qa[2 * kp + 1], b[2], b[3]);
+      }
+    }
+
+    const bool edge = key0 + bf16p_keys > tokens;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < key_tiles8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = s[n][2 * h + e] * scale_log2;
+          if (edge && key0 + n * 8 + 2 * t4 + e >= tokens) x = -INFINITY;
+          s[n][2 * h + e] = x;
+          tile_max = fmaxf(tile_max, x);
+        }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[h], tile_max);  // finite: key key0 < tokens is in every tile
+      const float alpha = exp2f(m[h] - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < key_tiles8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float p = exp2f(s[n][2 * h + e] - m_new);
+          s[n][2 * h + e] = p;
+          sum += p;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h] = l[h] * alpha + sum;
+      m[h] = m_new;
+#pragma unroll
+      for (int n = 0; n < d_tiles8; ++n) {
+        acc[n][2 * h] *= alpha;
+        acc[n][2 * h + 1] *= alpha;
+      }
+    }
+
+    // O += P V: P's A fragments from the S fragments (rung 2); per pair of head_dim n-tiles one
+    // ldmatrix.x4.trans = b0, b1 of n-tile 2 np and b0, b1 of 2 np + 1.
+#pragma unroll
+    for (int kk = 0; kk < bf16p_keys / 16; ++kk) {
+      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < d_tiles8 / 2; ++np) {
+        std::uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + kk * 16 * pitch + np * 16 + v_lane);
+        mma_bf16(acc[2 * np], pa, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], pa, b[2], b[3]);
+      }
+    }
+    stage ^= 1;
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t t = row0 + warp * 16 + g + 8 * h;
+    if (t >= tokens) continue;
+    const float inv = 1.0f / l[h];
+    std::uint16_t* orow = o + base + t * head_dim;
+#pragma unroll
+    for (int n = 0; n < d_tiles8; ++n) {
+      const int d = n * 8 + 2 * t4;
+      if (d >= head_dim) continue;
+      const float lo = acc[n][2 * h] * inv, hi = acc[n][2 * h + 1] * inv;
+      if (head_dim % 2 == 0) {
+        *reinterpret_cast<std::uint32_t*>(orow + d) = pack_bf16(lo, hi);
+      } else {
+        orow[d] = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+        if (d + 1 < head_dim) orow[d + 1] = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Buffers, transfers and stream, shared by every variant of both precisions
 
 template <attention_precision P>
@@ -759,10 +1195,30 @@ struct fused_kernels<attention_precision::bf16> {
   static float scale_argument(float scale) { return scale * log2_e; }  // exp2f in the log2 domain
 };
 
+// Rung 3's kernels: the same arguments and launch shape as rung 2's.
 template <attention_precision P>
+struct pipelined_kernels;
+template <>
+struct pipelined_kernels<attention_precision::fp32> : fused_kernels<attention_precision::fp32> {
+  template <int DMAX>
+  static kernel_t kernel() { return attention_pipelined_f32<DMAX>; }
+  template <int DMAX>
+  static std::size_t smem() { return f32_pipe_tiles<DMAX>::smem_bytes; }
+};
+template <>
+struct pipelined_kernels<attention_precision::bf16> : fused_kernels<attention_precision::bf16> {
+  static constexpr int rows = bf16p_rows, threads = bf16p_threads;
+  template <int DMAX>
+  static kernel_t kernel() { return attention_pipelined_bf16<DMAX>; }
+  template <int DMAX>
+  static std::size_t smem() { return bf16_pipe_tiles<DMAX>::smem_bytes; }
+};
+
+// Rungs 2 and 3 (Kernels: fused_kernels or pipelined_kernels).
+template <attention_precision P, class Kernels = fused_kernels<P>>
 class attention_fused final : public attention_cuda_base<P> {
   using base = attention_cuda_base<P>;
-  using kernels = fused_kernels<P>;
+  using kernels = Kernels;
 
  public:
   void enqueue_run() override {
@@ -869,6 +1325,18 @@ void register_cuda(attention_precision precision, const std::string& name, int r
       bf16, "attention_bf16_fused", 2, fusion_level::full, /*kernels_launched=*/1,  // attention_fused_bf16
       "one fused kernel on tensor cores: mma.sync m16n8k16 bf16 -> fp32, 16 query rows per warp, 128 per block, "
       "online softmax on the fragments, P re-packed to bf16 in registers, V transposed in shared memory",
+      false);
+  register_cuda<attention_fused<fp32, pipelined_kernels<fp32>>>(
+      fp32, "attention_fused_pipelined", 3, fusion_level::full, /*kernels_launched=*/1,  // attention_pipelined_f32
+      "rung 2 with the K/V copies off the critical path: 16-byte cp.async into three rotating shared-memory "
+      "tiles (K of tile j + 1 copied during tile j's math, V of j + 1 during j + 1's scores), no staging "
+      "registers; same 4 x 8 register tiles, 3 blocks per SM",
+      false);
+  register_cuda<attention_fused<bf16, pipelined_kernels<bf16>>>(
+      bf16, "attention_bf16_fused_pipelined", 3, fusion_level::full, /*kernels_launched=*/1,  // attention_pipelined_bf16
+      "rung 2 with a copy pipeline and ldmatrix: K/V tiles by 16-byte cp.async into a 2-stage shared-memory ring "
+      "(tile j + 1 in flight during tile j's math, one barrier per tile), V kept row-major and read with "
+      "ldmatrix.x4.trans instead of transposing stores, Q and K fragments by ldmatrix.x4, padded rows",
       false);
   return 0;
 }();
