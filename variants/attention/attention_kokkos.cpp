@@ -412,8 +412,10 @@ struct tiled_device_body {
   using storage = storage_t<P>;
   using device_type = Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>;
   using array_type = Kokkos::View<storage*, device_type>;
-  // At most 128 registers a thread: 4 teams of 128 threads per SM (4 x 39 KB of shared memory).
-  using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<tiled_threads, 4>>;
+  // Teams of 128 threads, 4 per SM for DMAX 64 (at most 128 registers a thread), 3 for DMAX 128 (168; capped
+  // for four it spilled 244 bytes). sm_90, nvcc 13: 128 / 168 registers, 40-56 bytes of spills either way
+  // (long-lived 64-bit scratch pointers: Kokkos hands scratch out as generic pointers).
+  using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<tiled_threads, DMAX <= 64 ? 4 : 3>>;
   using member_type = typename policy_type::member_type;
 
   array_type q, k, v, o;
@@ -500,7 +502,8 @@ struct tiled_device_body {
         KSTUDY_ATTENTION_UNROLL
         for (int j = 0; j < 4; ++j) s[i][j] = 0.0f;
       }
-      KSTUDY_ATTENTION_UNROLL
+      // Unrolled by 4 (of DMAX / 4): fully unrolled, the hoisted Q and K loads spill.
+      KSTUDY_ATTENTION_UNROLL_4
       for (int d = 0; d < DMAX; d += 4) {
         quad qv[4];
         KSTUDY_ATTENTION_UNROLL
