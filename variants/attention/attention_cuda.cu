@@ -991,6 +991,208 @@ __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Rung 4, bf16: rung 3's kernel over Warps (16 query rows each: 4 -> 64-row blocks, 8 -> 128) and a K/V ring
+// of Stages (2 or 3) tiles; the variant times the candidates in prepare() and keeps the fastest. 4 warps
+// halve the rows over which K and V are shared (twice the L2 traffic) but fit four blocks per SM (45 KiB of
+// shared memory and 128 registers at DMAX = 64), so one block's barrier stalls are hidden by three others.
+// A 3-deep ring keeps two tiles in flight: tile j + 2 is issued during tile j's math. Rung 3's own kernel is
+// the (8 warps, 2 stages) candidate, so the tuned choice is never slower than rung 3 beyond timing noise.
+
+template <int DMAX, int Warps, int Stages>
+struct bf16_tuned_tiles {
+  static_assert(DMAX % 32 == 0 && DMAX <= max_head_dim, "DMAX: 32, 64, 96 or 128");
+  static_assert(Warps == 4 || Warps == 8, "4 or 8 warps");
+  static_assert(Stages == 2 || Stages == 3, "2 or 3 stages");
+  static constexpr int threads = 32 * Warps, rows = 16 * Warps, keys = 64;
+  static constexpr int pitch = DMAX + 8;  // as rung 3: conflict-free ldmatrix rows
+  static constexpr int q_elems = rows * pitch;
+  static constexpr int tile_elems = keys * pitch;
+  static constexpr std::size_t smem_bytes =
+      sizeof(std::uint16_t) * std::size_t(q_elems + 2 * Stages * tile_elems);
+  // 128 registers per thread (the 64 K of an SM over 16 warps) for DMAX <= 64; DMAX = 128 takes twice that.
+  static constexpr int min_blocks = (DMAX <= 64 ? 16 : 8) / Warps;
+};
+
+template <int DMAX, int Rows, int Threads>
+__device__ __forceinline__ void load_bf16_tile_tuned(std::uint16_t* tile, const std::uint16_t* __restrict__ src,
+                                                     std::int64_t row0, std::int64_t tokens, int head_dim,
+                                                     bool vec8) {
+  constexpr int chunks = DMAX / 8, pitch = DMAX + 8;
+  static_assert(Rows * chunks % Threads == 0, "whole chunks per thread");
+#pragma unroll
+  for (int u = 0; u < Rows * chunks / Threads; ++u) {
+    const int f = threadIdx.x + u * Threads;
+    const int r = f / chunks, c = (f % chunks) * 8;
+    const std::int64_t t = row0 + r;
+    std::uint16_t* dst = tile + r * pitch + c;
+    if (vec8) {
+      const bool inside = t < tokens && c < head_dim;
+      cp_async16(dst, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = load_bf16_chunk(src, t, c, tokens, head_dim, false);
+    }
+  }
+}
+
+// Ring protocol (Stages = S): the prologue commits tiles 0 .. S - 2 (Q with tile 0), one group each. Before
+// tile j, S - 1 + j groups (tiles 0 .. j + S - 2) are committed, so waiting until at most S - 2 are pending
+// completes tile j; the barrier then publishes it and retires tile j - 1's stage, into which tile j + S - 1
+// is issued. Every iteration commits a group, empty past the last tile, to keep that count exact.
+template <int DMAX, int Warps, int Stages>
+__global__ void __launch_bounds__(32 * Warps, bf16_tuned_tiles<DMAX, Warps, Stages>::min_blocks)
+    attention_tuned_bf16(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
+                         const std::uint16_t* __restrict__ v, std::uint16_t* __restrict__ o, std::int64_t tokens,
+                         int head_dim, std::int64_t query_tiles, float scale_log2) {
+  using tiles = bf16_tuned_tiles<DMAX, Warps, Stages>;
+  constexpr int threads = tiles::threads, rows = tiles::rows, keys = tiles::keys;
+  constexpr int pitch = tiles::pitch, kt_steps = DMAX / 16, key_tiles8 = keys / 8, d_tiles8 = DMAX / 8;
+  static_assert(kt_steps % 2 == 0 && d_tiles8 % 2 == 0, "ldmatrix.x4 covers two k-steps / two n-tiles");
+  extern __shared__ uint4 bf16_tuned_smem[];
+  std::uint16_t* qs = reinterpret_cast<std::uint16_t*>(bf16_tuned_smem);
+  std::uint16_t* ring = qs + tiles::q_elems;  // stage s: K at ring + 2 s tile_elems, V after it
+
+  const std::int64_t head = blockIdx.x / query_tiles;
+  const std::int64_t row0 = (blockIdx.x % query_tiles) * rows;
+  const std::int64_t base = head * tokens * head_dim;
+  const bool vec8 = head_dim % 8 == 0 && aligned16(q, k, v, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+
+  load_bf16_tile_tuned<DMAX, rows, threads>(qs, q + base, row0, tokens, head_dim, vec8);
+#pragma unroll
+  for (int s = 0; s < Stages - 1; ++s) {
+    const std::int64_t key0 = std::int64_t(s) * keys;
+    if (key0 < tokens) {
+      std::uint16_t* dst = ring + s * 2 * tiles::tile_elems;
+      load_bf16_tile_tuned<DMAX, keys, threads>(dst, k + base, key0, tokens, head_dim, vec8);
+      load_bf16_tile_tuned<DMAX, keys, threads>(dst + tiles::tile_elems, v + base, key0, tokens, head_dim, vec8);
+    }
+    cp_async_commit();
+  }
+  cp_async_wait<Stages - 2>();
+  __syncthreads();
+
+  std::uint32_t qa[kt_steps][4];
+  {
+    const std::uint16_t* q0 = qs + (warp * 16 + (lane & 15)) * pitch + (lane >> 4) * 8;
+#pragma unroll
+    for (int kt = 0; kt < kt_steps; ++kt) ldmatrix_x4(qa[kt], q0 + kt * 16);
+  }
+  const int k_lane = (lane & 7) * pitch + (lane >> 3) * 8;
+  const int v_lane = ((lane & 7) + ((lane >> 3) & 1) * 8) * pitch + (lane >> 4) * 8;
+
+  float acc[d_tiles8][4];
+#pragma unroll
+  for (int n = 0; n < d_tiles8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  int stage = 0;  // tile j's; tile j + Stages - 1 goes into tile j - 1's (one counter: 128 registers, no spill)
+  for (std::int64_t key0 = 0; key0 < tokens; key0 += keys) {
+    if (key0 > 0) {
+      cp_async_wait<Stages - 2>();  // this thread's copies of tile j
+      __syncthreads();              // everyone's; and every warp is done with tile j - 1's stage
+    }
+    const std::int64_t load0 = key0 + std::int64_t(Stages - 1) * keys;
+    if (load0 < tokens) {
+      const int load_stage = stage == 0 ? Stages - 1 : stage - 1;
+      std::uint16_t* next = ring + load_stage * 2 * tiles::tile_elems;
+      load_bf16_tile_tuned<DMAX, keys, threads>(next, k + base, load0, tokens, head_dim, vec8);
+      load_bf16_tile_tuned<DMAX, keys, threads>(next + tiles::tile_elems, v + base, load0, tokens, head_dim, vec8);
+    }
+    if (Stages > 2 || load0 < tokens) cp_async_commit();  // 2 stages wait for all groups: no empty ones
+    const std::uint16_t* ks = ring + stage * 2 * tiles::tile_elems;
+    const std::uint16_t* vs = ks + tiles::tile_elems;
+
+    float s[key_tiles8][4];
+#pragma unroll
+    for (int n = 0; n < key_tiles8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+#pragma unroll
+      for (int kp = 0; kp < kt_steps / 2; ++kp) {
+        std::uint32_t b[4];
+        ldmatrix_x4(b, ks + n * 8 * pitch + kp * 32 + k_lane);
+        mma_bf16(s[n], qa[2 * kp], b[0], b[1]);
+        mma_bf16(s[n], qa[2 * kp + 1], b[2], b[3]);
+      }
+    }
+
+    const bool edge = key0 + keys > tokens;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < key_tiles8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = s[n][2 * h + e] * scale_log2;
+          if (edge && key0 + n * 8 + 2 * t4 + e >= tokens) x = -INFINITY;
+          s[n][2 * h + e] = x;
+          tile_max = fmaxf(tile_max, x);
+        }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[h], tile_max);  // finite: key key0 < tokens is in every tile
+      const float alpha = exp2f(m[h] - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < key_tiles8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float p = exp2f(s[n][2 * h + e] - m_new);
+          s[n][2 * h + e] = p;
+          sum += p;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h] = l[h] * alpha + sum;
+      m[h] = m_new;
+#pragma unroll
+      for (int n = 0; n < d_tiles8; ++n) {
+        acc[n][2 * h] *= alpha;
+        acc[n][2 * h + 1] *= alpha;
+      }
+    }
+
+#pragma unroll
+    for (int kk = 0; kk < keys / 16; ++kk) {
+      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < d_tiles8 / 2; ++np) {
+        std::uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + kk * 16 * pitch + np * 16 + v_lane);
+        mma_bf16(acc[2 * np], pa, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], pa, b[2], b[3]);
+      }
+    }
+    stage = stage == Stages - 1 ? 0 : stage + 1;
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t t = row0 + warp * 16 + g + 8 * h;
+    if (t >= tokens) continue;
+    const float inv = 1.0f / l[h];
+    std::uint16_t* orow = o + base + t * head_dim;
+#pragma unroll
+    for (int n = 0; n < d_tiles8; ++n) {
+      const int d = n * 8 + 2 * t4;
+      if (d >= head_dim) continue;
+      const float lo = acc[n][2 * h] * inv, hi = acc[n][2 * h + 1] * inv;
+      if (head_dim % 2 == 0) {
+        *reinterpret_cast<std::uint32_t*>(orow + d) = pack_bf16(lo, hi);
+      } else {
+        orow[d] = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+        if (d + 1 < head_dim) orow[d + 1] = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Buffers, transfers and stream, shared by every variant of both precisions
 
 template <attention_precision P>
@@ -1274,6 +1476,143 @@ class attention_fused final : public attention_cuda_base<P> {
 };
 
 // ---------------------------------------------------------------------------------------------------------
+// Rung 4: the autotuned bf16 kernel
+
+// CUDA events, destroyed on every path out of the tuning.
+class event_pair {
+ public:
+  event_pair() {
+    KSTUDY_CUDA_CHECK(cudaEventCreate(&m_start));
+    try {
+      KSTUDY_CUDA_CHECK(cudaEventCreate(&m_stop));
+    } catch (...) {
+      cudaEventDestroy(m_start);
+      throw;
+    }
+  }
+  event_pair(const event_pair&) = delete;
+  event_pair& operator=(const event_pair&) = delete;
+  ~event_pair() {
+    cudaEventDestroy(m_start);
+    cudaEventDestroy(m_stop);
+  }
+  cudaEvent_t start() const { return m_start; }
+  cudaEvent_t stop() const { return m_stop; }
+
+ private:
+  cudaEvent_t m_start = nullptr, m_stop = nullptr;
+};
+
+// One launch configuration: all candidates take rung 3's arguments and compute the same sums in the same key
+// order per query row, so the choice changes the speed, not the result.
+struct bf16_candidate {
+  fused_kernels<attention_precision::bf16>::kernel_t kernel;
+  int warps, stages;
+  std::size_t smem;
+};
+
+class attention_bf16_autotuned final : public attention_cuda_base<attention_precision::bf16> {
+  using base = attention_cuda_base<attention_precision::bf16>;
+
+ public:
+  // Allocates, plan() (the candidates of the problem's DMAX), uploads; then times each candidate on the
+  // prepared problem (1 warm-up + 2 launches, CUDA events on the variant's stream) and keeps the fastest.
+  void prepare(const problem_data& problem, const run_options& options) override {
+    base::prepare(problem, options);
+    if (m_candidates.size() == 1) return;
+    event_pair events;
+    float best_ms = 0.0f;
+    for (std::size_t i = 0; i < m_candidates.size(); ++i) {
+      launch(m_candidates[i]);  // warm-up
+      KSTUDY_CUDA_CHECK(cudaEventRecord(events.start(), m_stream));
+      launch(m_candidates[i]);
+      launch(m_candidates[i]);
+      KSTUDY_CUDA_CHECK(cudaEventRecord(events.stop(), m_stream));
+      KSTUDY_CUDA_CHECK(cudaEventSynchronize(events.stop()));
+      float ms = 0.0f;
+      KSTUDY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start(), events.stop()));
+      if (i == 0 || ms < best_ms) {
+        best_ms = ms;
+        m_chosen = i;
+      }
+    }
+  }
+
+  void enqueue_run() override { launch(m_candidates[m_chosen]); }
+
+  double calculated_occupancy() const override {
+    if (m_candidates.empty()) return 0.0;
+    const auto& c = m_candidates[m_chosen];
+    int blocks = 0;
+    KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, c.kernel, 32 * c.warps, c.smem));
+    return double(blocks * 32 * c.warps) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor));
+  }
+
+  std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
+    if (m_candidates.empty()) return {};
+    const auto& c = m_candidates[m_chosen];
+    return {{"warps", c.warps}, {"query_rows", 16 * c.warps}, {"stages", c.stages}, {"key_tile", bf16p_keys}};
+  }
+
+ protected:
+  void check_shape(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) const override {
+    base::check_shape(heads, tokens, head_dim);
+    if (head_dim > max_head_dim)
+      throw std::invalid_argument("attention_bf16_fused_autotuned: head_dim " + std::to_string(head_dim) +
+                                  " is over " + std::to_string(max_head_dim));
+    const std::int64_t tiles = (tokens + bf16p_rows - 1) / bf16p_rows;  // rung 3's blocks always fit
+    if (heads > INT_MAX / tiles)
+      throw std::invalid_argument("attention_bf16_fused_autotuned: too many blocks for one grid");
+  }
+
+  // Rung 3's kernel first (the reference the others must beat), then the tuned configurations; 64-row
+  // blocks only where their grid fits.
+  void plan() override {
+    m_candidates.clear();
+    m_chosen = 0;
+    if (m_head_dim <= 32)
+      add_candidates<32>();
+    else if (m_head_dim <= 64)
+      add_candidates<64>();
+    else
+      add_candidates<128>();
+    for (const auto& c : m_candidates)
+      if (c.smem > 48 * 1024)
+        KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(c.kernel),
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(c.smem)));
+  }
+
+ private:
+  template <int DMAX>
+  void add_candidates() {
+    m_candidates.push_back({attention_pipelined_bf16<DMAX>, bf16p_warps, 2, bf16_pipe_tiles<DMAX>::smem_bytes});
+    // 8 warps x 3 stages at DMAX = 64 spills (20 bytes) under the 128-register cap of two blocks per SM.
+    if constexpr (DMAX != 64) add<DMAX, 8, 3>();
+    const std::int64_t tiles64 = (m_tokens + 63) / 64;
+    if (m_heads <= INT_MAX / tiles64) {
+      add<DMAX, 4, 2>();
+      add<DMAX, 4, 3>();
+    }
+  }
+  template <int DMAX, int Warps, int Stages>
+  void add() {
+    m_candidates.push_back({attention_tuned_bf16<DMAX, Warps, Stages>, Warps, Stages,
+                            bf16_tuned_tiles<DMAX, Warps, Stages>::smem_bytes});
+  }
+
+  void launch(const bf16_candidate& c) const {
+    const int rows = 16 * c.warps;
+    const std::int64_t query_tiles = (m_tokens + rows - 1) / rows;
+    c.kernel<<<static_cast<unsigned int>(m_heads * query_tiles), 32 * c.warps, c.smem, m_stream>>>(
+        m_q, m_k, m_v, m_o, m_tokens, static_cast<int>(m_head_dim), query_tiles, m_scale * log2_e);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+
+  std::vector<bf16_candidate> m_candidates;
+  std::size_t m_chosen = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------
 // Registration
 
 // The textbook's traffic: the essential Q, K, V, O plus the score matrix's round trips: the first GEMM
@@ -1337,6 +1676,12 @@ void register_cuda(attention_precision precision, const std::string& name, int r
       "rung 2 with a copy pipeline and ldmatrix: K/V tiles by 16-byte cp.async into a 2-stage shared-memory ring "
       "(tile j + 1 in flight during tile j's math, one barrier per tile), V kept row-major and read with "
       "ldmatrix.x4.trans instead of transposing stores, Q and K fragments by ldmatrix.x4, padded rows",
+      false);
+  register_cuda<attention_bf16_autotuned>(
+      bf16, "attention_bf16_fused_autotuned", 4, fusion_level::full, /*kernels_launched=*/1,  // chosen candidate
+      "rung 3 autotuned: rung 3's kernel and its template over 4 or 8 warps (64 or 128 query rows per block, "
+      "4 or 2 blocks per SM) and a 2- or 3-stage cp.async K/V ring, each timed in prepare() on the prepared "
+      "problem (CUDA events, fastest of 1 warm-up + 2 launches); tuned_parameters() reports the choice",
       false);
   return 0;
 }();
