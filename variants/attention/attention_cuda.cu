@@ -24,6 +24,8 @@
 //    buffers, so the K and V copies of tile j + 1 overlap tile j's math (no staging registers).
 //  3 attention_bf16_fused_pipelined: cp.async 2-stage K/V ring (one barrier per tile), V row-major and read
 //    by ldmatrix.x4.trans (no transposing scalar stores), Q and K fragments by ldmatrix.x4, padded rows.
+//  4 attention_bf16_fused_autotuned: rung 3's kernel and a template of it over 4 / 8 warps and a 2 / 3-stage
+//    ring, each timed on the prepared problem in prepare(); the fastest runs (tuned_parameters() says which).
 // The fused kernels take any head_dim <= 128 (compiled for a maximum of 32, 64 or 128, zero-padded above
 // head_dim) and any tokens >= 1 (keys beyond tokens scored -inf, queries beyond tokens not stored).
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a stream synchronisation.
