@@ -65,16 +65,18 @@ int list_command() {
       family_width = std::max(family_width, v->info.family.size() + 2);
     }
     const auto w = [](std::size_t width) { return std::setw(static_cast<int>(width)); };
+    const std::string traffic_header = "MB @" + at_text;  // 4096x4096x4096 is wider than the numbers
+    const std::size_t traffic_width = std::max<std::size_t>(16, traffic_header.size() + 2);
     std::cout << std::left << "  " << w(id_width) << "id" << w(family_width) << "family" << w(18) << "implementation"
               << w(5) << "rung" << w(9) << "fusion" << w(18) << "layout" << w(8) << "kernels" << w(7) << "block"
-              << w(16) << ("MB @" + at_text) << "description\n";
+              << w(traffic_width) << traffic_header << "description\n";
     for (const auto* v : variants) {
       const auto& i = v->info;
       const auto shape = op->shape(at, i.layout, 3);
       std::cout << "  " << w(id_width) << i.id() << w(family_width) << i.family << w(18)
                 << kstudy::to_string(i.implementation) << w(5) << (i.rung > 0 ? std::to_string(i.rung) : "-") << w(9)
                 << kstudy::to_string(i.fusion) << w(18) << kstudy::to_string(i.layout) << w(8) << i.kernels_launched
-                << w(7) << (i.tunable_block_size ? "yes" : "no") << w(16)
+                << w(7) << (i.tunable_block_size ? "yes" : "no") << w(traffic_width)
                 << std::to_string(i.traffic(shape).total() / 1000000) << i.description << "\n";
     }
   }
