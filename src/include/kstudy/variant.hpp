@@ -118,6 +118,31 @@ class variant {
   virtual std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const { return {}; }
 };
 
+// A variant that queues its work (its own CUDA stream, or a Kokkos execution-space instance): it implements
+// the enqueue_* forms and wait(), and the synchronous forms are those followed by wait(), written once here.
+// queues_asynchronously() is true; a host-space Kokkos variant, whose launches complete before returning,
+// overrides it to false.
+class queued_variant : public variant {
+ public:
+  void run() final {
+    enqueue_run();
+    wait();
+  }
+  void upload(const std::vector<host_span>& inputs) final {
+    enqueue_upload(inputs);
+    wait();
+  }
+  void download(const std::vector<host_span>& outputs) final {
+    enqueue_download(outputs);
+    wait();
+  }
+  bool queues_asynchronously() const override { return true; }
+  void enqueue_run() override = 0;
+  void enqueue_upload(const std::vector<host_span>& inputs) override = 0;
+  void enqueue_download(const std::vector<host_span>& outputs) override = 0;
+  void wait() override = 0;
+};
+
 using variant_factory = std::function<std::unique_ptr<variant>()>;
 
 struct registered_variant {
