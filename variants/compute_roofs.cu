@@ -7,10 +7,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
-#include <stdexcept>
-#include <string>
 #include <utility>
 
+#include "detail/cublas_check.hpp"
 #include "kstudy/compute_roofs.hpp"
 #include "kstudy/cuda_escape.hpp"
 
@@ -57,13 +56,6 @@ int multiprocessors() {
   KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return sms;
 }
-
-void check_cublas(cublasStatus_t status, const char* call) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(call) + ": " + cublasGetStatusName(status) + " (" +
-                             cublasGetStatusString(status) + ")");
-}
-#define KSTUDY_ROOF_CUBLAS_CHECK(call) check_cublas((call), #call)
 
 }  // namespace
 
@@ -118,9 +110,9 @@ cublas_gemm_probe::cublas_gemm_probe(gemm_roof_precision precision, std::int64_t
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
   KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
-  KSTUDY_ROOF_CUBLAS_CHECK(cublasCreate(&s.handle));
+  KSTUDY_CUBLAS_CHECK(cublasCreate(&s.handle));
   // Pedantic math for the float32 roof: cuBLAS may not substitute TF32 for an SGEMM.
-  KSTUDY_ROOF_CUBLAS_CHECK(
+  KSTUDY_CUBLAS_CHECK(
       cublasSetMathMode(s.handle, precision == gemm_roof_precision::fp32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
 }
 
@@ -134,8 +126,8 @@ void cublas_gemm_probe::run() {
   const cublasComputeType_t compute =
       s.precision == gemm_roof_precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const int n = static_cast<int>(s.n);
-  KSTUDY_ROOF_CUBLAS_CHECK(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, s.a, input, n, s.b, input,
-                                        n, &beta, s.c, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT));
+  KSTUDY_CUBLAS_CHECK(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, s.a, input, n, s.b, input,
+                                   n, &beta, s.c, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT));
   KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/cublas_check.hpp"
 #include "detail/cuda_buffers.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
@@ -52,13 +53,6 @@ namespace {
 
 using kstudy::detail::device_alloc;
 using kstudy::detail::device_free;
-
-void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                           cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
-}
-#define KSTUDY_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
 
 constexpr float log2_e = 1.4426950408889634f;
 constexpr int max_head_dim = 128;  // of the fused kernels

@@ -31,6 +31,7 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "stream/stream.hpp"
+#include "detail/cublas_check.hpp"
 #include "detail/cuda_buffers.hpp"
 
 namespace kstudy::stream {
@@ -38,14 +39,6 @@ namespace {
 
 using kstudy::detail::device_alloc;
 using kstudy::detail::device_free;
-
-// Throws std::runtime_error naming the cuBLAS call and its status.
-void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                           cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
-}
-#define KSTUDY_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
 
 constexpr int default_block_size = 256;
 

@@ -1,0 +1,20 @@
+#pragma once
+// The cuBLAS status check of the CUDA variants and the compute roofs (.cu files only), the companion of
+// KSTUDY_CUDA_CHECK: throws std::runtime_error naming the call, file, line and cuBLAS's status name and text.
+#include <cublas_v2.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace kstudy::detail {
+
+inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                           cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+}
+
+}  // namespace kstudy::detail
+
+// Checks a cuBLAS call (cublasStatus_t): throws std::runtime_error on failure.
+#define KSTUDY_CUBLAS_CHECK(call) ::kstudy::detail::check_cublas((call), #call, __FILE__, __LINE__)
