@@ -45,6 +45,7 @@
 #include "attention/attention.hpp"
 #include "detail/cublas_check.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 
@@ -1196,24 +1197,18 @@ using element_t = std::conditional_t<P == attention_precision::fp32, float, std:
 
 // Q, K, V, O on the variant's own stream; a variant implements plan() (after allocation) and enqueue_run().
 template <attention_precision P>
-class attention_cuda_base : public variant {
+class attention_cuda_base : public kstudy::detail::cuda_stream_variant<> {
  public:
   using element = element_t<P>;
 
-  attention_cuda_base() = default;
-  attention_cuda_base(const attention_cuda_base&) = delete;
-  attention_cuda_base& operator=(const attention_cuda_base&) = delete;
-  ~attention_cuda_base() override {
-    release_all();
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
-  }
+  ~attention_cuda_base() override { release_all(); }
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = attention_problem(problem, P);
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     check_shape(data.heads(), data.tokens(), data.head_dim());
     release_all();
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_heads = data.heads();
     m_tokens = data.tokens();
     m_head_dim = data.head_dim();
@@ -1226,24 +1221,10 @@ class attention_cuda_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
-  }
   void poison() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_o, 0xFF, bytes(), m_stream));  // all-ones: NaN in float32 and bf16
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
-  bool queues_asynchronously() const override { return true; }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 3) throw std::invalid_argument("attention: expected the three inputs Q, K, V");
     element* targets[3] = {m_q, m_k, m_v};
@@ -1253,7 +1234,6 @@ class attention_cuda_base : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(o_output(outputs), m_o, bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  protected:
   // Throws std::invalid_argument for a shape the variant cannot take, before any allocation.
@@ -1266,7 +1246,6 @@ class attention_cuda_base : public variant {
 
   std::size_t bytes() const { return static_cast<std::size_t>(m_heads * m_tokens * m_head_dim) * sizeof(element); }
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_heads = 0, m_tokens = 0, m_head_dim = 0;
   float m_scale = 1.0f;
   element *m_q = nullptr, *m_k = nullptr, *m_v = nullptr, *m_o = nullptr;

@@ -43,6 +43,7 @@
 
 #include "detail/cublas_check.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 #include "gemm/gemm.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
@@ -618,17 +619,14 @@ warptile_kernels warptile_kernels_of() {
 // Buffers and transfers
 
 // A, B and C on the variant's own stream; a rung implements enqueue_run() (and plan() for its setup).
-class gemm_cuda_base : public variant {
+class gemm_cuda_base : public kstudy::detail::cuda_stream_variant<> {
  public:
   explicit gemm_cuda_base(table_layout layout = table_layout::row_major) : m_layout(layout) {}
-  gemm_cuda_base(const gemm_cuda_base&) = delete;
-  gemm_cuda_base& operator=(const gemm_cuda_base&) = delete;
   ~gemm_cuda_base() override {
     if (m_stream != nullptr) cudaStreamSynchronize(m_stream);  // queued work ends before the buffers go
     device_free(m_a);
     device_free(m_b);
     device_free(m_c);
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
   }
 
   void prepare(const problem_data& problem, const run_options& options) override {
@@ -640,10 +638,8 @@ class gemm_cuda_base : public variant {
     // Kernels index rows, columns and k with int (offsets in 64 bits).
     if (data.m() > INT_MAX || data.n() > INT_MAX || data.k() > INT_MAX)
       throw std::invalid_argument("gemm: extents beyond 2^31 - 1");
-    if (m_stream == nullptr)
-      KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
-    else
-      wait();  // a re-prepare frees buffers that queued work may still use
+    if (m_stream != nullptr) wait();  // a re-prepare frees buffers that queued work may still use
+    create_stream();
     device_free(m_a);
     device_free(m_b);
     device_free(m_c);
@@ -657,25 +653,11 @@ class gemm_cuda_base : public variant {
     plan();
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
-  }
   void poison() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_c, 0xFF, c_bytes(), m_stream));  // all-ones bytes: a NaN
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
 
-  bool queues_asynchronously() const override { return true; }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 2) throw std::invalid_argument("gemm: expected the inputs A and B");
     const std::size_t a_bytes = std::size_t(m_m) * std::size_t(m_k) * sizeof(float);
@@ -688,7 +670,6 @@ class gemm_cuda_base : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(c_output(outputs), m_c, c_bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  protected:
   // After the inputs are on the device (queued): kernel attributes, autotuning, library handles.
@@ -696,7 +677,6 @@ class gemm_cuda_base : public variant {
   std::size_t c_bytes() const { return std::size_t(m_m) * std::size_t(m_n) * sizeof(float); }
 
   table_layout m_layout;
-  cudaStream_t m_stream = nullptr;
   int m_m = 0, m_n = 0, m_k = 0;
   float *m_a = nullptr, *m_b = nullptr, *m_c = nullptr;
 };

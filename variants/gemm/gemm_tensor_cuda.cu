@@ -50,6 +50,7 @@
 
 #include "detail/cublas_check.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 #include "gemm/gemm.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
@@ -678,18 +679,14 @@ __global__ void __launch_bounds__(C::threads, C::min_blocks)
 // A, B (stored precision) and C (float32) on the variant's own stream; a variant implements enqueue_run()
 // (and plan() for its setup). Handwritten variants take row-major problems only.
 template <gemm_precision P>
-class gemm_tc_base : public variant {
+class gemm_tc_base : public kstudy::detail::cuda_stream_variant<> {
  public:
   using storage = typename tc_traits<P>::storage;
 
-  gemm_tc_base() = default;
-  gemm_tc_base(const gemm_tc_base&) = delete;
-  gemm_tc_base& operator=(const gemm_tc_base&) = delete;
   ~gemm_tc_base() override {
     device_free(m_a);
     device_free(m_b);
     device_free(m_c);
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
   }
 
   void prepare(const problem_data& problem, const run_options& options) override {
@@ -701,7 +698,7 @@ class gemm_tc_base : public variant {
     device_free(m_a);
     device_free(m_b);
     device_free(m_c);
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_m = data.m();
     m_n = data.n();
     m_k = data.k();
@@ -713,25 +710,11 @@ class gemm_tc_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
-  }
   void poison() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_c, 0xFF, c_bytes(), m_stream));  // all-ones bytes: a NaN
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
 
-  bool queues_asynchronously() const override { return true; }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     const std::size_t a_bytes = static_cast<std::size_t>(m_m * m_k) * sizeof(storage);
     const std::size_t b_bytes = static_cast<std::size_t>(m_k * m_n) * sizeof(storage);
@@ -743,7 +726,6 @@ class gemm_tc_base : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(c_output(outputs), m_c, c_bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  protected:
   virtual void plan() {}
@@ -768,7 +750,6 @@ class gemm_tc_base : public variant {
   const storage* a() const { return m_a; }
   const storage* b() const { return m_b; }
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_m = 0, m_n = 0, m_k = 0;
   bool m_row_major = true;
   storage *m_a = nullptr, *m_b = nullptr;

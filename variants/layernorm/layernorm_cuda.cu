@@ -29,6 +29,7 @@
 #include "kstudy/variant.hpp"
 #include "layernorm/layernorm.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 
 namespace kstudy::layernorm {
 namespace {
@@ -313,15 +314,9 @@ void launch_registers(const row_arguments& a) {
 enum class algorithm { two_pass, welford, registers, add_then_registers, fused_registers };
 
 template <layernorm_kind K, algorithm A>
-class layernorm_cuda final : public variant {
+class layernorm_cuda final : public kstudy::detail::cuda_stream_variant<> {
  public:
-  layernorm_cuda() = default;
-  layernorm_cuda(const layernorm_cuda&) = delete;
-  layernorm_cuda& operator=(const layernorm_cuda&) = delete;
-  ~layernorm_cuda() override {
-    release();
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
-  }
+  ~layernorm_cuda() override { release(); }
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = layernorm_problem(problem, K);
@@ -329,7 +324,7 @@ class layernorm_cuda final : public variant {
     if (data.rows() > INT_MAX || data.hidden() > INT_MAX)
       throw std::invalid_argument(std::string(operation_name(K)) + ": rows and hidden must fit a 32-bit int");
     release();
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_rows = data.rows();
     m_hidden = data.hidden();
     device_alloc(m_x, data.elements());
@@ -353,27 +348,13 @@ class layernorm_cuda final : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
-  }
   void poison() override {
     // All-ones bytes are a float NaN.
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, bytes(), m_stream));
     if constexpr (has_residual(K)) KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_h, 0xFF, bytes(), m_stream));
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
 
-  bool queues_asynchronously() const override { return true; }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != std::size_t(input_count(K)))
       throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
@@ -406,7 +387,6 @@ class layernorm_cuda final : public variant {
     }
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  private:
   std::size_t bytes() const { return static_cast<std::size_t>(m_rows * m_hidden) * sizeof(float); }
@@ -419,7 +399,6 @@ class layernorm_cuda final : public variant {
     device_free(m_h);
   }
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_rows = 0, m_hidden = 0;
   int m_add_grid = 1;
   float *m_x = nullptr, *m_r = nullptr, *m_gamma = nullptr, *m_beta = nullptr, *m_y = nullptr, *m_h = nullptr;

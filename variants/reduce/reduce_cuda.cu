@@ -31,6 +31,7 @@
 #include "kstudy/variant.hpp"
 #include "reduce/reduce_sum.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 
 namespace kstudy::reduce {
 namespace {
@@ -136,15 +137,11 @@ __global__ void sum_partials(const float* __restrict__ partials, int count, floa
 
 // x and the float s on the variant's own stream; a variant implements plan() (sizes its launch and
 // workspace after x is allocated) and enqueue_run().
-class reduce_cuda_base : public variant {
+class reduce_cuda_base : public kstudy::detail::cuda_stream_variant<variant> {
  public:
-  reduce_cuda_base() = default;
-  reduce_cuda_base(const reduce_cuda_base&) = delete;
-  reduce_cuda_base& operator=(const reduce_cuda_base&) = delete;
   ~reduce_cuda_base() override {
     device_free(m_x);
     device_free(m_s);
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
   }
 
   void prepare(const problem_data& problem, const run_options& options) override {
@@ -153,7 +150,7 @@ class reduce_cuda_base : public variant {
     device_free(m_x);
     device_free(m_s);
     release_workspace();
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_n = data.n();
     device_alloc(m_x, m_n);
     device_alloc(m_s, 1);
@@ -180,7 +177,6 @@ class reduce_cuda_base : public variant {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0xFF, sizeof(float), m_stream));  // all-ones bytes: a NaN
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
 
   // The run queues on m_stream; the download converts on the host after a wait, so it does not queue.
   bool enqueues_run() const override { return true; }
@@ -189,13 +185,11 @@ class reduce_cuda_base : public variant {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, static_cast<std::size_t>(m_n) * sizeof(float),
                                       cudaMemcpyHostToDevice, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  protected:
   virtual void plan() {}
   virtual void release_workspace() {}
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_n = 0;
   float* m_x = nullptr;
   float* m_s = nullptr;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "detail/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "softmax/softmax.hpp"
@@ -224,21 +225,15 @@ __global__ void __launch_bounds__(1024) softmax_registers(const float* __restric
 // Buffers and transfers shared by the rungs
 
 // x and y on the variant's own stream; a rung implements plan() (after allocation) and enqueue_run().
-class softmax_cuda_base : public variant {
+class softmax_cuda_base : public kstudy::detail::cuda_stream_variant<> {
  public:
-  softmax_cuda_base() = default;
-  softmax_cuda_base(const softmax_cuda_base&) = delete;
-  softmax_cuda_base& operator=(const softmax_cuda_base&) = delete;
-  ~softmax_cuda_base() override {
-    release();
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
-  }
+  ~softmax_cuda_base() override { release(); }
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = softmax_problem(problem);
     check_options(options);
     release();
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_rows = data.rows();
     m_cols = data.cols();
     void* p = nullptr;
@@ -250,24 +245,10 @@ class softmax_cuda_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
-  }
   void poison() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, bytes(), m_stream));  // all-ones bytes: a float NaN
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
-  bool queues_asynchronously() const override { return true; }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
@@ -275,7 +256,6 @@ class softmax_cuda_base : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(y_output(outputs), m_y, bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
   double calculated_occupancy() const override {
     if (m_kernel == nullptr) return 0.0;
@@ -292,7 +272,6 @@ class softmax_cuda_base : public variant {
 
   std::size_t bytes() const { return static_cast<std::size_t>(m_rows * m_cols) * sizeof(float); }
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_rows = 0, m_cols = 0;
   float *m_x = nullptr, *m_y = nullptr;
   const void* m_kernel = nullptr;  // the kernel the plan launches, for the occupancy

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "detail/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "softmax/softmax.hpp"
@@ -101,17 +102,13 @@ void check_cudnn(cudnnStatus_t status, const char* call, const char* file, int l
 }
 #define KSTUDY_CUDNN_CHECK(call) check_cudnn((call), #call, __FILE__, __LINE__)
 
-class softmax_cudnn final : public variant {
+class softmax_cudnn final : public kstudy::detail::cuda_stream_variant<> {
  public:
-  softmax_cudnn() = default;
-  softmax_cudnn(const softmax_cudnn&) = delete;
-  softmax_cudnn& operator=(const softmax_cudnn&) = delete;
   ~softmax_cudnn() override {
     if (m_stream != nullptr) cudaStreamSynchronize(m_stream);
     release();
     if (m_descriptor != nullptr) cudnn().destroy_tensor(m_descriptor);
     if (m_handle != nullptr) cudnn().destroy(m_handle);
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
   }
 
   void prepare(const problem_data& problem, const run_options& options) override {
@@ -123,7 +120,7 @@ class softmax_cudnn final : public variant {
                                   " exceeds cuDNN's 32-bit tensor extents");
     const auto& api = cudnn();
     release();
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     if (m_handle == nullptr) KSTUDY_CUDNN_CHECK(api.create(&m_handle));
     KSTUDY_CUDNN_CHECK(api.set_stream(m_handle, m_stream));
     if (m_descriptor == nullptr) KSTUDY_CUDNN_CHECK(api.create_tensor(&m_descriptor));
@@ -138,24 +135,10 @@ class softmax_cudnn final : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
-  }
   void poison() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, m_bytes, m_stream));  // all-ones bytes: a float NaN
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
-  bool queues_asynchronously() const override { return true; }
   void enqueue_run() override {
     const float alpha = 1.0f, beta = 0.0f;
     KSTUDY_CUDNN_CHECK(cudnn().softmax_forward(m_handle, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
@@ -168,7 +151,6 @@ class softmax_cudnn final : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(y_output(outputs), m_y, m_bytes, cudaMemcpyDeviceToHost, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  private:
   void release() {
@@ -177,7 +159,6 @@ class softmax_cudnn final : public variant {
     m_x = m_y = nullptr;
   }
 
-  cudaStream_t m_stream = nullptr;
   cudnnHandle_t m_handle = nullptr;
   cudnnTensorDescriptor_t m_descriptor = nullptr;
   float *m_x = nullptr, *m_y = nullptr;

@@ -33,6 +33,7 @@
 #include "stream/stream.hpp"
 #include "detail/cublas_check.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 
 namespace kstudy::stream {
 namespace {
@@ -156,22 +157,16 @@ __global__ void stream_dot(const float* __restrict__ x, const float* __restrict_
 // options, sizes its launch and workspace; called after the vectors are allocated) and enqueue_run().
 // The dot result is a float64 on the device unless the family's library returns a float (cuBLAS).
 template <stream_kind K>
-class stream_cuda_base : public variant {
+class stream_cuda_base : public kstudy::detail::cuda_stream_variant<variant> {
  public:
-  stream_cuda_base() = default;
-  stream_cuda_base(const stream_cuda_base&) = delete;
-  stream_cuda_base& operator=(const stream_cuda_base&) = delete;
-  ~stream_cuda_base() override {
-    release_vectors();
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
-  }
+  ~stream_cuda_base() override { release_vectors(); }
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = stream_problem(problem, K);
     check_options(data.n(), options);
     release_vectors();
     release_workspace();
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_n = data.n();
     m_q = data.q();
     device_alloc(m_x, m_n);
@@ -221,7 +216,6 @@ class stream_cuda_base : public variant {
     }
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
 
   // Everything queues on m_stream; only a float dot result needs the host to convert it after a wait.
   bool queues_asynchronously() const override { return !float_result(); }
@@ -242,7 +236,6 @@ class stream_cuda_base : public variant {
       KSTUDY_CUDA_CHECK(cudaMemcpyAsync(z_output(outputs), m_z, bytes(), cudaMemcpyDeviceToHost, m_stream));
     }
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  protected:
   // Throws std::invalid_argument for options or an n the family cannot take (before any allocation).
@@ -258,7 +251,6 @@ class stream_cuda_base : public variant {
 
   std::size_t bytes() const { return static_cast<std::size_t>(m_n) * sizeof(float); }
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_n = 0;
   float m_q = 0.0f;
   float *m_x = nullptr, *m_y = nullptr, *m_z = nullptr;

@@ -33,6 +33,7 @@
 #include "transpose/transpose.hpp"
 #include "detail/cublas_check.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 
 namespace kstudy::transpose {
 namespace {
@@ -177,15 +178,11 @@ __global__ void __launch_bounds__(tile64_threads) transpose_tile64_kernel(const 
 // Buffers and transfers
 
 // x and t on the variant's own stream; a variant implements enqueue_run() (and plan() for its setup).
-class transpose_cuda_base : public variant {
+class transpose_cuda_base : public kstudy::detail::cuda_stream_variant<> {
  public:
-  transpose_cuda_base() = default;
-  transpose_cuda_base(const transpose_cuda_base&) = delete;
-  transpose_cuda_base& operator=(const transpose_cuda_base&) = delete;
   ~transpose_cuda_base() override {
     device_free(m_x);
     device_free(m_t);
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
   }
 
   void prepare(const problem_data& problem, const run_options& options) override {
@@ -193,7 +190,7 @@ class transpose_cuda_base : public variant {
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     device_free(m_x);
     device_free(m_t);
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_rows = data.rows();
     m_cols = data.cols();
     device_alloc(m_x, data.elements());
@@ -202,25 +199,11 @@ class transpose_cuda_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
-  }
   void poison() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_t, 0xFF, bytes(), m_stream));  // all-ones bytes: a NaN
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
 
-  bool queues_asynchronously() const override { return true; }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("transpose: expected one input array");
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
@@ -228,7 +211,6 @@ class transpose_cuda_base : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(t_output(outputs), m_t, bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
  protected:
   virtual void plan() {}
@@ -241,7 +223,6 @@ class transpose_cuda_base : public variant {
     return dim3(static_cast<unsigned int>(gx), static_cast<unsigned int>(gy), 1);
   }
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_rows = 0, m_cols = 0;
   float *m_x = nullptr, *m_t = nullptr;
 };
