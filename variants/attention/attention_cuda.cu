@@ -994,6 +994,8 @@ __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
 // shared memory and 128 registers at DMAX = 64), so one block's barrier stalls are hidden by three others.
 // A 3-deep ring keeps two tiles in flight: tile j + 2 is issued during tile j's math. Rung 3's own kernel is
 // the (8 warps, 2 stages) candidate, so the tuned choice is never slower than rung 3 beyond timing noise.
+// Rung 3 keeps its own kernel rather than this template at (8, 2): that instantiation is not the same code
+// (a guarded prologue, a general ring index) and spills 32 bytes at DMAX = 64 under the 128-register cap.
 
 template <int DMAX, int Warps, int Stages>
 struct bf16_tuned_tiles {
