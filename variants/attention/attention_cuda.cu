@@ -59,12 +59,7 @@ constexpr float log2_e = 1.4426950408889634f;
 constexpr int max_head_dim = 128;  // of the fused kernels
 constexpr std::int64_t max_grid = std::int64_t(1) << 30;
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Rung 1's softmax: one block per row of S (float32, in place). P is written as Out (float: over S itself;
@@ -1455,30 +1450,7 @@ class attention_fused final : public attention_cuda_base<P> {
 // ---------------------------------------------------------------------------------------------------------
 // Rung 4: the autotuned bf16 kernel
 
-// CUDA events, destroyed on every path out of the tuning.
-class event_pair {
- public:
-  event_pair() {
-    KSTUDY_CUDA_CHECK(cudaEventCreate(&m_start));
-    try {
-      KSTUDY_CUDA_CHECK(cudaEventCreate(&m_stop));
-    } catch (...) {
-      cudaEventDestroy(m_start);
-      throw;
-    }
-  }
-  event_pair(const event_pair&) = delete;
-  event_pair& operator=(const event_pair&) = delete;
-  ~event_pair() {
-    cudaEventDestroy(m_start);
-    cudaEventDestroy(m_stop);
-  }
-  cudaEvent_t start() const { return m_start; }
-  cudaEvent_t stop() const { return m_stop; }
-
- private:
-  cudaEvent_t m_start = nullptr, m_stop = nullptr;
-};
+using kstudy::detail::event_pair;
 
 // One launch configuration: all candidates take rung 3's arguments and compute the same sums in the same key
 // order per query row, so the choice changes the speed, not the result.

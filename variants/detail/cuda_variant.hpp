@@ -1,13 +1,47 @@
 #pragma once
 // The stream plumbing of the handwritten CUDA variants (.cu files only): each queues its work on its own
 // non-blocking stream, created on the first prepare() and destroyed last (after the derived class has freed
-// its buffers), reported by stream() for CUDA event timing and drained by wait().
+// its buffers), reported by stream() for CUDA event timing and drained by wait(). Also the device attribute
+// query and the event pair that the autotuned variants time their candidates with.
 #include <cuda_runtime.h>
 
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::detail {
+
+// An attribute of the current device.
+inline int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// CUDA events, destroyed on every path out of the tuning.
+class event_pair {
+ public:
+  event_pair() {
+    KSTUDY_CUDA_CHECK(cudaEventCreate(&m_start));
+    try {
+      KSTUDY_CUDA_CHECK(cudaEventCreate(&m_stop));
+    } catch (...) {
+      cudaEventDestroy(m_start);
+      throw;
+    }
+  }
+  event_pair(const event_pair&) = delete;
+  event_pair& operator=(const event_pair&) = delete;
+  ~event_pair() {
+    cudaEventDestroy(m_start);
+    cudaEventDestroy(m_stop);
+  }
+  cudaEvent_t start() const { return m_start; }
+  cudaEvent_t stop() const { return m_stop; }
+
+ private:
+  cudaEvent_t m_start = nullptr, m_stop = nullptr;
+};
 
 // Base is queued_variant for a variant whose run/upload/download are its enqueue_* forms followed by wait();
 // a variant with a synchronous piece of its own (a result converted on the host after a wait) derives from

@@ -65,12 +65,7 @@ namespace wmma = nvcuda::wmma;
 constexpr std::int64_t max_grid_y = 65535;
 constexpr std::int64_t max_grid_x = 2147483647;
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Precisions: what the host stores and uploads (storage), what wmma loads (element), the fragment shape.
@@ -870,30 +865,7 @@ struct mma_candidate_of {
   }
 };
 
-// CUDA events, destroyed on every path out of the tuning.
-class event_pair {
- public:
-  event_pair() {
-    KSTUDY_CUDA_CHECK(cudaEventCreate(&m_start));
-    try {
-      KSTUDY_CUDA_CHECK(cudaEventCreate(&m_stop));
-    } catch (...) {
-      cudaEventDestroy(m_start);
-      throw;
-    }
-  }
-  event_pair(const event_pair&) = delete;
-  event_pair& operator=(const event_pair&) = delete;
-  ~event_pair() {
-    cudaEventDestroy(m_start);
-    cudaEventDestroy(m_stop);
-  }
-  cudaEvent_t start() const { return m_start; }
-  cudaEvent_t stop() const { return m_stop; }
-
- private:
-  cudaEvent_t m_start = nullptr, m_stop = nullptr;
-};
+using kstudy::detail::event_pair;
 
 constexpr int raster_groups[] = {1, 8};  // block rows walked together (1: row by row)
 

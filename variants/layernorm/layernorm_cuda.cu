@@ -44,12 +44,7 @@ constexpr int max_register_vectors = 16;
 // The longest row the register kernel holds: 128 threads x 16 float4s.
 constexpr std::int64_t max_register_hidden = std::int64_t(register_threads) * 4 * max_register_vectors;
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Block reductions

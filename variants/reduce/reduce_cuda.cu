@@ -43,12 +43,7 @@ constexpr int block_size = 256;      // every rung; a power of two for rung 2's 
 constexpr int elements_per_thread = 16;  // rungs 2 and 3: the grid they launch
 constexpr std::int64_t max_spread_blocks = 65535;
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Kernels

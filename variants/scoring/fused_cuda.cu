@@ -15,6 +15,7 @@
 #include "kstudy/cuda_escape.hpp"
 #include "scoring/scoring_variant.hpp"
 #include "detail/cuda_buffers.hpp"
+#include "detail/cuda_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -40,12 +41,7 @@ kernel_fn kernel_for(table_layout layout, kernel_kind kind) {
   return fused_cuda_row_major;
 }
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 int resident_blocks_per_sm(kernel_fn kernel, int block, int smem_bytes) {
   int blocks = 0;

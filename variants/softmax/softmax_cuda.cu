@@ -32,12 +32,7 @@ namespace {
 constexpr int default_block_size = 256;
 constexpr std::int64_t max_grid = std::int64_t(1) << 30;  // blocks; more rows are strided over
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Reductions over a group of consecutive threads: a warp (32) or several whole warps of one block.

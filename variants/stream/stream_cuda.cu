@@ -43,12 +43,7 @@ using kstudy::detail::device_free;
 
 constexpr int default_block_size = 256;
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Kernels

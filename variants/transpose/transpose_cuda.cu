@@ -44,12 +44,7 @@ using kstudy::detail::device_free;
 constexpr std::int64_t max_grid_y = 65535;
 constexpr std::int64_t max_grid_x = 2147483647;
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
+using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Kernels
