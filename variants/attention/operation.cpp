@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 
@@ -171,17 +172,11 @@ variant_info variant_info_for(attention_precision precision, const std::string& 
 
 namespace {
 
-// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-double symmetric(std::uint64_t bits) { return 2.0 * unit(bits) - 1.0; }  // U[-1, 1)
+using detail::splitmix64;
+using detail::unit_double;
+double symmetric(std::uint64_t bits) { return 2.0 * unit_double(bits) - 1.0; }  // U[-1, 1)
 std::uint64_t hash(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
-  return mix(mix(seed ^ mix(array)) + static_cast<std::uint64_t>(i));
+  return splitmix64(splitmix64(seed ^ splitmix64(array)) + static_cast<std::uint64_t>(i));
 }
 
 constexpr std::uint64_t q_array = 0x617471, k_array = 0x61746b, v_array = 0x617476, direction_array = 0x617475,
@@ -197,7 +192,7 @@ struct head_plan {
 head_plan plan_of(std::uint64_t seed, std::int64_t h, std::int64_t tokens) {
   const std::uint64_t hp = hash(seed, forced_array, h);
   return {static_cast<std::int64_t>(hp % static_cast<std::uint64_t>(tokens)),
-          static_cast<std::int64_t>(mix(hp) % static_cast<std::uint64_t>(tokens))};
+          static_cast<std::int64_t>(splitmix64(hp) % static_cast<std::uint64_t>(tokens))};
 }
 
 double direction(std::uint64_t seed, std::int64_t h, std::int64_t d, std::int64_t head_dim) {
@@ -211,8 +206,8 @@ void generate_floats(std::uint64_t seed, std::int64_t heads, std::int64_t tokens
   for (std::int64_t row = 0; row < heads * tokens; ++row) {
     const std::int64_t h = row / tokens, t = row % tokens;
     const head_plan plan = plan_of(seed, h, tokens);
-    const bool peaked = t == plan.forced_peak || unit(hash(seed, q_row_array, row)) < 1.0 / 64;
-    const bool sink = t == plan.forced_sink || unit(hash(seed, k_row_array, row)) < 1.0 / 256;
+    const bool peaked = t == plan.forced_peak || unit_double(hash(seed, q_row_array, row)) < 1.0 / 64;
+    const bool sink = t == plan.forced_sink || unit_double(hash(seed, k_row_array, row)) < 1.0 / 256;
     for (std::int64_t d = 0; d < head_dim; ++d) {
       const std::int64_t i = row * head_dim + d;
       const double u_hd = direction(seed, h, d, head_dim);
@@ -221,9 +216,9 @@ void generate_floats(std::uint64_t seed, std::int64_t heads, std::int64_t tokens
       const std::uint64_t hk = hash(seed, k_array, i);
       k[i] = static_cast<float>(sink ? sink_amplitude * u_hd + sink_noise * symmetric(hk)
                                      : k_amplitude * symmetric(hk));
-      const std::uint64_t hv = hash(seed, v_array, i), hv2 = mix(hv);
-      if (unit(hv2) < v_outlier_fraction) {
-        const double magnitude = 8.0 + 24.0 * unit(mix(hv2));
+      const std::uint64_t hv = hash(seed, v_array, i), hv2 = splitmix64(hv);
+      if (unit_double(hv2) < v_outlier_fraction) {
+        const double magnitude = 8.0 + 24.0 * unit_double(splitmix64(hv2));
         v[i] = static_cast<float>((hv2 & 1) ? magnitude : -magnitude);
       } else {
         v[i] = static_cast<float>(symmetric(hv));
@@ -569,8 +564,8 @@ class attention_operation final : public operation {
       std::memcpy(&b, &f, sizeof b);
       return std::uint64_t(b);
     };
-    const std::uint64_t salt = mix(bits(q_of(p, 0)) ^ (bits(k_of(p, p.elements() - 1)) << 32) ^
-                                   mix(bits(v_of(p, p.elements() / 2))));
+    const std::uint64_t salt = splitmix64(bits(q_of(p, 0)) ^ (bits(k_of(p, p.elements() - 1)) << 32) ^
+                                   splitmix64(bits(v_of(p, p.elements() / 2))));
     std::set<std::int64_t> chosen;
     for (std::int64_t h = 0; h < heads; ++h) {
       std::vector<std::int64_t> t_rows = {0, tokens - 1};
