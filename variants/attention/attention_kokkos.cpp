@@ -195,7 +195,7 @@ struct attention_body {
 };
 
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_fused final : public variant {
+class attention_kokkos_fused final : public queued_variant {
  public:
   using execution_space = ExecutionSpace;
   using body_type = attention_body<ExecutionSpace, P>;
@@ -234,18 +234,6 @@ class attention_kokkos_fused final : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     if constexpr (P == attention_precision::fp32)
       Kokkos::deep_copy(m_space, m_body.o, std::numeric_limits<float>::quiet_NaN());
@@ -256,11 +244,9 @@ class attention_kokkos_fused final : public variant {
 
   // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
   bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
   }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");
@@ -699,7 +685,7 @@ struct tiled_host_body {
 };
 
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_tiled final : public variant {
+class attention_kokkos_tiled final : public queued_variant {
  public:
   using execution_space = ExecutionSpace;
   using storage = storage_t<P>;
@@ -750,18 +736,6 @@ class attention_kokkos_tiled final : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     if constexpr (P == attention_precision::fp32)
       Kokkos::deep_copy(m_space, m_o, std::numeric_limits<float>::quiet_NaN());
@@ -772,11 +746,9 @@ class attention_kokkos_tiled final : public variant {
 
   // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
   bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
   }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");

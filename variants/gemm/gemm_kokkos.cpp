@@ -262,7 +262,7 @@ void launch_naive(const ExecutionSpace& space, const In& a, const In& b, const O
 // Buffers, transfers and poisoning of one precision and layout in one execution space; a variant
 // implements launch() (queues one resident run on m_space).
 template <class ExecutionSpace, class Layout, gemm_precision P>
-class gemm_kokkos_base : public variant {
+class gemm_kokkos_base : public queued_variant {
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
@@ -301,18 +301,6 @@ class gemm_kokkos_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_c, std::numeric_limits<float>::quiet_NaN());
     m_space.fence();
@@ -322,11 +310,9 @@ class gemm_kokkos_base : public variant {
   // event recorded after enqueue_run() ends with them; only an own stream overlaps other instances' work.
   bool queues_asynchronously() const override { return !on_host && m_instance_owned; }
   bool enqueues_run() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
   }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 2) throw std::invalid_argument(std::string(operation_name(P)) + ": expected A and B");

@@ -103,7 +103,7 @@ void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, 
 // Buffers, transfers and poisoning of a LayerNorm kind in one execution space; a variant implements
 // launch() (queues one resident run on m_space).
 template <class ExecutionSpace, layernorm_kind K>
-class layernorm_kokkos_base : public variant {
+class layernorm_kokkos_base : public queued_variant {
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
@@ -138,18 +138,6 @@ class layernorm_kokkos_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
     if constexpr (has_residual(K)) Kokkos::deep_copy(m_space, m_h, std::numeric_limits<float>::quiet_NaN());
@@ -158,11 +146,9 @@ class layernorm_kokkos_base : public variant {
 
   // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
   bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
   }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != std::size_t(input_count(K)))

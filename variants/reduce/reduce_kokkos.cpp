@@ -26,7 +26,7 @@ using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
 // Buffers, transfers and poisoning in one execution space; a family implements launch().
 template <class ExecutionSpace>
-class reduce_kokkos_base : public variant {
+class reduce_kokkos_base : public queued_variant {
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
@@ -50,18 +50,6 @@ class reduce_kokkos_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_s, std::numeric_limits<double>::quiet_NaN());
     m_space.fence();
@@ -69,11 +57,9 @@ class reduce_kokkos_base : public variant {
 
   // Its own stream on a device: every launch only queues, and several instances overlap.
   bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
   }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("reduce_sum: expected one input array");

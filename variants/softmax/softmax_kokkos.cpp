@@ -152,7 +152,7 @@ struct two_pass_body {
 };
 
 template <class ExecutionSpace>
-class softmax_kokkos final : public variant {
+class softmax_kokkos final : public queued_variant {
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
@@ -180,18 +180,6 @@ class softmax_kokkos final : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
     m_space.fence();
@@ -199,11 +187,9 @@ class softmax_kokkos final : public variant {
 
   bool queues_asynchronously() const override { return !on_host; }
   bool enqueues_run() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
   }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");

@@ -38,7 +38,7 @@ using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 // (queues one resident run on m_space) and, for a reduction whose result lands elsewhere, the result
 // hooks.
 template <class ExecutionSpace, stream_kind K>
-class stream_kokkos_base : public variant {
+class stream_kokkos_base : public queued_variant {
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
@@ -70,18 +70,6 @@ class stream_kokkos_base : public variant {
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     if constexpr (is_reduction(K))
       Kokkos::deep_copy(m_space, m_d, std::numeric_limits<double>::quiet_NaN());
@@ -90,13 +78,14 @@ class stream_kokkos_base : public variant {
     m_space.fence();
   }
 
+  // The library family shares the default instance, so does not overlap others: only the families on
+  // their own stream say they queue asynchronously.
+  bool queues_asynchronously() const override { return false; }
   // On a device every launch only queues, so an event recorded after enqueue_run() ends with the work.
   bool enqueues_run() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
   }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     const auto n = static_cast<std::size_t>(m_n);
