@@ -70,6 +70,19 @@ std::vector<std::string> variant_ids(Keep keep) {
   return ids;
 }
 
+// The fixture of a test parameterised over variant ids (derive an empty one per suite): the registered
+// variant, its operation, and a skip where this build cannot run it (Kokkos not initialised; a device
+// variant without a GPU).
+class registered_variant_test : public ::testing::TestWithParam<std::string> {
+ protected:
+  const registered_variant& entry() const { return *variant_registry::instance().find(GetParam()); }
+  const operation& op() const { return operation_of(entry()); }
+  void SetUp() override {
+    KSTUDY_REQUIRE_KOKKOS();
+    if (entry().info.on_device && !gpu_present()) GTEST_SKIP() << "no GPU";
+  }
+};
+
 // A test name GoogleTest accepts for a variant id (name@backend -> name_backend).
 inline std::string variant_test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param;

@@ -425,15 +425,7 @@ std::vector<std::string> gemm_variant_ids() {
 }
 using kstudy::test::variant_test_name;
 
-class GemmVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  const operation& op() const { return kstudy::operation_of(entry()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class GemmVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(GemmVariants, PassesTheGateAtOddShapes) {
   const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1}, {1, 33, 7}, {37, 29, 263}, {130, 67, 129},

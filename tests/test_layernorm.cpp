@@ -291,15 +291,7 @@ std::vector<std::string> layernorm_variant_ids() {
 }
 using kstudy::test::variant_test_name;
 
-class LayernormVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  const operation& op() const { return kstudy::operation_of(entry()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class LayernormVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(LayernormVariants, PassesTheGateAtOddShapes) {
   // Odd shapes of the brief, a float4 shape (768, 8192) and a row past the register and scratch limits.

@@ -186,14 +186,7 @@ std::vector<std::string> reduce_variant_ids() {
   return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return i.operation == "reduce_sum"; });
 }
 
-class ReduceSumVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class ReduceSumVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(ReduceSumVariants, PassesTheGateAtOddSizes) {
   for (const std::int64_t n : {std::int64_t(1), std::int64_t(3), std::int64_t(4099), (std::int64_t(1) << 20) + 3}) {

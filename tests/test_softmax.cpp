@@ -199,14 +199,7 @@ std::vector<std::string> softmax_variant_ids(bool tunable_only = false) {
 }
 using kstudy::test::variant_test_name;
 
-class SoftmaxVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class SoftmaxVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(SoftmaxVariants, PassesTheGateAtOddShapes) {
   // 1 x 1, one short row, a column, rows not multiples of the block or of 4 columns (scalar paths), a

@@ -297,15 +297,7 @@ std::vector<std::string> stream_variant_ids(bool tunable_only = false) {
 }
 using kstudy::test::variant_test_name;
 
-class StreamVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  const operation& op() const { return kstudy::operation_of(entry()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class StreamVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(StreamVariants, PassesTheGateAtOddSizes) {
   for (const std::int64_t n : {1, 3, 1023, 4097, 1000003}) {

@@ -159,14 +159,7 @@ std::vector<std::string> transpose_variant_ids() {
   return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return i.operation == "transpose"; });
 }
 
-class TransposeVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class TransposeVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(TransposeVariants, PassesTheGateAtOddShapes) {
   // One element, one row, one column, not multiples of 32 / 64, odd and even (vector widths 1, 2, 4 on
