@@ -195,16 +195,17 @@ struct attention_body {
 };
 
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_fused final : public queued_variant {
+class attention_kokkos_fused final : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using body_type = attention_body<ExecutionSpace, P>;
   using array_type = typename body_type::array_type;
   using policy_type = typename body_type::policy_type;
   using storage = storage_t<P>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
-  attention_kokkos_fused() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  attention_kokkos_fused() : kokkos_base(/*own_stream=*/true) {}
   ~attention_kokkos_fused() override { m_instance.drain(); }  // queued work ends before the buffers are freed
   attention_kokkos_fused(const attention_kokkos_fused&) = delete;
   attention_kokkos_fused& operator=(const attention_kokkos_fused&) = delete;
@@ -231,7 +232,7 @@ class attention_kokkos_fused final : public queued_variant {
     m_body.tiles = tiles;
     m_body.scale = data.scale();
     m_teams = static_cast<int>(data.heads() * blocks);
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
   void poison() override {
@@ -242,12 +243,6 @@ class attention_kokkos_fused final : public queued_variant {
     m_space.fence();
   }
 
-  // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
-  bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {  // run() is this and wait()
-    launch();
-    if constexpr (on_host) m_space.fence();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");
     using host_view = Kokkos::View<const storage*, Kokkos::HostSpace, unmanaged>;
@@ -261,16 +256,7 @@ class attention_kokkos_fused final : public queued_variant {
     Kokkos::deep_copy(m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)),
                       m_body.o);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  void launch() {
+  void launch() override {
     const int team_size = on_host ? 1 : m_body.tiles.block_q;  // one thread per query row on a device
     const auto bytes = scratch_bytes<ExecutionSpace>(m_body.tiles, m_body.dim);
     const policy_type policy =
@@ -279,8 +265,8 @@ class attention_kokkos_fused final : public queued_variant {
   }
 
  private:
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   body_type m_body;
   std::int64_t m_elements = 0;
   int m_teams = 1;
@@ -685,14 +671,15 @@ struct tiled_host_body {
 };
 
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_tiled final : public queued_variant {
+class attention_kokkos_tiled final : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using storage = storage_t<P>;
   using array_type = typename tiled_host_body<ExecutionSpace, P>::array_type;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
-  attention_kokkos_tiled() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  attention_kokkos_tiled() : kokkos_base(/*own_stream=*/true) {}
   ~attention_kokkos_tiled() override { m_instance.drain(); }  // queued work ends before the buffers are freed
   attention_kokkos_tiled(const attention_kokkos_tiled&) = delete;
   attention_kokkos_tiled& operator=(const attention_kokkos_tiled&) = delete;
@@ -733,7 +720,7 @@ class attention_kokkos_tiled final : public queued_variant {
     m_blocks_per_head = static_cast<int>(blocks);
     m_scale = data.scale();
     m_teams = static_cast<int>(data.heads() * blocks);
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
   void poison() override {
@@ -744,12 +731,6 @@ class attention_kokkos_tiled final : public queued_variant {
     m_space.fence();
   }
 
-  // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
-  bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {  // run() is this and wait()
-    launch();
-    if constexpr (on_host) m_space.fence();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");
     using host_view = Kokkos::View<const storage*, Kokkos::HostSpace, unmanaged>;
@@ -763,16 +744,7 @@ class attention_kokkos_tiled final : public queued_variant {
     Kokkos::deep_copy(m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)),
                       m_o);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  void launch() {
+  void launch() override {
     if constexpr (on_host) {
       using body_type = tiled_host_body<ExecutionSpace, P>;
       body_type body;
@@ -827,8 +799,8 @@ class attention_kokkos_tiled final : public queued_variant {
     Kokkos::parallel_for("kstudy::attention_kokkos_tiled", policy, body);
   }
 
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   array_type m_q, m_k, m_v, m_o;
   std::int64_t m_elements = 0, m_tokens = 0;
   std::size_t m_host_bytes = 0;
