@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,6 +49,32 @@ inline void expect_one_shot_and_queued_paths_pass(const operation& op, const reg
   impl->download(out.spans());
   const auto g = op.check(data, inputs.reference(), out.spans());
   EXPECT_TRUE(g.passed) << entry.info.id() << " queued: " << g.message;
+}
+
+// A fresh instance of the variant passes the gate at one shape (seed: the shape's own, so shapes differ).
+inline void expect_gate_passes(const operation& op, const registered_variant& entry,
+                               const std::vector<std::int64_t>& extents, std::uint64_t seed) {
+  point_inputs inputs(op, extents, 0, seed);
+  auto impl = entry.make();
+  const auto g = prepare_and_gate(*impl, entry, inputs, {});
+  std::string at;
+  for (const auto e : extents) at += (at.empty() ? "" : "x") + std::to_string(e);
+  EXPECT_TRUE(g.passed) << entry.info.id() << " at " << at << ": " << g.message;
+}
+
+// The gate's verdict on what a prepared, poisoned variant downloads when nothing runs, over host arrays
+// of zeros (not the host poison, so only the variant's poison can fail them).
+inline gate_result poisoned_outputs_gate(const operation& op, const registered_variant& entry,
+                                         const std::vector<std::int64_t>& extents, std::uint64_t seed) {
+  point_inputs inputs(op, extents, 0, seed);
+  const auto& data = inputs.data(entry.info.layout);
+  auto impl = entry.make();
+  impl->prepare(data, {});
+  impl->poison();
+  host_outputs out(op, data.shape());
+  for (const auto& span : out.spans()) std::memset(span.data, 0, static_cast<std::size_t>(span.bytes));
+  impl->download(out.spans());
+  return op.check(data, inputs.reference(), out.spans());
 }
 
 }  // namespace kstudy::test

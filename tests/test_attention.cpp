@@ -417,12 +417,8 @@ class AttentionVariants : public kstudy::test::registered_variant_test {};
 TEST_P(AttentionVariants, PassesTheGateAtOddShapes) {
   const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1}, {1, 33, 7}, {3, 257, 33}, {2, 130, 64},
                                                          {1, 1031, 64}};
-  for (const auto& e : shapes) {
-    kstudy::point_inputs inputs(op(), e, 0, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at " << e[0] << "x" << e[1] << "x" << e[2] << ": " << g.message;
-  }
+  for (const auto& e : shapes)
+    kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
 }
 
 TEST_P(AttentionVariants, OneShotAndQueuedPathsPass) {
@@ -430,15 +426,7 @@ TEST_P(AttentionVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(AttentionVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {2, 65, 9}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  for (const auto& span : out.spans()) std::memset(span.data, 0, static_cast<std::size_t>(span.bytes));
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
+  const auto g = kstudy::test::poisoned_outputs_gate(op(), entry(), {2, 65, 9}, k_seed);
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.value_failures, 2 * 65 * 9);
 }

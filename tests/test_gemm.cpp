@@ -430,12 +430,8 @@ class GemmVariants : public kstudy::test::registered_variant_test {};
 TEST_P(GemmVariants, PassesTheGateAtOddShapes) {
   const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1}, {1, 33, 7}, {37, 29, 263}, {130, 67, 129},
                                                          {257, 131, 65}};
-  for (const auto& e : shapes) {
-    kstudy::point_inputs inputs(op(), e, 0, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at " << e[0] << "x" << e[1] << "x" << e[2] << ": " << g.message;
-  }
+  for (const auto& e : shapes)
+    kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
 }
 
 TEST_P(GemmVariants, OneShotAndQueuedPathsPass) {
@@ -443,15 +439,7 @@ TEST_P(GemmVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(GemmVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {3, 129, 17}, 0, k_seed);
-  const auto& data = inputs.data(entry().info.layout);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  for (const auto& span : out.spans()) std::memset(span.data, 0, static_cast<std::size_t>(span.bytes));
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
+  const auto g = kstudy::test::poisoned_outputs_gate(op(), entry(), {3, 129, 17}, k_seed);
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.value_failures, 3 * 129);
 }
