@@ -62,6 +62,28 @@ KOKKOS_INLINE_FUNCTION void store_value(std::uint16_t& out, float x) {
   out = static_cast<std::uint16_t>(b.u >> 16);
 }
 
+// One key tile's online-softmax step for a query row: rescales what the earlier tiles accumulated in orow
+// and row_sum to the new running maximum, then adds the tile's weights exp(s - max) and their values.
+// scores: the tile's scaled scores; tile_max: their maximum; values: the tile's V rows (dim apart).
+KOKKOS_INLINE_FUNCTION void accumulate_tile(const float* scores, float tile_max, const float* values, int keys,
+                                            int dim, float* orow, float& row_max, float& row_sum) {
+  const float m_old = row_max, m_new = m_old > tile_max ? m_old : tile_max;
+  float l = row_sum;
+  if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
+    const float correction = expf(m_old - m_new);  // 0 while m_old is -inf
+    l *= correction;
+    for (int d = 0; d < dim; ++d) orow[d] *= correction;
+  }
+  for (int j = 0; j < keys; ++j) {
+    const float p = expf(scores[j] - m_new);
+    const float* const vj = values + j * dim;
+    l += p;
+    for (int d = 0; d < dim; ++d) orow[d] += p * vj[d];
+  }
+  row_max = m_new;
+  row_sum = l;
+}
+
 // The tiling of one launch: rows per team (block_q), keys per tile (block_k), the odd strides of the
 // per-row arrays and the scratch level.
 struct tiling {
@@ -169,21 +191,7 @@ struct attention_body {
           sr[j] = s;
           tile_max = tile_max > s ? tile_max : s;
         }
-        const float m_old = row_max[r], m_new = m_old > tile_max ? m_old : tile_max;
-        float l = row_sum[r];
-        if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
-          const float correction = expf(m_old - m_new);  // 0 while m_old is -inf
-          l *= correction;
-          for (int d = 0; d < dim; ++d) orow[d] *= correction;
-        }
-        for (int j = 0; j < keys; ++j) {
-          const float p = expf(sr[j] - m_new);
-          const float* const vj = vs + j * dim;
-          l += p;
-          for (int d = 0; d < dim; ++d) orow[d] += p * vj[d];
-        }
-        row_max[r] = m_new;
-        row_sum[r] = l;
+        accumulate_tile(sr, tile_max, vs, keys, dim, orow, row_max[r], row_sum[r]);
       });
     }
     team.team_barrier();
@@ -644,22 +652,7 @@ struct tiled_host_body {
           sr[j] *= scale;
           tile_max = tile_max > sr[j] ? tile_max : sr[j];
         }
-        const float m_old = row_max[r], m_new = m_old > tile_max ? m_old : tile_max;
-        float* const orow = os + r * dim;
-        float l = row_sum[r];
-        if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
-          const float correction = expf(m_old - m_new);
-          l *= correction;
-          for (int d = 0; d < dim; ++d) orow[d] *= correction;
-        }
-        for (int j = 0; j < keys; ++j) {
-          const float p = expf(sr[j] - m_new);
-          const float* const vj = vs + j * dim;
-          l += p;
-          for (int d = 0; d < dim; ++d) orow[d] += p * vj[d];
-        }
-        row_max[r] = m_new;
-        row_sum[r] = l;
+        accumulate_tile(sr, tile_max, vs, keys, dim, os + r * dim, row_max[r], row_sum[r]);
       }
     }
     storage* const og = o.data() + head_base + row0 * dim;
