@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/moved_beyond.hpp"
 #include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -482,9 +483,7 @@ class attention_operation final : public operation {
     if (std::isnan(current)) throw std::logic_error(m_info.name + ": corrupt needs a finite output to move");
     if constexpr (P == attention_precision::fp32) {
       float& y = static_cast<float*>(o)[0];
-      float moved = static_cast<float>(double(y) + 2 * bound);
-      while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-      y = moved;
+      y = detail::moved_beyond(y, bound);
     } else {
       std::uint16_t& y = static_cast<std::uint16_t*>(o)[0];
       std::uint16_t moved = round_to_bf16(static_cast<float>(current + 2 * bound));

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "gemm/gemm.hpp"
+#include "detail/moved_beyond.hpp"
 #include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -568,9 +569,7 @@ class gemm_operation final : public operation {
     element_reference(p, 0, 0, expected, scale);
     const double bound = relative_tolerance(P, p.k()) * scale + absolute_tolerance;
     float& c = c_output(outputs)[0];  // (0, 0) in both layouts
-    float moved = static_cast<float>(double(c) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(c)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-    c = moved;
+    c = detail::moved_beyond(c, bound);
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {

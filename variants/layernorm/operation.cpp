@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/moved_beyond.hpp"
 #include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -336,9 +337,7 @@ class layernorm_operation final : public operation {
     double expected, bound;
     y_reference_at(p, dynamic_cast<const layernorm_reference&>(*ref), 0, 0, expected, bound);
     float& y = y_output(outputs)[0];
-    float moved = static_cast<float>(double(y) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-    y = moved;
+    y = detail::moved_beyond(y, bound);
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {

@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/moved_beyond.hpp"
 #include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -298,9 +299,7 @@ class softmax_operation final : public operation {
     double expected, bound;
     element_reference(p, typed, 0, c, expected, bound);
     float& y = y_output(outputs)[c];
-    float moved = static_cast<float>(double(y) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-    y = moved;
+    y = detail::moved_beyond(y, bound);
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {

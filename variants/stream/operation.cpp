@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/moved_beyond.hpp"
 #include "detail/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -240,14 +241,14 @@ class stream_operation final : public operation {
     } else if constexpr (K == stream_kind::dot) {
       const double bound = dot_bound(p);
       double& d = *d_output(outputs);
-      d = beyond(d, bound, [](double v) { return std::nextafter(v, INFINITY); });
+      d = detail::moved_beyond(d, bound);
     } else {
       // z[0] moved to the first float beyond twice its bound: |new - ref| >= |new - z| - |z - ref| > bound.
       double ref, scale;
       elementwise_reference_at<K>(p, 0, ref, scale);
       float& z = z_output(outputs)[0];
       const double bound = elementwise_rtol() * scale;
-      z = beyond(z, bound, [](float v) { return std::nextafter(v, INFINITY); });
+      z = detail::moved_beyond(z, bound);
     }
   }
 
@@ -305,14 +306,6 @@ class stream_operation final : public operation {
   static double dot_rtol(std::int64_t n) { return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 2.0); }
   double dot_bound(const stream_data& p) const {
     return dot_rtol(p.n()) * dynamic_cast<const dot_reference&>(*reference(p)).magnitude;
-  }
-
-  // The first value past `value` (stepping with `next`) further than twice the bound from it.
-  template <class T, class Next>
-  static T beyond(T value, double bound, Next next) {
-    T moved = static_cast<T>(double(value) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(value)) > 2 * bound)) moved = next(moved);
-    return moved;
   }
 
   gate_result check_elementwise(const stream_data& p, const std::vector<host_span>& outputs) const {
