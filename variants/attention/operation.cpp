@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/bf16.hpp"
 #include "detail/moved_beyond.hpp"
 #include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
@@ -74,21 +75,8 @@ namespace kstudy::attention {
 
 namespace {
 
-float widen(std::uint16_t bits) {
-  const std::uint32_t wide = std::uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
-
-// Nearest-even bfloat16 (NaN stays NaN).
-std::uint16_t round_to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
+using detail::round_to_bf16;
+using detail::widen_bf16;
 
 }  // namespace
 
@@ -129,15 +117,15 @@ float attention_data::scale() const { return static_cast<float>(1.0 / std::sqrt(
 
 float attention_data::q_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_q[static_cast<std::size_t>(i)]
-                                                  : widen(m_q_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bf16(m_q_bf16[static_cast<std::size_t>(i)]);
 }
 float attention_data::k_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_k[static_cast<std::size_t>(i)]
-                                                  : widen(m_k_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bf16(m_k_bf16[static_cast<std::size_t>(i)]);
 }
 float attention_data::v_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_v[static_cast<std::size_t>(i)]
-                                                  : widen(m_v_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bf16(m_v_bf16[static_cast<std::size_t>(i)]);
 }
 
 const attention_data& attention_problem(const problem_data& problem, attention_precision expected) {
@@ -487,7 +475,7 @@ class attention_operation final : public operation {
     } else {
       std::uint16_t& y = static_cast<std::uint16_t*>(o)[0];
       std::uint16_t moved = round_to_bf16(static_cast<float>(current + 2 * bound));
-      while (!(std::fabs(double(widen(moved)) - current) > 2 * bound))
+      while (!(std::fabs(double(widen_bf16(moved)) - current) > 2 * bound))
         moved = (moved & 0x8000u) == 0 ? static_cast<std::uint16_t>(moved + 1)
                                        : (moved == 0x8000u ? std::uint16_t(1) : static_cast<std::uint16_t>(moved - 1));
       y = moved;
@@ -526,13 +514,13 @@ class attention_operation final : public operation {
   // Element i of Q, K or V as the float the computation starts from; the precision is known here, so the
   // reference's inner loops index the arrays directly.
   static float q_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.q()[i]; else return widen(p.q_bf16()[i]);
+    if constexpr (P == attention_precision::fp32) return p.q()[i]; else return widen_bf16(p.q_bf16()[i]);
   }
   static float k_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.k()[i]; else return widen(p.k_bf16()[i]);
+    if constexpr (P == attention_precision::fp32) return p.k()[i]; else return widen_bf16(p.k_bf16()[i]);
   }
   static float v_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.v()[i]; else return widen(p.v_bf16()[i]);
+    if constexpr (P == attention_precision::fp32) return p.v()[i]; else return widen_bf16(p.v_bf16()[i]);
   }
 
   static double hull_tolerance(std::int64_t tokens) {
@@ -545,7 +533,7 @@ class attention_operation final : public operation {
     if constexpr (P == attention_precision::fp32)
       return static_cast<const float*>(o)[i];
     else
-      return widen(static_cast<const std::uint16_t*>(o)[i]);
+      return widen_bf16(static_cast<const std::uint16_t*>(o)[i]);
   }
 
   // The rows the reference computes exactly (the file's comment), ascending.

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "gemm/gemm.hpp"
+#include "detail/bf16.hpp"
 #include "detail/moved_beyond.hpp"
 #include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
@@ -96,16 +97,7 @@ std::vector<host_span> gemm_data::streamed_inputs() const {
   return {{const_cast<float*>(m_a.get()), m() * k() * bytes}, {const_cast<float*>(m_b.get()), k() * n() * bytes}};
 }
 
-namespace {
-
-float widen_bf16(std::uint16_t bits) {
-  const std::uint32_t wide = std::uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
-
-}  // namespace
+using detail::widen_bf16;
 
 float gemm_data::a_at(std::int64_t i, std::int64_t l) const {
   const std::int64_t at = row_major() ? i * k() + l : l * m() + i;
@@ -167,13 +159,7 @@ float element(std::uint64_t key, std::int64_t index) {
   return static_cast<float>(double(std::int64_t(h >> 40) - (std::int64_t(1) << 23)) * 0x1.0p-23);
 }
 
-// Round to nearest even bfloat16 (the values are finite).
-std::uint16_t to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
+using detail::round_to_bf16;
 
 // Storage offset of element (r, c) of an rows x cols matrix in a layout.
 inline std::int64_t offset(bool row_major, std::int64_t r, std::int64_t c, std::int64_t rows, std::int64_t cols) {
@@ -362,8 +348,8 @@ class gemm_operation final : public operation {
     const bool row_major = shape.layout == table_layout::row_major;
     const std::uint64_t a_key = splitmix64(seed ^ splitmix64(a_array)), b_key = splitmix64(seed ^ splitmix64(b_array));
     if constexpr (P == gemm_precision::bf16) {
-      auto a = fill<std::uint16_t>(a_key, {row_major, m, k}, [](float v) { return to_bf16(v); });
-      auto b = fill<std::uint16_t>(b_key, {row_major, k, n}, [](float v) { return to_bf16(v); });
+      auto a = fill<std::uint16_t>(a_key, {row_major, m, k}, [](float v) { return round_to_bf16(v); });
+      auto b = fill<std::uint16_t>(b_key, {row_major, k, n}, [](float v) { return round_to_bf16(v); });
       return std::make_unique<gemm_data>(P, shape, nullptr, nullptr, std::move(a), std::move(b));
     } else {
       auto a = fill<float>(a_key, {row_major, m, k}, [](float v) { return v; });
