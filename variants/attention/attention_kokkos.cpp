@@ -215,8 +215,6 @@ class attention_kokkos_fused final : public detail::kokkos_queued_variant<Execut
 
   attention_kokkos_fused() : kokkos_base(/*own_stream=*/true) {}
   ~attention_kokkos_fused() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  attention_kokkos_fused(const attention_kokkos_fused&) = delete;
-  attention_kokkos_fused& operator=(const attention_kokkos_fused&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = attention_problem(problem, P);
@@ -674,8 +672,6 @@ class attention_kokkos_tiled final : public detail::kokkos_queued_variant<Execut
 
   attention_kokkos_tiled() : kokkos_base(/*own_stream=*/true) {}
   ~attention_kokkos_tiled() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  attention_kokkos_tiled(const attention_kokkos_tiled&) = delete;
-  attention_kokkos_tiled& operator=(const attention_kokkos_tiled&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = attention_problem(problem, P);

@@ -279,8 +279,6 @@ class gemm_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
   // own_stream: a private CUDA stream; Kokkos Kernels calls keep the default instance.
   explicit gemm_kokkos_base(bool own_stream) : kokkos_base(own_stream) {}
   ~gemm_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  gemm_kokkos_base(const gemm_kokkos_base&) = delete;
-  gemm_kokkos_base& operator=(const gemm_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = gemm_problem(problem, P);

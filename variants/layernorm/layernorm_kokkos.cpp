@@ -116,8 +116,6 @@ class layernorm_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpac
 
   layernorm_kokkos_base() : kokkos_base(/*own_stream=*/true) {}
   ~layernorm_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  layernorm_kokkos_base(const layernorm_kokkos_base&) = delete;
-  layernorm_kokkos_base& operator=(const layernorm_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = layernorm_problem(problem, K);

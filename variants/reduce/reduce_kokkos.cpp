@@ -38,8 +38,6 @@ class reduce_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> 
 
   reduce_kokkos_base() : kokkos_base(/*own_stream=*/true) {}
   ~reduce_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  reduce_kokkos_base(const reduce_kokkos_base&) = delete;
-  reduce_kokkos_base& operator=(const reduce_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = reduce_problem(problem);

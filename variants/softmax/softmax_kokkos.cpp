@@ -164,8 +164,6 @@ class softmax_kokkos final : public detail::kokkos_queued_variant<ExecutionSpace
 
   softmax_kokkos() : kokkos_base(/*own_stream=*/true) {}
   ~softmax_kokkos() override { m_instance.drain(); }
-  softmax_kokkos(const softmax_kokkos&) = delete;
-  softmax_kokkos& operator=(const softmax_kokkos&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = softmax_problem(problem);

@@ -53,8 +53,6 @@ class stream_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> 
   // own_stream: a private CUDA stream instead of the default instance's (see the file's comment).
   explicit stream_kokkos_base(bool own_stream) : kokkos_base(own_stream) {}
   ~stream_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  stream_kokkos_base(const stream_kokkos_base&) = delete;
-  stream_kokkos_base& operator=(const stream_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = stream_problem(problem, K);

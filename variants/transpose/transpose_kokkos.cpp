@@ -37,8 +37,6 @@ class transpose_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpac
 
   transpose_kokkos_base() : kokkos_base(/*own_stream=*/true) {}
   ~transpose_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers go
-  transpose_kokkos_base(const transpose_kokkos_base&) = delete;
-  transpose_kokkos_base& operator=(const transpose_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = transpose_problem(problem);
