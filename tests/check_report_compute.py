@@ -20,20 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import h5py
-    import matplotlib  # noqa: F401  (the report needs it)
-    import numpy as np
-    import pandas as pd
-except ImportError as error:
-    print(f"skipped: {error}")
-    sys.exit(77)
-
 sys.dont_write_bytecode = True
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-from kstudy_py import archive as A  # noqa: E402
-from kstudy_py import report  # noqa: E402
+# Exits 77 (skipped) when this python lacks h5py, pandas, numpy or matplotlib.
+from report_fixture import A, check, h5py, np, pd, report, write_tables  # noqa: E402
 
 BANDWIDTH = {"device_read": 4.0e12, "device_copy": 3.2e12, "host_read": 1.0e11}
 COMPUTE = {"device_fp32_fma": 64.0e12, "cublas_fp32_gemm": 50.0e12, "cublas_bf16_gemm": 700.0e12}
@@ -49,24 +38,6 @@ ATTENTION = [("attention_textbook@cuda", "attention_cuda", "handwritten_cuda", "
              ("attention_fused@cuda", "attention_cuda", "handwritten_cuda", "cuda", 2, 0.5),
              ("attention_kokkos_fused@cuda", "attention_kokkos", "kokkos", "cuda", 0, 0.2)]
 ATTENTION_POINTS = [(16, 1024, 64), (16, 4096, 64)]
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def compound(columns):
-    dtype = [(k, h5py.string_dtype() if isinstance(v[0], str) else np.asarray(v).dtype) for k, v in columns.items()]
-    rows = np.empty(len(next(iter(columns.values()))), dtype=dtype)
-    for k, v in columns.items():
-        rows[k] = np.array(v, dtype=h5py.string_dtype()) if isinstance(v[0], str) else v
-    return rows
-
-
-def write_tables(group, tables):
-    for name, df in tables.items():
-        group.create_dataset(name, data=compound({c: df[c].tolist() for c in df.columns}))
 
 
 def flops(operation, point):

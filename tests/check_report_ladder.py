@@ -20,20 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import h5py
-    import matplotlib  # noqa: F401  (the report needs it)
-    import numpy as np
-    import pandas as pd
-except ImportError as error:
-    print(f"skipped: {error}")
-    sys.exit(77)
-
 sys.dont_write_bytecode = True
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-from kstudy_py import archive as A  # noqa: E402
-from kstudy_py import report  # noqa: E402
+# Exits 77 (skipped) when this python lacks h5py, pandas, numpy or matplotlib.
+from report_fixture import A, check, h5py, np, pd, report, write_tables  # noqa: E402
 
 CEILINGS = {"device_read": 4.0e12, "device_copy": 3.2e12, "host_read": 1.0e11}
 # (variant, family, backend, rung): time per essential byte relative to the device_read roof's.
@@ -55,25 +44,6 @@ REDUCE_POINTS = [(1 << 20, 1), (1 << 28, 1), (1 << 30, 1)]       # headline 2^28
 TRANSPOSE_POINTS = [(1024, 1024), (8192, 8192), (16384, 16384)]  # headline 8192²
 # Counters of the transpose ladder at 8192² (two kernels for the padded rung, to check the sums).
 BANK_CONFLICTS = {"transpose_tiled@cuda": 16252928.0, "transpose_padded@cuda": 0.0}
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def compound(columns):
-    """A compound dataset's rows from {name: values}; strings stored variable-length, as kstudy writes them."""
-    dtype = [(k, h5py.string_dtype() if isinstance(v[0], str) else np.asarray(v).dtype) for k, v in columns.items()]
-    rows = np.empty(len(next(iter(columns.values()))), dtype=dtype)
-    for k, v in columns.items():
-        rows[k] = np.array(v, dtype=h5py.string_dtype()) if isinstance(v[0], str) else v
-    return rows
-
-
-def write_tables(group, tables):
-    for name, df in tables.items():
-        group.create_dataset(name, data=compound({c: df[c].tolist() for c in df.columns}))
 
 
 def essential(operation, rows, features):

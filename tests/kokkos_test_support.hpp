@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,6 +51,32 @@ inline void expect_one_shot_and_queued_paths_pass(const operation& op, const reg
   EXPECT_TRUE(g.passed) << entry.info.id() << " queued: " << g.message;
 }
 
+// A fresh instance of the variant passes the gate at one shape (seed: the shape's own, so shapes differ).
+inline void expect_gate_passes(const operation& op, const registered_variant& entry,
+                               const std::vector<std::int64_t>& extents, std::uint64_t seed) {
+  point_inputs inputs(op, extents, 0, seed);
+  auto impl = entry.make();
+  const auto g = prepare_and_gate(*impl, entry, inputs, {});
+  std::string at;
+  for (const auto e : extents) at += (at.empty() ? "" : "x") + std::to_string(e);
+  EXPECT_TRUE(g.passed) << entry.info.id() << " at " << at << ": " << g.message;
+}
+
+// The gate's verdict on what a prepared, poisoned variant downloads when nothing runs, over host arrays
+// of zeros (not the host poison, so only the variant's poison can fail them).
+inline gate_result poisoned_outputs_gate(const operation& op, const registered_variant& entry,
+                                         const std::vector<std::int64_t>& extents, std::uint64_t seed) {
+  point_inputs inputs(op, extents, 0, seed);
+  const auto& data = inputs.data(entry.info.layout);
+  auto impl = entry.make();
+  impl->prepare(data, {});
+  impl->poison();
+  host_outputs out(op, data.shape());
+  for (const auto& span : out.spans()) std::memset(span.data, 0, static_cast<std::size_t>(span.bytes));
+  impl->download(out.spans());
+  return op.check(data, inputs.reference(), out.spans());
+}
+
 }  // namespace kstudy::test
 
 // Skips (never passes) a test when this build's Kokkos could not be initialised here.
@@ -69,6 +96,19 @@ std::vector<std::string> variant_ids(Keep keep) {
     if (keep(v->info)) ids.push_back(v->info.id());
   return ids;
 }
+
+// The fixture of a test parameterised over variant ids (derive an empty one per suite): the registered
+// variant, its operation, and a skip where this build cannot run it (Kokkos not initialised; a device
+// variant without a GPU).
+class registered_variant_test : public ::testing::TestWithParam<std::string> {
+ protected:
+  const registered_variant& entry() const { return *variant_registry::instance().find(GetParam()); }
+  const operation& op() const { return operation_of(entry()); }
+  void SetUp() override {
+    KSTUDY_REQUIRE_KOKKOS();
+    if (entry().info.on_device && !gpu_present()) GTEST_SKIP() << "no GPU";
+  }
+};
 
 // A test name GoogleTest accepts for a variant id (name@backend -> name_backend).
 inline std::string variant_test_name(const ::testing::TestParamInfo<std::string>& info) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/bf16.hpp"
 #include "kokkos_test_support.hpp"
 #include "kstudy/host_io.hpp"
 #include "kstudy/operation.hpp"
@@ -46,18 +47,8 @@ std::unique_ptr<kstudy::problem_data> generate(attention_precision precision, st
 
 const attention_data& typed(const kstudy::problem_data& p) { return dynamic_cast<const attention_data&>(p); }
 
-float widen(std::uint16_t bits) {
-  const std::uint32_t wide = std::uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
-std::uint16_t round_to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
+using kstudy::detail::round_to_bf16;
+using kstudy::detail::widen_bf16;
 
 // How a float32 implementation computes attention (the test's emulations of the kernels the gate must pass).
 struct emulation {
@@ -94,7 +85,7 @@ void emulate(const attention_data& p, const emulation& how, const std::vector<ks
       return dot * scale;
     };
     const auto accumulate = [&](std::int64_t j, float weight) {
-      const float w = how.round_p ? widen(round_to_bf16(weight)) : weight;
+      const float w = how.round_p ? widen_bf16(round_to_bf16(weight)) : weight;
       const float* const v = &vs[(h * tokens + j) * dim];
       for (std::int64_t d = 0; d < dim; ++d) o[d] += w * v[d];
     };
@@ -218,7 +209,7 @@ TEST(AttentionOperation, GeneratorIsDeterministicWithRealisticScoresAndOutliers)
     ASSERT_EQ(pb.q_bf16()[i], round_to_bf16(pa.q()[i])) << i;
     ASSERT_EQ(pb.k_bf16()[i], round_to_bf16(pa.k()[i])) << i;
     ASSERT_EQ(pb.v_bf16()[i], round_to_bf16(pa.v()[i])) << i;
-    ASSERT_EQ(pb.v_at(i), widen(pb.v_bf16()[i]));
+    ASSERT_EQ(pb.v_at(i), widen_bf16(pb.v_bf16()[i]));
     ASSERT_EQ(pa.v_at(i), pa.v()[i]);
   }
 
@@ -325,7 +316,7 @@ TEST(AttentionGate, RejectsOneBadElementAnywhere) {
     const auto spans = out.spans();
     const bool bf16 = precision == attention_precision::bf16;
     const auto get = [&](std::int64_t i) {
-      return bf16 ? double(widen(spans[0].as<std::uint16_t>()[i])) : double(spans[0].as<float>()[i]);
+      return bf16 ? double(widen_bf16(spans[0].as<std::uint16_t>()[i])) : double(spans[0].as<float>()[i]);
     };
     const auto set = [&](std::int64_t i, double value) {
       if (bf16)
@@ -412,25 +403,13 @@ std::vector<std::string> attention_variant_ids() {
 }
 using kstudy::test::variant_test_name;
 
-class AttentionVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  const operation& op() const { return kstudy::operation_of(entry()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class AttentionVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(AttentionVariants, PassesTheGateAtOddShapes) {
   const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1}, {1, 33, 7}, {3, 257, 33}, {2, 130, 64},
                                                          {1, 1031, 64}};
-  for (const auto& e : shapes) {
-    kstudy::point_inputs inputs(op(), e, 0, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at " << e[0] << "x" << e[1] << "x" << e[2] << ": " << g.message;
-  }
+  for (const auto& e : shapes)
+    kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
 }
 
 TEST_P(AttentionVariants, OneShotAndQueuedPathsPass) {
@@ -438,15 +417,7 @@ TEST_P(AttentionVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(AttentionVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {2, 65, 9}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  for (const auto& span : out.spans()) std::memset(span.data, 0, static_cast<std::size_t>(span.bytes));
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
+  const auto g = kstudy::test::poisoned_outputs_gate(op(), entry(), {2, 65, 9}, k_seed);
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.value_failures, 2 * 65 * 9);
 }

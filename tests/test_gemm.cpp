@@ -425,25 +425,13 @@ std::vector<std::string> gemm_variant_ids() {
 }
 using kstudy::test::variant_test_name;
 
-class GemmVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  const operation& op() const { return kstudy::operation_of(entry()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class GemmVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(GemmVariants, PassesTheGateAtOddShapes) {
   const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1}, {1, 33, 7}, {37, 29, 263}, {130, 67, 129},
                                                          {257, 131, 65}};
-  for (const auto& e : shapes) {
-    kstudy::point_inputs inputs(op(), e, 0, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at " << e[0] << "x" << e[1] << "x" << e[2] << ": " << g.message;
-  }
+  for (const auto& e : shapes)
+    kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
 }
 
 TEST_P(GemmVariants, OneShotAndQueuedPathsPass) {
@@ -451,15 +439,7 @@ TEST_P(GemmVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(GemmVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {3, 129, 17}, 0, k_seed);
-  const auto& data = inputs.data(entry().info.layout);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  for (const auto& span : out.spans()) std::memset(span.data, 0, static_cast<std::size_t>(span.bytes));
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
+  const auto g = kstudy::test::poisoned_outputs_gate(op(), entry(), {3, 129, 17}, k_seed);
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.value_failures, 3 * 129);
 }

@@ -291,26 +291,14 @@ std::vector<std::string> layernorm_variant_ids() {
 }
 using kstudy::test::variant_test_name;
 
-class LayernormVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  const operation& op() const { return kstudy::operation_of(entry()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class LayernormVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(LayernormVariants, PassesTheGateAtOddShapes) {
   // Odd shapes of the brief, a float4 shape (768, 8192) and a row past the register and scratch limits.
   const std::vector<std::vector<std::int64_t>> shapes = {{1, 1},     {1, 33},  {7, 1},    {37, 4099},
                                                          {257, 1031}, {3, 8192}, {5, 768}, {2, 12288}};
-  for (const auto& e : shapes) {
-    kstudy::point_inputs inputs(op(), e, 0, k_seed + std::uint64_t(e[0] * 131 + e[1]));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at " << e[0] << "x" << e[1] << ": " << g.message;
-  }
+  for (const auto& e : shapes)
+    kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1]));
 }
 
 TEST_P(LayernormVariants, OneShotAndQueuedPathsPass) {
@@ -318,15 +306,7 @@ TEST_P(LayernormVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(LayernormVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {3, 129}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  for (const auto& span : out.spans()) std::memset(span.data, 0, static_cast<std::size_t>(span.bytes));
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
+  const auto g = kstudy::test::poisoned_outputs_gate(op(), entry(), {3, 129}, k_seed);
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.value_failures, 3 * 129);
 }

@@ -186,21 +186,11 @@ std::vector<std::string> reduce_variant_ids() {
   return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return i.operation == "reduce_sum"; });
 }
 
-class ReduceSumVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class ReduceSumVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(ReduceSumVariants, PassesTheGateAtOddSizes) {
   for (const std::int64_t n : {std::int64_t(1), std::int64_t(3), std::int64_t(4099), (std::int64_t(1) << 20) + 3}) {
-    kstudy::point_inputs inputs(op(), {n}, 0, k_seed + std::uint64_t(n));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at n=" << n << ": " << g.message;
+    kstudy::test::expect_gate_passes(op(), entry(), {n}, k_seed + std::uint64_t(n));
   }
 }
 
@@ -231,15 +221,7 @@ TEST_P(ReduceSumVariants, RepeatedAndQueuedRunsPass) {
 }
 
 TEST_P(ReduceSumVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {129}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  *out.spans()[0].as<double>() = 0.0;  // not the host poison
-  impl->download(out.spans());
-  EXPECT_FALSE(op().check(data, inputs.reference(), out.spans()).passed);
+  EXPECT_FALSE(kstudy::test::poisoned_outputs_gate(op(), entry(), {129}, k_seed).passed);
 }
 
 TEST_P(ReduceSumVariants, RejectsAnotherOperationsProblem) {

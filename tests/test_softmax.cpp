@@ -199,24 +199,14 @@ std::vector<std::string> softmax_variant_ids(bool tunable_only = false) {
 }
 using kstudy::test::variant_test_name;
 
-class SoftmaxVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class SoftmaxVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(SoftmaxVariants, PassesTheGateAtOddShapes) {
   // 1 x 1, one short row, a column, rows not multiples of the block or of 4 columns (scalar paths), a
   // register-resident long row and, on the serial/OpenMP team of one, the two-pass path.
   for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
            {1, 1}, {1, 33}, {7, 1}, {37, 4099}, {257, 1031}, {3, 16384}, {129, 128}, {5, 33000}}) {
-    kstudy::point_inputs inputs(op(), {rows, cols}, 0, k_seed + std::uint64_t(rows * cols));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at " << rows << "x" << cols << ": " << g.message;
+    kstudy::test::expect_gate_passes(op(), entry(), {rows, cols}, k_seed + std::uint64_t(rows * cols));
   }
 }
 
@@ -225,15 +215,7 @@ TEST_P(SoftmaxVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(SoftmaxVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {9, 129}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  std::memset(out.spans()[0].data, 0, static_cast<std::size_t>(out.spans()[0].bytes));  // not the host poison
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
+  const auto g = kstudy::test::poisoned_outputs_gate(op(), entry(), {9, 129}, k_seed);
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.value_failures, 9 * 129);
 }

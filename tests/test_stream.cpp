@@ -297,22 +297,11 @@ std::vector<std::string> stream_variant_ids(bool tunable_only = false) {
 }
 using kstudy::test::variant_test_name;
 
-class StreamVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  const operation& op() const { return kstudy::operation_of(entry()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class StreamVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(StreamVariants, PassesTheGateAtOddSizes) {
   for (const std::int64_t n : {1, 3, 1023, 4097, 1000003}) {
-    kstudy::point_inputs inputs(op(), {n}, 0, k_seed + std::uint64_t(n));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at n=" << n << ": " << g.message;
+    kstudy::test::expect_gate_passes(op(), entry(), {n}, k_seed + std::uint64_t(n));
   }
 }
 
@@ -321,15 +310,7 @@ TEST_P(StreamVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(StreamVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {129}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  std::memset(out.spans()[0].data, 0, static_cast<std::size_t>(out.spans()[0].bytes));  // not the host poison
-  impl->download(out.spans());
-  const auto g = op().check(data, inputs.reference(), out.spans());
+  const auto g = kstudy::test::poisoned_outputs_gate(op(), entry(), {129}, k_seed);
   EXPECT_FALSE(g.passed);
   EXPECT_EQ(g.value_failures, entry().info.operation == "stream_dot" ? 1 : 129);
 }

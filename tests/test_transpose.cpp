@@ -159,14 +159,7 @@ std::vector<std::string> transpose_variant_ids() {
   return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return i.operation == "transpose"; });
 }
 
-class TransposeVariants : public ::testing::TestWithParam<std::string> {
- protected:
-  const kstudy::registered_variant& entry() const { return *kstudy::variant_registry::instance().find(GetParam()); }
-  void SetUp() override {
-    KSTUDY_REQUIRE_KOKKOS();
-    if (entry().info.on_device && !kstudy::test::gpu_present()) GTEST_SKIP() << "no GPU";
-  }
-};
+class TransposeVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(TransposeVariants, PassesTheGateAtOddShapes) {
   // One element, one row, one column, not multiples of 32 / 64, odd and even (vector widths 1, 2, 4 on
@@ -174,10 +167,7 @@ TEST_P(TransposeVariants, PassesTheGateAtOddShapes) {
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
       {1, 1}, {1, 37}, {37, 1}, {33, 65}, {257, 1031}, {1000, 8}, {8, 1000}, {66, 130}, {64, 128}, {70001, 3}};
   for (const auto& [rows, cols] : shapes) {
-    kstudy::point_inputs inputs(op(), {rows, cols}, 0, k_seed + std::uint64_t(rows * 7 + cols));
-    auto impl = entry().make();
-    const auto g = kstudy::prepare_and_gate(*impl, entry(), inputs, {});
-    EXPECT_TRUE(g.passed) << GetParam() << " at " << rows << "x" << cols << ": " << g.message;
+    kstudy::test::expect_gate_passes(op(), entry(), {rows, cols}, k_seed + std::uint64_t(rows * 7 + cols));
   }
 }
 
@@ -186,15 +176,7 @@ TEST_P(TransposeVariants, OneShotAndQueuedPathsPass) {
 }
 
 TEST_P(TransposeVariants, PoisonIsCaughtWhenNothingRuns) {
-  kstudy::point_inputs inputs(op(), {33, 5}, 0, k_seed);
-  const auto& data = inputs.data(table_layout::row_major);
-  auto impl = entry().make();
-  impl->prepare(data, {});
-  impl->poison();
-  kstudy::host_outputs out(op(), data.shape());
-  std::memset(out.spans()[0].data, 0, static_cast<std::size_t>(out.spans()[0].bytes));  // not the host poison
-  impl->download(out.spans());
-  EXPECT_EQ(op().check(data, inputs.reference(), out.spans()).value_failures, 33 * 5);
+  EXPECT_EQ(kstudy::test::poisoned_outputs_gate(op(), entry(), {33, 5}, k_seed).value_failures, 33 * 5);
 }
 
 TEST_P(TransposeVariants, RejectsAnotherOperationsProblem) {

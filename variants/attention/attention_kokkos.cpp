@@ -62,6 +62,28 @@ KOKKOS_INLINE_FUNCTION void store_value(std::uint16_t& out, float x) {
   out = static_cast<std::uint16_t>(b.u >> 16);
 }
 
+// One key tile's online-softmax step for a query row: rescales what the earlier tiles accumulated in orow
+// and row_sum to the new running maximum, then adds the tile's weights exp(s - max) and their values.
+// scores: the tile's scaled scores; tile_max: their maximum; values: the tile's V rows (dim apart).
+KOKKOS_INLINE_FUNCTION void accumulate_tile(const float* scores, float tile_max, const float* values, int keys,
+                                            int dim, float* orow, float& row_max, float& row_sum) {
+  const float m_old = row_max, m_new = m_old > tile_max ? m_old : tile_max;
+  float l = row_sum;
+  if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
+    const float correction = expf(m_old - m_new);  // 0 while m_old is -inf
+    l *= correction;
+    for (int d = 0; d < dim; ++d) orow[d] *= correction;
+  }
+  for (int j = 0; j < keys; ++j) {
+    const float p = expf(scores[j] - m_new);
+    const float* const vj = values + j * dim;
+    l += p;
+    for (int d = 0; d < dim; ++d) orow[d] += p * vj[d];
+  }
+  row_max = m_new;
+  row_sum = l;
+}
+
 // The tiling of one launch: rows per team (block_q), keys per tile (block_k), the odd strides of the
 // per-row arrays and the scratch level.
 struct tiling {
@@ -169,21 +191,7 @@ struct attention_body {
           sr[j] = s;
           tile_max = tile_max > s ? tile_max : s;
         }
-        const float m_old = row_max[r], m_new = m_old > tile_max ? m_old : tile_max;
-        float l = row_sum[r];
-        if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
-          const float correction = expf(m_old - m_new);  // 0 while m_old is -inf
-          l *= correction;
-          for (int d = 0; d < dim; ++d) orow[d] *= correction;
-        }
-        for (int j = 0; j < keys; ++j) {
-          const float p = expf(sr[j] - m_new);
-          const float* const vj = vs + j * dim;
-          l += p;
-          for (int d = 0; d < dim; ++d) orow[d] += p * vj[d];
-        }
-        row_max[r] = m_new;
-        row_sum[r] = l;
+        accumulate_tile(sr, tile_max, vs, keys, dim, orow, row_max[r], row_sum[r]);
       });
     }
     team.team_barrier();
@@ -195,19 +203,18 @@ struct attention_body {
 };
 
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_fused final : public variant {
+class attention_kokkos_fused final : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using body_type = attention_body<ExecutionSpace, P>;
   using array_type = typename body_type::array_type;
   using policy_type = typename body_type::policy_type;
   using storage = storage_t<P>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
-  attention_kokkos_fused() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  attention_kokkos_fused() : kokkos_base(/*own_stream=*/true) {}
   ~attention_kokkos_fused() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  attention_kokkos_fused(const attention_kokkos_fused&) = delete;
-  attention_kokkos_fused& operator=(const attention_kokkos_fused&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = attention_problem(problem, P);
@@ -231,21 +238,9 @@ class attention_kokkos_fused final : public variant {
     m_body.tiles = tiles;
     m_body.scale = data.scale();
     m_teams = static_cast<int>(data.heads() * blocks);
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     if constexpr (P == attention_precision::fp32)
       Kokkos::deep_copy(m_space, m_body.o, std::numeric_limits<float>::quiet_NaN());
@@ -254,14 +249,6 @@ class attention_kokkos_fused final : public variant {
     m_space.fence();
   }
 
-  // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
-  bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");
     using host_view = Kokkos::View<const storage*, Kokkos::HostSpace, unmanaged>;
@@ -275,16 +262,7 @@ class attention_kokkos_fused final : public variant {
     Kokkos::deep_copy(m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)),
                       m_body.o);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  void launch() {
+  void launch() override {
     const int team_size = on_host ? 1 : m_body.tiles.block_q;  // one thread per query row on a device
     const auto bytes = scratch_bytes<ExecutionSpace>(m_body.tiles, m_body.dim);
     const policy_type policy =
@@ -293,8 +271,8 @@ class attention_kokkos_fused final : public variant {
   }
 
  private:
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   body_type m_body;
   std::int64_t m_elements = 0;
   int m_teams = 1;
@@ -672,22 +650,7 @@ struct tiled_host_body {
           sr[j] *= scale;
           tile_max = tile_max > sr[j] ? tile_max : sr[j];
         }
-        const float m_old = row_max[r], m_new = m_old > tile_max ? m_old : tile_max;
-        float* const orow = os + r * dim;
-        float l = row_sum[r];
-        if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
-          const float correction = expf(m_old - m_new);
-          l *= correction;
-          for (int d = 0; d < dim; ++d) orow[d] *= correction;
-        }
-        for (int j = 0; j < keys; ++j) {
-          const float p = expf(sr[j] - m_new);
-          const float* const vj = vs + j * dim;
-          l += p;
-          for (int d = 0; d < dim; ++d) orow[d] += p * vj[d];
-        }
-        row_max[r] = m_new;
-        row_sum[r] = l;
+        accumulate_tile(sr, tile_max, vs, keys, dim, os + r * dim, row_max[r], row_sum[r]);
       }
     }
     storage* const og = o.data() + head_base + row0 * dim;
@@ -699,17 +662,16 @@ struct tiled_host_body {
 };
 
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_tiled final : public variant {
+class attention_kokkos_tiled final : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using storage = storage_t<P>;
   using array_type = typename tiled_host_body<ExecutionSpace, P>::array_type;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
-  attention_kokkos_tiled() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  attention_kokkos_tiled() : kokkos_base(/*own_stream=*/true) {}
   ~attention_kokkos_tiled() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  attention_kokkos_tiled(const attention_kokkos_tiled&) = delete;
-  attention_kokkos_tiled& operator=(const attention_kokkos_tiled&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = attention_problem(problem, P);
@@ -747,21 +709,9 @@ class attention_kokkos_tiled final : public variant {
     m_blocks_per_head = static_cast<int>(blocks);
     m_scale = data.scale();
     m_teams = static_cast<int>(data.heads() * blocks);
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     if constexpr (P == attention_precision::fp32)
       Kokkos::deep_copy(m_space, m_o, std::numeric_limits<float>::quiet_NaN());
@@ -770,14 +720,6 @@ class attention_kokkos_tiled final : public variant {
     m_space.fence();
   }
 
-  // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
-  bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");
     using host_view = Kokkos::View<const storage*, Kokkos::HostSpace, unmanaged>;
@@ -791,16 +733,7 @@ class attention_kokkos_tiled final : public variant {
     Kokkos::deep_copy(m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)),
                       m_o);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  void launch() {
+  void launch() override {
     if constexpr (on_host) {
       using body_type = tiled_host_body<ExecutionSpace, P>;
       body_type body;
@@ -855,8 +788,8 @@ class attention_kokkos_tiled final : public variant {
     Kokkos::parallel_for("kstudy::attention_kokkos_tiled", policy, body);
   }
 
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   array_type m_q, m_k, m_v, m_o;
   std::int64_t m_elements = 0, m_tokens = 0;
   std::size_t m_host_bytes = 0;

@@ -65,6 +65,9 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/bf16.hpp"
+#include "detail/moved_beyond.hpp"
+#include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 
@@ -72,21 +75,8 @@ namespace kstudy::attention {
 
 namespace {
 
-float widen(std::uint16_t bits) {
-  const std::uint32_t wide = std::uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
-
-// Nearest-even bfloat16 (NaN stays NaN).
-std::uint16_t round_to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
+using detail::round_to_bf16;
+using detail::widen_bf16;
 
 }  // namespace
 
@@ -127,15 +117,15 @@ float attention_data::scale() const { return static_cast<float>(1.0 / std::sqrt(
 
 float attention_data::q_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_q[static_cast<std::size_t>(i)]
-                                                  : widen(m_q_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bf16(m_q_bf16[static_cast<std::size_t>(i)]);
 }
 float attention_data::k_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_k[static_cast<std::size_t>(i)]
-                                                  : widen(m_k_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bf16(m_k_bf16[static_cast<std::size_t>(i)]);
 }
 float attention_data::v_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_v[static_cast<std::size_t>(i)]
-                                                  : widen(m_v_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bf16(m_v_bf16[static_cast<std::size_t>(i)]);
 }
 
 const attention_data& attention_problem(const problem_data& problem, attention_precision expected) {
@@ -171,17 +161,11 @@ variant_info variant_info_for(attention_precision precision, const std::string& 
 
 namespace {
 
-// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-double symmetric(std::uint64_t bits) { return 2.0 * unit(bits) - 1.0; }  // U[-1, 1)
+using detail::splitmix64;
+using detail::unit_double;
+double symmetric(std::uint64_t bits) { return 2.0 * unit_double(bits) - 1.0; }  // U[-1, 1)
 std::uint64_t hash(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
-  return mix(mix(seed ^ mix(array)) + static_cast<std::uint64_t>(i));
+  return splitmix64(splitmix64(seed ^ splitmix64(array)) + static_cast<std::uint64_t>(i));
 }
 
 constexpr std::uint64_t q_array = 0x617471, k_array = 0x61746b, v_array = 0x617476, direction_array = 0x617475,
@@ -197,7 +181,7 @@ struct head_plan {
 head_plan plan_of(std::uint64_t seed, std::int64_t h, std::int64_t tokens) {
   const std::uint64_t hp = hash(seed, forced_array, h);
   return {static_cast<std::int64_t>(hp % static_cast<std::uint64_t>(tokens)),
-          static_cast<std::int64_t>(mix(hp) % static_cast<std::uint64_t>(tokens))};
+          static_cast<std::int64_t>(splitmix64(hp) % static_cast<std::uint64_t>(tokens))};
 }
 
 double direction(std::uint64_t seed, std::int64_t h, std::int64_t d, std::int64_t head_dim) {
@@ -211,8 +195,8 @@ void generate_floats(std::uint64_t seed, std::int64_t heads, std::int64_t tokens
   for (std::int64_t row = 0; row < heads * tokens; ++row) {
     const std::int64_t h = row / tokens, t = row % tokens;
     const head_plan plan = plan_of(seed, h, tokens);
-    const bool peaked = t == plan.forced_peak || unit(hash(seed, q_row_array, row)) < 1.0 / 64;
-    const bool sink = t == plan.forced_sink || unit(hash(seed, k_row_array, row)) < 1.0 / 256;
+    const bool peaked = t == plan.forced_peak || unit_double(hash(seed, q_row_array, row)) < 1.0 / 64;
+    const bool sink = t == plan.forced_sink || unit_double(hash(seed, k_row_array, row)) < 1.0 / 256;
     for (std::int64_t d = 0; d < head_dim; ++d) {
       const std::int64_t i = row * head_dim + d;
       const double u_hd = direction(seed, h, d, head_dim);
@@ -221,9 +205,9 @@ void generate_floats(std::uint64_t seed, std::int64_t heads, std::int64_t tokens
       const std::uint64_t hk = hash(seed, k_array, i);
       k[i] = static_cast<float>(sink ? sink_amplitude * u_hd + sink_noise * symmetric(hk)
                                      : k_amplitude * symmetric(hk));
-      const std::uint64_t hv = hash(seed, v_array, i), hv2 = mix(hv);
-      if (unit(hv2) < v_outlier_fraction) {
-        const double magnitude = 8.0 + 24.0 * unit(mix(hv2));
+      const std::uint64_t hv = hash(seed, v_array, i), hv2 = splitmix64(hv);
+      if (unit_double(hv2) < v_outlier_fraction) {
+        const double magnitude = 8.0 + 24.0 * unit_double(splitmix64(hv2));
         v[i] = static_cast<float>((hv2 & 1) ? magnitude : -magnitude);
       } else {
         v[i] = static_cast<float>(symmetric(hv));
@@ -487,13 +471,11 @@ class attention_operation final : public operation {
     if (std::isnan(current)) throw std::logic_error(m_info.name + ": corrupt needs a finite output to move");
     if constexpr (P == attention_precision::fp32) {
       float& y = static_cast<float*>(o)[0];
-      float moved = static_cast<float>(double(y) + 2 * bound);
-      while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-      y = moved;
+      y = detail::moved_beyond(y, bound);
     } else {
       std::uint16_t& y = static_cast<std::uint16_t*>(o)[0];
       std::uint16_t moved = round_to_bf16(static_cast<float>(current + 2 * bound));
-      while (!(std::fabs(double(widen(moved)) - current) > 2 * bound))
+      while (!(std::fabs(double(widen_bf16(moved)) - current) > 2 * bound))
         moved = (moved & 0x8000u) == 0 ? static_cast<std::uint16_t>(moved + 1)
                                        : (moved == 0x8000u ? std::uint16_t(1) : static_cast<std::uint16_t>(moved - 1));
       y = moved;
@@ -532,13 +514,13 @@ class attention_operation final : public operation {
   // Element i of Q, K or V as the float the computation starts from; the precision is known here, so the
   // reference's inner loops index the arrays directly.
   static float q_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.q()[i]; else return widen(p.q_bf16()[i]);
+    if constexpr (P == attention_precision::fp32) return p.q()[i]; else return widen_bf16(p.q_bf16()[i]);
   }
   static float k_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.k()[i]; else return widen(p.k_bf16()[i]);
+    if constexpr (P == attention_precision::fp32) return p.k()[i]; else return widen_bf16(p.k_bf16()[i]);
   }
   static float v_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.v()[i]; else return widen(p.v_bf16()[i]);
+    if constexpr (P == attention_precision::fp32) return p.v()[i]; else return widen_bf16(p.v_bf16()[i]);
   }
 
   static double hull_tolerance(std::int64_t tokens) {
@@ -551,7 +533,7 @@ class attention_operation final : public operation {
     if constexpr (P == attention_precision::fp32)
       return static_cast<const float*>(o)[i];
     else
-      return widen(static_cast<const std::uint16_t*>(o)[i]);
+      return widen_bf16(static_cast<const std::uint16_t*>(o)[i]);
   }
 
   // The rows the reference computes exactly (the file's comment), ascending.
@@ -569,8 +551,8 @@ class attention_operation final : public operation {
       std::memcpy(&b, &f, sizeof b);
       return std::uint64_t(b);
     };
-    const std::uint64_t salt = mix(bits(q_of(p, 0)) ^ (bits(k_of(p, p.elements() - 1)) << 32) ^
-                                   mix(bits(v_of(p, p.elements() / 2))));
+    const std::uint64_t salt = splitmix64(bits(q_of(p, 0)) ^ (bits(k_of(p, p.elements() - 1)) << 32) ^
+                                   splitmix64(bits(v_of(p, p.elements() / 2))));
     std::set<std::int64_t> chosen;
     for (std::int64_t h = 0; h < heads; ++h) {
       std::vector<std::int64_t> t_rows = {0, tokens - 1};

@@ -117,6 +117,45 @@ class space_instance {
 #endif
 };
 
+// The queueing plumbing of a Kokkos variant on one execution-space instance: its work queues on m_space,
+// wait() fences it, stream() is its CUDA stream, and enqueue_run() queues launch() (then fences on a host
+// space, where run() must end with the work). On a device every launch only queues on the instance's own
+// stream, so an event recorded after enqueue_run() ends with the work and instances overlap. A deriving
+// class declares its buffers after this base's members and drains m_instance in its own destructor, so
+// queued work ends before those buffers are freed.
+template <class ExecutionSpace>
+class kokkos_queued_variant : public queued_variant {
+ public:
+  using execution_space = ExecutionSpace;
+  static constexpr bool on_host = is_host_space_v<ExecutionSpace>;
+
+  // own_stream: see space_instance.
+  explicit kokkos_queued_variant(bool own_stream) : m_instance(own_stream), m_space(m_instance.space()) {}
+  kokkos_queued_variant(const kokkos_queued_variant&) = delete;
+  kokkos_queued_variant& operator=(const kokkos_queued_variant&) = delete;
+
+  bool queues_asynchronously() const override { return !on_host; }
+  void enqueue_run() override {  // run() is this and wait()
+    launch();
+    if constexpr (on_host) m_space.fence();
+  }
+  void wait() override { m_space.fence(); }
+  void* stream() const override {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
+#endif
+    return nullptr;
+  }
+
+  // Queues one resident run on m_space. Public: nvcc refuses extended lambdas in private or protected
+  // member functions.
+  virtual void launch() = 0;
+
+ protected:
+  space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
+  ExecutionSpace m_space;
+};
+
 // The policy with Kokkos' light-weight hint: on CUDA the kernel's functor then travels as a launch
 // parameter. Without it Kokkos 3.4 sends functors over 512 bytes through constant memory, which queues
 // a host-to-device copy before every launch and waits for the previous launch using that memory.

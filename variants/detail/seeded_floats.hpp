@@ -7,24 +7,17 @@
 #include <cstdint>
 #include <memory>
 
-namespace kstudy::detail {
+#include "detail/splitmix64.hpp"
 
-// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
-inline std::uint64_t splitmix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+namespace kstudy::detail {
 
 // Element i of array `array` under `seed`.
 inline float seeded_float(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
   constexpr double outlier_fraction = 0.01;
   const std::uint64_t h1 = splitmix64(splitmix64(seed ^ splitmix64(array)) + static_cast<std::uint64_t>(i));
   const std::uint64_t h2 = splitmix64(h1);
-  const auto unit = [](std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; };
-  if (unit(h2) < outlier_fraction) {
-    const double magnitude = 100.0 + 900.0 * unit(splitmix64(h2));
+  if (unit_double(h2) < outlier_fraction) {
+    const double magnitude = 100.0 + 900.0 * unit_double(splitmix64(h2));
     return static_cast<float>((h2 & 1) ? magnitude : -magnitude);
   }
   return static_cast<float>(-1.0 + static_cast<double>(h1 >> 40) * 0x1.0p-23);

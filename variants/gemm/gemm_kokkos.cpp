@@ -262,9 +262,10 @@ void launch_naive(const ExecutionSpace& space, const In& a, const In& b, const O
 // Buffers, transfers and poisoning of one precision and layout in one execution space; a variant
 // implements launch() (queues one resident run on m_space).
 template <class ExecutionSpace, class Layout, gemm_precision P>
-class gemm_kokkos_base : public variant {
+class gemm_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
   using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
   using value_type = input_t<P>;
@@ -272,14 +273,12 @@ class gemm_kokkos_base : public variant {
   using output_matrix = Kokkos::View<float**, Layout, device_type>;
   using const_host_input = Kokkos::View<const value_type**, Layout, Kokkos::HostSpace, unmanaged>;
   using host_output = Kokkos::View<float**, Layout, Kokkos::HostSpace, unmanaged>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
   static constexpr table_layout layout = is_right_v<Layout> ? table_layout::row_major : table_layout::feature_major;
 
   // own_stream: a private CUDA stream; Kokkos Kernels calls keep the default instance.
-  explicit gemm_kokkos_base(bool own_stream) : m_instance(own_stream), m_space(m_instance.space()) {}
+  explicit gemm_kokkos_base(bool own_stream) : kokkos_base(own_stream) {}
   ~gemm_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  gemm_kokkos_base(const gemm_kokkos_base&) = delete;
-  gemm_kokkos_base& operator=(const gemm_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = gemm_problem(problem, P);
@@ -298,21 +297,9 @@ class gemm_kokkos_base : public variant {
     m_a = input_matrix(alloc("kstudy::gemm::a"), m_m, m_k);
     m_b = input_matrix(alloc("kstudy::gemm::b"), m_k, m_n);
     m_c = output_matrix(alloc("kstudy::gemm::c"), m_m, m_n);
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_c, std::numeric_limits<float>::quiet_NaN());
     m_space.fence();
@@ -322,12 +309,6 @@ class gemm_kokkos_base : public variant {
   // event recorded after enqueue_run() ends with them; only an own stream overlaps other instances' work.
   bool queues_asynchronously() const override { return !on_host && m_instance_owned; }
   bool enqueues_run() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 2) throw std::invalid_argument(std::string(operation_name(P)) + ": expected A and B");
     Kokkos::deep_copy(m_space, m_a,
@@ -338,20 +319,10 @@ class gemm_kokkos_base : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     Kokkos::deep_copy(m_space, host_output(c_output(outputs), std::size_t(m_m), std::size_t(m_n)), m_c);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  virtual void launch() = 0;
 
  protected:
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   bool m_instance_owned = true;
   std::int64_t m_m = 0, m_n = 0, m_k = 0;
   input_matrix m_a, m_b;

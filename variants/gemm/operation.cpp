@@ -65,6 +65,9 @@
 #include <vector>
 
 #include "gemm/gemm.hpp"
+#include "detail/bf16.hpp"
+#include "detail/moved_beyond.hpp"
+#include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 
@@ -94,16 +97,7 @@ std::vector<host_span> gemm_data::streamed_inputs() const {
   return {{const_cast<float*>(m_a.get()), m() * k() * bytes}, {const_cast<float*>(m_b.get()), k() * n() * bytes}};
 }
 
-namespace {
-
-float widen_bf16(std::uint16_t bits) {
-  const std::uint32_t wide = std::uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
-
-}  // namespace
+using detail::widen_bf16;
 
 float gemm_data::a_at(std::int64_t i, std::int64_t l) const {
   const std::int64_t at = row_major() ? i * k() + l : l * m() + i;
@@ -147,38 +141,25 @@ variant_info variant_info_for(gemm_precision precision, const std::string& name,
 
 namespace {
 
-// SplitMix64 finaliser (as views/data_generator, softmax): hashes behave like independent draws.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+using detail::splitmix64;
+using detail::unit_double;
 
 constexpr std::uint64_t a_array = 0x41, b_array = 0x42, sample_salt = 0x53, projection_salt = 0x50;
 
 // The value at logical index `index` of the matrix whose hashes derive from `key` (see the top of the file).
 float element(std::uint64_t key, std::int64_t index) {
-  const std::uint64_t h = mix(key + static_cast<std::uint64_t>(index));
-  const double kind = unit(mix(h ^ 0x6b));
+  const std::uint64_t h = splitmix64(key + static_cast<std::uint64_t>(index));
+  const double kind = unit_double(splitmix64(h ^ 0x6b));
   if (kind < 0.001) return 0.0f;
   if (kind < 0.011) {
-    const double magnitude = 1.0 + 63.0 * unit(h);
+    const double magnitude = 1.0 + 63.0 * unit_double(h);
     return static_cast<float>((h & 1) != 0 ? -magnitude : magnitude);
   }
   // 24 bits: an integer in [-2^23, 2^23) times 2^-23, exact in float32.
   return static_cast<float>(double(std::int64_t(h >> 40) - (std::int64_t(1) << 23)) * 0x1.0p-23);
 }
 
-// Round to nearest even bfloat16 (the values are finite).
-std::uint16_t to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
+using detail::round_to_bf16;
 
 // Storage offset of element (r, c) of an rows x cols matrix in a layout.
 inline std::int64_t offset(bool row_major, std::int64_t r, std::int64_t c, std::int64_t rows, std::int64_t cols) {
@@ -285,7 +266,7 @@ std::vector<std::int64_t> sampled_lines(std::int64_t extent, std::uint64_t salt)
   }
   const std::size_t target = lines.size() + random_lines;
   for (std::uint64_t draw = 0; lines.size() < target; ++draw) {
-    const auto candidate = static_cast<std::int64_t>(mix(salt + draw) % static_cast<std::uint64_t>(extent));
+    const auto candidate = static_cast<std::int64_t>(splitmix64(salt + draw) % static_cast<std::uint64_t>(extent));
     if (!std::binary_search(lines.begin(), lines.end(), candidate))
       lines.insert(std::upper_bound(lines.begin(), lines.end(), candidate), candidate);
   }
@@ -297,7 +278,7 @@ std::int64_t sampled_count(std::int64_t extent) { return std::int64_t(sampled_li
 
 // +-1 entry i of a projection vector.
 double sign_of(std::uint64_t salt, std::int64_t i) {
-  return (mix(salt + static_cast<std::uint64_t>(i)) >> 63) != 0 ? -1.0 : 1.0;
+  return (splitmix64(salt + static_cast<std::uint64_t>(i)) >> 63) != 0 ? -1.0 : 1.0;
 }
 
 class gemm_reference final : public reference_data {
@@ -365,10 +346,10 @@ class gemm_operation final : public operation {
     check_shape(shape);
     const std::int64_t m = shape.rows, n = shape.features, k = shape.depth;
     const bool row_major = shape.layout == table_layout::row_major;
-    const std::uint64_t a_key = mix(seed ^ mix(a_array)), b_key = mix(seed ^ mix(b_array));
+    const std::uint64_t a_key = splitmix64(seed ^ splitmix64(a_array)), b_key = splitmix64(seed ^ splitmix64(b_array));
     if constexpr (P == gemm_precision::bf16) {
-      auto a = fill<std::uint16_t>(a_key, {row_major, m, k}, [](float v) { return to_bf16(v); });
-      auto b = fill<std::uint16_t>(b_key, {row_major, k, n}, [](float v) { return to_bf16(v); });
+      auto a = fill<std::uint16_t>(a_key, {row_major, m, k}, [](float v) { return round_to_bf16(v); });
+      auto b = fill<std::uint16_t>(b_key, {row_major, k, n}, [](float v) { return round_to_bf16(v); });
       return std::make_unique<gemm_data>(P, shape, nullptr, nullptr, std::move(a), std::move(b));
     } else {
       auto a = fill<float>(a_key, {row_major, m, k}, [](float v) { return v; });
@@ -574,9 +555,7 @@ class gemm_operation final : public operation {
     element_reference(p, 0, 0, expected, scale);
     const double bound = relative_tolerance(P, p.k()) * scale + absolute_tolerance;
     float& c = c_output(outputs)[0];  // (0, 0) in both layouts
-    float moved = static_cast<float>(double(c) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(c)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-    c = moved;
+    c = detail::moved_beyond(c, bound);
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {
@@ -645,19 +624,19 @@ class gemm_operation final : public operation {
     ref->m = m;
     ref->n = n;
     ref->k = k;
-    std::uint64_t salt = mix(mix(sample_salt) ^ std::uint64_t(m)) ^ mix(std::uint64_t(n) * 31 + std::uint64_t(k));
+    std::uint64_t salt = splitmix64(splitmix64(sample_salt) ^ std::uint64_t(m)) ^ splitmix64(std::uint64_t(n) * 31 + std::uint64_t(k));
     for (const float v : {p.a_at(0, 0), p.b_at(0, 0), p.a_at(m - 1, k - 1), p.b_at(k - 1, n - 1)}) {
       std::uint32_t bits;
       std::memcpy(&bits, &v, sizeof bits);
-      salt = mix(salt ^ bits);
+      salt = splitmix64(salt ^ bits);
     }
-    ref->salt = mix(salt ^ projection_salt);
+    ref->salt = splitmix64(salt ^ projection_salt);
     if (checks_everything(m, n, k)) {
       ref->rows.resize(static_cast<std::size_t>(m));
       for (std::int64_t i = 0; i < m; ++i) ref->rows[std::size_t(i)] = i;
     } else {
       ref->rows = sampled_lines(m, salt);
-      ref->cols = sampled_lines(n, mix(salt));
+      ref->cols = sampled_lines(n, splitmix64(salt));
       if (std::int64_t(ref->rows.size()) == m) ref->cols.clear();
     }
     const std::size_t rows = ref->rows.size(), cols = ref->cols.size();

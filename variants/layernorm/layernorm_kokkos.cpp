@@ -103,20 +103,19 @@ void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, 
 // Buffers, transfers and poisoning of a LayerNorm kind in one execution space; a variant implements
 // launch() (queues one resident run on m_space).
 template <class ExecutionSpace, layernorm_kind K>
-class layernorm_kokkos_base : public variant {
+class layernorm_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
   using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
   using vector_type = Kokkos::View<float*, device_type>;
   using host_view = Kokkos::View<float*, Kokkos::HostSpace, unmanaged>;
   using const_host_view = Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
-  layernorm_kokkos_base() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  layernorm_kokkos_base() : kokkos_base(/*own_stream=*/true) {}
   ~layernorm_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  layernorm_kokkos_base(const layernorm_kokkos_base&) = delete;
-  layernorm_kokkos_base& operator=(const layernorm_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = layernorm_problem(problem, K);
@@ -135,35 +134,15 @@ class layernorm_kokkos_base : public variant {
     m_beta = vector_type(alloc("kstudy::layernorm::beta"), hidden);
     Kokkos::deep_copy(m_space, m_gamma, const_host_view(data.gamma(), hidden));
     Kokkos::deep_copy(m_space, m_beta, const_host_view(data.beta(), hidden));
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
     if constexpr (has_residual(K)) Kokkos::deep_copy(m_space, m_h, std::numeric_limits<float>::quiet_NaN());
     m_space.fence();
   }
 
-  // Own stream on a device: launches only queue, so an event recorded after enqueue_run() ends with them.
-  bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != std::size_t(input_count(K)))
       throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
@@ -178,20 +157,10 @@ class layernorm_kokkos_base : public variant {
     Kokkos::deep_copy(m_space, host_view(y_output(outputs), elements), m_y);
     if constexpr (has_residual(K)) Kokkos::deep_copy(m_space, host_view(h_output(outputs), elements), m_h);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  virtual void launch() = 0;
 
  protected:
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   std::int64_t m_rows = 0, m_hidden = 0;
   vector_type m_x, m_r, m_gamma, m_beta, m_y, m_h;
 };

@@ -47,6 +47,8 @@
 #include <utility>
 #include <vector>
 
+#include "detail/moved_beyond.hpp"
+#include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "layernorm/layernorm.hpp"
@@ -119,16 +121,10 @@ variant_info variant_info_for(layernorm_kind kind, const std::string& name, cons
 
 namespace {
 
-// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+using detail::splitmix64;
+using detail::unit_double;
 std::uint64_t hash(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
-  return mix(mix(seed ^ mix(array)) + static_cast<std::uint64_t>(i));
+  return splitmix64(splitmix64(seed ^ splitmix64(array)) + static_cast<std::uint64_t>(i));
 }
 
 constexpr double outlier_fraction = 0.01;
@@ -137,9 +133,9 @@ constexpr std::uint64_t x_array = 0x4c4e78, r_array = 0x4c4e72, gamma_array = 0x
 
 // Uniform in [-1, 1) on a grid of 2^-23, or an outlier of magnitude in [100, 1000) and random sign.
 float plain_value(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
-  const std::uint64_t h1 = hash(seed, array, i), h2 = mix(h1);
-  if (unit(h2) < outlier_fraction) {
-    const double magnitude = 100.0 + 900.0 * unit(mix(h2));
+  const std::uint64_t h1 = hash(seed, array, i), h2 = splitmix64(h1);
+  if (unit_double(h2) < outlier_fraction) {
+    const double magnitude = 100.0 + 900.0 * unit_double(splitmix64(h2));
     return static_cast<float>((h2 & 1) ? magnitude : -magnitude);
   }
   return static_cast<float>(-1.0 + static_cast<double>(h1 >> 40) * 0x1.0p-23);
@@ -149,7 +145,7 @@ float plain_value(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
 double row_offset(std::uint64_t seed, std::int64_t row) {
   const std::uint64_t h = hash(seed, row_array, row);
   if ((h >> 63) == 0) return 0.0;
-  const double magnitude = 256.0 + 3840.0 * unit(mix(h));
+  const double magnitude = 256.0 + 3840.0 * unit_double(splitmix64(h));
   return (h & 1) ? magnitude : -magnitude;
 }
 
@@ -165,7 +161,7 @@ std::unique_ptr<float[]> generate_matrix(std::uint64_t seed, std::uint64_t array
       if (offset == 0.0)
         out[i] = plain_value(seed, array, i);
       else
-        out[i] = static_cast<float>(offset - 1.0 + 2.0 * unit(hash(seed, array, i)));
+        out[i] = static_cast<float>(offset - 1.0 + 2.0 * unit_double(hash(seed, array, i)));
     }
   }
   return v;
@@ -175,7 +171,7 @@ std::unique_ptr<float[]> generate_uniform(std::uint64_t seed, std::uint64_t arra
                                           double high) {
   std::unique_ptr<float[]> v(new float[static_cast<std::size_t>(n)]);
   for (std::int64_t i = 0; i < n; ++i)
-    v[static_cast<std::size_t>(i)] = static_cast<float>(low + (high - low) * unit(hash(seed, array, i)));
+    v[static_cast<std::size_t>(i)] = static_cast<float>(low + (high - low) * unit_double(hash(seed, array, i)));
   return v;
 }
 
@@ -341,9 +337,7 @@ class layernorm_operation final : public operation {
     double expected, bound;
     y_reference_at(p, dynamic_cast<const layernorm_reference&>(*ref), 0, 0, expected, bound);
     float& y = y_output(outputs)[0];
-    float moved = static_cast<float>(double(y) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-    y = moved;
+    y = detail::moved_beyond(y, bound);
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {

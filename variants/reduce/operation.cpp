@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/moved_beyond.hpp"
 #include "detail/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -169,9 +170,7 @@ class reduce_sum_operation final : public operation {
     const auto& p = reduce_problem(problem);
     const double bound = rtol(p.n()) * dynamic_cast<const sum_reference&>(*reference(p)).magnitude;
     double& s = *s_output(outputs);
-    double moved = s + 2 * bound;
-    while (!(std::fabs(moved - s) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-    s = moved;
+    s = detail::moved_beyond(s, bound);
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {

@@ -48,6 +48,8 @@
 #include <utility>
 #include <vector>
 
+#include "detail/moved_beyond.hpp"
+#include "detail/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "softmax/softmax.hpp"
@@ -94,15 +96,8 @@ variant_info variant_info_for(const std::string& name_suffix, const std::string&
 
 namespace {
 
-// SplitMix64 finaliser (as views/data_generator and stream): hashes behave like independent draws.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+using detail::splitmix64;
+using detail::unit_double;
 
 // Values are integers of ticks = 2^-10 (see the top of the file).
 constexpr std::int64_t tick = 1024;
@@ -121,25 +116,25 @@ struct row_class {
 };
 
 row_class classify(std::uint64_t seed, std::int64_t r, std::int64_t cols) {
-  const std::uint64_t h = mix(mix(seed ^ mix(row_array)) + static_cast<std::uint64_t>(r));
+  const std::uint64_t h = splitmix64(splitmix64(seed ^ splitmix64(row_array)) + static_cast<std::uint64_t>(r));
   row_class c;
-  const double shift = unit(h);
+  const double shift = unit_double(h);
   if (shift < 0.5) {
-    const std::int64_t magnitude = ticks_in(mix(h ^ 1), 64 * tick, 960 * tick);
+    const std::int64_t magnitude = ticks_in(splitmix64(h ^ 1), 64 * tick, 960 * tick);
     c.offset = shift < 0.25 ? magnitude : -magnitude;
   }
-  if (unit(mix(h ^ 2)) < 1.0 / 16) {
-    c.huge_col = static_cast<std::int64_t>(mix(h ^ 3) % static_cast<std::uint64_t>(cols));
-    c.huge = c.offset + ticks_in(mix(h ^ 4), 1024 * tick, 4096 * tick);
+  if (unit_double(splitmix64(h ^ 2)) < 1.0 / 16) {
+    c.huge_col = static_cast<std::int64_t>(splitmix64(h ^ 3) % static_cast<std::uint64_t>(cols));
+    c.huge = c.offset + ticks_in(splitmix64(h ^ 4), 1024 * tick, 4096 * tick);
   }
-  c.elements = mix(mix(seed ^ mix(x_array)) + static_cast<std::uint64_t>(r));
+  c.elements = splitmix64(splitmix64(seed ^ splitmix64(x_array)) + static_cast<std::uint64_t>(r));
   return c;
 }
 
 float element(const row_class& row, std::int64_t c) {
   if (c == row.huge_col) return static_cast<float>(double(row.huge) / tick);
-  const std::uint64_t h1 = mix(row.elements + static_cast<std::uint64_t>(c));
-  const double kind = unit(mix(h1));
+  const std::uint64_t h1 = splitmix64(row.elements + static_cast<std::uint64_t>(c));
+  const double kind = unit_double(splitmix64(h1));
   std::int64_t t;
   if (kind < 0.005)
     t = row.offset + ticks_in(h1, 4 * tick, 20 * tick);  // spike
@@ -304,9 +299,7 @@ class softmax_operation final : public operation {
     double expected, bound;
     element_reference(p, typed, 0, c, expected, bound);
     float& y = y_output(outputs)[c];
-    float moved = static_cast<float>(double(y) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(y)) > 2 * bound)) moved = std::nextafter(moved, INFINITY);
-    y = moved;
+    y = detail::moved_beyond(y, bound);
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {

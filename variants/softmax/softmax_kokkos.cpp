@@ -152,19 +152,18 @@ struct two_pass_body {
 };
 
 template <class ExecutionSpace>
-class softmax_kokkos final : public variant {
+class softmax_kokkos final : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
   using matrix_type = typename softmax_types<ExecutionSpace>::matrix_type;
   using policy_type = typename softmax_types<ExecutionSpace>::policy_type;
   using slots_type = typename softmax_types<ExecutionSpace>::slots_type;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
-  softmax_kokkos() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  softmax_kokkos() : kokkos_base(/*own_stream=*/true) {}
   ~softmax_kokkos() override { m_instance.drain(); }
-  softmax_kokkos(const softmax_kokkos&) = delete;
-  softmax_kokkos& operator=(const softmax_kokkos&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = softmax_problem(problem);
@@ -177,34 +176,14 @@ class softmax_kokkos final : public variant {
     m_x = matrix_type(Kokkos::view_alloc("kstudy::softmax::x", Kokkos::WithoutInitializing), n);
     m_y = matrix_type(Kokkos::view_alloc("kstudy::softmax::y", Kokkos::WithoutInitializing), n);
     m_team = team_size();
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
     m_space.fence();
   }
 
-  bool queues_asynchronously() const override { return !on_host; }
-  bool enqueues_run() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
     Kokkos::deep_copy(m_space, m_x,
@@ -213,16 +192,7 @@ class softmax_kokkos final : public variant {
   void enqueue_download(const std::vector<host_span>& outputs) override {
     Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(y_output(outputs), m_y.size()), m_y);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  void launch() {
+  void launch() override {
     const policy_type policy = policy_type(m_space, static_cast<int>(m_rows), m_team)
                                    .set_scratch_size(0, Kokkos::PerTeam(slots_type::shmem_size(m_team)));
     if (fits_registers(m_team))
@@ -249,8 +219,8 @@ class softmax_kokkos final : public variant {
     }
   }
 
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   std::int64_t m_rows = 0, m_cols = 0;
   int m_team = 1;
   matrix_type m_x, m_y;

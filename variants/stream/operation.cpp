@@ -35,6 +35,8 @@
 #include <utility>
 #include <vector>
 
+#include "detail/moved_beyond.hpp"
+#include "detail/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "stream/stream.hpp"
@@ -101,47 +103,10 @@ variant_info variant_info_for(stream_kind kind, const std::string& name_suffix, 
 
 namespace {
 
-// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, 1) with 53 bits.
-double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-
-constexpr double outlier_fraction = 0.01;
 constexpr std::uint64_t x_array = 0x78, y_array = 0x79;
 
-// Element i of one input array: uniform in [-1, 1) on a grid of 2^-23 (every value an exact float), or
-// with probability outlier_fraction an outlier of magnitude in [100, 1000) and random sign.
-float generated(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
-  const std::uint64_t h1 = mix(mix(seed ^ mix(array)) + static_cast<std::uint64_t>(i));
-  const std::uint64_t h2 = mix(h1);
-  if (unit(h2) < outlier_fraction) {
-    const double magnitude = 100.0 + 900.0 * unit(mix(h2));
-    return static_cast<float>((h2 & 1) ? magnitude : -magnitude);
-  }
-  return static_cast<float>(-1.0 + static_cast<double>(h1 >> 40) * 0x1.0p-23);
-}
-
-std::unique_ptr<float[]> generate_array(std::uint64_t seed, std::uint64_t array, std::int64_t n) {
-  std::unique_ptr<float[]> v(new float[static_cast<std::size_t>(n)]);  // filled below, in parallel
-  float* out = v.get();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) out[i] = generated(seed, array, i);
-  return v;
-}
-
 std::unique_ptr<float[]> copy_array(const float* source, std::int64_t n) {
-  if (source == nullptr) return nullptr;
-  std::unique_ptr<float[]> v(new float[static_cast<std::size_t>(n)]);
-  float* out = v.get();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) out[i] = source[i];
-  return v;
+  return source == nullptr ? nullptr : detail::copied_floats(source, n);
 }
 
 // dot's reference: the exact products summed in float64 within fixed blocks, the blocks in order.
@@ -199,8 +164,8 @@ class stream_operation final : public operation {
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
-    auto x = generate_array(seed, x_array, shape.rows);
-    auto y = has_y(K) ? generate_array(seed, y_array, shape.rows) : nullptr;
+    auto x = detail::seeded_floats(seed, x_array, shape.rows);
+    auto y = has_y(K) ? detail::seeded_floats(seed, y_array, shape.rows) : nullptr;
     return std::make_unique<stream_data>(K, shape, std::move(x), std::move(y));
   }
   // Only row-major exists: the same vectors, copied.
@@ -276,14 +241,14 @@ class stream_operation final : public operation {
     } else if constexpr (K == stream_kind::dot) {
       const double bound = dot_bound(p);
       double& d = *d_output(outputs);
-      d = beyond(d, bound, [](double v) { return std::nextafter(v, INFINITY); });
+      d = detail::moved_beyond(d, bound);
     } else {
       // z[0] moved to the first float beyond twice its bound: |new - ref| >= |new - z| - |z - ref| > bound.
       double ref, scale;
       elementwise_reference_at<K>(p, 0, ref, scale);
       float& z = z_output(outputs)[0];
       const double bound = elementwise_rtol() * scale;
-      z = beyond(z, bound, [](float v) { return std::nextafter(v, INFINITY); });
+      z = detail::moved_beyond(z, bound);
     }
   }
 
@@ -341,14 +306,6 @@ class stream_operation final : public operation {
   static double dot_rtol(std::int64_t n) { return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 2.0); }
   double dot_bound(const stream_data& p) const {
     return dot_rtol(p.n()) * dynamic_cast<const dot_reference&>(*reference(p)).magnitude;
-  }
-
-  // The first value past `value` (stepping with `next`) further than twice the bound from it.
-  template <class T, class Next>
-  static T beyond(T value, double bound, Next next) {
-    T moved = static_cast<T>(double(value) + 2 * bound);
-    while (!(std::fabs(double(moved) - double(value)) > 2 * bound)) moved = next(moved);
-    return moved;
   }
 
   gate_result check_elementwise(const stream_data& p, const std::vector<host_span>& outputs) const {

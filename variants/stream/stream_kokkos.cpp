@@ -38,22 +38,21 @@ using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 // (queues one resident run on m_space) and, for a reduction whose result lands elsewhere, the result
 // hooks.
 template <class ExecutionSpace, stream_kind K>
-class stream_kokkos_base : public variant {
+class stream_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
   // Device<space, memory>: library calls on a host view would otherwise run on the default host space
   // (OpenMP) whatever the variant's space.
   using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
   using vector_type = Kokkos::View<float*, device_type>;
   using result_type = Kokkos::View<double, device_type>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
   // own_stream: a private CUDA stream instead of the default instance's (see the file's comment).
-  explicit stream_kokkos_base(bool own_stream) : m_instance(own_stream), m_space(m_instance.space()) {}
+  explicit stream_kokkos_base(bool own_stream) : kokkos_base(own_stream) {}
   ~stream_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  stream_kokkos_base(const stream_kokkos_base&) = delete;
-  stream_kokkos_base& operator=(const stream_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = stream_problem(problem, K);
@@ -67,21 +66,9 @@ class stream_kokkos_base : public variant {
       m_d = result_type("kstudy::stream::d");
     else
       m_z = vector_type(Kokkos::view_alloc("kstudy::stream::z", Kokkos::WithoutInitializing), n);
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     if constexpr (is_reduction(K))
       Kokkos::deep_copy(m_space, m_d, std::numeric_limits<double>::quiet_NaN());
@@ -90,14 +77,11 @@ class stream_kokkos_base : public variant {
     m_space.fence();
   }
 
+  // The library family shares the default instance, so does not overlap others: only the families on
+  // their own stream say they queue asynchronously.
+  bool queues_asynchronously() const override { return false; }
   // On a device every launch only queues, so an event recorded after enqueue_run() ends with the work.
   bool enqueues_run() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     const auto n = static_cast<std::size_t>(m_n);
     if (inputs.size() != std::size_t(input_count(K)))
@@ -117,22 +101,9 @@ class stream_kokkos_base : public variant {
           m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(z_output(outputs), static_cast<std::size_t>(m_n)),
           m_z);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  // Queues one resident run on m_space. Public: nvcc refuses extended lambdas in private or protected
-  // member functions.
-  virtual void launch() = 0;
-
  protected:
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   std::int64_t m_n = 0;
   float m_q = 0.0f;
   vector_type m_x, m_y, m_z;

@@ -26,18 +26,17 @@ namespace {
 using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
 template <class ExecutionSpace>
-class transpose_kokkos_base : public variant {
+class transpose_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
  public:
-  using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
   using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
   using vector_type = Kokkos::View<float*, device_type>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using kokkos_base::on_host;
 
-  transpose_kokkos_base() : m_instance(/*own_stream=*/true), m_space(m_instance.space()) {}
+  transpose_kokkos_base() : kokkos_base(/*own_stream=*/true) {}
   ~transpose_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers go
-  transpose_kokkos_base(const transpose_kokkos_base&) = delete;
-  transpose_kokkos_base& operator=(const transpose_kokkos_base&) = delete;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = transpose_problem(problem);
@@ -47,33 +46,14 @@ class transpose_kokkos_base : public variant {
     const auto n = static_cast<std::size_t>(data.elements());
     m_x = vector_type(Kokkos::view_alloc("kstudy::transpose::x", Kokkos::WithoutInitializing), n);
     m_t = vector_type(Kokkos::view_alloc("kstudy::transpose::t", Kokkos::WithoutInitializing), n);
-    upload(data.streamed_inputs());
+    this->upload(data.streamed_inputs());
   }
 
-  void run() override {
-    launch();
-    m_space.fence();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    m_space.fence();
-  }
-  void download(const std::vector<host_span>& outputs) override {
-    enqueue_download(outputs);
-    m_space.fence();
-  }
   void poison() override {
     Kokkos::deep_copy(m_space, m_t, std::numeric_limits<float>::quiet_NaN());
     m_space.fence();
   }
 
-  bool queues_asynchronously() const override { return !on_host; }
-  void enqueue_run() override {
-    if constexpr (on_host)
-      run();
-    else
-      launch();
-  }
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("transpose: expected one input array");
     Kokkos::deep_copy(m_space, m_x,
@@ -84,22 +64,9 @@ class transpose_kokkos_base : public variant {
     Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(t_output(outputs), m_t.extent(0)),
                       m_t);
   }
-  void wait() override { m_space.fence(); }
-
-  void* stream() const override {
-#ifdef KOKKOS_ENABLE_CUDA
-    if constexpr (std::is_same_v<ExecutionSpace, Kokkos::Cuda>) return static_cast<void*>(m_space.cuda_stream());
-#endif
-    return nullptr;
-  }
-
-  // Queues one resident run on m_space. Public: nvcc refuses extended lambdas in private or protected
-  // member functions.
-  virtual void launch() = 0;
-
  protected:
-  detail::space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy
-  ExecutionSpace m_space;
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
   std::int64_t m_rows = 0, m_cols = 0;
   vector_type m_x, m_t;
 };
