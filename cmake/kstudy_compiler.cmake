@@ -9,6 +9,9 @@ function(kstudy_run_bootstrap flavour out_prefix)
   set(_args --no-packages --print-prefix --flavour ${flavour})
   if(flavour STREQUAL "cuda")
     list(APPEND _args --arch ${KSTUDY_CUDA_ARCH})
+  elseif(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    # A clang build takes a clang-built Kokkos: one OpenMP runtime (LLVM's) in the process, not two.
+    list(APPEND _args --cxx clang++)
   endif()
   message(STATUS "kstudy: bootstrapping Kokkos (${flavour}); first time builds it, later reuses the cache")
   execute_process(

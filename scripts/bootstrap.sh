@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kstudy dependency bootstrap. Idempotent: every step checks before it acts.
 #
-#   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 90] [--no-packages] [--print-prefix]
+#   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 90] [--cxx g++|clang++] [--no-packages] [--print-prefix]
 #                        [--with-slurm] [--packages-only]
 #                        [--kokkos-tarball FILE --kernels-tarball FILE]
 #
@@ -14,6 +14,8 @@
 #    (e.g. kokkos-4.6.01.tar.xz and kokkos-kernels-4.6.02.tar.xz, top folders kokkos/ and
 #    kokkos-kernels/), verified against the SHA256SUMS file beside each tarball, with the patches in
 #    cmake/patches/kokkos-<version>/ when that folder exists. Use the printed prefix as -DKokkos_ROOT.
+#    --cxx clang++ builds the cpu flavour with clang (a prefix of its own: kstudy must then be compiled by
+#    clang too, so that one OpenMP runtime, LLVM's, is loaded); CI's sanitizer build uses it.
 #
 # Environment:
 #   KSTUDY_CACHE             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kstudy)
@@ -35,6 +37,7 @@ cache_root=${KSTUDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kstudy}
 jobs=${KSTUDY_JOBS:-$(nproc)}
 flavour=cpu
 cuda_arch=90
+host_cxx=g++
 install_packages=1
 print_prefix=0
 with_slurm=0
@@ -49,6 +52,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --flavour) flavour=${2:?--flavour needs cpu or cuda}; shift 2 ;;
     --arch) cuda_arch=${2:?--arch needs a number such as 90}; shift 2 ;;
+    --cxx) host_cxx=${2:?--cxx needs g++ or clang++}; shift 2 ;;
     --no-packages) install_packages=0; shift ;;
     --print-prefix) print_prefix=1; shift ;;
     --with-slurm) with_slurm=1; shift ;;
@@ -61,6 +65,8 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $flavour == cpu || $flavour == cuda ]] || die "--flavour must be cpu or cuda, not '$flavour'"
 [[ $cuda_arch =~ ^[0-9]+$ ]] || die "--arch must be a number such as 90, not '$cuda_arch'"
+[[ $host_cxx == g++ || $host_cxx == clang++ ]] || die "--cxx must be g++ or clang++, not '$host_cxx'"
+[[ $host_cxx == g++ || $flavour == cpu ]] || die "--cxx clang++ is for the cpu flavour (the cuda flavour compiles with nvcc_wrapper)"
 if [[ -n $kokkos_tarball || -n $kernels_tarball ]]; then
   [[ -n $kokkos_tarball && -n $kernels_tarball ]] || die "--kokkos-tarball and --kernels-tarball go together"
   kokkos_version=$(basename "$kokkos_tarball" | sed -nE 's/^kokkos-([0-9]+\.[0-9]+\.[0-9]+)\.tar\.(xz|gz|bz2)$/\1/p')
@@ -78,9 +84,9 @@ as_root() {
 
 # ---------------------------------------------------------------- Debian packages
 packages=(
-  build-essential cmake ninja-build pkg-config patch xz-utils dpkg-dev
+  build-essential cmake ninja-build pkg-config patch xz-utils dpkg-dev ccache
   libhdf5-dev hdf5-tools libbenchmark-dev libgtest-dev libgmock-dev
-  libcli11-dev nlohmann-json3-dev clang libclang-rt-dev
+  libcli11-dev nlohmann-json3-dev clang libclang-rt-dev libomp-dev
   python3 python3-h5py python3-pandas python3-matplotlib python3-numpy python3-scipy
 )
 # The real-Slurm test (tests/slurm/check_slurm.sh) runs slurmctld, slurmd and munged on localhost.
@@ -246,7 +252,11 @@ build_kokkos() {
     # Kokkos Kernels 4 turns cuSOLVER on with CUDA, and cuSOLVER needs the cuSPARSE kstudy leaves off.
     [[ $kokkos_version != 3.* ]] && kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF)
   else
-    cxx=$(command -v g++ || command -v c++)
+    if [[ $host_cxx == clang++ ]]; then
+      cxx=$(command -v clang++) || die "--cxx clang++: clang++ is not installed"
+    else
+      cxx=$(command -v g++ || command -v c++)
+    fi
     kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=OFF)
   fi
   log "building Kokkos $kokkos_version ($flavour) -> $prefix"
@@ -291,6 +301,7 @@ fi
 
 key_arch=host
 [[ $flavour == cuda ]] && key_arch=sm$cuda_arch
+[[ $host_cxx == clang++ ]] && key_arch=host-clang
 key=kokkos-$kokkos_version-$flavour-$key_arch-$(patch_hash)
 prefix=$cache_root/install/$key
 if [[ -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake || -f $prefix/lib64/cmake/Kokkos/KokkosConfig.cmake ]]; then
