@@ -7,4 +7,6 @@ cd "$repo"
 scripts/bootstrap.sh --flavour cpu
 cmake --preset cpu >/dev/null
 cmake --build --preset cpu -j "${KSTUDY_JOBS:-$(nproc)}"
-ctest --preset cpu "$@"
+# Tests run in parallel, as many as KSTUDY_JOBS (default: every core): the long end-to-end tests
+# start first (their COST in tests/CMakeLists.txt) and overlap the short ones.
+ctest --preset cpu -j "${KSTUDY_JOBS:-$(nproc)}" "$@"

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kokkos_test_support.hpp"
+#include "kstudy/kokkos_session.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
 #else
   const bool can_initialize = true;
 #endif
-  std::optional<Kokkos::ScopeGuard> guard;
+  std::optional<kstudy::kokkos_session> guard;
   if (can_initialize) {
     guard.emplace(argc, argv);
     kstudy::test::g_kokkos_ready = true;

@@ -7,8 +7,38 @@
 #include <sstream>
 
 #include "kokkos_test_support.hpp"
+#include "kstudy/kokkos_session.hpp"
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace {
+
+// Kokkos' device-wide settings do not leak into what is measured: after the session started (the test main
+// starts it as kstudy does), the device's cache preference is the default again, whatever Kokkos set, and both
+// are recorded for the archive.
+TEST(Environment, KokkosLeavesTheDeviceCachePreferenceAtItsDefault) {
+  KSTUDY_REQUIRE_KOKKOS();
+  const auto& settings = kstudy::device_settings_after_kokkos();
+#ifdef KOKKOS_ENABLE_CUDA
+  cudaFuncCache config = cudaFuncCachePreferShared;
+  ASSERT_EQ(cudaDeviceGetCacheConfig(&config), cudaSuccess);
+  EXPECT_EQ(config, cudaFuncCachePreferNone);
+  EXPECT_EQ(settings.cache_config_measured, "prefer_none");
+  EXPECT_FALSE(settings.cache_config_set_by_kokkos.empty());
+#if KOKKOS_VERSION < 40000
+  // Kokkos 3.4 sets "prefer shared" for the whole device at initialisation (Kokkos_Cuda_Instance.cpp).
+  EXPECT_EQ(settings.cache_config_set_by_kokkos, "prefer_shared");
+#endif
+  // Restoring again is harmless and keeps the record.
+  kstudy::restore_device_defaults_after_kokkos();
+  EXPECT_EQ(settings.cache_config_measured, "prefer_none");
+#else
+  EXPECT_TRUE(settings.cache_config_set_by_kokkos.empty());
+  EXPECT_TRUE(settings.cache_config_measured.empty());
+#endif
+}
 
 TEST(Environment, KokkosHasTheExpectedBackends) {
   KSTUDY_REQUIRE_KOKKOS();

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/kokkos_session.hpp"
 #include "kstudy/ceilings.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/operation.hpp"
@@ -124,7 +125,7 @@ void bench_variant(benchmark::State& state, const kstudy::registered_variant* en
 }  // namespace
 
 int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
+  kstudy::kokkos_session guard(argc, argv);
   std::string shapes_text, operations_text;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {

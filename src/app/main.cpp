@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/kokkos_session.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
@@ -191,17 +192,17 @@ bool run_hidden_child(int argc, char** argv, int& rc) {
     return true;
   };
   if (mode == "__profile_point") {
-    Kokkos::ScopeGuard guard(argc, argv);
+    kstudy::kokkos_session guard(argc, argv);
     return guarded([&] { return kstudy::run_profile_point(std::vector<std::string>(argv + 2, argv + argc)); });
   }
   if (argc >= 5 && mode == "__replicate") {
-    Kokkos::ScopeGuard guard(argc, argv);
+    kstudy::kokkos_session guard(argc, argv);
     return guarded([&] { return kstudy::run_replication(argv[2], argv[3], std::atoi(argv[4])); });
   }
   if (argc >= 4 && mode == "__first_call") {
     kstudy::wall_timer init;
     init.start();
-    Kokkos::ScopeGuard guard(argc, argv);
+    kstudy::kokkos_session guard(argc, argv);
     const double initialize_seconds = init.seconds();
     return guarded([&] {
       std::vector<std::int64_t> extents;
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
                       unused);
 
   // Kokkos takes its --kokkos-* arguments out of argv before CLI11 sees the rest.
-  Kokkos::ScopeGuard guard(argc, argv);
+  kstudy::kokkos_session guard(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

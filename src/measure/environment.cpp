@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kstudy/build_info.hpp"
+#include "kstudy/kokkos_session.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
@@ -141,6 +142,13 @@ void describe_gpu([[maybe_unused]] std::map<std::string, std::string>& env) {
   }
   env["cuda_runtime_version"] = std::to_string(runtime);
   env["cuda_driver_version"] = std::to_string(driver);
+  // The device-wide cache preference Kokkos' initialisation left, and the one the measurements ran under
+  // (kstudy/kokkos_session.hpp restores the default unless KSTUDY_KEEP_KOKKOS_DEVICE_SETTINGS=1).
+  const auto& settings = device_settings_after_kokkos();
+  if (!settings.cache_config_measured.empty()) {
+    env["device_cache_config_set_by_kokkos"] = settings.cache_config_set_by_kokkos;
+    env["device_cache_config"] = settings.cache_config_measured;
+  }
 #endif
 }
 

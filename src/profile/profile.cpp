@@ -21,6 +21,7 @@
 #include "kstudy/archive.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
+#include "kstudy/kokkos_session.hpp"
 #include "kstudy/point_inputs.hpp"
 #include "kstudy/ncu.hpp"
 #include "kstudy/platform/process.hpp"
@@ -637,7 +638,7 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
   const std::string ncu_version = ncu::version_line(read_text(version_file));
 
   int kokkos_argc = argc;
-  Kokkos::ScopeGuard guard(kokkos_argc, argv);
+  kstudy::kokkos_session guard(kokkos_argc, argv);
   auto metadata = collect_metadata(argc, argv);
   metadata.environment["ncu_path"] = ncu_path;
   metadata.environment["ncu_version"] = ncu_version;

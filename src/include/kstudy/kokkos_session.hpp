@@ -1,0 +1,42 @@
+#pragma once
+// Kokkos for the length of a scope, with the device left as a process without Kokkos would find it.
+//
+// Kokkos 3.4's CUDA initialisation sets the device-wide cache preference to "prefer shared"
+// (Kokkos_Cuda_Instance.cpp, cudaDeviceSetCacheConfig). Every kernel launched afterwards without a preference
+// of its own (the handwritten CUDA variants, the roof probes, CUB and cuBLAS) then runs with a smaller L1:
+// measured on the H200, 3-9% slower in a Kokkos 3.4 process than in a Kokkos 4.6 one, which sets no such
+// device-wide preference. Kokkos sets its own kernels' preference per kernel (cudaFuncSetCacheConfig, 3.4;
+// a carveout attribute, 4.x), so restoring the device's default changes none of Kokkos' kernels: only the
+// kernels Kokkos never configured stop inheriting its setting. Every entry point that initialises Kokkos
+// (kstudy, kstudy_bench, the replication and profile children, the test main) does it through this class,
+// and the archive's environment records what Kokkos had set and what the measurements ran under.
+#include <Kokkos_Core.hpp>
+
+#include <string>
+
+namespace kstudy {
+
+// Device-wide settings around Kokkos' initialisation, by name (cache preference: prefer_none, prefer_shared,
+// prefer_l1, prefer_equal). Empty on a build without CUDA and before a kokkos_session started.
+struct kokkos_device_settings {
+  std::string cache_config_set_by_kokkos;  // what Kokkos' initialisation left
+  std::string cache_config_measured;       // what kstudy's measurements run under
+};
+const kokkos_device_settings& device_settings_after_kokkos();
+
+// After Kokkos initialised: puts the device's cache preference back to cudaFuncCachePreferNone, the default,
+// and records both. KSTUDY_KEEP_KOKKOS_DEVICE_SETTINGS=1 keeps what Kokkos set (to measure its effect). No-op
+// without CUDA. Throws std::runtime_error when a CUDA call fails.
+void restore_device_defaults_after_kokkos();
+
+class kokkos_session {
+ public:
+  kokkos_session(int& argc, char* argv[]) : m_guard(argc, argv) { restore_device_defaults_after_kokkos(); }
+  kokkos_session(const kokkos_session&) = delete;
+  kokkos_session& operator=(const kokkos_session&) = delete;
+
+ private:
+  Kokkos::ScopeGuard m_guard;
+};
+
+}  // namespace kstudy
