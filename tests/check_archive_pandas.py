@@ -21,7 +21,7 @@ COLUMNS = {
                 "throttled", "status", "occupancy"],
     "gate": ["experiment", "variant", "layout", "rows", "features", "depth", "block_size", "passed", "max_abs_error",
              "max_relative_error", "rtol", "atol", "score_failures", "flag_mismatches", "ambiguous_rows", "message"],
-    "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second"],
+    "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second", "clock"],
     "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth",
                 "block_size",
                 "timer", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof", "occupancy"],
@@ -47,7 +47,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "7", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "8", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

@@ -62,10 +62,13 @@ def seconds(operation, point, fraction):
 
 
 def ceilings():
+    """As kstudy writes them (schema 8): device bandwidth roofs on both clocks, the host roof on the host clock,
+    compute roofs on CUDA events (the clock of the device_events timer the samples use)."""
     rows = [{"name": n, "bytes": 1 << 30, "seconds": (1 << 30) / bw, "bytes_per_second": bw, "flops": 0,
-             "flops_per_second": 0.0} for n, bw in BANDWIDTH.items()]
+             "flops_per_second": 0.0, "clock": clock} for n, bw in BANDWIDTH.items()
+            for clock in (("device_events", "host_wall") if n.startswith("device_") else ("host_wall",))]
     rows += [{"name": n, "bytes": 0, "seconds": 1e12 / f, "bytes_per_second": 0.0, "flops": int(1e12),
-              "flops_per_second": f} for n, f in COMPUTE.items()]
+              "flops_per_second": f, "clock": "device_events"} for n, f in COMPUTE.items()]
     return pd.DataFrame(rows)
 
 
@@ -154,7 +157,7 @@ def check_schema6_defaults(tmp):
         tables["variants"] = tables["variants"].drop(columns=["depth", "compute_ceiling", "peak_device_bytes",
                                                               "tuned_parameters"])
         tables["samples"] = tables["samples"].drop(columns=["depth"])
-        tables["ceilings"] = tables["ceilings"].drop(columns=["flops", "flops_per_second"])
+        tables["ceilings"] = tables["ceilings"].drop(columns=["flops", "flops_per_second", "clock"])
         write_tables(e, tables)
     archive = A.load([path])[0]
     e = archive.experiments["gemm"]

@@ -101,7 +101,7 @@ def schema(archive, experiment):
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 SCORING = "scoring"
 VARIANT_FIELDS = ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
                   "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",

@@ -18,6 +18,7 @@
 #include "scratch_dir.hpp"
 #include "source_files.hpp"
 #include "kstudy/archive.hpp"
+#include "kstudy/ceilings.hpp"
 #include "kstudy/study.hpp"
 
 namespace {
@@ -89,6 +90,7 @@ ceiling_record make_ceiling(std::int64_t i) {
   c.bytes = (std::int64_t{1} << 30) + i;
   c.seconds = 0.001 * (i + 1);
   c.bytes_per_second = static_cast<double>(c.bytes) / c.seconds;
+  c.clock = i % 3 ? kstudy::timer_kind::host_wall : kstudy::timer_kind::device_events;
   return c;
 }
 
@@ -194,7 +196,7 @@ auto members(const gate_record& r) {
                   r.max_relative_error, r.rtol, r.atol, r.score_failures, r.flag_mismatches, r.ambiguous_rows,
                   r.message);
 }
-auto members(const ceiling_record& r) { return std::tie(r.name, r.bytes, r.seconds, r.bytes_per_second); }
+auto members(const ceiling_record& r) { return std::tie(r.name, r.bytes, r.seconds, r.bytes_per_second, r.clock); }
 auto members(const summary_record& r) {
   return std::tie(r.experiment, r.variant, r.layout, r.memory_kind, r.direction, r.rows, r.features, r.block_size,
                   r.timer, r.samples, r.median, r.min, r.max, r.q1, r.q3, r.bytes_per_second, r.fraction_of_roof);
@@ -715,7 +717,77 @@ TEST(Archive, SummaryTakesPassedAndNotGatedSamplesOnly) {
   for (const auto& s : summary) counts[s.variant] = s.samples;
   EXPECT_EQ(counts, (std::map<std::string, std::int64_t>{{"probe", 3}, {"scored", 3}}));
 }
+
+// A number is divided only by a roof timed on its own clock: device_events by the roof timed with CUDA events,
+// resident_wall by the one timed on the host clock, and no fraction at all where the run has no roof of that
+// clock (an archive before schema 8 recorded host-clock roofs only).
+TEST(Archive, SummaryDividesOnlyByARoofOfItsOwnClock) {
+  std::vector<sample_record> samples;
+  for (const auto timer : {kstudy::timer_kind::device_events, kstudy::timer_kind::resident_wall})
+    for (int trial = 0; trial < 3; ++trial) {
+      sample_record s;
+      s.experiment = "e";
+      s.variant = "v@cuda";
+      s.rows = 1000;
+      s.features = 1;
+      s.bytes = 4'000'000'000;
+      s.timer = timer;
+      s.trial = trial;
+      s.seconds = 1e-3;  // 4e12 B/s
+      s.gate = kstudy::gate_verdict::passed;
+      s.status = "ok";
+      samples.push_back(s);
+    }
+  const auto roof = [](kstudy::timer_kind clock, double bytes_per_second) {
+    ceiling_record c;
+    c.name = "device_read";
+    c.bytes = 1 << 30;
+    c.bytes_per_second = bytes_per_second;
+    c.seconds = c.bytes / bytes_per_second;
+    c.clock = clock;
+    return c;
+  };
+  const auto fraction = [&](const std::vector<ceiling_record>& ceilings, kstudy::timer_kind timer) {
+    for (const auto& s : kstudy::summarise(samples, ceilings))
+      if (s.timer == timer) return s.fraction_of_roof;
+    return -1.0;
+  };
+  const std::vector<ceiling_record> both{roof(kstudy::timer_kind::device_events, 5e12),
+                                         roof(kstudy::timer_kind::host_wall, 8e12)};
+  EXPECT_DOUBLE_EQ(fraction(both, kstudy::timer_kind::device_events), 0.8);
+  EXPECT_DOUBLE_EQ(fraction(both, kstudy::timer_kind::resident_wall), 0.5);
+  const std::vector<ceiling_record> host_only{roof(kstudy::timer_kind::host_wall, 8e12)};
+  EXPECT_EQ(fraction(host_only, kstudy::timer_kind::device_events), 0.0);
+  EXPECT_DOUBLE_EQ(fraction(host_only, kstudy::timer_kind::resident_wall), 0.5);
+  EXPECT_EQ(kstudy::clock_of(kstudy::timer_kind::device_events), kstudy::timer_kind::device_events);
+  EXPECT_EQ(kstudy::clock_of(kstudy::timer_kind::one_shot), kstudy::timer_kind::host_wall);
+}
 }  // namespace
+
+// A gated number faster than the roof of its own run and clock says so instead of printing 102%.
+TEST(Archive, ConsoleSaysRoofExceededInsteadOfAShareAboveOne) {
+  std::ostringstream out;
+  console_sink console(out);
+  summary_record s;
+  s.experiment = "e";
+  s.variant = "dot_cub@cuda";
+  s.layout = "row_major";
+  s.rows = 1 << 28;
+  s.features = 1;
+  s.timer = kstudy::timer_kind::device_events;
+  s.samples = 7;
+  s.median = 1e-3;
+  s.bytes_per_second = 4.4e12;
+  s.fraction_of_roof = 1.02;
+  console.write_summaries({s});
+  s.variant = "dot_kokkos@cuda";
+  s.fraction_of_roof = 0.95;
+  console.write_summaries({s});
+  console.finish();
+  EXPECT_NE(out.str().find("roof exceeded"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("102.0%"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("95.0%"), std::string::npos) << out.str();
+}
 
 // Host-in/host-out timers run once per host memory kind: the console says which row is which.
 TEST(Archive, ConsoleTableNamesTheHostMemoryKind) {

@@ -65,7 +65,6 @@ std::int64_t run_fp32_fma_probe() {
   const int blocks = multiprocessors() * fma_blocks_per_sm;
   fp32_fma_probe_kernel<<<blocks, fma_block>>>(sink, 0.999999f, 1e-7f);
   KSTUDY_CUDA_CHECK(cudaGetLastError());
-  KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
   return std::int64_t(2) * fma_chains * fma_iterations * fma_block * blocks;
 }
 
@@ -128,7 +127,6 @@ void cublas_gemm_probe::run() {
   const int n = static_cast<int>(s.n);
   KSTUDY_CUBLAS_CHECK(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, s.a, input, n, s.b, input,
                                    n, &beta, s.c, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT));
-  KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 std::int64_t cublas_gemm_probe::flops() const { return 2 * m_state->n * m_state->n * m_state->n; }

@@ -103,21 +103,20 @@ __global__ void touch_kernel(float* data, int elements) {
 
 // The device read roof: float4 loads over the buffer, a per-thread sum, one atomic per warp. This is
 // how the best fused kernels read, so their bandwidth is quoted against what reading can reach.
-// The roof kernels keep roof_loads float4 loads in flight per thread (64 bytes): with one, the read roof
+// The roof kernels keep Loads float4 loads in flight per thread (64 or 128 bytes): with one, the read roof
 // measured 3,953 GB/s on the H200 while a dot product that reads two arrays reached 4,380 (session 5); a
-// roof that a kernel beats is not a roof.
-constexpr int roof_loads = 4;
-
+// roof that a kernel beats is not a roof, so the roof is the best of several such probes.
+template <int Loads>
 __global__ void read_sum_kernel(const float4* __restrict__ data, long long count4, float* sink) {
   float acc = 0.0f;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (roof_loads - 1) * stride < count4; i += roof_loads * stride) {
-    float4 v[roof_loads];
+  for (; i + (Loads - 1) * stride < count4; i += Loads * stride) {
+    float4 v[Loads];
 #pragma unroll
-    for (int k = 0; k < roof_loads; ++k) v[k] = __ldg(data + i + k * stride);
+    for (int k = 0; k < Loads; ++k) v[k] = __ldg(data + i + k * stride);
 #pragma unroll
-    for (int k = 0; k < roof_loads; ++k) acc += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+    for (int k = 0; k < Loads; ++k) acc += (v[k].x + v[k].y) + (v[k].z + v[k].w);
   }
   for (; i < count4; i += stride) {
     const float4 v = __ldg(data + i);
@@ -127,17 +126,31 @@ __global__ void read_sum_kernel(const float4* __restrict__ data, long long count
   if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
 }
 
+template <int Loads>
 __global__ void copy_kernel(const float4* __restrict__ from, float4* __restrict__ to, long long count4) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (roof_loads - 1) * stride < count4; i += roof_loads * stride) {
-    float4 v[roof_loads];
+  for (; i + (Loads - 1) * stride < count4; i += Loads * stride) {
+    float4 v[Loads];
 #pragma unroll
-    for (int k = 0; k < roof_loads; ++k) v[k] = __ldg(from + i + k * stride);
+    for (int k = 0; k < Loads; ++k) v[k] = __ldg(from + i + k * stride);
 #pragma unroll
-    for (int k = 0; k < roof_loads; ++k) to[i + k * stride] = v[k];
+    for (int k = 0; k < Loads; ++k) to[i + k * stride] = v[k];
   }
   for (; i < count4; i += stride) to[i] = __ldg(from + i);
+}
+
+int multiprocessor_count() {
+  int device = 0, sms = 0;
+  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
+  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+void check_loads(int loads_in_flight) {
+  if (loads_in_flight != 4 && loads_in_flight != 8)
+    throw std::invalid_argument("kstudy: a roof probe keeps 4 or 8 loads in flight, not " +
+                                std::to_string(loads_in_flight));
 }
 
 constexpr int touch_elements = 1024;
@@ -213,26 +226,32 @@ void launch_touch_kernel(void* stream) {
   KSTUDY_CUDA_CHECK(cudaGetLastError());
 }
 
-void read_buffer(const float* data, std::int64_t count) {
+void read_buffer(const float* data, std::int64_t count, int loads_in_flight) {
+  check_loads(loads_in_flight);
   static float* sink = nullptr;
   if (sink == nullptr) KSTUDY_CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
-  int device = 0, sms = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int blocks = multiprocessor_count() * 8;
   const long long count4 = count / 4;  // the tail of a buffer not a multiple of 4 floats is not read
-  read_sum_kernel<<<sms * 8, 256>>>(reinterpret_cast<const float4*>(data), count4, sink);
+  const auto* data4 = reinterpret_cast<const float4*>(data);
+  if (loads_in_flight == 8) read_sum_kernel<8><<<blocks, 256>>>(data4, count4, sink);
+  else read_sum_kernel<4><<<blocks, 256>>>(data4, count4, sink);
   KSTUDY_CUDA_CHECK(cudaGetLastError());
-  KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void copy_buffer(const float* from, float* to, std::int64_t count) {
-  int device = 0, sms = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+void copy_buffer(const float* from, float* to, std::int64_t count, int loads_in_flight) {
+  check_loads(loads_in_flight);
+  const int blocks = multiprocessor_count() * 8;
   const long long count4 = count / 4;  // the tail of a buffer not a multiple of 4 floats is not copied
-  copy_kernel<<<sms * 8, 256>>>(reinterpret_cast<const float4*>(from), reinterpret_cast<float4*>(to), count4);
+  const auto* from4 = reinterpret_cast<const float4*>(from);
+  auto* to4 = reinterpret_cast<float4*>(to);
+  if (loads_in_flight == 8) copy_kernel<8><<<blocks, 256>>>(from4, to4, count4);
+  else copy_kernel<4><<<blocks, 256>>>(from4, to4, count4);
   KSTUDY_CUDA_CHECK(cudaGetLastError());
-  KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void copy_buffer_memcpy(const float* from, float* to, std::int64_t count) {
+  KSTUDY_CUDA_CHECK(
+      cudaMemcpyAsync(to, from, std::size_t(count) * sizeof(float), cudaMemcpyDeviceToDevice, cudaStreamLegacy));
 }
 
 void inject_invalid_launch(void* stream) {

@@ -10,12 +10,14 @@ import pandas as pd
 # gate_passed) and the variants table, 5 operations: the sweep kind (was "scoring"), the definition's
 # "operation" list and axis keys, and the variants table's `axes` column, 6 the variants table's `rung`, 7 a
 # third axis (`depth` in every table keyed by a point), compute roofs (ceilings.flops, flops_per_second) and
-# the variants table's compute_ceiling, peak_device_bytes and tuned_parameters
-SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7"}
+# the variants table's compute_ceiling, peak_device_bytes and tuned_parameters, 8 ceilings.clock (the clock
+# that timed a roof: device_events or host_wall; before 8 every roof was timed on the host clock)
+SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7", "8"}
 # Columns schema 7 added, with the value an older archive's rows mean: one-, two-axis points have depth 1.
 SCHEMA7_DEFAULTS = {
     "samples": {"depth": 1}, "gate": {"depth": 1}, "summary": {"depth": 1}, "attribution": {"depth": 1},
-    "health": {"depth": 1}, "profile": {"depth": 1}, "ceilings": {"flops": 0, "flops_per_second": 0.0},
+    "health": {"depth": 1}, "profile": {"depth": 1},
+    "ceilings": {"flops": 0, "flops_per_second": 0.0, "clock": "host_wall"},  # clock: schema 8
     "variants": {"depth": 1, "compute_ceiling": "", "peak_device_bytes": -1, "tuned_parameters": ""},
 }
 TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "variants",
@@ -25,6 +27,23 @@ GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_
 # SW thermal, HW thermal, HW power brake; not GPU idle (0x1) or application clocks (0x2).
 SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 REFERENCE = "cpu_reference"
+
+
+# A gated number above a roof of its own run and clock: the roof is understated, and the share means nothing.
+ROOF_EXCEEDED = "roof exceeded (the roof is understated)"
+
+
+def roof_share(percent, spec=".0f"):
+    """A share of a roof for report.md: '' when unknown, ROOF_EXCEEDED above 100%, else the percentage."""
+    if percent is None or not np.isfinite(percent):
+        return ""
+    return ROOF_EXCEEDED if percent > 100 else f"{percent:{spec}}%"
+
+
+def clock_of(timer):
+    """The clock a timer reads (kstudy::clock_of): CUDA events for device_events, the host clock for the others.
+    A number is divided only by a roof timed on its own clock (ceilings.clock, schema 8)."""
+    return "device_events" if timer == "device_events" else "host_wall"
 # Schemas 1 to 4 knew one operation: their sweeps (kind "scoring") and cold starts time it over rows x features.
 LEGACY_OPERATION = "scoring"
 LEGACY_AXES = ("rows", "features")
@@ -199,18 +218,25 @@ class Archive:
         for e in self.experiments.values():
             if not e.ceilings.empty:
                 return e.ceilings
-        return pd.DataFrame(columns=["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second"])
+        return pd.DataFrame(columns=["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second",
+                                     "clock"])
 
-    def ceiling(self, name):
-        """A bandwidth roof in B/s, or None."""
+    def ceiling(self, name, clock=None):
+        """A bandwidth roof in B/s, or None; with `clock` (a timer name: device_events, host_wall) only a roof
+        timed on that clock (schema 8 records both for the device roofs; older roofs are host_wall)."""
         c = self.ceilings()
         hit = c[c.name == name]
+        if clock is not None and len(hit):
+            hit = hit[hit.clock == clock]
         return float(hit.bytes_per_second.iloc[0]) if len(hit) else None
 
-    def compute_ceiling(self, name):
-        """A compute roof (schema 7: device_fp32_fma, cublas_fp32_gemm, ...) in flop/s, or None."""
+    def compute_ceiling(self, name, clock=None):
+        """A compute roof (schema 7: device_fp32_fma, cublas_fp32_gemm, ...) in flop/s, or None; with `clock`,
+        only one timed on that clock (as ceiling)."""
         c = self.ceilings()
         hit = c[(c.name == name) & (c.flops_per_second > 0)] if len(c) else c
+        if clock is not None and len(hit):
+            hit = hit[hit.clock == clock]
         return float(hit.flops_per_second.iloc[0]) if len(hit) else None
 
     def compute_ceilings(self):

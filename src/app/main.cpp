@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "kstudy/kokkos_session.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/experiment_kind.hpp"
+#include "kstudy/kokkos_session.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/merge.hpp"
 #include "kstudy/profile.hpp"

@@ -72,7 +72,7 @@ std::vector<std::uint8_t> read_uint8_field(hid_t group, const char* dataset, con
 }  // namespace
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
+  return version == archive_schema_version || version == "7" || version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {

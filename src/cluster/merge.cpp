@@ -100,19 +100,24 @@ std::map<std::string, std::string> agreed(const std::vector<const std::map<std::
   return out;
 }
 
-// Per ceiling name, the shard measurement with the median bandwidth (a real measurement, not an average).
+// Per ceiling (name, clock: a roof may be timed on both), the shard measurement with the median bandwidth (a
+// real measurement, not an average); compute roofs by their flop rate.
 std::vector<ceiling_record> median_ceilings(const std::vector<std::vector<ceiling_record>>& per_shard) {
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<ceiling_record>> by_name;
+  using key = std::pair<std::string, std::string>;
+  std::vector<key> order;
+  std::map<key, std::vector<ceiling_record>> by_key;
   for (const auto& ceilings : per_shard)
     for (const auto& c : ceilings) {
-      if (!by_name.count(c.name)) order.push_back(c.name);
-      by_name[c.name].push_back(c);
+      const key k{c.name, to_string(c.clock)};
+      if (!by_key.count(k)) order.push_back(k);
+      by_key[k].push_back(c);
     }
   std::vector<ceiling_record> out;
-  for (const auto& name : order) {
-    auto& v = by_name[name];
-    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.bytes_per_second < b.bytes_per_second; });
+  for (const auto& k : order) {
+    auto& v = by_key[k];
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+      return a.bytes_per_second + a.flops_per_second < b.bytes_per_second + b.flops_per_second;
+    });
     out.push_back(v[(v.size() - 1) / 2]);
   }
   return out;

@@ -220,11 +220,13 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     r.bytes_per_second = r.median > 0 ? double(first->bytes) / r.median : 0.0;
     r.occupancy = first->occupancy;
     const ceiling_record* roof = nullptr;
-    if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events) roof = roof_for(ceilings, true);
-    else if (r.timer == timer_kind::host_wall) roof = roof_for(ceilings, false);
+    // Only a roof timed on the timer's own clock (kstudy/ceilings.hpp): none, and no fraction, otherwise.
+    const timer_kind clock = clock_of(r.timer);
+    if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events) roof = roof_for(ceilings, true, clock);
+    else if (r.timer == timer_kind::host_wall) roof = roof_for(ceilings, false, clock);
     else if (r.timer == timer_kind::transfer)
-      roof = find_ceiling(ceilings, r.direction + "_" + r.memory_kind);
-    else if (r.timer == timer_kind::transpose) roof = find_ceiling(ceilings, "device_copy");
+      roof = find_ceiling(ceilings, r.direction + "_" + r.memory_kind, clock);
+    else if (r.timer == timer_kind::transpose) roof = find_ceiling(ceilings, "device_copy", clock);
     if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;
     out.push_back(r);
   }

@@ -92,7 +92,8 @@ struct record_table<ceiling_record> {
   using R = ceiling_record;
   static constexpr const char* dataset = "ceilings";
   static constexpr const char* units =
-      "seconds: s; bytes: B; bytes_per_second: B/s; flops: flop; flops_per_second: flop/s (compute roofs)";
+      "seconds: s; bytes: B; bytes_per_second: B/s; flops: flop; flops_per_second: flop/s (compute roofs); "
+      "clock: the timer whose clock timed it (device_events, host_wall)";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"name", &R::name},
@@ -101,6 +102,7 @@ struct record_table<ceiling_record> {
         {"bytes_per_second", &R::bytes_per_second},
         {"flops", &R::flops},
         {"flops_per_second", &R::flops_per_second},
+        {"clock", &R::clock},
     };
     return table;
   }

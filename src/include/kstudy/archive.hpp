@@ -19,7 +19,7 @@ namespace kstudy {
 // variants.implementation, the pin timer and three profile counters; 7 added depth (a third axis) to every
 // table keyed by a point, ceilings.flops / flops_per_second (compute roofs), variants.compute_ceiling,
 // variants.peak_device_bytes and variants.tuned_parameters.
-inline constexpr const char* archive_schema_version = "7";
+inline constexpr const char* archive_schema_version = "8";
 // Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
 // (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as 0 (1 to 5), depth as 1
 // and peak_device_bytes as -1 (1 to 6).

@@ -20,19 +20,27 @@ struct ceiling_options {
 };
 
 // device_read (a sum over a buffer: read-dominant, the way the fused kernels run), device_copy
-// (bytes read + written; the faster of device_copy_memcpy and, in the cuda flavour, device_copy_kernel,
-// both also recorded), host_read (OpenMP sum), and where CUDA is enabled h2d/d2h for pinned and
+// (bytes read + written), host_read (OpenMP sum), and where CUDA is enabled h2d/d2h for pinned and
 // pageable host memory and host_stage_pageable_to_pinned (host threads copying pageable memory into
 // page-locked memory: the bound of a one-shot from pageable memory through pinned staging), and in the
 // CUDA flavour the compute roofs (flops, flops_per_second): device_fp32_fma and cublas_{fp32,tf32,bf16}_gemm at
 // gemm_roof_extent^3 (kstudy/compute_roofs.hpp); a compute roof that cannot run (too little memory) is
-// left out with a note on stderr. Each is the median of `trials` timed runs after one warm-up.
+// left out with a note on stderr. Each is the median of `trials` timed runs after one warm-up, on the clock
+// of the numbers it bounds (ceiling_record::clock): in the CUDA flavour the device roofs are timed with CUDA
+// events, as device variants are, each the best of several probes (device_read_vec4x4, _vec4x8;
+// device_copy_vec4x4, _vec4x8, _memcpy, all recorded), and device_read once more on the host clock for
+// resident_wall; host roofs and transfers on the host clock.
 std::vector<ceiling_record> measure_ceilings(const ceiling_options& options = {});
 
-// The ceiling a variant's bandwidth is quoted against: device_read for device variants, host_read
-// for host ones; nullptr when absent.
-const ceiling_record* roof_for(const std::vector<ceiling_record>& ceilings, bool on_device);
+// The ceiling a variant's bandwidth is quoted against: device_read for device variants, host_read for host
+// ones, timed on `clock` (clock_of the variant's timer); nullptr when absent: a number is never divided by a
+// roof of another clock.
+const ceiling_record* roof_for(const std::vector<ceiling_record>& ceilings, bool on_device, timer_kind clock);
+// The clock a timer reads: device_events for device_events, the host clock (host_wall) for every other.
+timer_kind clock_of(timer_kind timer);
 const ceiling_record* find_ceiling(const std::vector<ceiling_record>& ceilings, const std::string& name);
+const ceiling_record* find_ceiling(const std::vector<ceiling_record>& ceilings, const std::string& name,
+                                   timer_kind clock);
 
 double median(std::vector<double> values);
 

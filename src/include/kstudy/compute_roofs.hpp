@@ -9,8 +9,9 @@
 namespace kstudy::cuda_escape {
 
 // The float32 FMA probe: every SM filled with 8 blocks of 256 threads, each thread running 8 independent
-// FMA chains (enough to hide the FMA latency on every scheduler) with operands in registers only. Runs one
-// synchronised launch and returns the flops it performed (2 per FMA).
+// FMA chains (enough to hide the FMA latency on every scheduler) with operands in registers only. Queues one
+// launch on the legacy default stream (not synchronised: timed with CUDA events as device variants are) and
+// returns the flops it performs (2 per FMA).
 std::int64_t run_fp32_fma_probe();
 
 enum class gemm_roof_precision {
@@ -21,7 +22,8 @@ enum class gemm_roof_precision {
 const char* gemm_roof_name(gemm_roof_precision precision);  // cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm
 
 // A square cuBLAS GEMM C = A B of extent n at one precision on device buffers filled with values in
-// [-1, 1) (zeros would draw less power and flatter the clock), created once; run() is one synchronised GEMM.
+// [-1, 1) (zeros would draw less power and flatter the clock), created once; run() queues one GEMM on the
+// legacy default stream (cuBLAS' default), not synchronised.
 class cublas_gemm_probe {
  public:
   cublas_gemm_probe(gemm_roof_precision precision, std::int64_t n);

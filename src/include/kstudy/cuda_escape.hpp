@@ -35,11 +35,15 @@ void launch_empty_kernel(void* stream);
 // One block that reads and writes a small device scratch buffer (allocated on first use).
 void launch_touch_kernel(void* stream);
 void synchronize(void* stream);
-// Reads `count` floats of device memory (16-byte aligned) with float4 loads, synchronised: the read roof.
-void read_buffer(const float* data, std::int64_t count);
-// Copies `count` floats between device buffers (16-byte aligned) with float4 loads and stores,
-// synchronised: the copy roof's kernel, beside cudaMemcpy.
-void copy_buffer(const float* from, float* to, std::int64_t count);
+// The bandwidth roofs' probes, queued on the legacy default stream and not synchronised (the caller times them
+// with CUDA events on that stream, as device variants are timed, or synchronises for the host clock).
+// Loads in flight per thread: 4 or 8 float4 loads (64 or 128 bytes) before the first use.
+// Reads `count` floats of device memory (16-byte aligned) with float4 loads: the read roof.
+void read_buffer(const float* data, std::int64_t count, int loads_in_flight);
+// Copies `count` floats between device buffers (16-byte aligned) with float4 loads and stores: the copy roof's
+// kernel; copy_buffer_memcpy is cudaMemcpyAsync of the same bytes, the vendor's copy.
+void copy_buffer(const float* from, float* to, std::int64_t count, int loads_in_flight);
+void copy_buffer_memcpy(const float* from, float* to, std::int64_t count);
 
 // Fault injection (KSTUDY_INJECT_FAULT, kstudy/fault_injection.hpp), on a cudaStream_t (nullptr: the
 // legacy default stream). Both always throw std::runtime_error with the CUDA error's name and text:

@@ -100,6 +100,10 @@ struct ceiling_record {
   double bytes_per_second = 0.0;
   std::int64_t flops = 0;  // flops per measured operation (compute roofs; 0 for bandwidths)
   double flops_per_second = 0.0;
+  // The clock that timed it, named by the timer that uses that clock: device_events (CUDA events on the stream
+  // the probe ran on, as device variants are timed) or host_wall (the host clock through a fence). A number
+  // is quoted against a roof of its own clock only.
+  timer_kind clock = timer_kind::host_wall;
 };
 
 // Median / spread per (variant, point, timer) over accepted samples.

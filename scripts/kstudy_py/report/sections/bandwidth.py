@@ -46,14 +46,16 @@ def best_per_family(resident):
 
 
 def with_roofs(best, archives):
-    """Essential GB/s and its share of each roof measured in the variant's own archive; a device variant
-    against the device roofs, a host variant against the host's."""
+    """Essential GB/s and its share of each roof measured in the variant's own archive on the clock of the
+    variant's timer (none across clocks); a device variant against the device roofs, a host variant against
+    the host's."""
     df = best.copy()
     df["point"] = [A.point_label(r, f, ax, d) for r, f, ax, d in zip(df.rows, df.features, df["axes"], df.depth)]
     df["essential_GB_per_s"] = df.essential_bytes / df["median"] / 1e9
     ceilings = {a.label: a for a in archives}
     for roof in ROOFS:
-        bw = df.archive.map(lambda label: ceilings[label].ceiling(roof) or np.nan) / 1e9
+        bw = pd.Series([ceilings[label].ceiling(roof, A.clock_of(timer)) or np.nan
+                        for label, timer in zip(df.archive, df.timer)], index=df.index, dtype=float) / 1e9
         applies = on_device(df) if roof in DEVICE_ROOFS else ~on_device(df)
         df[f"{roof}_GB_per_s"] = bw.where(applies)
         df[f"pct_of_{roof}"] = 100 * df.essential_GB_per_s / df[f"{roof}_GB_per_s"]
@@ -104,7 +106,9 @@ def shown_points(g):
 
 def pct(value):
     """A share of a roof: whole percent, two significant digits below 10% (small tables stay legible)."""
-    return "n/a" if not np.isfinite(value) else f"{value:.0f}%" if value >= 10 else f"{value:.2g}%"
+    if not np.isfinite(value):
+        return "n/a"
+    return A.roof_share(value) if value >= 10 else f"{value:.2g}%"
 
 
 def cell(r):

@@ -121,8 +121,9 @@ def ladder_rows(at, operation, modelled, archive, counters):
     for r in at.itertuples():
         roof = roof_of(r, modelled)
         compute = roof not in ("device_read", "device_copy", "host_read")
-        roof_bw = np.nan if compute else (archive.ceiling(roof) or np.nan) / 1e9
-        roof_tflops = (archive.compute_ceiling(roof) or np.nan) / 1e12 if compute else np.nan
+        clock = A.clock_of(r.timer)  # a roof of the number's own clock only
+        roof_bw = np.nan if compute else (archive.ceiling(roof, clock) or np.nan) / 1e9
+        roof_tflops = (archive.compute_ceiling(roof, clock) or np.nan) / 1e12 if compute else np.nan
         gbps = r.essential_bytes / r.median / 1e9
         tflops = r.essential_flops / r.median / 1e12
         row = {"archive": r.archive, "experiment": r.experiment, "operation": operation,
@@ -169,7 +170,7 @@ def markdown(table, with_counters):
         value = f"{r.tflop_per_s:,.1f}" if compute else f"{r.essential_GB_per_s:,.1f}"
         line = (f"| {label} | `{r.variant}`{' (' + r.tuned_parameters + ')' if r.tuned_parameters else ''} | "
                 f"{A.fmt_seconds(r.median_s)} | {value} | "
-                f"{number(r.pct_of_roof, '.0f', '%')} of {r.roof} | {number(r.x_previous_rung, '.2f', '×')} | "
+                f"{A.roof_share(r.pct_of_roof)} of {r.roof} | {number(r.x_previous_rung, '.2f', '×')} | "
                 f"{number(r.x_vendor, '.2f', '×')} |")
         if memory:
             line += f" {number(r.peak_device_bytes / 2**20, ',.0f', ' MiB') if r.peak_device_bytes >= 0 else ''} |"
@@ -229,7 +230,7 @@ def ladder(inputs, sec):
         top = rungs.loc[rungs.median_s.idxmin()]
         rate = f"{top.tflop_per_s:,.1f} TFLOP/s" if top.compute_bound else f"{top.essential_GB_per_s:,.0f} GB/s"
         text = (f"{operation} ladder ({arch}/{exp}, {point}): best rung `{top.variant}` {rate} "
-                f"= {number(top.pct_of_roof, '.0f', '%')} of {top.roof}, "
+                f"= {A.roof_share(top.pct_of_roof)} of {top.roof}, "
                 f"{rungs.median_s.iloc[0] / top.median_s:.1f}× rung {int(rungs.rung.iloc[0])}")
         if np.isfinite(top.x_vendor):
             text += f", {top.x_vendor:.2f}× `{top.vendor_variant}`"

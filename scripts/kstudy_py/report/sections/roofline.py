@@ -4,6 +4,7 @@ two axes only, since the reference shape names two extents; `roofline_by_operati
 import numpy as np
 import pandas as pd
 
+from ... import archive as A
 from .. import section
 from ..figures import MARKERS, colours, plt, save
 
@@ -57,7 +58,7 @@ def roofline_table(inputs, picks):
             roof = ROOF_OF_TIMER.get(r.timer)
             if roof is None and r.memory_kind in ("pinned", "pageable"):
                 roof = f"h2d_{r.memory_kind}"
-            bw = inputs.archive_of(r.archive).ceiling(roof) if roof else None
+            bw = inputs.archive_of(r.archive).ceiling(roof, A.clock_of(r.timer)) if roof else None
             out.append(roofline_row(label, r, bw, roof))
     return pd.DataFrame(out)
 
