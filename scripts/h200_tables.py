@@ -14,6 +14,9 @@ import h5py
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kstudy_py.archive import ceiling_gbps  # noqa: E402  (schema 8 keys roofs by clock)
+
 data = Path(sys.argv[1] if len(sys.argv) > 1 else "data/h200-2026-11-30-s3")
 pd.set_option("display.width", 200)
 
@@ -29,12 +32,12 @@ def table(group):
 def bench():
     doc = json.loads((data / "bench.json").read_text())
     ctx = doc["context"]
-    roof = float(ctx["ceiling_device_read_GBps"])
-    host_roof = float(ctx["ceiling_host_read_GBps"])
+    roof = ceiling_gbps(ctx, "device_read")
+    host_roof = ceiling_gbps(ctx, "host_read")
     print(f"Ceilings measured in the same run: device read {roof:.0f} GB/s, device copy "
-          f"{float(ctx['ceiling_device_copy_GBps']):.0f} GB/s, host read {host_roof:.1f} GB/s, "
-          f"h2d pinned {float(ctx['ceiling_h2d_pinned_GBps']):.1f} GB/s, h2d pageable "
-          f"{float(ctx['ceiling_h2d_pageable_GBps']):.1f} GB/s\n")
+          f"{ceiling_gbps(ctx, 'device_copy'):.0f} GB/s, host read {host_roof:.1f} GB/s, "
+          f"h2d pinned {ceiling_gbps(ctx, 'h2d_pinned'):.1f} GB/s, h2d pageable "
+          f"{ceiling_gbps(ctx, 'h2d_pageable'):.1f} GB/s\n")
     rows = []
     for b in doc["benchmarks"]:
         if b.get("aggregate_name") != "median":

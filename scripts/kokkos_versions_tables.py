@@ -16,9 +16,10 @@ import h5py
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kstudy_py.archive import frame  # noqa: E402  (the archive reader's own dataset decoding)
+from kstudy_py.archive import ceiling_gbps, frame  # noqa: E402  (the archive reader's own dataset decoding)
 
 SHAPES = ["1048576x16", "16777216x16", "262144x256"]
+
 
 
 def kokkos_version(directory):
@@ -34,7 +35,7 @@ def bench_medians(directory):
             name, shape = b["run_name"].split("/")[:2]
             if name.endswith("@cuda"):
                 rows.append({"variant": name.removesuffix("@cuda"), "shape": shape, "us": b["real_time"]})
-    roof = float(doc["context"]["ceiling_device_read_GBps"])
+    roof = ceiling_gbps(doc["context"], "device_read")
     return pd.DataFrame(rows), roof
 
 

@@ -379,3 +379,12 @@ def point_label(rows, features, axes, depth=1):
     if len(names) == 3:
         return f"{int(rows)}×{int(features)}×{int(depth)}"
     return f"{fmt_rows(rows)}×{int(features)}"
+
+
+def ceiling_gbps(context, name, clock="device_events"):
+    """A bandwidth roof from kstudy_bench's JSON context: keyed by name and clock since schema 8
+    (ceiling_<name>_<clock>_GBps; the host roofs and transfers are on the host clock), by name alone before."""
+    for key in (f"ceiling_{name}_{clock}_GBps", f"ceiling_{name}_host_wall_GBps", f"ceiling_{name}_GBps"):
+        if key in context:
+            return float(context[key])
+    raise KeyError(f"kstudy_bench JSON has no ceiling {name}")
