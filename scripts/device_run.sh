@@ -17,6 +17,8 @@
 #   scripts/device_run.sh BUNDLE.tar.xz lab                # kernel lab I (reduce_sum ... residual_layernorm) into $OUT/lab.h5
 #   scripts/device_run.sh BUNDLE.tar.xz lab2               # kernel lab II (gemm, tensor_core_gemm, attention) into $OUT/lab2.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
+#   scripts/device_run.sh BUNDLE.tar.xz kokkos_settings    # roofs, CUB and CUDA rungs with Kokkos' device-wide
+#        settings restored vs kept (restored, kept, restored: settings_*.json)
 #   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
 #        (faults: the fault and GPU-health tests alone; short: the short experiments and cold_compile)
 # KSTUDY_RESUME_SWEEPS=ARCHIVE: sweeps completes that (interrupted) archive with --resume instead of
@@ -169,6 +171,27 @@ example() {
   echo "example rc=$?"; tail -30 "$out/example.txt"
 }
 
+# Kokkos' device-wide settings (kstudy/kokkos_session.hpp): the same kernels with no Kokkos code (roof probes,
+# CUB, cuBLAS, the CUDA rungs) in one process that restores the device defaults after Kokkos initialised and one
+# that keeps what Kokkos set (KSTUDY_KEEP_KOKKOS_DEVICE_SETTINGS=1), restored / kept / restored so drift shows.
+kokkos_settings() {
+  step "Kokkos device settings: restored vs kept"
+  local round keep tag
+  for round in 1 2; do
+    for keep in 0 1; do
+      [[ $round == 2 && $keep == 1 ]] && continue  # restored, kept, restored
+      tag=restored; [[ $keep == 1 ]] && tag=kept
+      KSTUDY_KEEP_KOKKOS_DEVICE_SETTINGS=$keep timeout ${KSTUDY_BENCH_SECONDS:-200} "$bundle/kstudy_bench" \
+        --operations=reduce_sum,stream_dot,layernorm --shapes=268435456,65536x4096 \
+        --benchmark_filter="${KSTUDY_SETTINGS_FILTER:-@cuda/}" --benchmark_min_time=0.05 \
+        --benchmark_out="$out/settings_${tag}_$round.json" --benchmark_out_format=json \
+        > "$out/settings_${tag}_$round.txt" 2>&1
+      echo "$tag round $round rc=$?: $(grep -E '^ceiling (device_read|device_copy) \(device_events\)' \
+        "$out/settings_${tag}_$round.txt" | sed -E 's/ \([0-9]+ B in.*//' | tr '\n' ';')"
+    done
+  done
+}
+
 sweeps() {
   step sweeps
   local resume=()
@@ -201,6 +224,7 @@ case $mode in
   lab) lab ;;
   lab2) lab2 ;;
   example) example ;;
+  kokkos_settings) kokkos_settings ;;
   all) suite; sweeps ;;
   *) echo "device_run.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac
