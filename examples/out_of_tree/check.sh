@@ -32,7 +32,10 @@ if grep -q '^set(KSTUDY_ENABLE_CUDA ON)' "$config"; then
   kokkos_dir=$(sed -n 's/^set(KSTUDY_KOKKOS_DIR "\(.*\)")$/\1/p' "$config")
   cxx=(-DCMAKE_CXX_COMPILER="$kokkos_dir/../../../bin/nvcc_wrapper")
 else
+  # The compiler kstudy was built with (its objects call that compiler's OpenMP runtime; kstudyConfig.cmake
+  # refuses another).
   flavour=cpu
+  cxx=(-DCMAKE_CXX_COMPILER="$(sed -n 's/^set(KSTUDY_CXX_COMPILER "\(.*\)")$/\1/p' "$config")")
 fi
 
 step "configure and build examples/out_of_tree against $prefix ($flavour flavour)"
