@@ -1,7 +1,8 @@
-// reduce_sum in plain CUDA: the seed's ladder, one change per rung, and the vendor baseline. Every rung
-// accumulates in float32 (as the seed's kernels) into a float s on the device; download widens it.
+// reduce_sum in plain CUDA: the seed's ladder, one change per rung, and the vendor baseline. Rungs 2-4 and CUB
+// accumulate in float32 (as the seed's kernels) into a float s on the device; download widens it.
 //  1 reduce_sum_atomic       one thread per element, atomicAdd(s, x_i): n atomics on one address, which
-//                            the L2 serialises (the seed's 16.7M-atomic kernel).
+//                            the L2 serialises (the seed's 16.7M-atomic kernel), into a float64 s: a float32
+//                            one cannot hold a sum of 2^26 terms of [0, 2) (sum_atomic says why).
 //  2 reduce_sum_block_tree   each thread sums its elements in a register (grid stride), the block adds the
 //                            threads' sums by a shared-memory tree (log2(block) steps, a barrier each), one
 //                            atomicAdd per block.
@@ -13,7 +14,7 @@
 //                            s on every run on one device and n.
 //  reduce_sum_cub            cub::DeviceReduce::Sum (float in, float out), temporary storage allocated in
 //                            prepare.
-// Rungs 1-3 zero s (cudaMemsetAsync, 4 bytes) before their kernel; that is part of the timed run. Rungs 2
+// Rungs 1-3 zero s (cudaMemsetAsync, 8 or 4 bytes) before their kernel; that is part of the timed run. Rungs 2
 // and 3 launch ceil(n / (256 x 16)) blocks (16 elements per thread, at most 65,535 blocks, then the grid
 // strides), rung 4 one resident wave. Every variant queues on its own non-blocking stream, so CUDA events
 // around enqueue_run() time only its work.
@@ -48,10 +49,13 @@ using kstudy::detail::device_attribute;
 // ---------------------------------------------------------------------------------------------------------
 // Kernels
 
-// Rung 1: every element is one atomic on s.
-__global__ void sum_atomic(const float* __restrict__ x, float* __restrict__ s, std::int64_t n) {
+// Rung 1: every element is one atomic on s, in float64. A float32 running sum over all n elements of a sum that
+// does not cancel swallows its terms once it passes 2^25 (the float spacing there, 4, exceeds every x_i in
+// [0, 2)): at n >= 2^26 a float s is wrong, not slow, and the gate rejects it. float64 atomics keep what the rung
+// is on the ladder for (n atomics on one address, which the L2 serialises) with a sum the gate accepts.
+__global__ void sum_atomic(const float* __restrict__ x, double* __restrict__ s, std::int64_t n) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) atomicAdd(s, x[i]);
+  if (i < n) atomicAdd(s, double(x[i]));
 }
 
 // Rung 2: register accumulation over a grid stride, then a shared-memory tree (blockDim.x a power of two).
@@ -201,15 +205,32 @@ double occupancy_of(Kernel kernel) {
 // ---------------------------------------------------------------------------------------------------------
 // The rungs
 
+// Its s is a device double (sum_atomic's comment says why), downloaded as it is.
 class reduce_atomic final : public reduce_cuda_base {
  public:
+  ~reduce_atomic() override { release_workspace(); }
   void enqueue_run() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0, sizeof(float), m_stream));
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_sum, 0, sizeof(double), m_stream));
     const std::int64_t blocks = (m_n + block_size - 1) / block_size;  // 2^22 at n = 2^30: below 2^31 - 1
-    sum_atomic<<<static_cast<unsigned int>(blocks), block_size, 0, m_stream>>>(m_x, m_s, m_n);
+    sum_atomic<<<static_cast<unsigned int>(blocks), block_size, 0, m_stream>>>(m_x, m_sum, m_n);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
+  void download(const std::vector<host_span>& outputs) override {
+    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(s_output(outputs), m_sum, sizeof(double), cudaMemcpyDeviceToHost, m_stream));
+    wait();
+  }
+  void poison() override {
+    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_sum, 0xFF, sizeof(double), m_stream));  // all-ones bytes: a NaN
+    wait();
+  }
   double calculated_occupancy() const override { return occupancy_of(sum_atomic); }
+
+ protected:
+  void plan() override { device_alloc(m_sum, 1); }
+  void release_workspace() override { device_free(m_sum); }
+
+ private:
+  double* m_sum = nullptr;
 };
 
 // ceil(n / (block x 16)) blocks, at most max_spread_blocks.
@@ -300,7 +321,7 @@ variant_info cuda_info(const std::string& suffix, const std::string& family, con
 }
 
 [[maybe_unused]] const int registered = [] {
-  auto atomic = cuda_info("atomic", "reduce_cuda", "one thread per element, atomicAdd on one float address");
+  auto atomic = cuda_info("atomic", "reduce_cuda", "one thread per element, atomicAdd on one float64 address");
   atomic.rung = 1;
   atomic.kernels_launched = 1;  // sum_atomic (after a 4-byte memset of s)
   variant_registration<reduce_atomic>{std::move(atomic)};
