@@ -153,9 +153,9 @@ conformance_report gate_conformance(const operation& op, std::vector<std::int64_
   const auto& spans = out.spans();
   for (std::size_t a = 0; a < spans.size(); ++a) {
     const std::int64_t bytes = spans[a].bytes, words = (bytes + 7) / 8;
-    std::vector<std::int64_t> positions = {0, words / 2, words - 1,
-                                           std::int64_t((std::uint64_t(seed) * 0x9e3779b97f4a7c15ull >> 11) %
-                                                        std::uint64_t(words))};
+    std::vector<std::int64_t> positions = {
+        0, words / 2, words - 1,
+        std::int64_t((std::uint64_t(seed) * 0x9e3779b97f4a7c15ull >> 11) % std::uint64_t(words))};
     std::sort(positions.begin(), positions.end());
     positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
     for (const auto w : positions) {

@@ -189,8 +189,8 @@ TEST(GemmOperation, EssentialBytesAndFlops) {
     // Sampled: 2 + 2 x 5 edge lines + 32 random rows and columns, two doubles per element; the row
     // projections two doubles per row and 32-column block, the column ones two per column, and B V (k x
     // blocks, two doubles) while it is built.
-    EXPECT_EQ(op.reference_bytes(s), 44 * 8 + 44 * 8 + 16 * (44 * n + 44 * m) + 16 * (m * (n / 32) + n) +
-                                         16 * k * (n / 32));
+    EXPECT_EQ(op.reference_bytes(s),
+              44 * 8 + 44 * 8 + 16 * (44 * n + 44 * m) + 16 * (m * (n / 32) + n) + 16 * k * (n / 32));
     // Checked everywhere at m n k <= 2^27: every row.
     const auto small = op.shape({100, 30, 263}, table_layout::row_major, 0);
     EXPECT_EQ(op.reference_bytes(small), 100 * 8 + 16 * 100 * 30 + 16 * (100 + 30) + 16 * 263);

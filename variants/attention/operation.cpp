@@ -525,7 +525,8 @@ class attention_operation final : public operation {
         for (std::int64_t j = 0; j < keys; ++j) {
           const double w = std::exp(e[static_cast<std::size_t>(j)] - m);
           sum += w;
-          for (std::int64_t d = 0; d < dim; ++d) o[static_cast<std::size_t>(d)] += w * v_of(p, (h * tokens + j) * dim + d);
+          for (std::int64_t d = 0; d < dim; ++d)
+            o[static_cast<std::size_t>(d)] += w * v_of(p, (h * tokens + j) * dim + d);
         }
         // No key left (one token): nothing was accumulated, the output keeps zero.
         for (std::int64_t d = 0; d < dim; ++d)
@@ -601,7 +602,8 @@ class attention_operation final : public operation {
           mean[static_cast<std::size_t>(h * dim + d)] += double(v_of(p, (h * tokens + t) * dim + d)) / double(tokens);
 #pragma omp parallel for schedule(static)
     for (std::int64_t row = 0; row < heads * tokens; ++row)
-      for (std::int64_t d = 0; d < dim; ++d) store(outputs, row * dim + d, mean[static_cast<std::size_t>((row / tokens) * dim + d)]);
+      for (std::int64_t d = 0; d < dim; ++d)
+        store(outputs, row * dim + d, mean[static_cast<std::size_t>((row / tokens) * dim + d)]);
   }
 
   static double output_at(const void* o, std::int64_t i) {

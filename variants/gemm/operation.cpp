@@ -525,8 +525,8 @@ class gemm_operation final : public operation {
         const std::size_t r = std::size_t(i * blocks + b);
         const double width = double(std::min(n, (b + 1) * projection_block) - b * projection_block);
         const double err = std::fabs(right[r] - ref.right[r]);
-        const double bound = rtol * ref.right_scale[r] + width * absolute_tolerance +
-                             slack * (right_abs[r] + ref.right_scale[r]);
+        const double bound =
+            rtol * ref.right_scale[r] + width * absolute_tolerance + slack * (right_abs[r] + ref.right_scale[r]);
         if (!(err <= bound)) {
           if (unexplained_rows++ == 0) {
             first_row = i;
@@ -839,7 +839,8 @@ class gemm_operation final : public operation {
           const double a = p.a_at(i, l);
           for (std::int64_t j = 0; j < n; ++j) row[std::size_t(j)] += a * double(p.b_at(l, j));
         }
-        for (std::int64_t j = 0; j < n; ++j) c[offset(p.row_major(), i, j, m, n)] = static_cast<float>(row[std::size_t(j)]);
+        for (std::int64_t j = 0; j < n; ++j)
+          c[offset(p.row_major(), i, j, m, n)] = static_cast<float>(row[std::size_t(j)]);
       }
     }
   }
@@ -860,10 +861,12 @@ class gemm_operation final : public operation {
     // The sampled lines' exact values (as floats: what the outputs hold) in C.
     for (std::size_t s = 0; s < ref.rows.size(); ++s)
       for (std::int64_t j = 0; j < n; ++j)
-        c[offset(row_major, ref.rows[s], j, m, n)] = static_cast<float>(ref.row_value[s * std::size_t(n) + std::size_t(j)]);
+        c[offset(row_major, ref.rows[s], j, m, n)] =
+            static_cast<float>(ref.row_value[s * std::size_t(n) + std::size_t(j)]);
     for (std::size_t s = 0; s < ref.cols.size(); ++s)
       for (std::int64_t i = 0; i < m; ++i)
-        c[offset(row_major, i, ref.cols[s], m, n)] = static_cast<float>(ref.col_value[s * std::size_t(m) + std::size_t(i)]);
+        c[offset(row_major, i, ref.cols[s], m, n)] =
+            static_cast<float>(ref.col_value[s * std::size_t(m) + std::size_t(i)]);
     std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
     for (std::int64_t j = 0; j < n; ++j) v[std::size_t(j)] = sign_of(ref.salt, j);
     for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref.salt ^ 1, i);
@@ -871,14 +874,16 @@ class gemm_operation final : public operation {
     std::vector<double> a(ref.right);
     std::vector<double> l(ref.left);
     std::vector<std::int64_t> free_in_block(static_cast<std::size_t>(blocks), 0);
-    for (std::int64_t j = 0; j < n; ++j) free_in_block[std::size_t(j / projection_block)] += !col_sampled[std::size_t(j)];
+    for (std::int64_t j = 0; j < n; ++j)
+      free_in_block[std::size_t(j / projection_block)] += !col_sampled[std::size_t(j)];
     std::int64_t free_rows = 0;
     for (std::int64_t i = 0; i < m; ++i) free_rows += !row_sampled[std::size_t(i)];
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j)
         if (row_sampled[std::size_t(i)] || col_sampled[std::size_t(j)])
-          a[std::size_t(i * blocks + j / projection_block)] -= v[std::size_t(j)] * double(c[offset(row_major, i, j, m, n)]);
+          a[std::size_t(i * blocks + j / projection_block)] -=
+              v[std::size_t(j)] * double(c[offset(row_major, i, j, m, n)]);
 #pragma omp parallel for schedule(static)
     for (std::int64_t j = 0; j < n; ++j)
       for (std::int64_t i = 0; i < m; ++i)
@@ -888,7 +893,8 @@ class gemm_operation final : public operation {
     std::vector<double> g(static_cast<std::size_t>(blocks), 0.0);
     for (std::int64_t i = 0; i < m; ++i)
       if (!row_sampled[std::size_t(i)])
-        for (std::int64_t b = 0; b < blocks; ++b) g[std::size_t(b)] += u[std::size_t(i)] * a[std::size_t(i * blocks + b)];
+        for (std::int64_t b = 0; b < blocks; ++b)
+          g[std::size_t(b)] += u[std::size_t(i)] * a[std::size_t(i * blocks + b)];
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < m; ++i) {
       if (row_sampled[std::size_t(i)]) continue;
@@ -896,9 +902,9 @@ class gemm_operation final : public operation {
         if (col_sampled[std::size_t(j)]) continue;
         const std::int64_t b = j / projection_block;
         const double width = double(free_in_block[std::size_t(b)]);
-        const double x = a[std::size_t(i * blocks + b)] * v[std::size_t(j)] / width +
-                         u[std::size_t(i)] * (l[std::size_t(j)] - v[std::size_t(j)] * g[std::size_t(b)] / width) /
-                             double(free_rows);
+        const double x =
+            a[std::size_t(i * blocks + b)] * v[std::size_t(j)] / width +
+            u[std::size_t(i)] * (l[std::size_t(j)] - v[std::size_t(j)] * g[std::size_t(b)] / width) / double(free_rows);
         c[offset(row_major, i, j, m, n)] = static_cast<float>(x);
       }
     }

@@ -174,9 +174,8 @@ class reduce_sum_operation final : public operation {
     g.passed = g.value_failures == 0;
     if (!g.passed)
       g.message = "reduce_sum: s = " + format_g9(s) + " but the float64 reference is " + format_g9(ref.value) +
-                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) +
-                  " = 2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(p.n(), 0)) + ") + 1) * " +
-                  format_g9(ref.magnitude) + ")";
+                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) + " = 2^-24 (8 sqrt(" +
+                  format_g9(detail::float_sum_terms(p.n(), 0)) + ") + 1) * " + format_g9(ref.magnitude) + ")";
     return g;
   }
 

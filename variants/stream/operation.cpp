@@ -420,9 +420,8 @@ class stream_operation final : public operation {
     g.passed = g.value_failures == 0;
     if (!g.passed)
       g.message = m_info.name + ": d = " + format_g9(d) + " but the float64 reference is " + format_g9(ref.value) +
-                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) +
-                  " = 2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(p.n(), 1.0)) + ") + 1) * " +
-                  format_g9(ref.magnitude) + ")";
+                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) + " = 2^-24 (8 sqrt(" +
+                  format_g9(detail::float_sum_terms(p.n(), 1.0)) + ") + 1) * " + format_g9(ref.magnitude) + ")";
     return g;
   }
 

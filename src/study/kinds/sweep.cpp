@@ -286,8 +286,7 @@ class sweep_point_run {
         ++rejected;
       }
       std::cerr << "\nkstudy: gate FAILED for " << id << " at point " << m_point.index
-                << " on the output of its last timed run (" << rejected << " samples rejected): " << g.message
-                << "\n";
+                << " on the output of its last timed run (" << rejected << " samples rejected): " << g.message << "\n";
     }
   }
 
