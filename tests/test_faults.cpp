@@ -4,6 +4,8 @@
 //   launch (cuda): a CUDA error that leaves the context usable: the same, in the same process
 //   trap   (cuda): a sticky error: the run stops with exit 69, the finished points are kept, and
 //          --resume completes the archive
+//   corrupt_late (every flavour): right at the gate, wrong afterwards: the runner's re-check of the last
+//          timed run rejects the variant's samples
 // The cuda flavour's tests need a GPU and report themselves skipped without one.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -270,6 +272,37 @@ TEST(Faults, CorruptOutputIsOneScoreJustOverItsTolerance) {
     EXPECT_EQ(g.discrete_mismatches, 0) << g.message;
     EXPECT_LT(g.max_relative_error, 1e-3) << g.message;  // over its own tolerance, by at most about three
   }
+}
+
+// `corrupt_late` leaves the gated run right and corrupts every download after the first timed run: the
+// gate passes, so only the runner's re-check of the last timed run's output can catch it. Every sample of
+// the faulted variant is then rejected at every point, and the other variants' samples stay ok.
+TEST(Faults, WrongOutputAfterTheGateRejectsThePointsSamples) {
+  KSTUDY_REQUIRE_RUNNABLE_KSTUDY();
+  work_dir dir;
+  write_experiment(dir / "faults.json", k_variants, k_rows);
+  const std::string faulted = k_variants[1];
+  const auto r = run_kstudy(dir, "KSTUDY_INJECT_FAULT=" + faulted + ":corrupt_late", "run faults.json --out faults.h5");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("on the output of its last timed run"), std::string::npos) << r.err;
+  const std::string archive = (dir / "faults.h5").string();
+  std::size_t rejected = 0, ok = 0;
+  for (const auto& s : read_samples(archive, "faults")) {
+    const std::string where = s.variant + " point " + std::to_string(s.point) + " trial " + std::to_string(s.trial);
+    if (s.variant == faulted) {
+      EXPECT_EQ(s.status, "rejected") << where;
+      EXPECT_EQ(s.gate, gate_verdict::failed) << where;
+      ++rejected;
+    } else {
+      EXPECT_EQ(s.status, "ok") << where;
+      ++ok;
+    }
+  }
+  EXPECT_GE(rejected, 4u * 2 * 3);  // 4 points x 2 replications x 3 trials, at least one timer each
+  EXPECT_GT(ok, 0u);
+  // The gated run itself passed: the gates table says so; the rejection came from the re-check.
+  for (const auto& g : read_gates(archive, "faults")) EXPECT_TRUE(g.passed) << g.variant << ": " << g.message;
+  for (const auto& s : read_summaries(archive, "faults")) EXPECT_NE(s.variant, faulted);
 }
 
 // A point too big for memory is skipped before anything is allocated, with the reason, and the study

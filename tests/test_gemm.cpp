@@ -186,11 +186,14 @@ TEST(GemmOperation, EssentialBytesAndFlops) {
     EXPECT_EQ(op.essential_traffic(s).bytes_written, m * n * 4);
     EXPECT_EQ(op.essential_flops(s), 2 * m * n * k);
     EXPECT_EQ(op.input_bytes(s), (m * k + k * n) * e);
-    // Sampled: 2 + 2 x 5 edge lines + 32 random rows and columns, two doubles per element.
-    EXPECT_EQ(op.reference_bytes(s), 44 * 8 + 44 * 8 + 16 * (44 * n + 44 * m) + 16 * (m + n));
+    // Sampled: 2 + 2 x 5 edge lines + 32 random rows and columns, two doubles per element; the row
+    // projections two doubles per row and 32-column block, the column ones two per column, and B V (k x
+    // blocks, two doubles) while it is built.
+    EXPECT_EQ(op.reference_bytes(s),
+              44 * 8 + 44 * 8 + 16 * (44 * n + 44 * m) + 16 * (m * (n / 32) + n) + 16 * k * (n / 32));
     // Checked everywhere at m n k <= 2^27: every row.
     const auto small = op.shape({100, 30, 263}, table_layout::row_major, 0);
-    EXPECT_EQ(op.reference_bytes(small), 100 * 8 + 16 * 100 * 30 + 16 * 130);
+    EXPECT_EQ(op.reference_bytes(small), 100 * 8 + 16 * 100 * 30 + 16 * (100 + 30) + 16 * 263);
   }
 }
 
@@ -390,19 +393,27 @@ TEST(GemmGate, RejectsADroppedTermAnUnwrittenTileAndAWrongUnsampledElement) {
         EXPECT_EQ(tile.value_failures, 256) << where;
         EXPECT_NE(tile.message.find("c[400, 200]"), std::string::npos) << tile.message;
 
-        // One finite element wrong by more than its row's summed bounds: the projections see it wherever it is.
+        // One finite element wrong by more than the summed bounds of its 32-column block (not of its whole
+        // row, 8x more here and n times its own bound at large n): the block projections see it wherever
+        // it is (an unsampled row, at k = 1000).
         out.c = product;
         const std::int64_t i = 411, j = 203;
-        double row_scale = 0.0;
-        for (std::int64_t jj = 0; jj < p.n(); ++jj) {
+        double block_scale = 0.0, own_scale = 0.0;
+        for (std::int64_t jj = j / 32 * 32; jj < std::min(p.n(), j / 32 * 32 + 32); ++jj) {
           double value, scale;
           element_reference(p, i, jj, value, scale);
-          row_scale += scale;
+          block_scale += scale;
+          if (jj == j) own_scale = scale;
         }
-        out.at(p, i, j) += static_cast<float>(2 * (tile.rtol * row_scale + double(p.n()) * tile.atol) + 1e-3);
+        const double block_bound = tile.rtol * block_scale + 32 * tile.atol;
+        EXPECT_LT(block_scale, 128 * own_scale) << where;  // a modest factor of the element's own bound
+        out.at(p, i, j) += static_cast<float>(1.5 * block_bound);
         const auto wrong = op.check(p, *reference, out.spans());
         EXPECT_FALSE(wrong.passed) << where;
         EXPECT_EQ(wrong.value_failures, 1) << where << ": " << wrong.message;
+        if (k == 1000 && wrong.message.find("c[411, 203]") == std::string::npos) {  // row 411 not sampled
+          EXPECT_NE(wrong.message.find("columns 192..223"), std::string::npos) << wrong.message;
+        }
       }
     }
   }

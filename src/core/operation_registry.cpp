@@ -37,6 +37,18 @@ std::unique_ptr<one_shot_pipeline> operation::make_pipeline(const registered_var
   return nullptr;
 }
 
+bool operation::reference_outputs(const problem_data&, const reference_data&, const std::vector<host_span>&) const {
+  throw std::logic_error("operation " + info().name +
+                         " implements no reference_outputs(): the gate's conformance suite cannot build correct "
+                         "outputs for it (see kstudy/operation.hpp)");
+}
+
+void operation::drop_work(const problem_data&, const reference_data&, const std::vector<host_span>&, double) const {
+  throw std::logic_error("operation " + info().name +
+                         " implements no drop_work(): the gate's conformance suite cannot show that its gate "
+                         "rejects less work (see kstudy/operation.hpp)");
+}
+
 operation_registry& operation_registry::instance() {
   static operation_registry registry;
   return registry;

@@ -21,6 +21,7 @@ const char* to_string(fault_kind kind) {
     case fault_kind::invalid_launch: return "launch";
     case fault_kind::device_trap: return "trap";
     case fault_kind::corrupt_output: return "corrupt";
+    case fault_kind::late_corrupt_output: return "corrupt_late";
   }
   return "?";
 }
@@ -36,7 +37,8 @@ fault_plan parse_fault_plan(const std::string& value) {
   }
   if (parts.size() < 2 || parts.size() > 3 || parts[0].empty())
     throw std::invalid_argument(where +
-                                "expected <variant>:<kind>[:<point>], kind one of throw, launch, trap, corrupt");
+                                "expected <variant>:<kind>[:<point>], kind one of throw, launch, trap, corrupt, "
+                                "corrupt_late");
   fault_plan plan;
   plan.pattern = parts[0];
   const std::string& kind = parts[1];
@@ -44,7 +46,8 @@ fault_plan parse_fault_plan(const std::string& value) {
   else if (kind == "launch") plan.kind = fault_kind::invalid_launch;
   else if (kind == "trap") plan.kind = fault_kind::device_trap;
   else if (kind == "corrupt") plan.kind = fault_kind::corrupt_output;
-  else throw std::invalid_argument(where + "unknown kind '" + kind + "' (throw, launch, trap or corrupt)");
+  else if (kind == "corrupt_late") plan.kind = fault_kind::late_corrupt_output;
+  else throw std::invalid_argument(where + "unknown kind '" + kind + "' (throw, launch, trap, corrupt or corrupt_late)");
   if (parts.size() == 3) {
     const auto& text = parts[2];
     if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
@@ -86,7 +89,7 @@ void fault_injecting_variant::prepare(const problem_data& problem, const run_opt
 
 void fault_injecting_variant::download(const std::vector<host_span>& outputs) {
   m_inner->download(outputs);
-  if (m_kind != fault_kind::corrupt_output) return;
+  if (m_kind != fault_kind::corrupt_output && !(m_kind == fault_kind::late_corrupt_output && m_late)) return;
   if (m_problem == nullptr) throw std::logic_error("injected fault (corrupt): " + m_variant_id + " was never prepared");
   try {
     m_operation->corrupt(*m_problem, outputs);
@@ -113,6 +116,9 @@ void fault_injecting_variant::fire_if_armed() {
   switch (m_kind) {
     case fault_kind::corrupt_output:
       return;  // download() corrupts; the runs themselves are left alone
+    case fault_kind::late_corrupt_output:
+      m_late = true;  // from now on download() corrupts
+      return;
     case fault_kind::host_exception:
       throw std::runtime_error("injected fault (throw) in " + m_variant_id);
     case fault_kind::invalid_launch:

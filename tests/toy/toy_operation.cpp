@@ -2,6 +2,7 @@
 // about it is declared here; no file under src/ names it. Built only into kstudy_toy (tests/CMakeLists.txt).
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -114,6 +115,23 @@ class axpy_operation final : public kstudy::operation {
   void corrupt(const kstudy::problem_data&, const std::vector<kstudy::host_span>& outputs) const override {
     auto* z = outputs.at(0).as<float>();
     z[0] = z[0] * (1.0f + 0x1.0p-20f) + 0x1.0p-20f;  // far beyond two roundings
+  }
+  // For the gate's conformance suite (tests/test_gate_conformance.cpp): the reference as float32 outputs,
+  // and what less work leaves (the tail of z never written).
+  bool reference_outputs(const kstudy::problem_data&, const kstudy::reference_data& reference,
+                         const std::vector<kstudy::host_span>& outputs) const override {
+    const auto& r = dynamic_cast<const axpy_reference&>(reference);
+    auto* z = outputs.at(0).as<float>();
+    for (std::size_t i = 0; i < r.z.size(); ++i) z[i] = static_cast<float>(r.z[i]);
+    return true;
+  }
+  void drop_work(const kstudy::problem_data& problem, const kstudy::reference_data& reference,
+                 const std::vector<kstudy::host_span>& outputs, double fraction) const override {
+    reference_outputs(problem, reference, outputs);
+    auto* z = outputs.at(0).as<float>();
+    const auto n = static_cast<std::int64_t>(dynamic_cast<const axpy_reference&>(reference).z.size());
+    const auto dropped = std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(n))));
+    std::fill(z + n - dropped, z + n, 0.0f);
   }
   kstudy::traffic_model essential_traffic(const kstudy::table_shape& shape) const override {
     return {8 * shape.rows, 4 * shape.rows};  // x and y read, z written

@@ -482,6 +482,59 @@ class attention_operation final : public operation {
     }
   }
 
+  // The reference's sampled rows rounded to the output type; where not every row is sampled (a full
+  // reference costs H T^2 D) the others hold their head's V column means, a convex combination of V's rows
+  // (uniform weights) that the gate's hull check accepts: returns false then.
+  bool reference_outputs(const problem_data& problem, const reference_data& reference,
+                         const std::vector<host_span>& outputs) const override {
+    const auto& p = attention_problem(problem, P);
+    const auto& ref = dynamic_cast<const attention_reference&>(reference);
+    fill_unsampled(p, ref, outputs);
+    const std::int64_t dim = p.head_dim();
+    for (std::size_t k = 0; k < ref.rows.size(); ++k)
+      for (std::int64_t d = 0; d < dim; ++d)
+        store(outputs, ref.rows[k] * dim + d, ref.o[k * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)]);
+    return std::int64_t(ref.rows.size()) == p.heads() * p.tokens();
+  }
+  // Less work: the sampled rows attend to all but the last keys of their head (a missed last tile of K
+  // and V), in float64; the other rows as reference_outputs.
+  void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
+                 double fraction) const override {
+    const auto& p = attention_problem(problem, P);
+    const auto& ref = dynamic_cast<const attention_reference&>(reference);
+    fill_unsampled(p, ref, outputs);
+    const std::int64_t tokens = p.tokens(), dim = p.head_dim();
+    const std::int64_t keys = tokens - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(tokens))));
+    const double scale = 1.0 / std::sqrt(double(dim));
+    const auto count = static_cast<std::int64_t>(ref.rows.size());
+#pragma omp parallel
+    {
+      std::vector<double> e(static_cast<std::size_t>(tokens)), o(static_cast<std::size_t>(dim));
+#pragma omp for schedule(dynamic)
+      for (std::int64_t k = 0; k < count; ++k) {
+        const std::int64_t row = ref.rows[static_cast<std::size_t>(k)], h = row / tokens;
+        double m = -INFINITY, sum = 0.0;
+        for (std::int64_t j = 0; j < keys; ++j) {
+          double dot = 0.0;
+          for (std::int64_t d = 0; d < dim; ++d)
+            dot += double(q_of(p, row * dim + d)) * double(k_of(p, (h * tokens + j) * dim + d));
+          e[static_cast<std::size_t>(j)] = scale * dot;
+          m = std::max(m, scale * dot);
+        }
+        std::fill(o.begin(), o.end(), 0.0);
+        for (std::int64_t j = 0; j < keys; ++j) {
+          const double w = std::exp(e[static_cast<std::size_t>(j)] - m);
+          sum += w;
+          for (std::int64_t d = 0; d < dim; ++d)
+            o[static_cast<std::size_t>(d)] += w * v_of(p, (h * tokens + j) * dim + d);
+        }
+        // No key left (one token): nothing was accumulated, the output keeps zero.
+        for (std::int64_t d = 0; d < dim; ++d)
+          store(outputs, row * dim + d, sum > 0.0 ? o[static_cast<std::size_t>(d)] / sum : 0.0);
+      }
+    }
+  }
+
   traffic_model essential_traffic(const table_shape& shape) const override {
     return attention::essential_traffic(P, shape.rows, shape.features, shape.depth);
   }
@@ -527,6 +580,30 @@ class attention_operation final : public operation {
     const double t = double(tokens);
     return unit_roundoff * (t + 2 * std::sqrt(t) + 8 * std::log2(t) + 16) +
            (P == attention_precision::bf16 ? 2 * bf16_term : 0.0);
+  }
+
+  // Element i of the output array, rounded from a float64 value to the output type.
+  static void store(const std::vector<host_span>& outputs, std::int64_t i, double value) {
+    if constexpr (P == attention_precision::fp32)
+      outputs.at(0).as<float>()[i] = static_cast<float>(value);
+    else
+      outputs.at(0).as<std::uint16_t>()[i] = round_to_bf16(static_cast<float>(value));
+  }
+
+  // Every row that is not sampled: its head's V column means (see reference_outputs).
+  static void fill_unsampled(const attention_data& p, const attention_reference& ref,
+                             const std::vector<host_span>& outputs) {
+    const std::int64_t heads = p.heads(), tokens = p.tokens(), dim = p.head_dim();
+    if (std::int64_t(ref.rows.size()) == heads * tokens) return;
+    std::vector<double> mean(static_cast<std::size_t>(heads * dim), 0.0);
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t t = 0; t < tokens; ++t)
+        for (std::int64_t d = 0; d < dim; ++d)
+          mean[static_cast<std::size_t>(h * dim + d)] += double(v_of(p, (h * tokens + t) * dim + d)) / double(tokens);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < heads * tokens; ++row)
+      for (std::int64_t d = 0; d < dim; ++d)
+        store(outputs, row * dim + d, mean[static_cast<std::size_t>((row / tokens) * dim + d)]);
   }
 
   static double output_at(const void* o, std::int64_t i) {

@@ -18,13 +18,19 @@
 //      and 32 further distinct rows drawn from a hash of the shape and of A's and B's first values (so from
 //      the seed); columns alike. When m n k <= 2^27 every element is checked instead. O((rows + cols) k
 //      (m + n)), OpenMP-parallel;
-//  (c) two projections of every element (Freivalds): C v against A (B v) and u^T C against (u^T A) B for
-//      hashed +-1 vectors u, v, in float64, each row (column) within the sum of its elements' bounds,
-//      sum_j bound_ij = rtol (|A| (|B| 1))_i + n atol (exact, O(mk + kn)). A row with a wrong element that
-//      (b) did not sample fails when that element's error exceeds the row's summed bound; a kernel error
-//      repeated along a row (a dropped k block, a wrong tile) fails it long before.
+//  (c) projections of every element (Freivalds) for hashed +-1 vectors u, v, in float64: per row i and
+//      block b of 32 consecutive columns, sum_{j in b} v_j c_ij against (A (B V_b))_i (V_b: v on block b,
+//      zero elsewhere), and per column u^T C against (u^T A) B. Each is within the sum of its elements'
+//      bounds, sum_{j in b} bound_ij = rtol (|A| (|B| 1_b))_i + 32 atol (exact, O(mk n/32 + kn)), plus the
+//      float64 evaluation slack. A wrong element that (b) did not sample fails its row block once its
+//      error exceeds the sum of the 32 bounds of its block, ~32x its own bound at most (with a projection
+//      over the whole row, as before, a lone element passed up to ~n times its bound: 8,192x at the
+//      largest bench point); a kernel error repeated along a row (a dropped k block, a wrong tile) fails
+//      long before. Why 32: the block's reference costs m k n / 32 multiply-adds twice (value and scale),
+//      5.4e11 / 16 at 8192^3, about the cost of the sampled lines, seconds on a host; each halving of the
+//      block halves the factor and doubles that.
 // The reference holds only what check() needs: the sampled indices, their float64 values and scales
-// S_ij = sum_l |a_il b_lj|, and the projections with their scale vectors.
+// S_ij = sum_l |a_il b_lj|, and the projections with their scales (m x ceil(n / 32) for the row blocks).
 //
 // Gate, per checked element: |c_ij - ref_ij| <= rtol S_ij + atol, with
 //   rtol = 2 u_in + u (8 + 2 sqrt(k)) + [tensor-core operations] u k / 4,  u = 2^-24,  atol = 2^-126 (FLT_MIN),
@@ -50,6 +56,9 @@
 // by less than 2u |partial sum| <= 2u S, hence the u k / 4 term for those two operations (2,048 u at
 // k = 8192: 1.2e-4 relative; a dropped term still fails on most elements). For gemm_tf32 it is small
 // beside 2 u_in; gemm (float32 on CUDA cores: FFMA rounds to nearest) does not get it.
+// What the bound can tell apart at the largest bench point (8192^3): a k-slice of 1% (82 terms) left out
+// moves an element by ~sqrt(82 E[a^2] E[b^2]) = 128 against S ~ 8192 E|a| E|b| = 5,500 on these inputs,
+// 2.3e-2 S, while rtol is 1.1e-5 (gemm: ~2,000x), 1.3e-4 (gemm_bf16: ~170x) and 2.1e-3 (gemm_tf32: ~11x).
 // atol: products below FLT_MIN flushed to zero by a kernel's FTZ mode carry no accuracy.
 // gate_result::rtol is rtol; max_relative_error is max |c - ref| / S over the checked elements.
 #include <algorithm>
@@ -246,10 +255,16 @@ struct operands {
 // Tile edges around which rows and columns are always checked.
 constexpr std::int64_t tile_edges[] = {16, 32, 64, 128, 256};
 constexpr int random_lines = 32;
+// The width of a column block of the row projections (see the top of the file).
+constexpr std::int64_t projection_block = 32;
+std::int64_t projection_blocks(std::int64_t n) { return (n + projection_block - 1) / projection_block; }
+
 // Up to this many multiply-adds (m n k) every element is checked.
 constexpr std::int64_t full_check_limit = std::int64_t(1) << 27;
 
 bool checks_everything(std::int64_t m, std::int64_t n, std::int64_t k) { return m * n <= full_check_limit / k; }
+// Up to this many multiply-adds reference_outputs() and drop_work() compute every element in float64.
+constexpr double direct_product_limit = 0x1.0p28;
 
 // The sampled lines (rows of an extent-m axis): 0, extent - 1, both sides of each tile edge, then
 // random_lines distinct others drawn from `salt`; every line when there are no more than that.
@@ -288,7 +303,7 @@ class gemm_reference final : public reference_data {
   std::vector<std::int64_t> rows, cols;  // sampled (rows: every row when checking everything; cols then empty)
   std::vector<double> row_value, row_scale;  // rows.size() x n: ref and S of each sampled row's elements
   std::vector<double> col_value, col_scale;  // cols.size() x m
-  std::vector<double> right, right_scale;    // m: A (B v) and |A| (|B| 1)
+  std::vector<double> right, right_scale;    // m x blocks: A (B V_b) and |A| (|B| 1_b), row-major
   std::vector<double> left, left_scale;      // n: (u^T A) B and (1^T |A|) |B|
 };
 
@@ -467,33 +482,59 @@ class gemm_operation final : public operation {
       for (const std::int64_t e : list) row_bad[std::size_t(e / n)] = col_bad[std::size_t(e % n)] = 1;
 
     // (c) the projections, on rows and columns with no failure found above.
-    std::vector<double> right(static_cast<std::size_t>(m)), right_abs(static_cast<std::size_t>(m));
+    const std::int64_t blocks = projection_blocks(n);
+    std::vector<double> right(static_cast<std::size_t>(m * blocks), 0.0), right_abs(right.size(), 0.0);
     std::vector<double> left(static_cast<std::size_t>(n)), left_abs(static_cast<std::size_t>(n));
     {
       std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
       for (std::int64_t j = 0; j < n; ++j) v[std::size_t(j)] = sign_of(ref.salt, j);
       for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref.salt ^ 1, i);
       const std::vector<double> ones(static_cast<std::size_t>(std::max(m, n)), 1.0);
-      // C (m x n) and C^T (n x m) in the output's layout.
-      matvec(strided<float>{c, m, n, row_major ? n : 1, row_major ? 1 : m}, v.data(), ones.data(), right.data(),
-             right_abs.data(), true);
+      // Row blocks of C V: by rows, reading C along its storage (rows of a row-major C; a column-major C a
+      // column at a time into every row's block).
+      if (row_major) {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            const double x = c[i * n + j];
+            right[std::size_t(i * blocks + j / projection_block)] += v[std::size_t(j)] * x;
+            right_abs[std::size_t(i * blocks + j / projection_block)] += std::fabs(x);
+          }
+      } else {
+        const std::int64_t tile = 256;
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i0 = 0; i0 < m; i0 += tile)
+          for (std::int64_t j = 0; j < n; ++j) {
+            const double sign = v[std::size_t(j)];
+            for (std::int64_t i = i0; i < std::min(m, i0 + tile); ++i) {
+              const double x = c[j * m + i];
+              right[std::size_t(i * blocks + j / projection_block)] += sign * x;
+              right_abs[std::size_t(i * blocks + j / projection_block)] += std::fabs(x);
+            }
+          }
+      }
       matvec(strided<float>{c, n, m, row_major ? 1 : m, row_major ? n : 1}, u.data(), ones.data(), left.data(),
              left_abs.data(), true);
     }
     const double slack = projection_slack(std::max(m, n), k);
-    std::int64_t unexplained_rows = 0, unexplained_cols = 0, first_row = -1, first_col = -1;
+    std::int64_t unexplained_rows = 0, unexplained_cols = 0, first_row = -1, first_col = -1, first_block = 0;
     double row_err = 0, row_bound = 0, col_err = 0, col_bound = 0;
     for (std::int64_t i = 0; i < m; ++i) {
       if (row_bad[std::size_t(i)]) continue;
-      const std::size_t r = std::size_t(i);
-      const double err = std::fabs(right[r] - ref.right[r]);
-      const double bound = rtol * ref.right_scale[r] + double(n) * absolute_tolerance +
-                           slack * (right_abs[r] + ref.right_scale[r]);
-      if (!(err <= bound)) {
-        if (unexplained_rows++ == 0) {
-          first_row = i;
-          row_err = err;
-          row_bound = bound;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::size_t r = std::size_t(i * blocks + b);
+        const double width = double(std::min(n, (b + 1) * projection_block) - b * projection_block);
+        const double err = std::fabs(right[r] - ref.right[r]);
+        const double bound =
+            rtol * ref.right_scale[r] + width * absolute_tolerance + slack * (right_abs[r] + ref.right_scale[r]);
+        if (!(err <= bound)) {
+          if (unexplained_rows++ == 0) {
+            first_row = i;
+            first_block = b;
+            row_err = err;
+            row_bound = bound;
+          }
+          break;  // one failing block makes the row unexplained
         }
       }
     }
@@ -534,10 +575,11 @@ class gemm_operation final : public operation {
                     " but the float64 reference is " + format_g9(expected) + " (|error| " +
                     format_g9(std::fabs(double(got) - expected)) + ", bound " + format_g9(bound) + ")" + tail;
       } else if (first_row >= 0) {
-        g.message = m_info.name + ": row " + std::to_string(first_row) +
-                    " of C v differs from A (B v) by " + format_g9(row_err) + ", beyond the sum of its elements' " +
-                    "bounds " + format_g9(row_bound) + " (an element of row " + std::to_string(first_row) +
-                    " is wrong)" + tail;
+        const std::int64_t j0 = first_block * projection_block, j1 = std::min(n, j0 + projection_block);
+        g.message = m_info.name + ": row " + std::to_string(first_row) + ", columns " + std::to_string(j0) + ".." +
+                    std::to_string(j1 - 1) + " of C v differ from A (B v) by " + format_g9(row_err) +
+                    ", beyond the sum of their elements' bounds " + format_g9(row_bound) + " (an element of row " +
+                    std::to_string(first_row) + " there is wrong)" + tail;
       } else {
         g.message = m_info.name + ": column " + std::to_string(first_col) + " of u^T C differs from (u^T A) B by " +
                     format_g9(col_err) + ", beyond the sum of its elements' bounds " + format_g9(col_bound) +
@@ -558,6 +600,48 @@ class gemm_operation final : public operation {
     c = detail::moved_beyond(c, bound);
   }
 
+  // Every element from a float64 product where that is cheap (m n k <= 2^28); beyond, the sampled lines
+  // from the reference and the rest a fill that meets every projection of the reference (returns false).
+  bool reference_outputs(const problem_data& problem, const reference_data& reference,
+                         const std::vector<host_span>& outputs) const override {
+    const auto& p = gemm_problem(problem, P);
+    const auto& ref = dynamic_cast<const gemm_reference&>(reference);
+    const std::int64_t m = p.m(), n = p.n();
+    float* c = c_output(outputs);
+    if (ref.cols.empty() && std::int64_t(ref.rows.size()) == m) {  // the reference holds every element
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j)
+          c[offset(p.row_major(), i, j, m, n)] = static_cast<float>(ref.row_value[std::size_t(i * n + j)]);
+      return true;
+    }
+    if (double(m) * double(n) * double(p.k()) <= direct_product_limit) {
+      product(p, p.k(), c);
+      return true;
+    }
+    consistent_fill(p, ref, c);
+    return false;
+  }
+  // Less work: the last k-slice skipped (C = A(:, 0..k') B(0..k', :), k' = k minus ~fraction of k). Where
+  // reference_outputs fills, the sampled lines carry the loss (the rest keeps the fill).
+  void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
+                 double fraction) const override {
+    const auto& p = gemm_problem(problem, P);
+    const auto& ref = dynamic_cast<const gemm_reference&>(reference);
+    const std::int64_t m = p.m(), n = p.n(), k = p.k();
+    const std::int64_t kept = k - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(k))));
+    float* c = c_output(outputs);
+    if (double(m) * double(n) * double(k) <= direct_product_limit) {
+      product(p, kept, c);
+      return;
+    }
+    consistent_fill(p, ref, c);
+    if constexpr (P == gemm_precision::bf16)
+      sampled_lines_product<std::uint16_t>(p, p.a_bf16(), p.b_bf16(), ref, kept, c);
+    else
+      sampled_lines_product<float>(p, p.a(), p.b(), ref, kept, c);
+  }
+
   traffic_model essential_traffic(const table_shape& shape) const override {
     return gemm::essential_traffic(P, shape.rows, shape.features, shape.depth);
   }
@@ -574,7 +658,8 @@ class gemm_operation final : public operation {
     const std::int64_t rows = checks_everything(m, n, k) ? m : sampled_count(m);
     const std::int64_t cols = rows == m ? 0 : sampled_count(n);
     const std::int64_t d = sizeof(double);
-    return (rows + cols) * std::int64_t(sizeof(std::int64_t)) + 2 * d * (rows * n + cols * m) + 2 * d * (m + n);
+    return (rows + cols) * std::int64_t(sizeof(std::int64_t)) + 2 * d * (rows * n + cols * m) +
+           2 * d * (m * projection_blocks(n) + n) + 2 * d * k * projection_blocks(n);  // the last: W while built
   }
 
  private:
@@ -667,15 +752,162 @@ class gemm_operation final : public operation {
     for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref->salt ^ 1, i);
     const std::vector<double> ones(static_cast<std::size_t>(std::max(m, n)), 1.0);
     std::vector<double> w(static_cast<std::size_t>(k)), w_abs(static_cast<std::size_t>(k));
-    ref->right.resize(std::size_t(m));
-    ref->right_scale.resize(std::size_t(m));
+    block_projections(p, v, *ref);
     ref->left.resize(std::size_t(n));
     ref->left_scale.resize(std::size_t(n));
-    matvec(ops.b, v.data(), ones.data(), w.data(), w_abs.data(), true);
-    matvec(ops.a, w.data(), w_abs.data(), ref->right.data(), ref->right_scale.data(), true);
     matvec(ops.a_t, u.data(), ones.data(), w.data(), w_abs.data(), true);
     matvec(ops.b_t, w.data(), w_abs.data(), ref->left.data(), ref->left_scale.data(), true);
     return ref;
+  }
+
+  // ref.right = A (B V_b) and ref.right_scale = |A| (|B| 1_b) for every column block b, in float64:
+  // W = B V (k x blocks, O(kn)), then A W in tiles of rows so that W streams once per tile.
+  static void block_projections(const gemm_data& p, const std::vector<double>& v, gemm_reference& ref) {
+    const std::int64_t m = p.m(), n = p.n(), k = p.k(), blocks = projection_blocks(n);
+    const auto kb = static_cast<std::size_t>(k * blocks);
+    std::vector<double> w(kb, 0.0), w_abs(kb, 0.0);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t l = 0; l < k; ++l)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double b = p.b_at(l, j);
+        w[std::size_t(l * blocks + j / projection_block)] += v[std::size_t(j)] * b;
+        w_abs[std::size_t(l * blocks + j / projection_block)] += std::fabs(b);
+      }
+    ref.right.assign(static_cast<std::size_t>(m * blocks), 0.0);
+    ref.right_scale.assign(ref.right.size(), 0.0);
+    constexpr std::int64_t tile = 32;
+    const std::int64_t tiles = (m + tile - 1) / tile;
+#pragma omp parallel
+    {
+      std::vector<double> a(static_cast<std::size_t>(tile));
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t t = 0; t < tiles; ++t) {
+        const std::int64_t i0 = t * tile, i1 = std::min(m, i0 + tile);
+        for (std::int64_t l = 0; l < k; ++l) {
+          for (std::int64_t i = i0; i < i1; ++i) a[std::size_t(i - i0)] = p.a_at(i, l);
+          const double* wl = &w[std::size_t(l * blocks)];
+          const double* wal = &w_abs[std::size_t(l * blocks)];
+          for (std::int64_t i = i0; i < i1; ++i) {
+            const double x = a[std::size_t(i - i0)], xa = std::fabs(x);
+            double* out = &ref.right[std::size_t(i * blocks)];
+            double* out_abs = &ref.right_scale[std::size_t(i * blocks)];
+            for (std::int64_t b = 0; b < blocks; ++b) {
+              out[b] += x * wl[b];
+              out_abs[b] += xa * wal[b];
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // The sampled lines of A(:, 0..kept) B(0..kept, :) in float64, rounded to float, into c (as
+  // make_reference computes them, with the terms from kept on zeroed).
+  template <class T>
+  static void sampled_lines_product(const gemm_data& p, const T* a, const T* b, const gemm_reference& ref,
+                                    std::int64_t kept, float* c) {
+    const std::int64_t m = p.m(), n = p.n(), k = p.k();
+    const operands<T> ops(a, b, m, n, k, p.row_major());
+    const auto lines = std::int64_t(ref.rows.size() + ref.cols.size());
+#pragma omp parallel
+    {
+      std::vector<double> x(static_cast<std::size_t>(k), 0.0), x_abs(static_cast<std::size_t>(k), 0.0);
+      std::vector<double> y(static_cast<std::size_t>(std::max(m, n))), y_abs(y.size());
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t s = 0; s < lines; ++s) {
+        const bool is_row = s < std::int64_t(ref.rows.size());
+        const std::int64_t fixed = is_row ? ref.rows[std::size_t(s)] : ref.cols[std::size_t(s) - ref.rows.size()];
+        for (std::int64_t l = 0; l < kept; ++l) x[std::size_t(l)] = is_row ? p.a_at(fixed, l) : p.b_at(l, fixed);
+        matvec(is_row ? ops.b_t : ops.a, x.data(), x_abs.data(), y.data(), y_abs.data(), false);
+        for (std::int64_t t = 0; t < (is_row ? n : m); ++t)
+          c[is_row ? offset(p.row_major(), fixed, t, m, n) : offset(p.row_major(), t, fixed, m, n)] =
+              static_cast<float>(y[std::size_t(t)]);
+      }
+    }
+  }
+
+  // C = A(:, 0..kept) B(0..kept, :) in float64, rounded to float, in the problem's layout.
+  static void product(const gemm_data& p, std::int64_t kept, float* c) {
+    const std::int64_t m = p.m(), n = p.n();
+#pragma omp parallel
+    {
+      std::vector<double> row(static_cast<std::size_t>(n));
+#pragma omp for schedule(static)
+      for (std::int64_t i = 0; i < m; ++i) {
+        std::fill(row.begin(), row.end(), 0.0);
+        for (std::int64_t l = 0; l < kept; ++l) {
+          const double a = p.a_at(i, l);
+          for (std::int64_t j = 0; j < n; ++j) row[std::size_t(j)] += a * double(p.b_at(l, j));
+        }
+        for (std::int64_t j = 0; j < n; ++j)
+          c[offset(p.row_major(), i, j, m, n)] = static_cast<float>(row[std::size_t(j)]);
+      }
+    }
+  }
+
+  // Outputs whose sampled lines are the reference's and whose other elements X (rows I and columns J not
+  // sampled) meet the reference's projections: per row i in I and column block b, sum_{j in J_b} v_j X_ij
+  // = a_ib (the block's reference less its sampled columns), per column j in J, sum_{i in I} u_i X_ij = l_j
+  // (likewise). X_ij = a_ib v_j / |J_b| + u_i (l_j - v_j g_b / |J_b|) / |I|, g_b = sum_{i in I} u_i a_ib,
+  // meets both: the column sums by construction (u_i^2 = 1), the row sums because g_b = sum_{j in J_b}
+  // v_j l_j (both are u_I^T C_{I, J_b} v_{J_b} exactly; their float64 difference is within the slack).
+  // What a correct GEMM leaves where no float64 reference is affordable, as far as the gate can see.
+  static void consistent_fill(const gemm_data& p, const gemm_reference& ref, float* c) {
+    const std::int64_t m = p.m(), n = p.n(), blocks = projection_blocks(n);
+    const bool row_major = p.row_major();
+    std::vector<char> row_sampled(static_cast<std::size_t>(m), 0), col_sampled(static_cast<std::size_t>(n), 0);
+    for (const auto i : ref.rows) row_sampled[std::size_t(i)] = 1;
+    for (const auto j : ref.cols) col_sampled[std::size_t(j)] = 1;
+    // The sampled lines' exact values (as floats: what the outputs hold) in C.
+    for (std::size_t s = 0; s < ref.rows.size(); ++s)
+      for (std::int64_t j = 0; j < n; ++j)
+        c[offset(row_major, ref.rows[s], j, m, n)] =
+            static_cast<float>(ref.row_value[s * std::size_t(n) + std::size_t(j)]);
+    for (std::size_t s = 0; s < ref.cols.size(); ++s)
+      for (std::int64_t i = 0; i < m; ++i)
+        c[offset(row_major, i, ref.cols[s], m, n)] =
+            static_cast<float>(ref.col_value[s * std::size_t(m) + std::size_t(i)]);
+    std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
+    for (std::int64_t j = 0; j < n; ++j) v[std::size_t(j)] = sign_of(ref.salt, j);
+    for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref.salt ^ 1, i);
+    // a_ib and l_j: the references less what the sampled lines contribute.
+    std::vector<double> a(ref.right);
+    std::vector<double> l(ref.left);
+    std::vector<std::int64_t> free_in_block(static_cast<std::size_t>(blocks), 0);
+    for (std::int64_t j = 0; j < n; ++j)
+      free_in_block[std::size_t(j / projection_block)] += !col_sampled[std::size_t(j)];
+    std::int64_t free_rows = 0;
+    for (std::int64_t i = 0; i < m; ++i) free_rows += !row_sampled[std::size_t(i)];
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        if (row_sampled[std::size_t(i)] || col_sampled[std::size_t(j)])
+          a[std::size_t(i * blocks + j / projection_block)] -=
+              v[std::size_t(j)] * double(c[offset(row_major, i, j, m, n)]);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t i = 0; i < m; ++i)
+        if (row_sampled[std::size_t(i)] || col_sampled[std::size_t(j)])
+          l[std::size_t(j)] -= u[std::size_t(i)] * double(c[offset(row_major, i, j, m, n)]);
+    if (free_rows == 0) return;
+    std::vector<double> g(static_cast<std::size_t>(blocks), 0.0);
+    for (std::int64_t i = 0; i < m; ++i)
+      if (!row_sampled[std::size_t(i)])
+        for (std::int64_t b = 0; b < blocks; ++b)
+          g[std::size_t(b)] += u[std::size_t(i)] * a[std::size_t(i * blocks + b)];
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < m; ++i) {
+      if (row_sampled[std::size_t(i)]) continue;
+      for (std::int64_t j = 0; j < n; ++j) {
+        if (col_sampled[std::size_t(j)]) continue;
+        const std::int64_t b = j / projection_block;
+        const double width = double(free_in_block[std::size_t(b)]);
+        const double x =
+            a[std::size_t(i * blocks + b)] * v[std::size_t(j)] / width +
+            u[std::size_t(i)] * (l[std::size_t(j)] - v[std::size_t(j)] * g[std::size_t(b)] / width) / double(free_rows);
+        c[offset(row_major, i, j, m, n)] = static_cast<float>(x);
+      }
+    }
   }
 
   // The float64 value and scale S of element (i, j), from the inputs (O(k)).

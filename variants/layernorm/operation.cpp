@@ -340,6 +340,48 @@ class layernorm_operation final : public operation {
     y = detail::moved_beyond(y, bound);
   }
 
+  bool reference_outputs(const problem_data& problem, const reference_data& reference,
+                         const std::vector<host_span>& outputs) const override {
+    const auto& p = layernorm_problem(problem, K);
+    const auto& ref = dynamic_cast<const layernorm_reference&>(reference);
+    const std::int64_t n = p.hidden();
+    float* y = y_output(outputs);
+    float* h = has_residual(K) ? h_output(outputs) : nullptr;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < p.rows(); ++row)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double expected, bound;
+        y_reference_at(p, ref, row, j, expected, bound);
+        y[row * n + j] = static_cast<float>(expected);
+        if (h != nullptr) h[row * n + j] = static_cast<float>(input_at(p, row * n + j));
+      }
+    return true;
+  }
+  // Less work: each row's mean and variance taken over all but its last elements (a missed remainder of
+  // the reduction loops), then every y normalised with them; h is right.
+  void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
+                 double fraction) const override {
+    const auto& p = layernorm_problem(problem, K);
+    reference_outputs(problem, reference, outputs);
+    const std::int64_t n = p.hidden();
+    const std::int64_t kept = n - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(n))));
+    float* y = y_output(outputs);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < p.rows(); ++row) {
+      double sum = 0.0, squares = 0.0;
+      for (std::int64_t j = 0; j < kept; ++j) sum += input_at(p, row * n + j);
+      const double mean = sum / double(kept);
+      for (std::int64_t j = 0; j < kept; ++j) {
+        const double d = input_at(p, row * n + j) - mean;
+        squares += d * d;
+      }
+      const double s = 1.0 / std::sqrt(squares / double(kept) + double(epsilon));
+      for (std::int64_t j = 0; j < n; ++j)
+        y[row * n + j] =
+            static_cast<float>((input_at(p, row * n + j) - mean) * s * double(p.gamma()[j]) + double(p.beta()[j]));
+    }
+  }
+
   traffic_model essential_traffic(const table_shape& shape) const override {
     return layernorm::essential_traffic(K, shape.rows, shape.features);
   }

@@ -4,7 +4,11 @@
 // Inputs. x and y are pure functions of (seed, index, array), so every thread count and every relayout
 // gives the same values: uniform in [-1, 1) on a grid of 2^-23 (exact floats), except ~1% outliers of
 // magnitude 100..1000 with a random sign, so a variant that drops or reorders elements cannot hide behind
-// values of one size. No NaN or Inf is ever generated.
+// values of one size. No NaN or Inf is ever generated. stream_dot's x and y are instead uniform in [0, 2)
+// (detail::seeded_nonnegatives, as reduce_sum's x, no outliers): with zero-mean operands sum x_i y_i
+// cancels to ~sqrt(n) of its terms' size and a float32-sized bound of sum |x_i y_i| passed a dot over the
+// first half of the arrays at n = 2^30; with nonnegative products sum |x_i y_i| = d and skipping 1% of the
+// terms moves d by 1% of it.
 //
 // Reference and gate (float64; u = 2^-24, the unit roundoff of float32):
 //  - copy   z == x bitwise: a copy does no arithmetic, so the tolerance is 0 (rtol = atol = 0).
@@ -12,12 +16,15 @@
 //  - add    |z - ref| <= u * |ref|, ref = x + y: one correctly rounded add.
 //  - triad  |z - ref| <= 2u * (|x| + |q * y|), ref = x + q * y: two roundings (multiply, then add: the
 //           first errs by at most u|qy|, the second by at most u|x + fl(qy)|), or one with an FMA.
-//  - dot    |d - ref| <= u * (sqrt(n) + log2(n) + 2) * sum_i |x_i * y_i|, ref = sum_i x_i * y_i. This bound
-//           is probabilistic, not worst-case: float32 accumulation in any order (serial, blocked, tree) errs
-//           by at most ~n u sum|x_i y_i| in the worst case, but rounding errors of random sign grow like
-//           sqrt(n) (Higham, Accuracy and Stability, section 4.6 / Higham & Mary 2019), a tree adds log2(n)
-//           levels, and the products and the final rounding to float add 2. Variants that accumulate in
-//           float64 sit far inside it. atol is 0: |d - ref| may be 0 only when every product is 0.
+//  - dot    |d - ref| <= u (8 sqrt(T + 1) + 1) * sum_i |x_i * y_i|, ref = sum_i x_i * y_i,
+//           T = min(n - 1, 2 * 2^20 + ceil(log2 n)): reduce_sum's probabilistic model (derived at the top of
+//           variants/reduce/operation.cpp: float32 running sums of at most 2^20 terms at two levels and a
+//           tree, Hoeffding with lambda = 8 over the first-order rounding terms, false rejection at most
+//           2.5e-14), with the n products' roundings as one more term (the squares of |x_i y_i| sum to at
+//           most (sum |x_i y_i|)^2; an FMA does not round them). Variants that accumulate in float64 sit far
+//           inside it. At the largest bench point (2^28) and at 2^30 rtol = 11,586 u = 6.9e-4 while a dot
+//           that skipped 1% of the terms is off by ~1e-2 of sum |x_i y_i| (14x the bound), an all-zero d by
+//           1448x. atol is 0: |d - ref| may be 0 only when every product is 0.
 // The elementwise references are exact in float64 (inputs are multiples of 2^-23 below 2^10, so x + 3y
 // needs at most 36 bits) and depend on one element's inputs alone, so the reference object stores no
 // vector: check() evaluates it per element, saving 8n bytes of host memory at n = 2^30. dot's reference is
@@ -35,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/float_sum_tolerance.hpp"
 #include "detail/moved_beyond.hpp"
 #include "detail/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
@@ -164,8 +172,12 @@ class stream_operation final : public operation {
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
-    auto x = detail::seeded_floats(seed, x_array, shape.rows);
-    auto y = has_y(K) ? detail::seeded_floats(seed, y_array, shape.rows) : nullptr;
+    // dot: nonnegative operands, so that its sum does not cancel (see the top of the file).
+    auto x = K == stream_kind::dot ? detail::seeded_nonnegatives(seed, x_array, shape.rows)
+                                   : detail::seeded_floats(seed, x_array, shape.rows);
+    auto y = K == stream_kind::dot ? detail::seeded_nonnegatives(seed, y_array, shape.rows)
+             : has_y(K)            ? detail::seeded_floats(seed, y_array, shape.rows)
+                                   : nullptr;
     return std::make_unique<stream_data>(K, shape, std::move(x), std::move(y));
   }
   // Only row-major exists: the same vectors, copied.
@@ -252,6 +264,42 @@ class stream_operation final : public operation {
     }
   }
 
+  // The reference rounded to float32 (dot: the sum a float32 accumulation returns at best, widened).
+  bool reference_outputs(const problem_data& problem, const reference_data& reference,
+                         const std::vector<host_span>& outputs) const override {
+    const auto& p = stream_problem(problem, K);
+    if constexpr (is_reduction(K)) {
+      *d_output(outputs) = double(static_cast<float>(dynamic_cast<const dot_reference&>(reference).value));
+    } else {
+      float* z = z_output(outputs);
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < p.n(); ++i) {
+        double ref, scale;
+        elementwise_reference_at<K>(p, i, ref, scale);
+        z[i] = static_cast<float>(ref);
+      }
+    }
+    return true;
+  }
+  // Less work: the tail of the vector skipped (a missed remainder loop, a grid one block short). The
+  // elementwise kinds leave the tail's outputs as they were before the run (zero here); dot sums the rest.
+  void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
+                 double fraction) const override {
+    const auto& p = stream_problem(problem, K);
+    const std::int64_t kept = p.n() - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(p.n()))));
+    if constexpr (is_reduction(K)) {
+      const float *x = p.x(), *y = p.y();
+      double d = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : d)
+      for (std::int64_t i = 0; i < kept; ++i) d += double(x[i]) * double(y[i]);
+      *d_output(outputs) = d;
+    } else {
+      reference_outputs(problem, reference, outputs);
+      float* z = z_output(outputs);
+      std::fill(z + kept, z + p.n(), 0.0f);
+    }
+  }
+
   traffic_model essential_traffic(const table_shape& shape) const override {
     return stream::essential_traffic(K, shape.rows);
   }
@@ -303,7 +351,7 @@ class stream_operation final : public operation {
         return unit_roundoff;
     }
   }
-  static double dot_rtol(std::int64_t n) { return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 2.0); }
+  static double dot_rtol(std::int64_t n) { return detail::float_sum_rtol(n, 1.0); }
   double dot_bound(const stream_data& p) const {
     return dot_rtol(p.n()) * dynamic_cast<const dot_reference&>(*reference(p)).magnitude;
   }
@@ -372,8 +420,8 @@ class stream_operation final : public operation {
     g.passed = g.value_failures == 0;
     if (!g.passed)
       g.message = m_info.name + ": d = " + format_g9(d) + " but the float64 reference is " + format_g9(ref.value) +
-                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) +
-                  " = 2^-24 * (sqrt(n) + log2(n) + 2) * " + format_g9(ref.magnitude) + ")";
+                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) + " = 2^-24 (8 sqrt(" +
+                  format_g9(detail::float_sum_terms(p.n(), 1.0)) + ") + 1) * " + format_g9(ref.magnitude) + ")";
     return g;
   }
 

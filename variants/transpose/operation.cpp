@@ -176,6 +176,28 @@ class transpose_operation final : public operation {
     std::memcpy(t, &bits, sizeof bits);
   }
 
+  bool reference_outputs(const problem_data& problem, const reference_data&,
+                         const std::vector<host_span>& outputs) const override {
+    const auto& p = transpose_problem(problem);
+    const std::int64_t rows = p.rows(), cols = p.cols();
+    const float* x = p.x();
+    float* t = t_output(outputs);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t c = 0; c < cols; ++c)
+      for (std::int64_t r = 0; r < rows; ++r) t[c * rows + r] = x[r * cols + c];
+    return true;
+  }
+  // Less work: the last columns of x (a band of tiles at the right edge) never written to t, whose rows
+  // keep what they held before the run (zero here).
+  void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
+                 double fraction) const override {
+    const auto& p = transpose_problem(problem);
+    reference_outputs(problem, reference, outputs);
+    const std::int64_t dropped = std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(p.cols()))));
+    float* t = t_output(outputs);
+    std::fill(t + (p.cols() - dropped) * p.rows(), t + p.cols() * p.rows(), 0.0f);
+  }
+
   traffic_model essential_traffic(const table_shape& shape) const override {
     return transpose::essential_traffic(shape.rows, shape.features);
   }

@@ -17,6 +17,8 @@
 //           row far from the threshold, to just over twice its gate tolerance from the variant's own
 //           value (so over the tolerance from the reference), flag left as it was: the gate rejects the
 //           variant at that point with one score failure (every flavour, every variant)
+//   corrupt_late  as corrupt, but only the downloads after the first timed run: the gated run is right, so
+//           only the runner's re-check of the last timed run's output can reject the variant's samples
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,7 +31,7 @@
 
 namespace kstudy {
 
-enum class fault_kind { host_exception, invalid_launch, device_trap, corrupt_output };
+enum class fault_kind { host_exception, invalid_launch, device_trap, corrupt_output, late_corrupt_output };
 const char* to_string(fault_kind kind);
 
 struct fault_plan {
@@ -51,7 +53,8 @@ std::optional<fault_plan> fault_plan_from_environment();
 
 // Forwards everything to the wrapped variant; after arm(), the next run() runs the variant and then
 // injects the fault (once). A corrupt_output wrapper needs no arming: it corrupts every download(), through
-// the operation's own corrupt() (just beyond the gate's tolerance in one output).
+// the operation's own corrupt() (just beyond the gate's tolerance in one output); a late_corrupt_output one
+// corrupts the downloads after its first armed run.
 class fault_injecting_variant final : public variant {
  public:
   fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id, const operation& op);
@@ -83,6 +86,7 @@ class fault_injecting_variant final : public variant {
   const operation* m_operation;
   const problem_data* m_problem = nullptr;  // the prepared inputs, for the tolerance a corruption must exceed
   bool m_armed = false;
+  bool m_late = false;  // late_corrupt_output: the first timed run has happened
 };
 
 }  // namespace kstudy

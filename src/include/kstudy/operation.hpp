@@ -136,6 +136,25 @@ class operation {
   // it (fault injection `corrupt`; the gate's negative tests). Throws std::logic_error where it cannot.
   virtual void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const = 0;
 
+  // Two hooks for the gate's conformance suite (tests/test_gate_conformance.cpp), which shows from the
+  // operation's own reference, without running any variant, that the gate accepts what a correct kernel
+  // leaves and rejects what a wrong one does (zeros, less work, corrupt(), poison) at every bench point.
+  // Each is the operation's own knowledge; the defaults throw std::logic_error naming the operation and the
+  // hook, so the suite fails for an operation that registers without them.
+  //
+  // Writes outputs a correct variant could leave: the reference rounded to the output types. Returns true
+  // when every output is the reference's; false where the operation's reference holds only sampled lines
+  // (a float64 reference of every output is too costly on a host): the sampled lines are then the
+  // reference's and the rest holds values that the gate's other checks accept (the suite tests the
+  // rejections on the sampled lines there).
+  virtual bool reference_outputs(const problem_data& problem, const reference_data& reference,
+                                 const std::vector<host_span>& outputs) const;
+  // Writes outputs as if about `fraction` (0 < fraction < 1) of the work had been skipped, in what "less
+  // work" means for the operation (the tail of a vector, the last keys of a row, a k-slice), every output
+  // otherwise correct. Where reference_outputs returns false, the sampled lines carry the loss.
+  virtual void drop_work(const problem_data& problem, const reference_data& reference,
+                         const std::vector<host_span>& outputs, double fraction) const;
+
   // The operation's minimal traffic and arithmetic: every variant's effective bandwidth is
   // essential_traffic / time, and the roofline's intensity essential_flops / essential_traffic.
   virtual traffic_model essential_traffic(const table_shape& shape) const = 0;

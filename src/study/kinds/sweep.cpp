@@ -98,6 +98,7 @@ class sweep_point_run {
     choose_memory_kinds();
     warm_up();
     run_trials();
+    recheck_last_runs();
     if (m_ctx.replication == 0) write_first_replication_tables();
     m_ctx.sink.write_samples(m_samples);
     m_ctx.sink.flush();
@@ -253,6 +254,40 @@ class sweep_point_run {
     s.memory_kind = std::move(memory_kind);
     s.seconds = seconds;
     m_samples.push_back(std::move(s));
+  }
+
+  // The gate once more, on what the variant's last timed run left (its device outputs; every timed run
+  // poisons them first): a variant that passed its gated run but goes wrong later (a race that shows
+  // under repetition, state one run leaves for the next, a fault injected after the gate) has every sample
+  // of the point rejected, like a variant that failed its gate. Untimed, after the trials.
+  void recheck_last_runs() {
+    for (auto& v : m_variants) {
+      if (!v.impl || v.gate != gate_verdict::passed) continue;
+      const auto& id = v.entry->info.id();
+      gate_result g;
+      try {
+        host_outputs outputs(m_inputs.op(), v.shape);
+        m_inputs.op().poison(outputs.spans());
+        v.impl->download(outputs.spans());
+        g = m_inputs.op().check(m_inputs.data(v.shape.layout), m_inputs.reference(), outputs.spans());
+      } catch (const std::exception& ex) {
+        auto failed = base_sample(v);
+        failed.trial = -1;
+        fail_variant(v, failed, std::string("re-checking the last timed run: ") + ex.what());
+        continue;
+      }
+      if (g.passed) continue;
+      v.gate = gate_verdict::failed;
+      std::int64_t rejected = 0;
+      for (auto& s : m_samples) {
+        if (s.variant != id || s.status != "ok") continue;
+        s.gate = gate_verdict::failed;
+        s.status = "rejected";
+        ++rejected;
+      }
+      std::cerr << "\nkstudy: gate FAILED for " << id << " at point " << m_point.index
+                << " on the output of its last timed run (" << rejected << " samples rejected): " << g.message << "\n";
+    }
   }
 
   // Resident: host clock through the fence, CUDA events on the variant's stream around the same run.
