@@ -215,10 +215,38 @@ TEST(VariantRegistry, ImplementationMatchesTheOperationsCudaFamilies) {
     const auto& families = kstudy::operation_of(*v).info().cuda_families;
     const bool cuda_family = std::find(families.begin(), families.end(), v->info.family) != families.end();
     const bool written_without_kokkos = v->info.implementation == implementation::handwritten_cuda ||
-                                        v->info.implementation == implementation::vendor_library;
+                                        v->info.implementation == implementation::vendor_library ||
+                                        v->info.implementation == implementation::mixed;
     EXPECT_EQ(cuda_family, written_without_kokkos) << v->info.id() << " " << kstudy::to_string(v->info.implementation);
     EXPECT_EQ(v->info.implementation == implementation::reference, v->info.family == "cpu_reference") << v->info.id();
   }
+}
+
+// Labels that say what runs (issue 24): a variant whose kernels include a library call is labelled by it, as the
+// library (only the call) or as mixed (its own kernels around the call). The scoring operation's composed and
+// partial-fusion variants run their own Kokkos kernels around KokkosBlas::gemv; attention's textbook rungs run
+// kstudy's softmax kernel between two cuBLAS GEMMs.
+TEST(VariantRegistry, VariantsAroundALibraryCallAreLabelledMixed) {
+  using kstudy::implementation;
+  EXPECT_EQ(kstudy::to_string(implementation::mixed), "mixed");
+  EXPECT_EQ(kstudy::to_string(implementation::kokkos_mixed), "kokkos_mixed");
+  int scoring = 0;
+  for (const char* family : {"composed", "partial_fusion"})
+    for (const auto* v : kstudy::variant_registry::instance().match(family)) {
+      EXPECT_EQ(v->info.implementation, implementation::kokkos_mixed) << v->info.id();
+      ++scoring;
+    }
+  EXPECT_GE(scoring, 4);  // two layouts each on at least one backend
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  for (const char* name : {"attention_textbook", "attention_bf16_textbook"}) {
+    const auto found = kstudy::variant_registry::instance().match(name);
+    ASSERT_EQ(found.size(), 1u) << name;
+    EXPECT_EQ(found.front()->info.implementation, implementation::mixed) << name;
+  }
+  for (const char* name : {"attention_fused", "attention_bf16_fused_pipelined", "gemm_autotuned"})
+    for (const auto* v : kstudy::variant_registry::instance().match(name))
+      EXPECT_EQ(v->info.implementation, implementation::handwritten_cuda) << v->info.id();
+#endif
 }
 
 }  // namespace

@@ -1583,7 +1583,8 @@ void register_cuda(attention_precision precision, const std::string& name, int r
   info.backend = "cuda";
   info.on_device = true;
   info.rung = rung;
-  info.implementation = implementation::handwritten_cuda;
+  // The textbook's GEMMs are cuBLAS calls around kstudy's softmax kernel: mixed, not handwritten alone.
+  info.implementation = textbook ? implementation::mixed : implementation::handwritten_cuda;
   info.fusion = fusion;
   info.kernels_launched = kernels_launched;
   if (textbook) info.traffic = [precision](const table_shape& shape) { return textbook_traffic(precision, shape); };
