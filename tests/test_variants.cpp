@@ -249,6 +249,40 @@ TEST(VariantRegistry, VariantsAroundALibraryCallAreLabelledMixed) {
 #endif
 }
 
+// Autotuned rungs say how they chose (issue 24): tuned_parameters() ends with the candidates timed and the earlier
+// rung whose configuration won (0: one of the tuner's own), so that the report can say when a rung re-measures an
+// earlier one. The kernel lab's tuners are CUDA variants: skipped on a build or machine without them.
+TEST(VariantRegistry, AutotunedRungsSayHowTheyChose) {
+  struct tuned {
+    const char* id;
+    std::vector<std::int64_t> extents;
+    std::int64_t earlier_rung;  // the rung whose configuration the tuner's first candidate is (0: none)
+  };
+  const tuned rungs[] = {{"gemm_autotuned@cuda", {256, 256, 256}, 7},
+                         {"gemm_tf32_mma@cuda", {256, 256, 256}, 0},
+                         {"gemm_bf16_mma_autotuned@cuda", {256, 256, 256}, 3},
+                         {"attention_bf16_fused_autotuned@cuda", {2, 300, 64}, 3}};
+  int found = 0;
+  for (const auto& rung : rungs) {
+    const auto* entry = kstudy::variant_registry::instance().find(rung.id);
+    if (entry == nullptr) continue;
+    ++found;
+    KSTUDY_REQUIRE_KOKKOS();
+    kstudy::point_inputs inputs(kstudy::operation_of(*entry), rung.extents, 0, 20261201);
+    auto variant = entry->make();
+    variant->prepare(inputs.data(entry->info.layout), {});
+    std::int64_t candidates = -1, same_as_rung = -1;
+    for (const auto& [name, value] : variant->tuned_parameters()) {
+      if (name == "candidates") candidates = value;
+      if (name == "same_as_rung") same_as_rung = value;
+    }
+    EXPECT_GE(candidates, 2) << rung.id;
+    EXPECT_TRUE(same_as_rung == 0 || same_as_rung == rung.earlier_rung) << rung.id << ": " << same_as_rung;
+    EXPECT_LT(same_as_rung, entry->info.rung) << rung.id;
+  }
+  if (found == 0) GTEST_SKIP() << "no autotuned rung in this build (the cuda flavour's kernel lab)";
+}
+
 }  // namespace
 
 namespace {
