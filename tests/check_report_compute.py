@@ -126,7 +126,8 @@ def check_ladder(out):
     auto = g.set_index("variant").loc["gemm_autotuned@cuda"]
     check(math.isclose(auto.x_previous_rung, 0.95 / 0.16, rel_tol=1e-6), auto.x_previous_rung)
     check(auto.tuned_parameters == TUNED, auto.tuned_parameters)
-    check(auto.tuner_candidates == 17 and auto.tuner_same_as_rung == 2, (auto.tuner_candidates, auto.tuner_same_as_rung))
+    check(auto.tuner_candidates == 17 and auto.tuner_same_as_rung == 2,
+          (auto.tuner_candidates, auto.tuner_same_as_rung))
     md = (out / "report.md").read_text()
     check("**gemm** at 4096×4096×4096" in md and "| TFLOP/s |" in md, "the GEMM ladder table in TFLOP/s")
     check(f"`gemm_autotuned@cuda` ({TUNED_SHOWN})" in md, "the autotuned rung's parameters")

@@ -220,8 +220,8 @@ EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the port
                "memory and an autotuned rung's chosen parameters (with the number of candidates it timed, and when its "
                "choice is an earlier rung's configuration: then that row re-measures the earlier rung's kernel). "
                "A rung labelled mixed runs its own kernels around a vendor library call. Counters, where "
-               "`kstudy profile` measured the same variant and point: summed over the call's kernels (L2 hit rate and achieved occupancy weighted by "
-               "kernel duration; registers: the most any kernel uses).")
+               "`kstudy profile` measured the same variant and point: summed over the call's kernels (L2 hit rate "
+               "and achieved occupancy weighted by kernel duration; registers: the most any kernel uses).")
 
 
 @section("ladder", "Kernel ladders", order=6)
