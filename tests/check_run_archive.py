@@ -45,6 +45,13 @@ def schema(archive, experiment):
                 fail(f"root attribute {attr} missing")
         if f.attrs["schema_version"] != SCHEMA_VERSION:
             fail(f"schema_version is not {SCHEMA_VERSION}")
+        # A dirty build names its diff by hash (cmake/kstudy_write_build_info.cmake); a clean one has none.
+        dirty, diff = f.attrs["git_dirty"], f.attrs.get("git_diff_sha256")
+        if dirty == "true" and not (isinstance(diff, str) and len(diff) == 64 and
+                                    all(c in "0123456789abcdef" for c in diff)):
+            fail(f"a dirty build's archive has no sha256 of its diff (git_diff_sha256 = {diff!r})")
+        if dirty != "true" and diff is not None:
+            fail(f"git_diff_sha256 {diff!r} on an archive whose git_dirty is {dirty!r}")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
                      "omp_proc_bind", "default_execution_space"]:

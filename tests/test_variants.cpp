@@ -215,10 +215,72 @@ TEST(VariantRegistry, ImplementationMatchesTheOperationsCudaFamilies) {
     const auto& families = kstudy::operation_of(*v).info().cuda_families;
     const bool cuda_family = std::find(families.begin(), families.end(), v->info.family) != families.end();
     const bool written_without_kokkos = v->info.implementation == implementation::handwritten_cuda ||
-                                        v->info.implementation == implementation::vendor_library;
+                                        v->info.implementation == implementation::vendor_library ||
+                                        v->info.implementation == implementation::mixed;
     EXPECT_EQ(cuda_family, written_without_kokkos) << v->info.id() << " " << kstudy::to_string(v->info.implementation);
     EXPECT_EQ(v->info.implementation == implementation::reference, v->info.family == "cpu_reference") << v->info.id();
   }
+}
+
+// Labels that say what runs (issue 24): a variant whose kernels include a library call is labelled by it, as the
+// library (only the call) or as mixed (its own kernels around the call). The scoring operation's composed and
+// partial-fusion variants run their own Kokkos kernels around KokkosBlas::gemv; attention's textbook rungs run
+// kstudy's softmax kernel between two cuBLAS GEMMs.
+TEST(VariantRegistry, VariantsAroundALibraryCallAreLabelledMixed) {
+  using kstudy::implementation;
+  EXPECT_EQ(kstudy::to_string(implementation::mixed), "mixed");
+  EXPECT_EQ(kstudy::to_string(implementation::kokkos_mixed), "kokkos_mixed");
+  int scoring = 0;
+  for (const char* family : {"composed", "partial_fusion"})
+    for (const auto* v : kstudy::variant_registry::instance().match(family)) {
+      EXPECT_EQ(v->info.implementation, implementation::kokkos_mixed) << v->info.id();
+      ++scoring;
+    }
+  EXPECT_GE(scoring, 4);  // two layouts each on at least one backend
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  for (const char* name : {"attention_textbook", "attention_bf16_textbook"}) {
+    const auto found = kstudy::variant_registry::instance().match(name);
+    ASSERT_EQ(found.size(), 1u) << name;
+    EXPECT_EQ(found.front()->info.implementation, implementation::mixed) << name;
+  }
+  for (const char* name : {"attention_fused", "attention_bf16_fused_pipelined", "gemm_autotuned"})
+    for (const auto* v : kstudy::variant_registry::instance().match(name))
+      EXPECT_EQ(v->info.implementation, implementation::handwritten_cuda) << v->info.id();
+#endif
+}
+
+// Autotuned rungs say how they chose (issue 24): tuned_parameters() ends with the candidates timed and the earlier
+// rung whose configuration won (0: one of the tuner's own), so that the report can say when a rung re-measures an
+// earlier one. The kernel lab's tuners are CUDA variants: skipped on a build or machine without them.
+TEST(VariantRegistry, AutotunedRungsSayHowTheyChose) {
+  struct tuned {
+    const char* id;
+    std::vector<std::int64_t> extents;
+    std::int64_t earlier_rung;  // the rung whose configuration the tuner's first candidate is (0: none)
+  };
+  const tuned rungs[] = {{"gemm_autotuned@cuda", {256, 256, 256}, 7},
+                         {"gemm_tf32_mma@cuda", {256, 256, 256}, 0},
+                         {"gemm_bf16_mma_autotuned@cuda", {256, 256, 256}, 3},
+                         {"attention_bf16_fused_autotuned@cuda", {2, 300, 64}, 3}};
+  int found = 0;
+  for (const auto& rung : rungs) {
+    const auto* entry = kstudy::variant_registry::instance().find(rung.id);
+    if (entry == nullptr) continue;
+    ++found;
+    KSTUDY_REQUIRE_KOKKOS();
+    kstudy::point_inputs inputs(kstudy::operation_of(*entry), rung.extents, 0, 20261201);
+    auto variant = entry->make();
+    variant->prepare(inputs.data(entry->info.layout), {});
+    std::int64_t candidates = -1, same_as_rung = -1;
+    for (const auto& [name, value] : variant->tuned_parameters()) {
+      if (name == "candidates") candidates = value;
+      if (name == "same_as_rung") same_as_rung = value;
+    }
+    EXPECT_GE(candidates, 2) << rung.id;
+    EXPECT_TRUE(same_as_rung == 0 || same_as_rung == rung.earlier_rung) << rung.id << ": " << same_as_rung;
+    EXPECT_LT(same_as_rung, entry->info.rung) << rung.id;
+  }
+  if (found == 0) GTEST_SKIP() << "no autotuned rung in this build (the cuda flavour's kernel lab)";
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 //   kstudy_bench [--operations=scoring,stream_triad] [--shapes=1048576x16,262144x256]
 //                [google-benchmark flags]
 // --shapes replaces the reference points of every selected operation with as many axes as a shape has.
+// The JSON output's `context` names the build (kstudy_version, flavour, git_commit, git_dirty and, for a dirty
+// tree, git_diff_sha256: the same provenance an archive's root attributes carry) and the ceilings.
 #include <Kokkos_Core.hpp>
 #include <benchmark/benchmark.h>
 
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/build_info.hpp"
 #include "kstudy/ceilings.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/kokkos_session.hpp"
@@ -168,6 +171,15 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Build provenance in the JSON `context`, as an archive records it (src/measure/environment.cpp).
+  // benchmark::AddCustomContext (google/benchmark PR 1137, 1.5.4 and later) is in Debian 12's 1.7.1 and in
+  // the device's 1.8.3.
+  benchmark::AddCustomContext("kstudy_version", kstudy::build_info::version);
+  benchmark::AddCustomContext("flavour", kstudy::build_info::flavour);
+  benchmark::AddCustomContext("git_commit", kstudy::build_info::git_commit);
+  benchmark::AddCustomContext("git_dirty", kstudy::build_info::git_dirty);
+  if (std::string(kstudy::build_info::git_dirty) == "true")
+    benchmark::AddCustomContext("git_diff_sha256", kstudy::build_info::git_diff_sha256);
   kstudy::ceiling_options options;
   if (const char* small = std::getenv("KSTUDY_CEILING_BYTES"))
     options.device_bytes = options.host_bytes = options.transfer_bytes = std::atoll(small);

@@ -14,6 +14,8 @@ std::string_view to_string(implementation kind) {
     case implementation::handwritten_cuda: return "handwritten_cuda";
     case implementation::vendor_library: return "vendor_library";
     case implementation::reference: return "reference";
+    case implementation::mixed: return "mixed";
+    case implementation::kokkos_mixed: return "kokkos_mixed";
   }
   throw std::invalid_argument("kstudy: implementation value " + std::to_string(static_cast<int>(kind)) + " has no name");
 }

@@ -47,6 +47,9 @@ void describe_run(std::map<std::string, std::string>& root, int argc, char** arg
   root["kstudy_version"] = build_info::version;
   root["git_commit"] = build_info::git_commit;
   root["git_dirty"] = build_info::git_dirty;
+  // A dirty tree's diff against the commit, by hash (cmake/kstudy_write_build_info.cmake): a dirty build names
+  // what it ran beyond the commit. Not written for a clean tree.
+  if (std::string(build_info::git_dirty) == "true") root["git_diff_sha256"] = build_info::git_diff_sha256;
   root["flavour"] = build_info::flavour;
   root["created_utc"] = utc_now();
   std::string command;
@@ -166,8 +169,10 @@ run_metadata collect_metadata(int argc, char** argv) {
 std::string describe_environment(const run_metadata& metadata) {
   std::ostringstream os;
   os << "kstudy " << metadata.root.at("kstudy_version") << " (" << metadata.root.at("flavour") << " flavour, commit "
-     << metadata.root.at("git_commit").substr(0, 12) << (metadata.root.at("git_dirty") == "true" ? "+dirty" : "")
-     << ")\n";
+     << metadata.root.at("git_commit").substr(0, 12) << (metadata.root.at("git_dirty") == "true" ? "+dirty" : "");
+  if (const auto diff = metadata.root.find("git_diff_sha256"); diff != metadata.root.end())
+    os << ", diff sha256 " << diff->second.substr(0, 12);
+  os << ")\n";
   for (const auto& [key, value] : metadata.environment)
     if (key != "kokkos_configuration") os << "  " << key << ": " << value << "\n";
   os << "\nKokkos configuration:\n" << metadata.environment.at("kokkos_configuration");

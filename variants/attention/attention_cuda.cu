@@ -1497,10 +1497,17 @@ class attention_bf16_autotuned final : public attention_cuda_base<attention_prec
     return double(blocks * 32 * c.warps) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor));
   }
 
+  // The chosen configuration, then how it was chosen: the candidates timed, and rung 3 when its own kernel (the
+  // first candidate) won (0: one of the tuned kernels).
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
     if (m_candidates.empty()) return {};
     const auto& c = m_candidates[m_chosen];
-    return {{"warps", c.warps}, {"query_rows", 16 * c.warps}, {"stages", c.stages}, {"key_tile", bf16p_keys}};
+    return {{"warps", c.warps},
+            {"query_rows", 16 * c.warps},
+            {"stages", c.stages},
+            {"key_tile", bf16p_keys},
+            {"candidates", static_cast<std::int64_t>(m_candidates.size())},
+            {"same_as_rung", m_chosen == 0 ? 3 : 0}};
   }
 
  protected:
@@ -1583,7 +1590,8 @@ void register_cuda(attention_precision precision, const std::string& name, int r
   info.backend = "cuda";
   info.on_device = true;
   info.rung = rung;
-  info.implementation = implementation::handwritten_cuda;
+  // The textbook's GEMMs are cuBLAS calls around kstudy's softmax kernel: mixed, not handwritten alone.
+  info.implementation = textbook ? implementation::mixed : implementation::handwritten_cuda;
   info.fusion = fusion;
   info.kernels_launched = kernels_launched;
   if (textbook) info.traffic = [precision](const table_shape& shape) { return textbook_traffic(precision, shape); };

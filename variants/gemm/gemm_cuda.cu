@@ -740,7 +740,7 @@ class gemm_warptile final : public gemm_cuda_base {
 // 128-output thread tiles at most 255.
 std::vector<warptile_kernels> tuning_candidates() {
   return {
-      warptile_kernels_of<warptile_config<128, 128, 16, 32, 64, 8, 8, 2>, true>(),  // rung 7
+      warptile_kernels_of<double_buffer_base, true>(),  // rung 7's kernel and configuration (first_candidate_rung)
       warptile_kernels_of<warptile_config<128, 128, 16, 32, 64, 8, 8, 3>, true>(),  // a third stage
       warptile_kernels_of<warptile_config<128, 128, 16, 64, 32, 8, 8, 2>, true>(),  // 8 x 4 lanes per warp
       warptile_kernels_of<warptile_config<128, 128, 16, 64, 32, 8, 8, 3>, true>(),
@@ -764,6 +764,9 @@ std::vector<warptile_kernels> tuning_candidates() {
   };
 }
 
+// The rung whose kernel and configuration tuning_candidates() lists first (gemm_double_buffer).
+constexpr std::int64_t first_candidate_rung = 7;
+
 class gemm_autotuned final : public gemm_cuda_base {
  public:
   gemm_autotuned() : m_candidates(tuning_candidates()) {}
@@ -774,8 +777,13 @@ class gemm_autotuned final : public gemm_cuda_base {
 
   void enqueue_run() override { m_candidates.at(m_chosen).launch(m_a, m_b, m_c, m_m, m_n, m_k, m_stream); }
   double calculated_occupancy() const override { return m_candidates.at(m_chosen).occupancy(); }
+  // The chosen configuration, then how it was chosen: the candidates timed at this shape (oversized tiles are
+  // skipped) and, when the first one won, that it is rung 7's configuration (0: one of the tuner's own).
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
-    return m_candidates.at(m_chosen).parameters();
+    auto parameters = m_candidates.at(m_chosen).parameters();
+    parameters.emplace_back("candidates", m_timed);
+    parameters.emplace_back("same_as_rung", m_chosen == 0 ? first_candidate_rung : 0);
+    return parameters;
   }
 
  protected:
@@ -784,22 +792,25 @@ class gemm_autotuned final : public gemm_cuda_base {
     const auto shape = std::make_tuple(m_m, m_n, m_k);
     const auto known = m_choices.find(shape);
     if (known != m_choices.end()) {
-      m_chosen = known->second;
+      m_chosen = known->second.first;
+      m_timed = known->second.second;
       return;
     }
     if (m_start == nullptr) KSTUDY_CUDA_CHECK(cudaEventCreate(&m_start));
     if (m_stop == nullptr) KSTUDY_CUDA_CHECK(cudaEventCreate(&m_stop));
     const std::int64_t sms = device_attribute(cudaDevAttrMultiProcessorCount);
     float best = 0.0f;
+    m_timed = 0;
     for (std::size_t i = 0; i < m_candidates.size(); ++i) {
       if (i != 0 && oversized(m_candidates[i], sms)) continue;
       const float ms = time_candidate(m_candidates[i], i == 0);
+      ++m_timed;
       if (i == 0 || ms < best) {
         best = ms;
         m_chosen = i;
       }
     }
-    m_choices[shape] = m_chosen;
+    m_choices[shape] = {m_chosen, m_timed};
   }
 
  private:
@@ -832,7 +843,9 @@ class gemm_autotuned final : public gemm_cuda_base {
 
   std::vector<warptile_kernels> m_candidates;
   std::size_t m_chosen = 0;
-  std::map<std::tuple<int, int, int>, std::size_t> m_choices;  // (m, n, k) -> index into m_candidates
+  std::int64_t m_timed = 0;  // candidates timed for the current shape
+  // (m, n, k) -> (index into m_candidates, candidates timed)
+  std::map<std::tuple<int, int, int>, std::pair<std::size_t, std::int64_t>> m_choices;
   cudaEvent_t m_start = nullptr, m_stop = nullptr;
 };
 

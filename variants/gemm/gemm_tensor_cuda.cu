@@ -869,11 +869,14 @@ using kstudy::detail::event_pair;
 
 constexpr int raster_groups[] = {1, 8};  // block rows walked together (1: row by row)
 
-template <gemm_precision P, class... Configs>
+// FirstCandidateRung: the earlier rung whose configuration the first of Configs is, run in row-by-row order (0: none);
+// tuned_parameters() says so when that candidate wins.
+template <gemm_precision P, int FirstCandidateRung, class... Configs>
 class gemm_mma_tuned final : public gemm_tc_base<P> {
  public:
   void prepare(const problem_data& problem, const run_options& options) override {
     gemm_tc_base<P>::prepare(problem, options);  // allocates, plan(), uploads
+    m_timed = 0;
     if (this->empty() || m_candidates.size() * std::size(raster_groups) == 1) return;
     event_pair events;
     float best_ms = 0.0f;
@@ -887,6 +890,7 @@ class gemm_mma_tuned final : public gemm_tc_base<P> {
         KSTUDY_CUDA_CHECK(cudaEventSynchronize(events.stop()));
         float ms = 0.0f;
         KSTUDY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start(), events.stop()));
+        ++m_timed;
         if ((i == 0 && group_m == raster_groups[0]) || ms < best_ms) {
           best_ms = ms;
           m_chosen = i;
@@ -899,11 +903,15 @@ class gemm_mma_tuned final : public gemm_tc_base<P> {
     launch(m_candidates[m_chosen], m_group_m);
   }
   double calculated_occupancy() const override { return m_candidates[m_chosen].occupancy(this->vector_ab()); }
+  // The chosen configuration, then how it was chosen: the (configuration, block order) pairs timed, and the
+  // earlier rung whose configuration won (0: one of the tuner's own).
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
     const auto& c = m_candidates[m_chosen];
+    const bool first = m_chosen == 0 && m_group_m == raster_groups[0];
     return {{"block_m", c.block_m},       {"block_n", c.block_n}, {"block_k", block_k},
             {"warp_m", c.warp_m},         {"warp_n", c.warp_n},   {"stages", c.stages},
-            {"blocks_per_sm", c.min_blocks}, {"raster_group_m", m_group_m}};
+            {"blocks_per_sm", c.min_blocks}, {"raster_group_m", m_group_m},
+            {"candidates", m_timed},      {"same_as_rung", first ? FirstCandidateRung : 0}};
   }
 
  protected:
@@ -923,6 +931,7 @@ class gemm_mma_tuned final : public gemm_tc_base<P> {
   const std::vector<mma_candidate<P>> m_candidates{mma_candidate_of<Configs>::make()...};
   std::size_t m_chosen = 0;
   int m_group_m = 1;
+  std::int64_t m_timed = 0;  // (configuration, block order) pairs timed in the last prepare()
 };
 
 // Candidates: mma_config<P, block_m, block_n, warps_m, warps_n, stages, blocks per SM (__launch_bounds__)>.
@@ -930,13 +939,13 @@ class gemm_mma_tuned final : public gemm_tc_base<P> {
 // tiles (128 accumulators) run one 8-warp block or two 4-warp blocks per SM. Shared memory per block in
 // the comments (2 blocks must fit in the SM's 228 KB).
 using gemm_tf32_mma_variant =
-    gemm_mma_tuned<gemm_precision::tf32,
+    gemm_mma_tuned<gemm_precision::tf32, /*FirstCandidateRung=*/0,  // rung 2 is WMMA: no earlier mma configuration
                    mma_config<gemm_precision::tf32, 128, 128, 2, 4, 3, 2>,  // 64 x 32 warps, 105 KB
                    mma_config<gemm_precision::tf32, 128, 128, 2, 2, 3, 2>,  // 64 x 64 warps, 4 warps, 105 KB
                    mma_config<gemm_precision::tf32, 128, 256, 2, 4, 3, 1>,  // 64 x 64 warps, 153 KB
                    mma_config<gemm_precision::tf32, 256, 128, 4, 2, 3, 1>>;  // 64 x 64 warps, 159 KB
 using gemm_bf16_mma_autotuned_variant =
-    gemm_mma_tuned<gemm_precision::bf16,
+    gemm_mma_tuned<gemm_precision::bf16, /*FirstCandidateRung=*/3,  // rung 3's block tile, warps, stages and order
                    mma_config<gemm_precision::bf16, 128, 256, 2, 4, 4, 1>,  // rung 3's tiles, 106 KB
                    mma_config<gemm_precision::bf16, 128, 256, 2, 4, 3, 1>,  // 80 KB
                    mma_config<gemm_precision::bf16, 128, 128, 2, 4, 4, 2>,  // 64 x 32 warps, 74 KB

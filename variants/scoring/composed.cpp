@@ -61,7 +61,9 @@ variant_info composed_info(const char* name, table_layout layout) {
   info.name = name;
   info.operation = scoring_operation_name;
   info.family = "composed";
-  info.implementation = implementation::kokkos_kernels;
+  // Its own standardize, clip, weight and threshold kernels around one library call (KokkosBlas::gemv; cuBLAS
+  // through the TPL on CUDA where it covers the layout): not Kokkos Kernels calls only.
+  info.implementation = implementation::kokkos_mixed;
   info.fusion = fusion_level::none;
   info.description = "5 steps, intermediates in memory; row sum by KokkosBlas::gemv";
   info.layout = layout;

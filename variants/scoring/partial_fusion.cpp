@@ -51,7 +51,7 @@ variant_info partial_fusion_info(const char* name, table_layout layout) {
   info.operation = scoring_operation_name;
   info.family = "partial_fusion";
   info.fusion = fusion_level::partial;
-  info.implementation = implementation::kokkos;  // its own fused kernels around one Kokkos Kernels gemv
+  info.implementation = implementation::kokkos_mixed;  // its own fused kernels around one Kokkos Kernels gemv
   info.description = "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel";
   info.layout = layout;
   info.kernels_launched = 3;  // standardize+clip+weight, gemv, threshold

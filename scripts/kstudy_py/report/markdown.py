@@ -12,7 +12,10 @@ def archive_table(inputs):
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for a in inputs.archives:
         env = a.environment
-        commit = a.attrs.get("git_commit", "")[:12] + (" (dirty)" if a.attrs.get("git_dirty") == "true" else "")
+        commit = a.attrs.get("git_commit", "")[:12]
+        if a.attrs.get("git_dirty") == "true":  # a dirty tree: its diff's hash where the archive has one
+            diff = a.attrs.get("git_diff_sha256", "")
+            commit += f" (dirty, diff sha256 {diff[:12]})" if diff else " (dirty)"
         lines.append(f"| {a.label} | `{a.path.name}` | {a.schema_version} | {a.attrs.get('kstudy_version', '')} | "
                      f"{commit} | {a.attrs.get('created_utc', '')} | {env.get('gpu_name', '—')} | "
                      f"{env.get('cpu_model', '')} ({env.get('openmp_threads', '?')} OpenMP threads) | "

@@ -19,20 +19,60 @@ SHAPE_KEYS = ["variant", "rows", "features", "block_size"]  # of legacy (schema 
 # The family of every operation's CPU baseline (the C++ variants' `implementation`).
 REFERENCE_FAMILY = "cpu_reference"
 # Kernels written without Kokkos (variant_info::implementation, stored since schema 6): kstudy's handwritten
-# CUDA escape paths and vendor libraries. "What Kokkos costs" compares every other device variant with them.
-HANDWRITTEN = ("handwritten_cuda", "vendor_library")
-# Archives before schema 6 stored no implementation: what their families' registrations said.
+# CUDA escape paths, vendor libraries, and handwritten kernels around a vendor call (`mixed`). "What Kokkos costs"
+# compares every other device variant (`kokkos`, `kokkos_kernels`, `kokkos_mixed`) with them.
+HANDWRITTEN = ("handwritten_cuda", "vendor_library", "mixed")
+PORTABLE = ("kokkos", "kokkos_kernels", "kokkos_mixed")
+# Archives before schema 6 stored no implementation: what their families ran (the scoring families composed and
+# partial_fusion: their own Kokkos kernels around KokkosBlas::gemv).
 LEGACY_IMPLEMENTATION = {"fused_cuda": "handwritten_cuda", "stream_cuda": "handwritten_cuda",
                          "cublas": "vendor_library", "cub": "vendor_library", "cpu_reference": "reference",
-                         "composed": "kokkos_kernels", "stream_kokkos_kernels": "kokkos_kernels"}
+                         "composed": "kokkos_mixed", "partial_fusion": "kokkos_mixed",
+                         "stream_kokkos_kernels": "kokkos_kernels"}
+# Labels archived before `mixed` and `kokkos_mixed` existed (issue 24) that did not say what ran: variant name
+# (without @backend) -> (the label stored then, what runs). Applied only where the archive stores the old label,
+# so an archive written since keeps its own.
+RELABELLED = {"attention_textbook": ("handwritten_cuda", "mixed"),
+              "attention_bf16_textbook": ("handwritten_cuda", "mixed"),
+              "composed_feature_major": ("kokkos_kernels", "kokkos_mixed"),
+              "composed_row_major": ("kokkos_kernels", "kokkos_mixed"),
+              "partial_fusion_feature_major": ("kokkos", "kokkos_mixed"),
+              "partial_fusion_row_major": ("kokkos", "kokkos_mixed")}
 
 
 def legacy_implementation(family):
     return LEGACY_IMPLEMENTATION.get(family, "kokkos")
 
 
+def relabelled(variant, implementation):
+    """What an archived variant runs, where its stored label predates `mixed` / `kokkos_mixed`."""
+    old_new = RELABELLED.get(variant.split("@")[0])
+    return old_new[1] if old_new and implementation == old_new[0] else implementation
+
+
 def is_handwritten(implementation):
     return implementation in HANDWRITTEN
+
+
+# Two of an autotuned variant's tuned_parameters say how it chose rather than what: `candidates`, the number of
+# configurations it timed at the point, and `same_as_rung`, the earlier rung whose configuration (kernel and launch
+# parameters) it chose, 0 for one of its own. Archives before them (issue 24) carry neither.
+TUNER_KEYS = ("candidates", "same_as_rung")
+
+
+def tuned_choice(text):
+    """(the chosen parameters without the tuner's own keys, candidates or None, same_as_rung or None) of one
+    variants.tuned_parameters string ("name=value,...")."""
+    pairs = [p.split("=", 1) for p in (text if isinstance(text, str) else "").split(",") if "=" in p]
+    values = {k: v for k, v in pairs}
+
+    def integer(key):
+        try:
+            return int(values[key])
+        except (KeyError, ValueError):
+            return None
+    shown = ",".join(f"{k}={v}" for k, v in pairs if k not in TUNER_KEYS)
+    return shown, integer("candidates"), integer("same_as_rung")
 
 
 def stored_variant_table(experiment):
@@ -43,7 +83,8 @@ def stored_variant_table(experiment):
     table = experiment.variants.copy()
     table["on_device"] = table.on_device.astype(bool)
     stored = table["implementation"].fillna("") if "implementation" in table else pd.Series("", index=table.index)
-    table["implementation"] = [i or legacy_implementation(f) for i, f in zip(stored, table.family)]
+    table["implementation"] = [relabelled(v, i) if i else legacy_implementation(f)
+                               for v, i, f in zip(table.variant, stored, table.family)]
     return table[FIELDS]
 
 

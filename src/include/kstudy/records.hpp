@@ -222,7 +222,8 @@ struct variant_record {
                              // features, depth below are its extents in order; missing ones are 1)
   std::string family;        // variant_info::family: cpu_reference, composed, partial_fusion, ...
   std::string fusion_level;  // none | partial | full
-  std::string implementation;  // kokkos | kokkos_kernels | handwritten_cuda | vendor_library | reference
+  std::string implementation;  // kokkos | kokkos_kernels | handwritten_cuda | vendor_library | reference | mixed |
+                               // kokkos_mixed
                                // (variant_info::implementation; empty in archives before version 6)
   std::string layout;        // row_major | feature_major | padded_row_major
   std::string backend;       // serial | openmp | cuda

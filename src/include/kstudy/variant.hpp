@@ -36,13 +36,16 @@ std::string_view to_string(fusion_level level);
 
 // Who wrote the kernels: the design card's question "what does Kokkos cost against handwritten CUDA?"
 // compares the Kokkos implementations with the handwritten and vendor ones, so the report reads it here
-// rather than from a list of family names.
+// rather than from a list of family names. The label says what runs: a variant whose kernels include a library
+// call is labelled by it, as the library (only the call) or as mixed (its own kernels around the call).
 enum class implementation {
-  kokkos,            // Kokkos kernels written for kstudy (portable: every enabled backend)
-  kokkos_kernels,    // composed from Kokkos Kernels calls (a library; portable)
-  handwritten_cuda,  // kstudy's own CUDA escape path (plain CUDA C++, no Kokkos)
-  vendor_library,    // a vendor library called directly: cuBLAS, CUB, cuDNN
+  kokkos,            // Kokkos kernels written for kstudy, nothing else (portable: every enabled backend)
+  kokkos_kernels,    // Kokkos Kernels calls only (a library; portable; cuBLAS through its TPL where enabled)
+  handwritten_cuda,  // kstudy's own CUDA escape path (plain CUDA C++, no Kokkos), no library call
+  vendor_library,    // a vendor library called directly, nothing else: cuBLAS, CUB, cuDNN
   reference,         // the CPU baseline every speedup is quoted against
+  mixed,             // handwritten kernels around a vendor library call (handwritten CUDA + cuBLAS/CUB/cuDNN)
+  kokkos_mixed,      // Kokkos kernels written for kstudy around a Kokkos Kernels call (portable)
 };
 std::string_view to_string(implementation kind);
 

@@ -13,9 +13,10 @@ Rules (every number from the archives, none from names except the vendor rule):
 - Roof: a compute-bound operation's device variants against its compute ceiling (variants.compute_ceiling: a
   cuBLAS GEMM or the FMA probe of the same run); otherwise read-only traffic (the variant's modelled writes under
   1% of its modelled traffic) against device_read, the rest against device_copy; host variants against host_read.
-- Vendor: variants whose implementation is `vendor_library` (cuBLAS, CUB, cuDNN called directly); the vendor of an
-  operation is its fastest such variant at the point. Portable: every variant that is neither handwritten CUDA,
-  a vendor library nor the CPU reference (variants.implementation).
+- Vendor: variants whose implementation is `vendor_library` (cuBLAS, CUB, cuDNN called directly, nothing else); the
+  vendor of an operation is its fastest such variant at the point. Portable: `kokkos`, `kokkos_kernels` and
+  `kokkos_mixed` variants (variants.implementation); a rung whose kernels include a vendor call (`mixed`) is still a
+  rung, and its row says so.
 - × previous rung = previous rung's time / this rung's time (above 1: the change paid); × vendor = the vendor's
   time / this time (above 1: faster than the vendor).
 """
@@ -24,6 +25,7 @@ import pandas as pd
 
 from ... import archive as A
 from .. import section
+from ..variants import PORTABLE, tuned_choice
 from .bandwidth import on_device, resident_points
 
 VENDOR = "vendor_library"  # variant_info::implementation
@@ -44,7 +46,8 @@ WEIGHTED = ("l2_hit_rate_pct", "achieved_occupancy_pct")
 COLUMNS = ["archive", "experiment", "operation", "point", "rows", "features", "depth", "order", "kind", "rung",
            "variant", "family", "backend", "timer", "median_s", "essential_GB_per_s", "tflop_per_s", "compute_bound",
            "roof", "roof_GB_per_s", "roof_tflop_per_s", "pct_of_roof", "x_previous_rung", "vendor_variant", "x_vendor",
-           "peak_device_bytes", "tuned_parameters"] + COUNTERS
+           "peak_device_bytes", "tuned_parameters", "implementation", "tuner_candidates",
+           "tuner_same_as_rung"] + COUNTERS
 
 
 def kind_of(implementation, rung):
@@ -52,7 +55,7 @@ def kind_of(implementation, rung):
         return "rung"
     if implementation == VENDOR:
         return "vendor"
-    if implementation in ("kokkos", "kokkos_kernels"):
+    if implementation in PORTABLE:
         return "portable"
     return None  # handwritten but not a rung (another ladder's helper), or the CPU reference: not shown
 
@@ -134,7 +137,9 @@ def ladder_rows(at, operation, modelled, archive, counters):
                "roof_GB_per_s": roof_bw, "roof_tflop_per_s": roof_tflops,
                "pct_of_roof": 100 * (tflops / roof_tflops if compute else gbps / roof_bw),
                "x_previous_rung": np.nan, "vendor_variant": "", "x_vendor": np.nan,
-               "peak_device_bytes": r.peak_device_bytes, "tuned_parameters": r.tuned_parameters or ""}
+               "peak_device_bytes": r.peak_device_bytes, "tuned_parameters": r.tuned_parameters or "",
+               "implementation": r.implementation}
+        _, row["tuner_candidates"], row["tuner_same_as_rung"] = tuned_choice(r.tuned_parameters)
         if r.kind == "rung":
             if previous is not None and previous.backend == r.backend:
                 row["x_previous_rung"] = previous.median / r.median
@@ -152,6 +157,25 @@ def number(v, spec, suffix=""):
     return "" if v is None or not np.isfinite(v) else f"{v:{spec}}{suffix}"
 
 
+def kept_rung(same_as_rung):
+    """The earlier rung whose configuration a tuner chose, or None (none, or not recorded)."""
+    return int(same_as_rung) if same_as_rung is not None and np.isfinite(same_as_rung) and same_as_rung > 0 else None
+
+
+def tuned_text(tuned_parameters):
+    """A variant's tuned parameters in its table cell: the choice, how many candidates it was chosen from, and
+    whether it is an earlier rung's configuration."""
+    shown, candidates, same_as_rung = tuned_choice(tuned_parameters)
+    if not shown and candidates is None:
+        return ""
+    text = f" ({shown}"
+    if candidates is not None:
+        text += f"; fastest of {candidates} candidates"
+    if kept_rung(same_as_rung):
+        text += f"; **rung {same_as_rung}'s configuration**"
+    return text + ")"
+
+
 def markdown(table, with_counters):
     compute = bool(table.compute_bound.any())
     rate = "TFLOP/s" if compute else "GB/s"
@@ -167,8 +191,10 @@ def markdown(table, with_counters):
     lines = [head, rule]
     for r in table.itertuples():
         label = f"rung {r.rung}" if r.kind == "rung" else r.kind
+        if r.implementation == "mixed":
+            label += " (mixed: own kernels + vendor call)"
         value = f"{r.tflop_per_s:,.1f}" if compute else f"{r.essential_GB_per_s:,.1f}"
-        line = (f"| {label} | `{r.variant}`{' (' + r.tuned_parameters + ')' if r.tuned_parameters else ''} | "
+        line = (f"| {label} | `{r.variant}`{tuned_text(r.tuned_parameters)} | "
                 f"{A.fmt_seconds(r.median_s)} | {value} | "
                 f"{A.roof_share(r.pct_of_roof)} of {r.roof} | {number(r.x_previous_rung, '.2f', '×')} | "
                 f"{number(r.x_vendor, '.2f', '×')} |")
@@ -192,9 +218,11 @@ EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the port
                "rung's time over this one's; × vendor: the fastest vendor variant's time over this one's (above 1: "
                "faster). Compute-bound operations (GEMM, attention) show essential TFLOP/s against their compute "
                "ceiling (a cuBLAS GEMM or the FMA probe, measured in the same archive), the variant's peak device "
-               "memory and an autotuned rung's chosen parameters. Counters, where `kstudy profile` measured the same "
-               "variant and point: summed over the call's kernels (L2 hit rate and achieved occupancy weighted by "
-               "kernel duration; registers: the most any kernel uses).")
+               "memory and an autotuned rung's chosen parameters (with the number of candidates it timed, and when its "
+               "choice is an earlier rung's configuration: then that row re-measures the earlier rung's kernel). "
+               "A rung labelled mixed runs its own kernels around a vendor library call. Counters, where "
+               "`kstudy profile` measured the same variant and point: summed over the call's kernels (L2 hit rate "
+               "and achieved occupancy weighted by kernel duration; registers: the most any kernel uses).")
 
 
 @section("ladder", "Kernel ladders", order=6)
@@ -234,5 +262,14 @@ def ladder(inputs, sec):
                 f"{rungs.median_s.iloc[0] / top.median_s:.1f}× rung {int(rungs.rung.iloc[0])}")
         if np.isfinite(top.x_vendor):
             text += f", {top.x_vendor:.2f}× `{top.vendor_variant}`"
+        for r in rungs.itertuples():
+            earlier = kept_rung(r.tuner_same_as_rung)
+            if earlier:
+                note = (f"`{r.variant}` (rung {r.rung}): its tuner chose rung {earlier}'s configuration"
+                        + (f" (fastest of {int(r.tuner_candidates)} candidates)"
+                           if r.tuner_candidates is not None and np.isfinite(r.tuner_candidates) else "")
+                        + f", so it re-measures rung {earlier}'s kernel rather than a configuration of its own")
+                sec.lines += [note + ".", ""]
+                text += f"; {note}"
         sec.headlines.append(text + ".")
     return sec.done(df)
