@@ -16,10 +16,12 @@
 
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kstudy/build_info.hpp"
@@ -80,11 +82,24 @@ kstudy::point_inputs& inputs_for(const kstudy::operation& op, const extents_t& e
   return *slot;
 }
 
+// Benchmarks run in registration order (operation, point, variant; a benchmark's repetitions in a row), so only
+// the variant being timed keeps its device buffers and only its point keeps its host inputs: every prepared
+// variant of a run at once does not fit (all operations' bench points ran the H200's 141 GB out of memory).
+// With --benchmark_enable_random_interleaving a variant is prepared and gated again each time it comes back.
+void keep_only(const kstudy::operation& op, const extents_t& extents, const std::string& variant) {
+  if (g_prepared.size() == 1 && g_prepared.count(variant)) return;
+  g_prepared.clear();
+  for (auto it = g_inputs.begin(); it != g_inputs.end();)
+    it = it->first == std::make_pair(&op, extents) ? std::next(it) : g_inputs.erase(it);
+}
+
 void bench_variant(benchmark::State& state, const kstudy::registered_variant* entry, extents_t extents) {
   const auto& op = kstudy::operation_of(*entry);
+  const std::string key = entry->info.id() + "/" + extents_text(extents);
+  keep_only(op, extents, key);
   auto& inputs = inputs_for(op, extents);
   const auto shape = inputs.shape(entry->info.layout);
-  auto& p = g_prepared[entry->info.id() + "/" + extents_text(extents)];
+  auto& p = g_prepared[key];
   if (!p.variant) {
     try {
       p.variant = entry->make();
