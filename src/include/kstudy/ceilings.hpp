@@ -23,8 +23,9 @@ struct ceiling_options {
 // (bytes read + written), host_read (OpenMP sum), and where CUDA is enabled h2d/d2h for pinned and
 // pageable host memory and host_stage_pageable_to_pinned (host threads copying pageable memory into
 // page-locked memory: the bound of a one-shot from pageable memory through pinned staging), and in the
-// CUDA flavour the compute roofs (flops, flops_per_second): device_fp32_fma and cublas_{fp32,tf32,bf16}_gemm at
-// gemm_roof_extent^3 (kstudy/compute_roofs.hpp); a compute roof that cannot run (too little memory) is
+// CUDA flavour the compute roofs (flops, flops_per_second): device_fp32_fma and cublas_{fp32,tf32,bf16}_gemm, the
+// best of cuBLAS at gemm_roof_extent^3 and at half that extent (each also recorded as <name>_<extent>;
+// kstudy/compute_roofs.hpp); a compute roof that cannot run (too little memory) is
 // left out with a note on stderr. Each is the median of `trials` timed runs after one warm-up, on the clock
 // of the numbers it bounds (ceiling_record::clock): in the CUDA flavour the device roofs are timed with CUDA
 // events, as device variants are, each the best of several probes (device_read_vec4x4, _vec4x8;
