@@ -26,6 +26,18 @@ double median(std::vector<double> values) {
 
 namespace {
 
+// The record of `trials` timings of a probe moving `bytes` each, on `clock`: their median.
+ceiling_record ceiling_of(const std::string& name, std::int64_t bytes, const std::vector<double>& seconds,
+                          timer_kind clock) {
+  ceiling_record c;
+  c.name = name;
+  c.bytes = bytes;
+  c.seconds = median(seconds);
+  c.bytes_per_second = c.seconds > 0 ? double(bytes) / c.seconds : 0.0;
+  c.clock = clock;
+  return c;
+}
+
 // A roof on the host clock: one warm-up (first touch, module load), then the median of `trials` runs of op,
 // which fences its own work (as host variants and resident_wall time theirs).
 ceiling_record timed(const std::string& name, std::int64_t bytes, int trials, const std::function<void()>& op) {
@@ -37,13 +49,7 @@ ceiling_record timed(const std::string& name, std::int64_t bytes, int trials, co
     op();
     seconds.push_back(timer.seconds());
   }
-  ceiling_record c;
-  c.name = name;
-  c.bytes = bytes;
-  c.seconds = median(seconds);
-  c.bytes_per_second = c.seconds > 0 ? double(bytes) / c.seconds : 0.0;
-  c.clock = timer_kind::host_wall;
-  return c;
+  return ceiling_of(name, bytes, seconds, timer_kind::host_wall);
 }
 
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
@@ -61,13 +67,7 @@ ceiling_record timed_on_device(const std::string& name, std::int64_t bytes, int 
     events.stop();
     seconds.push_back(events.seconds());
   }
-  ceiling_record c;
-  c.name = name;
-  c.bytes = bytes;
-  c.seconds = median(seconds);
-  c.bytes_per_second = c.seconds > 0 ? double(bytes) / c.seconds : 0.0;
-  c.clock = timer_kind::device_events;
-  return c;
+  return ceiling_of(name, bytes, seconds, timer_kind::device_events);
 }
 
 // The same probe on the host clock (queued, then the device synchronised): the roof of resident_wall, which
