@@ -260,12 +260,11 @@ TEST_P(GateConformance, AcceptsTheReferenceAndRejectsWrongOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(Registered, GateConformance, ::testing::ValuesIn(conformance_points()), point_name);
 
-// An operation whose gate is weakened, to show the suite fails it: it forwards everything to a registered
-// operation but its check passes whatever the inner gate allows within `slack` times its tolerance (a
-// tolerance x1000), or always (slack infinite).
-class weakened_operation final : public operation {
+// A registered operation seen through another: every call forwarded, except the conformance hooks, which keep
+// operation's defaults (they throw, naming the hook). The self-tests below derive what they change.
+class forwarding_operation : public operation {
  public:
-  weakened_operation(const operation& inner, double slack) : m_inner(inner), m_slack(slack) {}
+  explicit forwarding_operation(const operation& inner) : m_inner(inner) {}
   const operation_info& info() const override { return m_inner.info(); }
   std::unique_ptr<problem_data> generate(const table_shape& s, std::uint64_t seed) const override {
     return m_inner.generate(s, seed);
@@ -277,6 +276,24 @@ class weakened_operation final : public operation {
   std::vector<std::int64_t> output_bytes(const table_shape& s) const override { return m_inner.output_bytes(s); }
   void poison(const std::vector<host_span>& o) const override { m_inner.poison(o); }
   gate_result check(const problem_data& d, const reference_data& r, const std::vector<host_span>& o) const override {
+    return m_inner.check(d, r, o);
+  }
+  void corrupt(const problem_data& d, const std::vector<host_span>& o) const override { m_inner.corrupt(d, o); }
+  traffic_model essential_traffic(const table_shape& s) const override { return m_inner.essential_traffic(s); }
+  std::int64_t essential_flops(const table_shape& s) const override { return m_inner.essential_flops(s); }
+  std::int64_t input_bytes(const table_shape& s) const override { return m_inner.input_bytes(s); }
+  std::int64_t reference_bytes(const table_shape& s) const override { return m_inner.reference_bytes(s); }
+
+ protected:
+  const operation& m_inner;
+};
+
+// An operation whose gate is weakened, to show the suite fails it: its check passes whatever the inner gate
+// allows within `slack` times its tolerance (a tolerance x1000), or always (slack infinite).
+class weakened_operation final : public forwarding_operation {
+ public:
+  weakened_operation(const operation& inner, double slack) : forwarding_operation(inner), m_slack(slack) {}
+  gate_result check(const problem_data& d, const reference_data& r, const std::vector<host_span>& o) const override {
     gate_result g = m_inner.check(d, r, o);
     if (std::isinf(m_slack) || g.max_relative_error <= m_slack * g.rtol) {
       g.passed = true;
@@ -285,7 +302,6 @@ class weakened_operation final : public operation {
     }
     return g;
   }
-  void corrupt(const problem_data& d, const std::vector<host_span>& o) const override { m_inner.corrupt(d, o); }
   bool reference_outputs(const problem_data& d, const reference_data& r,
                          const std::vector<host_span>& o) const override {
     return m_inner.reference_outputs(d, r, o);
@@ -294,13 +310,8 @@ class weakened_operation final : public operation {
                  double f) const override {
     m_inner.drop_work(d, r, o, f);
   }
-  traffic_model essential_traffic(const table_shape& s) const override { return m_inner.essential_traffic(s); }
-  std::int64_t essential_flops(const table_shape& s) const override { return m_inner.essential_flops(s); }
-  std::int64_t input_bytes(const table_shape& s) const override { return m_inner.input_bytes(s); }
-  std::int64_t reference_bytes(const table_shape& s) const override { return m_inner.reference_bytes(s); }
 
  private:
-  const operation& m_inner;
   double m_slack;
 };
 
@@ -341,32 +352,7 @@ TEST(GateConformanceSelfTest, ATolerance1000TimesTooWideFails) {
 
 // An operation registered without the hooks fails with an error that names the hook.
 TEST(GateConformanceSelfTest, AnOperationWithoutTheHooksFails) {
-  class no_hooks final : public operation {
-   public:
-    explicit no_hooks(const operation& inner) : m_inner(inner) {}
-    const operation_info& info() const override { return m_inner.info(); }
-    std::unique_ptr<problem_data> generate(const table_shape& s, std::uint64_t seed) const override {
-      return m_inner.generate(s, seed);
-    }
-    std::unique_ptr<problem_data> relayout(const problem_data& d, const table_shape& s) const override {
-      return m_inner.relayout(d, s);
-    }
-    std::unique_ptr<reference_data> reference(const problem_data& d) const override { return m_inner.reference(d); }
-    std::vector<std::int64_t> output_bytes(const table_shape& s) const override { return m_inner.output_bytes(s); }
-    void poison(const std::vector<host_span>& o) const override { m_inner.poison(o); }
-    gate_result check(const problem_data& d, const reference_data& r, const std::vector<host_span>& o) const override {
-      return m_inner.check(d, r, o);
-    }
-    void corrupt(const problem_data& d, const std::vector<host_span>& o) const override { m_inner.corrupt(d, o); }
-    traffic_model essential_traffic(const table_shape& s) const override { return m_inner.essential_traffic(s); }
-    std::int64_t essential_flops(const table_shape& s) const override { return m_inner.essential_flops(s); }
-    std::int64_t input_bytes(const table_shape& s) const override { return m_inner.input_bytes(s); }
-    std::int64_t reference_bytes(const table_shape& s) const override { return m_inner.reference_bytes(s); }
-
-   private:
-    const operation& m_inner;
-  };
-  const no_hooks bare(*operation_registry::instance().find("reduce_sum"));
+  const forwarding_operation bare(*operation_registry::instance().find("reduce_sum"));
   const auto report = gate_conformance(bare, {4099}, k_seed, 4099);
   ASSERT_FALSE(report.failures.empty());
   EXPECT_TRUE(mentions(report.failures, "reference_outputs")) << report.failures.front();
