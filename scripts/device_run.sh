@@ -3,6 +3,7 @@
 # suite, the environment, the Google Benchmark targets, sanitizers, Nsight Compute and studies, every
 # output under $OUT.
 #   scripts/device_run.sh BUNDLE.tar.xz check              # info + tests + kstudy_bench
+#   scripts/device_run.sh BUNDLE.tar.xz bench              # kstudy_bench alone (KSTUDY_BENCH_NAME names its JSON)
 #   scripts/device_run.sh BUNDLE.tar.xz sanitize           # compute-sanitizer memcheck + racecheck on the CUDA variants
 #   scripts/device_run.sh BUNDLE.tar.xz profile [EXP...]   # `kstudy profile` (Nsight Compute, default
 #        profile_layouts) into $OUT/profile.h5, ncu's CSVs in $OUT/ncu.tar; KSTUDY_PROFILE_TIMING=1 adds a
@@ -52,10 +53,16 @@ check() {
   timeout ${KSTUDY_TEST_SECONDS:-300} "$bundle/run_tests.sh" --gtest_brief=1 --gtest_filter="${KSTUDY_TEST_FILTER:-*}" \
     > "$out/tests.txt" 2>&1
   echo "tests rc=$?"; grep -E "FAILED|PASSED|SKIPPED|tests from" "$out/tests.txt" | tail -12
+  bench
+}
+
+# kstudy_bench alone into $OUT/${KSTUDY_BENCH_NAME:-bench}.json (KSTUDY_BENCH_FILTER picks the benchmarks).
+bench() {
+  local name=${KSTUDY_BENCH_NAME:-bench}
   step bench
   timeout ${KSTUDY_BENCH_SECONDS:-200} "$bundle/kstudy_bench" --benchmark_filter="${KSTUDY_BENCH_FILTER:-@(cuda|openmp)/}" --benchmark_min_time=0.05 \
-    --benchmark_out="$out/bench.json" --benchmark_out_format=json > "$out/bench.txt" 2>&1
-  echo "bench rc=$?"; grep -E "_median|ceiling" "$out/bench.txt" | sed -E 's/ +/ /g'
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json > "$out/$name.txt" 2>&1
+  echo "bench rc=$?"; grep -E "_median|ceiling" "$out/$name.txt" | sed -E 's/ +/ /g'
 }
 
 # memcheck over every CUDA variant's correctness tests; racecheck over the same (Kokkos' own reduction
@@ -207,6 +214,7 @@ echo "gpu before: $(gpu_state)" | tee "$out/gpu.txt"
 for mode in $modes; do
 case $mode in
   check) check ;;
+  bench) bench ;;
   faults) faults ;;
   short) short ;;
   sanitize) sanitize ;;
