@@ -86,6 +86,8 @@ def generate(block):
                            f"{', '.join(sorted(GENERATORS))})")
     from . import stats
     lines = function[0](block)
+    while lines and not lines[-1].strip():
+        lines.pop()
     return lines + ["", stats.provenance_line(block)]
 
 

@@ -213,7 +213,9 @@ UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 @lru_cache(maxsize=None)
 def bench(path):
-    """A kstudy_bench JSON: (context, DataFrame of its per-repetition samples: variant, shape, seconds, bytes)."""
+    """A kstudy_bench JSON: (context, DataFrame of its per-repetition samples: variant, shape, seconds, bytes).
+    `bytes` is the operation's essential bytes, which the JSON stores as its rate counter "GB/s" (essential bytes
+    per second of the repetition; modelled_MB is the variant's own modelled traffic)."""
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
@@ -223,8 +225,9 @@ def bench(path):
         if b.get("run_type") != "iteration" or b.get("error_occurred"):
             continue
         parts = b["run_name"].split("/")
-        rows.append({"variant": parts[0], "shape": parts[1], "seconds": b["real_time"] * UNITS[b["time_unit"]],
-                     "bytes": b.get("modelled_MB", np.nan) * 1e6})
+        seconds = b["real_time"] * UNITS[b["time_unit"]]
+        rows.append({"variant": parts[0], "shape": parts[1], "seconds": seconds,
+                     "bytes": b["GB/s"] * 1e9 * seconds if "GB/s" in b else np.nan})
     if not rows:
         raise ResultsError(f"{path}: no benchmark repetition")
     return doc.get("context", {}), pd.DataFrame(rows)
