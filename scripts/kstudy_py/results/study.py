@@ -118,3 +118,15 @@ def h200_study(block):
     lines += sweep_lines(find(block, "sweeps.h5")) + [""]
     lines += calibration_lines(study)
     return lines
+
+
+@generator("roofs", "the roofs (ceilings) an archive measured, with the clock that timed each")
+def roofs(block):
+    c = S.archive(block.paths[0]).ceilings()
+    if c.empty:
+        raise ResultsError(f"{block.where}: {block.archive_names[0]} records no ceilings")
+    lines = ["| roof | clock | GB/s | TFLOP/s |", "| --- | --- | --- | --- |"]
+    for r in c.itertuples():
+        lines.append(f"| `{r.name}` | {r.clock} | {S.number(r.bytes_per_second / 1e9, 1) if r.bytes_per_second > 0 else ''}"
+                     f" | {S.number(r.flops_per_second / 1e12, 1) if r.flops_per_second > 0 else ''} |")
+    return lines
