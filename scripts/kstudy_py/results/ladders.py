@@ -124,7 +124,8 @@ def summary_rows(path, operation, points, compute):
 
 def judge(path, t, compute):
     unit = "TFLOP/s" if compute else "GB/s"
-    points = [p for p in (t.points or POINTS[t.operation])]
+    # Targets were set at the headline points: an archive without them is not judged against them.
+    points = t.points or [p for p in POINTS[t.operation] if S.measures(path, t.operation, *p)]
     results = []
     for point in points:
         rungs, portable, vendors = at_point(path, t.operation, point)
@@ -152,6 +153,9 @@ def judge(path, t, compute):
                 continue
             if t.kind == "beats_vendor":
                 verdict, p = S.versus(m, vendor)
+                if not np.isfinite(p):
+                    results.append(("not judged", f"{where}: {verdict}"))
+                    continue
                 results.append(({"beats": "met", "loses": "missed"}.get(verdict, verdict),
                                 f"{where}: `{m.variant.split('@')[0]}` {verdict} `{vendor.variant.split('@')[0]}` "
                                 f"(p = {p:.2g}; time ratio {S.ratio(float(np.median(S.vendor_ratio(m, vendor))))})"))
@@ -180,6 +184,18 @@ RULES = ("Verdicts: a fixed target is **met** or **missed** by the median of the
          "vendor use the median of all that vendor variant's samples at the point.")
 
 
+def points_of(path, operation, compute):
+    """The operation's headline points the archive measured; where it measured none of them (a smaller study), its
+    largest rung point (most essential flops or bytes)."""
+    points = [p for p in POINTS[operation] if S.measures(path, operation, *p)]
+    if points:
+        return points
+    s = S.samples(path)
+    rungs = s[(s.operation == operation) & (s.rung > 0)]
+    largest = rungs.sort_values(["essential_flops" if compute else "essential_bytes", "rows"]).iloc[-1]
+    return [(int(largest.rows), int(largest.features), int(largest.depth))]
+
+
 def lab(block, operations, targets, compute_of):
     path = block.paths[0]
     s = S.samples(path)
@@ -189,20 +205,16 @@ def lab(block, operations, targets, compute_of):
                              f"{', '.join(operations)}")
     lines, notes = [], set()
     for op in present:
-        points = [p for p in POINTS[op] if S.measures(path, op, *p)]
-        if not points:
-            continue
+        points = points_of(path, op, compute_of(op))
         lines += [f"**{op}**", ""] + ladder_table(path, op, points, compute_of(op), notes) + [""]
     lines += ["Summary (best rung = the fastest rung at the point):", ""]
     summary = []
     for op in present:
-        points = [p for p in POINTS[op] if S.measures(path, op, *p)]
+        points = points_of(path, op, compute_of(op))
         rows = summary_rows(path, op, points, compute_of(op))
         summary += rows if not summary else rows[2:]
-    lines += summary + ["", "**Targets**:", ""]
-    for t in targets:
-        if t.operation in present:
-            lines += judge(path, t, compute_of(t.operation))
+    judged = [line for t in targets if t.operation in present for line in judge(path, t, compute_of(t.operation))]
+    lines += summary + ["", "**Targets**:", ""] + (judged or ["- none: the archive measured no point a target was set at."])
     lines += ["", RULES]
     return lines + [f"\n{n}" for n in sorted(notes)]
 
