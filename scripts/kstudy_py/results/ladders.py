@@ -7,7 +7,6 @@ from ..report.variants import PORTABLE
 from . import generator, stats as S
 
 VENDOR = "vendor_library"
-KIB = 1024
 # Headline points per operation (rows, features, depth): where the seed's and the issues' targets were set; a
 # point the archive lacks is left out.
 POINTS = {"reduce_sum": [(1 << 28, 1, 1)], "transpose": [(8192, 8192, 1)], "softmax": [(65536, 4096, 1)],
