@@ -1,0 +1,142 @@
+"""kstudy_bench JSON tables: one run's resident times per variant and shape (`bench`), and two builds of one
+commit against two Kokkos versions (`kokkos_versions`). Samples are Google Benchmark's repetitions (CUDA events
+on the variant's stream for device variants); medians, and Mann-Whitney between repetitions for ties."""
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..compare import significance
+from . import ResultsError, generator, stats as S
+
+SHAPES = "shapes"  # marker option: comma-separated shapes as the JSON names them (default: every shape)
+
+
+def by_variant(frame):
+    return {(v, sh): g.seconds.to_numpy() for (v, sh), g in frame.groupby(["variant", "shape"])}
+
+
+def shapes_of(block, frame, wanted=None, index=0):
+    wanted = block.option(SHAPES, wanted)
+    present = list(dict.fromkeys(frame["shape"]))
+    if wanted is None:
+        return present
+    missing = [s for s in wanted.split(",") if s not in present]
+    if missing:
+        raise ResultsError(f"{block.where}: shape(s) {', '.join(missing)} not in {block.archive_names[index]}")
+    return wanted.split(",")
+
+
+def tie_text(a, b):
+    p, flag = significance(a, b)
+    if flag == "too few samples":
+        return flag
+    if flag != "significant":
+        return f"tie, p = {p:.2g}"
+    return f"p = {p:.2g}"
+
+
+@generator("bench", "one kstudy_bench JSON: median µs per variant and shape, share of the device read roof")
+def bench(block):
+    return bench_lines(block, 0)
+
+
+def bench_lines(block, index, shapes=None):
+    """The table of the marker's index-th archive (a bench JSON)."""
+    context, frame = S.bench(block.paths[index])
+    shapes = shapes_of(block, frame, shapes, index)
+    groups = by_variant(frame)
+    roof = S.bench_roof(context, "device_read")
+    variants = sorted({v for v, sh in groups if sh in shapes},
+                      key=lambda v: np.median(groups.get((v, shapes[-1]), [np.inf])))
+    lines = ["| variant | " + " | ".join(S.shape_label(sh) for sh in shapes) + " |",
+             "| --- |" + " --- |" * len(shapes)]
+    fastest = {sh: min((v for v in variants if (v, sh) in groups), key=lambda v: np.median(groups[(v, sh)]))
+               for sh in shapes}
+    for v in variants:
+        cells = []
+        for sh in shapes:
+            t = groups.get((v, sh))
+            if t is None:
+                cells.append("")
+                continue
+            text = S.micro(np.median(t))
+            rows = frame[(frame.variant == v) & (frame["shape"] == sh)]
+            if v.endswith("@cuda"):
+                gbps = float(rows.bytes.iloc[0]) / np.median(t) / 1e9
+                text += f", {S.roof_cell(gbps, roof)}"
+            if v == fastest[sh]:
+                text = f"**{text}**"
+            cells.append(text)
+        lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
+    lines += ["", "µs: median of the repetitions; % of the device read roof of the same run (essential bytes over "
+              "the median), on the variant's clock. **Bold**: the fastest median per shape; against the runner-up:"]
+    for sh in shapes:
+        ranked = sorted((v for v in variants if (v, sh) in groups), key=lambda v: np.median(groups[(v, sh)]))
+        if len(ranked) > 1:
+            lines.append(f"- {S.shape_label(sh)}: `{ranked[0]}` vs `{ranked[1]}`: "
+                         f"{tie_text(groups[(ranked[0], sh)], groups[(ranked[1], sh)])}")
+    if roof is None:
+        lines += ["", S.OTHER_CLOCK_NOTE]
+    return lines
+
+
+def kokkos_version(json_path):
+    """The Kokkos version of the build that wrote a bench JSON: info.txt beside it, else the folder's name."""
+    info = Path(json_path).parent / "info.txt"
+    if info.exists():
+        match = re.search(r"kokkos_version\s*[:=]\s*\"?([0-9.]+)", info.read_text())
+        if match:
+            return match.group(1)
+    return Path(json_path).parent.name
+
+
+@generator("kokkos_versions", "two kstudy_bench JSONs of one commit built against two Kokkos versions")
+def kokkos_versions(block):
+    if len(block.paths) != 2:
+        raise ResultsError(f"{block.where}: kokkos_versions reads exactly two bench JSONs (older Kokkos first)")
+    (ca, fa), (cb, fb) = (S.bench(p) for p in block.paths)
+    va, vb = (kokkos_version(p) for p in block.paths)
+    if va == vb:
+        va, vb = (p.parent.name for p in block.paths)
+    ga, gb = by_variant(fa), by_variant(fb)
+    shapes = [sh for sh in shapes_of(block, fa) if sh in set(fb["shape"])]
+    variants = sorted({v for v, sh in ga if (v, sh) in gb and sh in shapes},
+                      key=lambda v: np.median(ga.get((v, shapes[0]), [np.inf])))
+    lines = [f"µs, median of the repetitions, under {va} → under {vb} (ratio; *tie* where a two-sided Mann-Whitney U "
+             "test between the two runs' repetitions is not significant at 0.05):", "",
+             "| variant | " + " | ".join(S.shape_label(sh) for sh in shapes) + " |",
+             "| --- |" + " --- |" * len(shapes)]
+    for v in variants:
+        cells = []
+        for sh in shapes:
+            a, b = ga.get((v, sh)), gb.get((v, sh))
+            if a is None or b is None:
+                cells.append("")
+                continue
+            p, flag = significance(a, b)
+            r = np.median(b) / np.median(a)
+            cells.append(f"{S.micro(np.median(a))} → {S.micro(np.median(b))} ({r:.2f}"
+                         + (", tie" if flag == "not significant" else "") + ")")
+        lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
+    lines += ["", "Each variant's time over the fastest handwritten CUDA variant (`fused_cuda_*`) of the same run:", "",
+              f"| variant | " + " | ".join(f"{S.shape_label(sh)} ({va} / {vb})" for sh in shapes) + " |",
+              "| --- |" + " --- |" * len(shapes)]
+    for v in variants:
+        if v.startswith("fused_cuda"):
+            continue
+        cells = []
+        for sh in shapes:
+            out = []
+            for groups in (ga, gb):
+                cuda = [np.median(t) for (w, s), t in groups.items() if s == sh and w.startswith("fused_cuda")]
+                out.append(S.ratio(np.median(groups[(v, sh)]) / min(cuda)) if cuda and (v, sh) in groups else "")
+            cells.append(" / ".join(out))
+        lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
+    roofs = [S.bench_roof(c, "device_read") for c in (ca, cb)]
+    if None in roofs:
+        lines += ["", "No share of the read roof: " + S.OTHER_CLOCK_NOTE.removeprefix("— : ")]
+    else:
+        lines += ["", f"Device read roof of each run on CUDA events: {S.number(roofs[0])} GB/s ({va}), "
+                  f"{S.number(roofs[1])} GB/s ({vb})."]
+    return lines

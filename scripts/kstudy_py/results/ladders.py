@@ -1,0 +1,254 @@
+"""Kernel lab I (memory-bound ladders) and II (compute-bound ladders): per operation, the rungs, the portable
+(Kokkos) device variants and the vendor libraries at its headline points, then the issue targets judged from the
+same archive's samples (stats: Mann-Whitney for beats / ties, median and IQR for a fixed target)."""
+import numpy as np
+
+from ..report.variants import PORTABLE
+from . import generator, stats as S
+
+VENDOR = "vendor_library"
+# Headline points per operation (rows, features, depth): where the seed's and the issues' targets were set; a
+# point the archive lacks is left out.
+POINTS = {"reduce_sum": [(1 << 28, 1, 1)], "transpose": [(8192, 8192, 1)], "softmax": [(65536, 4096, 1)],
+          "layernorm": [(65536, 4096, 1)], "residual_layernorm": [(65536, 4096, 1)],
+          "gemm": [(4096, 4096, 4096), (8192, 8192, 8192)], "gemm_tf32": [(4096, 4096, 4096), (8192, 8192, 8192)],
+          "gemm_bf16": [(4096, 4096, 4096), (8192, 8192, 8192)],
+          "attention": [(16, 4096, 64), (16, 8192, 64), (16, 16384, 64)],
+          "attention_bf16": [(16, 4096, 64), (16, 8192, 64), (16, 16384, 64)]}
+
+
+class Target:
+    """One issue target. kind: rate (best rung's essential rate ≥ threshold, GB/s or TFLOP/s), roof (best rung's
+    share of `roof` ≥ threshold), vendor (best rung's vendor ratio ≥ threshold), beats_vendor (best rung against
+    the vendor, Mann-Whitney), kokkos (the best Kokkos device variant's best-rung-time ratio ≥ threshold), or
+    variant_vendor (`variant`'s vendor ratio ≥ threshold)."""
+
+    def __init__(self, kind, operation, label, threshold=None, roof=None, variant=None, points=None):
+        self.kind, self.operation, self.label = kind, operation, label
+        self.threshold, self.roof, self.variant, self.points = threshold, roof, variant, points
+
+
+def at_point(path, operation, point):
+    """(rungs by rung, portable device variants, vendor variants) at one point."""
+    ms = S.measures(path, operation, *point)
+    rungs = sorted([m for m in ms if m.rung > 0 and m.on_device], key=lambda m: (m.rung, m.variant))
+    portable = [m for m in ms if m.on_device and m.implementation in PORTABLE and m.rung == 0]
+    vendors = [m for m in ms if m.implementation == VENDOR and m.rung == 0]
+    return rungs, portable, vendors
+
+
+def vendor_of(m, vendors):
+    """The vendor variant a variant is compared with: the fastest vendor variant of the same layout (a
+    feature-major cuBLAS call computes another product), or of any layout where none shares it."""
+    same = [v for v in vendors if v.layout == m.layout] or vendors
+    return min(same, key=lambda v: v.median) if same else None
+
+
+def best(measures):
+    return min(measures, key=lambda m: m.median) if measures else None
+
+
+def rate_of(m, compute):
+    return float(np.median(m.rate(compute)))
+
+
+def roof_text(m, compute):
+    roof, is_compute = S.pick_roof(m)
+    value = S.roof_value(m.path, roof, m.timer, compute=is_compute)
+    return S.roof_cell(rate_of(m, compute), value), roof
+
+
+def ladder_table(path, operation, points, compute, notes):
+    unit = "TFLOP/s" if compute else "GB/s"
+    per_point = [at_point(path, operation, p) for p in points]
+    labels = [S.measure(path, (r + pv + v)[0].variant, *p).point() for p, (r, pv, v) in zip(points, per_point)]
+    head = "| | variant | " + " | ".join(f"{unit} at {lab} (× prev. rung) | % of roof" for lab in labels) + " |"
+    lines = [head, "| --- | --- |" + " --- | --- |" * len(points)]
+    variants = []
+    for rungs, portable, vendors in per_point:
+        for m in rungs + portable + vendors:
+            if m.variant not in [v for v, _ in variants]:
+                kind = f"rung {m.rung}" if m.rung > 0 else ("vendor" if m.implementation == VENDOR else m.implementation)
+                variants.append((m.variant, kind))
+    for variant, kind in variants:
+        cells = []
+        for point, (rungs, portable, vendors) in zip(points, per_point):
+            m = next((x for x in rungs + portable + vendors if x.variant == variant), None)
+            if m is None:
+                cells += ["", ""]
+                continue
+            text = S.number(rate_of(m, compute))
+            if m.rung > 1:
+                previous = next((r for r in rungs if r.rung == m.rung - 1), None)
+                if previous is not None:
+                    text += f" ({S.ratio(previous.median / m.median)})"
+            share, roof = roof_text(m, compute)
+            if share == S.OTHER_CLOCK:
+                notes.add(S.OTHER_CLOCK_NOTE)
+            cells += [text, f"{share} of {roof}" if share not in ("", S.OTHER_CLOCK) else share]
+        name = variant.split("@")[0] + ("" if variant.endswith("@cuda") else f"@{variant.split('@')[1]}")
+        lines.append(f"| {kind} | `{name}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary_rows(path, operation, points, compute):
+    unit = "TFLOP/s" if compute else "GB/s"
+    out = []
+    for point in points:
+        rungs, portable, vendors = at_point(path, operation, point)
+        top = best(rungs)
+        if top is None:
+            continue
+        vendor = vendor_of(top, vendors)
+        kokkos = best(portable)
+        cells = [f"{operation} at {top.point()}", f"`{top.variant.split('@')[0]}`",
+                 f"{S.number(rate_of(top, compute))} ({S.iqr_text(top.rate(compute))})"]
+        if vendor is not None:
+            cells += [f"`{vendor.variant.split('@')[0]}` {S.number(rate_of(vendor, compute))}",
+                      S.ratio(float(np.median(S.vendor_ratio(top, vendor)))), S.versus_text(top, vendor)]
+        else:
+            cells += ["—", "", ""]
+        if kokkos is not None:
+            cells += [f"`{kokkos.variant.split('@')[0]}` ({kokkos.implementation}) {S.number(rate_of(kokkos, compute))}",
+                      S.ratio(top.median / kokkos.median)]
+        else:
+            cells += ["—", ""]
+        out.append("| " + " | ".join(cells) + " |")
+    if not out:
+        return []
+    return [f"| point | best rung | {unit}: median (IQR) | vendor, same layout ({unit}) | best rung ÷ vendor time | "
+            "best rung vs vendor | best portable variant on the device | its speed ÷ best rung's |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"] + out
+
+
+def judge(path, t, compute):
+    unit = "TFLOP/s" if compute else "GB/s"
+    # Targets were set at the headline points: an archive without them is not judged against them.
+    points = t.points or [p for p in POINTS[t.operation] if S.measures(path, t.operation, *p)]
+    results = []
+    for point in points:
+        rungs, portable, vendors = at_point(path, t.operation, point)
+        top = best(rungs)
+        if top is None:
+            continue
+        where = top.point()
+        if t.kind == "rate":
+            values = top.rate(compute)
+            results.append((S.target(values, t.threshold), f"{where}: `{top.variant.split('@')[0]}` "
+                            f"{S.number(np.median(values))} {unit} (IQR {S.iqr_text(values)})"))
+        elif t.kind == "roof":
+            roof = S.roof_value(path, t.roof, top.timer)
+            if roof is None:
+                results.append(("not judged", f"{where}: no {t.roof} roof on the variant's clock"))
+            else:
+                values = 100 * top.gbps() / roof
+                results.append((S.target(values / 100, t.threshold), f"{where}: "
+                                f"{S.roof_cell(np.median(top.gbps()), roof)} of {t.roof}"))
+        elif t.kind in ("vendor", "beats_vendor", "variant_vendor"):
+            m = top if t.kind != "variant_vendor" else next(
+                (x for x in portable + rungs if x.variant == t.variant), None)
+            vendor = vendor_of(m, vendors) if m is not None else None
+            if m is None or vendor is None:
+                continue
+            if t.kind == "beats_vendor":
+                verdict, p = S.versus(m, vendor)
+                if not np.isfinite(p):
+                    results.append(("not judged", f"{where}: {verdict}"))
+                    continue
+                results.append(({"beats": "met", "loses": "missed"}.get(verdict, verdict),
+                                f"{where}: `{m.variant.split('@')[0]}` {verdict} `{vendor.variant.split('@')[0]}` "
+                                f"(p = {p:.2g}; time ratio {S.ratio(float(np.median(S.vendor_ratio(m, vendor))))})"))
+            else:
+                values = S.vendor_ratio(m, vendor)
+                results.append((S.target(values, t.threshold), f"{where}: `{m.variant.split('@')[0]}` at "
+                                f"{100 * np.median(values):.0f}% of `{vendor.variant.split('@')[0]}` "
+                                f"(IQR {100 * np.quantile(values, 0.25):.0f}–{100 * np.quantile(values, 0.75):.0f}%)"))
+        elif t.kind == "kokkos":
+            kokkos = best(portable)
+            if kokkos is not None:
+                values = top.median / kokkos.seconds
+                results.append((S.target(values, t.threshold), f"{where}: `{kokkos.variant.split('@')[0]}` at "
+                                f"{100 * np.median(values):.0f}% of the best rung's speed"))
+    if not results:
+        return []
+    verdicts = {v for v, _ in results}
+    overall = verdicts.pop() if len(verdicts) == 1 else "mixed"
+    return [f"- {t.label}: **{overall}** — " + "; ".join(f"{detail} ({v})" if overall == "mixed" else detail
+                                                      for v, detail in results) + "."]
+
+
+RULES = ("Verdicts: a fixed target is **met** or **missed** by the median of the per-sample metric, and "
+         "**borderline** when the target lies inside the metric's interquartile range; *beats / loses / tie* is a "
+         f"{S.ALPHA_TEXT} over the two variants' samples at the same point in the same archive; ratios against a "
+         "vendor use the median of all that vendor variant's samples at the point.")
+
+
+def points_of(path, operation, compute):
+    """The operation's headline points the archive measured; where it measured none of them (a smaller study), its
+    largest rung point (most essential flops or bytes)."""
+    points = [p for p in POINTS[operation] if S.measures(path, operation, *p)]
+    if points:
+        return points
+    s = S.samples(path)
+    rungs = s[(s.operation == operation) & (s.rung > 0)]
+    largest = rungs.sort_values(["essential_flops" if compute else "essential_bytes", "rows"]).iloc[-1]
+    return [(int(largest.rows), int(largest.features), int(largest.depth))]
+
+
+def lab(block, operations, targets, compute_of):
+    path = block.paths[0]
+    s = S.samples(path)
+    present = [op for op in operations if ((s.operation == op) & (s.rung > 0)).any()]
+    if not present:
+        raise S.ResultsError(f"{block.where}: {block.archive_names[0]} has no ladder rung of "
+                             f"{', '.join(operations)}")
+    lines, notes = [], set()
+    for op in present:
+        points = points_of(path, op, compute_of(op))
+        lines += [f"**{op}**", ""] + ladder_table(path, op, points, compute_of(op), notes) + [""]
+    lines += ["Summary (best rung = the fastest rung at the point):", ""]
+    summary = []
+    for op in present:
+        points = points_of(path, op, compute_of(op))
+        rows = summary_rows(path, op, points, compute_of(op))
+        summary += rows if not summary else rows[2:]
+    judged = [line for t in targets if t.operation in present for line in judge(path, t, compute_of(t.operation))]
+    lines += summary + ["", "**Targets**:", ""] + (judged or ["- none: the archive measured no point a target was set at."])
+    lines += ["", RULES]
+    return lines + [f"\n{n}" for n in sorted(notes)]
+
+
+LAB1 = ["reduce_sum", "transpose", "softmax", "layernorm", "residual_layernorm"]
+LAB1_TARGETS = [
+    Target("rate", "reduce_sum", "Sum ≥ 4,120 GB/s", threshold=4120),
+    Target("beats_vendor", "reduce_sum", "Sum faster than the vendor (CUB)"),
+    Target("roof", "transpose", "Transpose ≥ 85% of the device copy roof", threshold=0.85, roof="device_copy"),
+    Target("beats_vendor", "transpose", "Transpose faster than the vendor (cuBLAS geam)"),
+    Target("rate", "softmax", "Softmax ≥ 3,400 GB/s", threshold=3400),
+    Target("rate", "layernorm", "LayerNorm ≥ 3,600 GB/s", threshold=3600),
+    Target("rate", "residual_layernorm", "Fused residual + LayerNorm ≥ 3,950 GB/s (the 4-pass byte model)",
+           threshold=3950),
+] + [Target("kokkos", op, f"{op}: the best portable (Kokkos) device variant within 10% of the best rung's speed",
+            threshold=0.9) for op in LAB1]
+
+
+@generator("lab1", "kernel lab I: the memory-bound ladders (lab.h5) and issue 14's targets")
+def lab1(block):
+    return lab(block, LAB1, LAB1_TARGETS, lambda op: False)
+
+
+LAB2 = ["gemm", "gemm_tf32", "gemm_bf16", "attention", "attention_bf16"]
+LAB2_TARGETS = [
+    Target("vendor", "gemm", "SGEMM best rung ≥ 90% of cuBLAS", threshold=0.9),
+    Target("variant_vendor", "gemm", "Kokkos tiled SGEMM ≥ 60% of cuBLAS", threshold=0.6,
+           variant="gemm_kokkos_tiled@cuda"),
+    Target("vendor", "gemm_tf32", "TF32 tensor cores ≥ 50% of cuBLAS TF32", threshold=0.5),
+    Target("vendor", "gemm_bf16", "BF16 tensor cores ≥ 50% of cuBLAS BF16", threshold=0.5),
+    Target("rate", "attention", "Fused attention fp32 ≥ 35 TFLOP/s at 4K–16K tokens", threshold=35),
+    Target("rate", "attention_bf16", "Fused attention bf16 ≥ 250 TFLOP/s at 4K–16K tokens", threshold=250),
+]
+
+
+@generator("lab2", "kernel lab II: the compute-bound ladders (lab2.h5) and issue 15's targets")
+def lab2(block):
+    return lab(block, LAB2, LAB2_TARGETS, lambda op: True)

@@ -1,0 +1,277 @@
+"""What every results generator shares: samples of one variant at one point, pooled over the archive's
+experiments and replications; same-run verdicts; roofs on the variant's own clock; number formats; provenance.
+
+Rules (docs/results.md states them for the reader):
+- A variant at a point is every accepted sample (kstudy's own acceptance: status ok, gate not failed, a measured
+  trial) of that variant and point in the archive, whatever experiment or replication took it; device variants by
+  CUDA events where measured (else the resident wall clock), host variants by the host clock, default block size.
+- "beats" / "loses" / "tie": a two-sided Mann-Whitney U test of the two sample sets (compare.significance, alpha
+  0.05); "tie" when not significant, whatever the medians say.
+- A fixed target ("≥ 3.4 TB/s", "≥ 90% of cuBLAS"): "met" / "missed" from the median of the per-sample metric,
+  "borderline" when the target lies inside the metric's interquartile range.
+- A ratio against a vendor library: that vendor variant's median over all its samples at the point (never a pick
+  between measurements of the same call).
+- A share of a roof: only against a roof timed on the same clock as the variant's timer (schema 8 records
+  ceilings.clock; older roofs were all timed on the host clock); above 100% it reads "roof exceeded".
+"""
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import archive as A
+from ..compare import ALPHA, significance
+from ..report.variants import variant_table
+from . import ResultsError
+
+DEVICE_TIMERS = ("device_events", "resident_wall")  # preferred first
+HOST_TIMER = "host_wall"
+OTHER_CLOCK = "—"
+OTHER_CLOCK_NOTE = ("— : no roof on the variant's clock. The archive's roofs were timed on another clock than the "
+                    "variant (archives before schema 8 timed every roof on the host clock, device variants on CUDA "
+                    "events), and a share is never computed across clocks.")
+ATTRIBUTES = ["operation", "axes", "family", "implementation", "layout", "backend", "on_device", "rung",
+              "essential_bytes", "essential_flops", "compute_ceiling", "modelled_bytes_read", "modelled_bytes_written"]
+
+
+@lru_cache(maxsize=None)
+def archive(path):
+    try:
+        return A.load([Path(path)])[0]
+    except A.ArchiveError as error:
+        raise ResultsError(str(error))
+
+
+@lru_cache(maxsize=None)
+def samples(path):
+    """Every accepted sample of the archive with its variant's attributes (the archive's variants table)."""
+    a = archive(path)
+    frames = [e.accepted().assign(experiment=e.name) for e in a.experiments.values() if not e.accepted().empty]
+    if not frames:
+        raise ResultsError(f"{path}: no accepted sample")
+    s = pd.concat(frames, ignore_index=True)
+    s = s[s.block_size == 0]
+    v = variant_table([a]).drop_duplicates(["variant", "rows", "features", "depth"])
+    keys = ["variant", "rows", "features", "depth"]
+    s = s.drop(columns=[c for c in ATTRIBUTES if c in s.columns]).merge(v[keys + ATTRIBUTES], on=keys, how="left")
+    s["on_device"] = s.on_device.fillna(False).astype(bool)
+    s["rung"] = s.rung.fillna(0).astype(int)
+    return s
+
+
+class Measure:
+    """One variant at one point of one archive: its samples (seconds) and what the archive says about it."""
+
+    def __init__(self, path, rows):
+        first = rows.iloc[0]
+        self.path = path
+        self.variant = first.variant
+        self.timer = first.timer
+        self.seconds = np.sort(rows.seconds.to_numpy(dtype=float))
+        for attribute in ATTRIBUTES + ["rows", "features", "depth"]:
+            setattr(self, attribute, first[attribute])
+        self.median = float(np.median(self.seconds))
+        self.q1, self.q3 = (float(q) for q in np.quantile(self.seconds, [0.25, 0.75]))
+
+    @property
+    def clock(self):
+        return A.clock_of(self.timer)
+
+    def gbps(self):
+        """Essential GB/s per sample (the archive's essential bytes over each sample's time)."""
+        return self.essential_bytes / self.seconds / 1e9
+
+    def tflops(self):
+        return self.essential_flops / self.seconds / 1e12
+
+    def rate(self, compute):
+        return self.tflops() if compute else self.gbps()
+
+    def point(self):
+        return A.point_label(self.rows, self.features, self.axes, self.depth)
+
+
+def measure(path, variant, rows, features=1, depth=1):
+    """The Measure of `variant` at a point, or None when the archive has no accepted sample of it there."""
+    s = samples(path)
+    at = s[(s.variant == variant) & (s.rows == rows) & (s.features == features) & (s.depth == depth)]
+    if at.empty:
+        return None
+    timers = DEVICE_TIMERS if bool(at.on_device.iloc[0]) else (HOST_TIMER,)
+    for timer in timers:
+        hit = at[at.timer == timer]
+        if len(hit):
+            return Measure(path, hit)
+    return None
+
+
+def measures(path, operation, rows, features=1, depth=1):
+    """Every variant of an operation at a point, as Measures."""
+    s = samples(path)
+    at = s[(s.operation == operation) & (s.rows == rows) & (s.features == features) & (s.depth == depth)]
+    out = [measure(path, v, rows, features, depth) for v in sorted(at.variant.unique())]
+    return [m for m in out if m is not None]
+
+
+def versus(a, b):
+    """(verdict of a against b, p-value): 'beats' (a faster, significant), 'loses', or 'tie' (not significant)."""
+    p, flag = significance(a.seconds if hasattr(a, "seconds") else a, b.seconds if hasattr(b, "seconds") else b)
+    ma = np.median(a.seconds if hasattr(a, "seconds") else a)
+    mb = np.median(b.seconds if hasattr(b, "seconds") else b)
+    if flag == "too few samples":
+        return "too few samples", p
+    if flag != "significant":
+        return "tie", p
+    return ("beats" if ma < mb else "loses"), p
+
+
+def versus_text(a, b):
+    verdict, p = versus(a, b)
+    return f"{verdict} (p = {p:.2g})" if np.isfinite(p) else verdict
+
+
+def target(values, threshold):
+    """'met' / 'missed' from the median of per-sample values (higher is better), 'borderline' when the
+    threshold lies inside their interquartile range."""
+    values = np.asarray(values, dtype=float)
+    q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+    if q1 <= threshold <= q3:
+        return "borderline"
+    return "met" if median >= threshold else "missed"
+
+
+def vendor_ratio(m, vendor):
+    """Per-sample ratios vendor median time / this variant's time (above 1: faster than the vendor)."""
+    return np.median(vendor.seconds) / m.seconds
+
+
+def roof_value(path, roof, timer, compute=False):
+    """A roof of the archive on the timer's clock (GB/s or TFLOP/s), or None where none was timed on it."""
+    a = archive(path)
+    clock = A.clock_of(timer)
+    if compute:
+        value = a.compute_ceiling(roof, clock)
+        return value / 1e12 if value else None
+    value = a.ceiling(roof, clock)
+    return value / 1e9 if value else None
+
+
+def roof_cell(rate, roof_rate):
+    """A share of a roof as a table cell: OTHER_CLOCK where no roof of the variant's clock exists."""
+    if roof_rate is None:
+        return OTHER_CLOCK
+    return A.roof_share(100 * rate / roof_rate) if rate == rate else ""
+
+
+def pick_roof(m):
+    """The roof a variant is held against: its operation's compute ceiling; else device_read for read-only
+    traffic (modelled writes under 1% of the traffic), device_copy otherwise; host_read on a host."""
+    if not m.on_device:
+        return "host_read", False
+    if isinstance(m.compute_ceiling, str) and m.compute_ceiling:
+        return m.compute_ceiling, True
+    read, written = m.modelled_bytes_read, m.modelled_bytes_written
+    if read == read and written == written and read + written > 0 and written < 0.01 * (read + written):
+        return "device_read", False
+    return "device_copy", False
+
+
+def number(value, digits=None):
+    """A rate or ratio for a table: thousands separators; 3 significant digits below 100 unless told."""
+    if value is None or not np.isfinite(value):
+        return ""
+    if digits is not None:
+        return f"{value:,.{digits}f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) >= 1 else f"{value:.2g}"
+
+
+def ratio(value):
+    if value is None or not np.isfinite(value):
+        return ""
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.2f}×"
+
+
+def micro(seconds):
+    us = seconds * 1e6
+    return f"{us:,.0f}" if us >= 100 else f"{us:.3g}"
+
+
+def iqr_text(values, digits=None):
+    q1, q3 = np.quantile(values, [0.25, 0.75])
+    return f"{number(q1, digits)}–{number(q3, digits)}"
+
+
+# --- kstudy_bench JSON (Google Benchmark) ----------------------------------------------------------------------
+
+UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+@lru_cache(maxsize=None)
+def bench(path):
+    """A kstudy_bench JSON: (context, DataFrame of its per-repetition samples: variant, shape, seconds, bytes).
+    `bytes` is the operation's essential bytes, which the JSON stores as its rate counter "GB/s" (essential bytes
+    per second of the repetition; modelled_MB is the variant's own modelled traffic)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ResultsError(f"{path}: not a kstudy_bench JSON ({error})")
+    rows = []
+    for b in doc.get("benchmarks", []):
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        parts = b["run_name"].split("/")
+        seconds = b["real_time"] * UNITS[b["time_unit"]]
+        rows.append({"variant": parts[0], "shape": parts[1], "seconds": seconds,
+                     "bytes": b["GB/s"] * 1e9 * seconds if "GB/s" in b else np.nan})
+    if not rows:
+        raise ResultsError(f"{path}: no benchmark repetition")
+    return doc.get("context", {}), pd.DataFrame(rows)
+
+
+def bench_roof(context, name, clock="device_events"):
+    """A bench JSON's roof in GB/s on `clock`, or None: schema 8 keys roofs by clock; an older JSON's
+    ceiling_<name>_GBps was timed on the host clock."""
+    for key, key_clock in ((f"ceiling_{name}_{clock}_GBps", clock), (f"ceiling_{name}_GBps", "host_wall")):
+        if key in context:
+            return float(context[key]) if key_clock == clock else None
+    return None
+
+
+def shape_label(shape):
+    parts = shape.split("x")
+    return "×".join(f"{int(p):,}" for p in parts)
+
+
+# --- provenance --------------------------------------------------------------------------------------------------
+
+def recorded(path):
+    """(commit, dirty, diff sha256) an archive or bench JSON records about the tree that built it."""
+    path = Path(path)
+    if path.suffix == ".json":
+        attrs = {k: str(v) for k, v in json.loads(path.read_text()).get("context", {}).items()}
+    else:
+        attrs = archive(path).attrs
+    return attrs.get("git_commit"), attrs.get("git_dirty"), attrs.get("git_diff_sha256")
+
+
+def describe(path):
+    commit, dirty, diff = recorded(path)
+    if not commit:
+        return "commit not recorded"
+    if commit == "unknown":
+        return "commit unknown"
+    if dirty == "true":
+        return f"dirty tree at `{commit[:7]}`" + (f", diff sha256 `{diff[:16]}`" if diff else "")
+    return f"`{commit[:7]}`" + ("" if dirty == "false" else " (dirty flag not recorded)")
+
+
+def provenance_line(block):
+    parts = [f"`{name}` ({describe(path)})" for name, path in zip(block.archive_names, block.paths)]
+    return (f"*Generated by `scripts/results.py` ({block.name}) from " + "; ".join(parts) + ".*")
+
+
+ALPHA_TEXT = f"two-sided Mann-Whitney U, alpha {ALPHA}"

@@ -1,0 +1,62 @@
+"""STREAM (stream.h5): essential GB/s of every family at the largest n for copy, scale, add, triad and dot, its
+share of the roof of its traffic on its own clock, and what the fastest portable variant costs against the fastest
+handwritten CUDA or vendor variant, judged by Mann-Whitney on the same archive's samples."""
+import numpy as np
+
+from ..report.variants import PORTABLE, is_handwritten
+from . import ResultsError, generator, stats as S
+
+OPERATIONS = ["stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot"]
+
+
+@generator("stream", "STREAM: GB/s per family and operation at the largest n, what Kokkos costs (stream.h5)")
+def stream(block):
+    path = block.paths[0]
+    s = S.samples(path)
+    s = s[s.operation.isin(OPERATIONS)]
+    if s.empty:
+        raise ResultsError(f"{block.where}: {block.archive_names[0]} has no STREAM operation")
+    n = int(block.option("n", s.rows.max()))
+    operations = [op for op in OPERATIONS if ((s.operation == op) & (s.rows == n)).any()]
+    per_op = {op: S.measures(path, op, n) for op in operations}
+    families = {}
+    for op in operations:
+        for m in per_op[op]:
+            families.setdefault((not m.on_device, m.family, m.backend), {})[op] = m
+    notes = set()
+    label = next(iter(per_op.values()))[0].point()
+    lines = [f"Essential GB/s at {label} (median) and its share of the roof of the variant's traffic:",
+             "", "| family | backend | implementation | " + " | ".join(op.removeprefix("stream_") for op in operations)
+             + " |", "| --- | --- | --- |" + " --- |" * len(operations)]
+    for (_, family, backend), row in sorted(families.items()):
+        cells = []
+        for op in operations:
+            m = row.get(op)
+            if m is None:
+                cells.append("")
+                continue
+            roof, _ = S.pick_roof(m)
+            rate = float(np.median(m.gbps()))
+            share = S.roof_cell(rate, S.roof_value(path, roof, m.timer))
+            if share == S.OTHER_CLOCK:
+                notes.add(S.OTHER_CLOCK_NOTE)
+            cells.append(f"{S.number(rate)} ({share}{'' if share == S.OTHER_CLOCK else ' of ' + roof})")
+        implementation = next(iter(row.values())).implementation
+        lines.append(f"| `{family}` | {backend} | {implementation} | " + " | ".join(cells) + " |")
+    lines += ["", "What a portable variant costs on the device (fastest portable variant's time ÷ fastest handwritten "
+              "CUDA or vendor variant's time; beats / loses / tie by Mann-Whitney):", "",
+              "| operation | fastest portable | fastest handwritten or vendor | time ratio | portable vs it |",
+              "| --- | --- | --- | --- | --- |"]
+    for op in operations:
+        device = [m for m in per_op[op] if m.on_device]
+        portable = [m for m in device if m.implementation in PORTABLE]
+        native = [m for m in device if is_handwritten(m.implementation)]
+        if not portable or not native:
+            continue
+        p, c = min(portable, key=lambda m: m.median), min(native, key=lambda m: m.median)
+        lines.append(f"| {op.removeprefix('stream_')} | `{p.variant.split('@')[0]}` ({p.implementation}) | "
+                     f"`{c.variant.split('@')[0]}` ({c.implementation}) | {S.ratio(p.median / c.median)} | "
+                     f"{S.versus_text(p, c)} |")
+    lines += ["", "Roofs: device_read for read-only traffic (dot), device_copy otherwise, host_read on a host, "
+              f"measured in the same archive; beats / loses / tie: {S.ALPHA_TEXT}."]
+    return lines + [f"\n{note}" for note in sorted(notes)]

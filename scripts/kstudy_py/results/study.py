@@ -1,0 +1,132 @@
+"""The 2026-11-30 study of the scoring operation (one dataset: a kstudy_bench JSON, the sweeps archive and the
+short experiments' archive): resident times, host-in/host-out speedups over the CPU reference with crossovers,
+transfers, launch overhead and the layout conversion. Every comparison with the CPU is a Mann-Whitney test."""
+import numpy as np
+
+from . import ResultsError, generator, stats as S
+from .bench import bench_lines
+
+SHAPE = (1048576, 16)  # the seed's headline table
+BOUNDARIES = [("device_events", "device"), ("one_shot", "pinned"), ("one_shot", "pageable"), ("pipelined", "pinned"),
+              ("pipelined", "pageable")]
+REFERENCE = "cpu_reference@openmp"
+
+
+def seconds(s, variant, rows, features, timer, memory_kind=None):
+    hit = s[(s.variant == variant) & (s.rows == rows) & (s.features == features) & (s.timer == timer)]
+    if memory_kind is not None:
+        hit = hit[hit.memory_kind == memory_kind]
+    return np.sort(hit.seconds.to_numpy(dtype=float))
+
+
+def find(block, name):
+    for archive_name, path in zip(block.archive_names, block.paths):
+        if archive_name.endswith(name):
+            return path
+    raise ResultsError(f"{block.where}: h200_study needs an archive named {name} among archives=")
+
+
+def sweep_lines(path):
+    s = S.samples(path)
+    s = s[s.experiment == "rows_sweep"]
+    if s.empty:
+        raise ResultsError(f"{path}: no rows_sweep experiment")
+    rows, features = SHAPE
+    cpu = seconds(s, REFERENCE, rows, features, "host_wall")
+    lines = [f"`rows_sweep` at {rows:,}×{features}: `{REFERENCE}` takes {S.micro(np.median(cpu))} µs (median); the "
+             "fastest device variant per timing boundary, as a speedup over it:", "",
+             "| boundary | fastest variant | median | speedup over the CPU | vs the CPU |", "| --- | --- | --- | --- | --- |"]
+    device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
+    for timer, memory in BOUNDARIES:
+        timed = [(v, seconds(s, v, rows, features, timer, memory)) for v in device]
+        timed = [(v, t) for v, t in timed if len(t)]
+        if not timed:
+            continue
+        v, t = min(timed, key=lambda x: np.median(x[1]))
+        verdict, p = S.versus(t, cpu)
+        label = "resident (CUDA events)" if timer == "device_events" else f"{timer} from {memory} memory"
+        lines.append(f"| {label} | `{v.split('@')[0]}` | {S.micro(np.median(t))} µs | "
+                     f"{S.ratio(np.median(cpu) / np.median(t))} | {verdict} (p = {p:.2g}) |")
+    lines += ["", "Crossover from host memory (one-shot: upload, kernel, download): the smallest tested rows from which "
+              "a variant beats the CPU reference at every larger tested size (beats = faster median and "
+              "significant):", "", "| variant | pinned | pageable |", "| --- | --- | --- |"]
+    sizes = sorted(s[s.features == features].rows.unique())
+    for v in device:
+        cells = []
+        for memory in ("pinned", "pageable"):
+            wins = []
+            for r in sizes:
+                t, c = seconds(s, v, r, features, "one_shot", memory), seconds(s, REFERENCE, r, features, "host_wall")
+                if len(t) and len(c):
+                    wins.append((r, S.versus(t, c)[0] == "beats"))
+            if not wins:
+                cells.append("")
+                continue
+            first = next((i for i in range(len(wins)) if all(w for _, w in wins[i:])), None)
+            if first is None:
+                cells.append(f"never up to {wins[-1][0]:,}")
+            else:
+                below = wins[first - 1][0] if first > 0 else 0
+                cells.append(f"({below:,}, {wins[first][0]:,}]")
+        if any(cells):
+            lines.append(f"| `{v.split('@')[0]}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def calibration_lines(path):
+    s = S.samples(path)
+    lines = []
+    t = s[s.experiment == "transfer_calibration"]
+    if len(t):
+        med = t.groupby(["bytes", "direction", "memory_kind"]).seconds.median().reset_index()
+        med["GiB/s"] = med.bytes / med.seconds / 2**30
+        sizes = [b for b in (4096, 1 << 20, 16 << 20, 1 << 30) if b in set(med.bytes)]
+        columns = sorted({(d, m) for d, m in zip(med.direction, med.memory_kind)})
+        lines += ["Transfers (`transfer_calibration`, GiB/s = bytes / median time, allocation excluded):", "",
+                  "| bytes | " + " | ".join(f"{d} {m}" for d, m in columns) + " |", "| --- |" + " --- |" * len(columns)]
+        for b in sizes:
+            cells = []
+            for d, m in columns:
+                hit = med[(med.bytes == b) & (med.direction == d) & (med.memory_kind == m)]
+                cells.append(S.number(float(hit["GiB/s"].iloc[0])) if len(hit) else "")
+            lines.append(f"| {b:,} | " + " | ".join(cells) + " |")
+        lines.append("")
+    launch = s[s.experiment == "launch_overhead"]
+    if len(launch):
+        med = launch.groupby("variant").seconds.median() * 1e6
+        lines += ["Launch overhead (`launch_overhead`, µs per launch, median): "
+                  + ", ".join(f"`{v}` {med[v]:.3g}" for v in sorted(med.index)) + ".", ""]
+    layout = s[s.experiment == "layout_transpose"]
+    if len(layout):
+        med = layout.groupby(["rows", "features"]).seconds.median()
+        lines += ["Resident row-major → feature-major conversion (`layout_transpose`, median): "
+                  + ", ".join(f"{r:,}×{f} {S.micro(v)} µs" for (r, f), v in med.items()) + ".", ""]
+    return lines
+
+
+@generator("h200_study", "the scoring study of one dataset: bench.json, sweeps.h5 (rows_sweep) and study.h5")
+def h200_study(block):
+    bench_index = next((i for i, n in enumerate(block.archive_names) if n.endswith(".json")), None)
+    if bench_index is None:
+        raise ResultsError(f"{block.where}: h200_study needs a kstudy_bench JSON among archives=")
+    study = find(block, "study.h5")
+    roofs = S.archive(study).ceilings()
+    lines = ["Roofs measured in the same run (`study.h5`): " + ", ".join(
+        f"{n} {S.number(b / 1e9)} GB/s ({c})" for n, b, c in zip(roofs.name, roofs.bytes_per_second, roofs.clock)
+        if b > 0) + ".", "", "Resident (`kstudy_bench`; inputs on the device):", ""]
+    lines += bench_lines(block, bench_index, "1048576x16,16777216x16,262144x256") + [""]
+    lines += sweep_lines(find(block, "sweeps.h5")) + [""]
+    lines += calibration_lines(study)
+    return lines
+
+
+@generator("roofs", "the roofs (ceilings) an archive measured, with the clock that timed each")
+def roofs(block):
+    c = S.archive(block.paths[0]).ceilings()
+    if c.empty:
+        raise ResultsError(f"{block.where}: {block.archive_names[0]} records no ceilings")
+    lines = ["| roof | clock | GB/s | TFLOP/s |", "| --- | --- | --- | --- |"]
+    for r in c.itertuples():
+        lines.append(f"| `{r.name}` | {r.clock} | {S.number(r.bytes_per_second / 1e9, 1) if r.bytes_per_second > 0 else ''}"
+                     f" | {S.number(r.flops_per_second / 1e12, 1) if r.flops_per_second > 0 else ''} |")
+    return lines
