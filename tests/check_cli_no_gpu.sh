@@ -9,7 +9,7 @@
 # Nothing may abort (134: Kokkos' uncaught exception from cudaGetDeviceCount).
 # Usage: check_cli_no_gpu.sh KSTUDY_EXE KSTUDY_BENCH_EXE SOURCE_DIR   (exit 77 = skipped: a GPU is visible)
 set -uo pipefail
-kstudy=$1; bench=$2; src=$3
+kstudy=$(realpath "$1"); bench=$(realpath "$2"); src=$(realpath "$3")
 if nvidia-smi -L > /dev/null 2>&1; then
   echo "skipped: a GPU is visible; this test is about machines without one"
   exit 77
