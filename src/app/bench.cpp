@@ -161,6 +161,13 @@ void bench_variant(benchmark::State& state, const kstudy::registered_variant* en
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before Kokkos: a cuda build's Kokkos throws, uncaught, on a machine without a GPU.
+  if (const auto reason = kstudy::kokkos_unavailable_reason(); !reason.empty()) {
+    std::cerr << "kstudy_bench: no GPU is visible (" << reason
+              << "); this cuda build cannot start Kokkos without one, not even for host variants, so nothing was run "
+                 "or written; the cpu flavour's kstudy_bench times the host variants\n";
+    return kstudy::exit_no_gpu;
+  }
   kstudy::kokkos_session guard(argc, argv);
   std::string shapes_text, operations_text;
   std::vector<char*> rest;

@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kstudy/archive.hpp"
@@ -19,6 +23,7 @@
 #include "kstudy/kokkos_session.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/merge.hpp"
+#include "kstudy/platform/process.hpp"
 #include "kstudy/profile.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/submit.hpp"
@@ -182,6 +187,14 @@ namespace {
 // whether argv named one (and its exit code in rc).
 bool run_hidden_child(int argc, char** argv, int& rc) {
   const std::string mode = argc >= 2 ? argv[1] : "";
+  if (mode == "__profile_point" || mode == "__replicate" || mode == "__first_call") {
+    // Their parent checked; a child started by hand on a machine without a GPU gets the same one line.
+    if (const auto reason = kstudy::kokkos_unavailable_reason(); !reason.empty()) {
+      std::cerr << "kstudy " << mode << ": no GPU is visible (" << reason << "); nothing run\n";
+      rc = kstudy::exit_no_gpu;
+      return true;
+    }
+  }
   const auto guarded = [&](auto&& body) {
     try {
       rc = body();
@@ -211,6 +224,114 @@ bool run_hidden_child(int argc, char** argv, int& rc) {
     });
   }
   return false;
+}
+
+// Kokkos' own arguments (--kokkos-num-threads=4, ...) are Kokkos' business: the commands that start no
+// Kokkos accept and ignore them, as Kokkos' initialisation would have taken them out of argv.
+std::vector<char*> without_kokkos_arguments(int argc, char** argv) {
+  std::vector<char*> out;
+  for (int i = 0; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--kokkos-", 0) != 0) out.push_back(argv[i]);
+  return out;
+}
+
+// The variants of the requested experiments that run on the host, as a --variants filter (name@backend,
+// the OpenMP ones where a variant has both backends); empty when there are none or the experiments do not
+// load (their error is then the next run's to report).
+std::string host_variants_filter(const kstudy::run_request& request) {
+  std::vector<std::string> ids;
+  std::set<std::string> seen, openmp;
+  try {
+    std::vector<const kstudy::registered_variant*> host;
+    for (const auto& name : request.experiments)
+      for (const auto* v : kstudy::select_variants(kstudy::prepare_experiment(name, request)))
+        if (!v->info.on_device) host.push_back(v);
+    for (const auto* v : host)
+      if (v->info.backend == "openmp") openmp.insert(v->info.name);
+    for (const auto* v : host)
+      if ((v->info.backend == "openmp" || !openmp.count(v->info.name)) && seen.insert(v->info.id()).second)
+        ids.push_back(v->info.id());
+  } catch (const std::exception&) {
+    return {};
+  }
+  std::string filter;
+  for (const auto& id : ids) filter += " " + id;
+  return filter.empty() ? filter : "--variants" + filter;
+}
+
+// One line, nothing written: a cuda build's Kokkos cannot start without a GPU, and it starts its CUDA
+// backend whatever the variants, so not even the host variants run in this build here.
+int refuse_without_gpu(const std::string& reason, const kstudy::run_request& request) {
+  std::string experiments;
+  for (const auto& e : request.experiments) experiments += " " + e;
+  const auto filter = host_variants_filter(request);
+  std::cerr << "kstudy run: no GPU is visible (" << reason
+            << "); this cuda build cannot start Kokkos without one, not even for host variants, so nothing was run or "
+               "written; the cpu flavour runs the host variants: kstudy run"
+            << experiments << " " << (filter.empty() ? "(host variants: see kstudy list)" : filter) << "\n";
+  return kstudy::exit_no_gpu;
+}
+
+std::string base_name(std::string exe) {
+  const std::string deleted = " (deleted)";  // a binary rebuilt while it ran
+  if (exe.size() > deleted.size() && exe.compare(exe.size() - deleted.size(), deleted.size(), deleted) == 0)
+    exe.resize(exe.size() - deleted.size());
+  return std::filesystem::path(exe).filename().string();
+}
+
+// A kstudy process holding the archive that goes away by itself: killed or exiting, or a hidden child
+// (replication, profile point) whose kstudy parent is gone. Its parent-death signal normally kills such a
+// child with its parent, but until the kernel has torn it down it still holds HDF5's lock on the archive.
+bool on_its_way_out(const kstudy::platform::file_holder& h, const std::string& kstudy_name) {
+  const bool hidden_child = h.argv.size() >= 2 && h.argv[1].rfind("__", 0) == 0;
+  return h.exiting || (hidden_child && base_name(h.parent_exe) != kstudy_name);
+}
+
+std::string describe(const kstudy::platform::file_holder& h) {
+  std::string text = "PID " + std::to_string(h.pid) + " (kstudy";
+  if (h.argv.size() >= 2) text += " " + h.argv[1];
+  return text + (h.exiting ? ", exiting)" : ")");
+}
+
+// Before --resume or --overwrite replaces or completes an archive: a kstudy process on its way out (a run
+// just killed with kill -9, its replication child still being torn down) is waited for, up to
+// wait_seconds, with one line saying so; any other kstudy process holding it is a live run, refused at
+// once. Holders that are not kstudy are left to HDF5's own lock check (kstudy::archive_in_use).
+// Returns 0 to go on, else the exit code.
+int wait_for_archive_release(const std::string& archive, bool resume) {
+  constexpr int wait_seconds = 30;
+  const std::string kstudy_name = base_name(self_exe());
+  const std::string then = resume ? "--resume" : "run again";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
+  bool waited = false;
+  for (;;) {
+    std::optional<kstudy::platform::file_holder> leaving;
+    for (const auto& h : kstudy::platform::processes_holding(archive)) {
+      if (base_name(h.exe) != kstudy_name) continue;
+      if (!on_its_way_out(h, kstudy_name)) {
+        std::cerr << "kstudy: error: archive '" << archive << "' is open in another process: " << describe(h)
+                  << ", a live run; wait for it to finish or stop it, then " << then << "\n";
+        return 1;
+      }
+      leaving = h;
+    }
+    // A process's descriptors leave /proc a moment before the kernel drops their locks: once one was seen
+    // leaving, wait for the lock too.
+    if (!leaving && (!waited || !kstudy::platform::flock_held_elsewhere(archive))) return 0;
+    if (!waited && leaving) {
+      std::cerr << "kstudy: archive '" << archive << "' is still held by " << describe(*leaving)
+                << ", left by a run that is gone; waiting up to " << wait_seconds << " s for it to end\n";
+      waited = true;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::cerr << "kstudy: error: archive '" << archive << "' is still held after " << wait_seconds << " s"
+                << (leaving ? " by " + describe(*leaving) : std::string(" (its lock)")) << "; stop "
+                << (leaving ? "it (kill " + std::to_string(leaving->pid) + ")" : std::string("its holder"))
+                << ", then " << then << "\n";
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& shard_text) {
@@ -301,21 +422,33 @@ int main(int argc, char** argv) {
   add_profile_options(*app.add_subcommand("profile", "Per-kernel GPU hardware counters (Nsight Compute) into an archive"),
                       unused);
 
-  // Kokkos takes its --kokkos-* arguments out of argv before CLI11 sees the rest.
-  kstudy::kokkos_session guard(argc, argv);
+  // Only the commands that measure start Kokkos (a cuda build's Kokkos cannot start without a GPU), and
+  // only after the command line parsed: the others run on a login node without one.
+  const auto cli_args = without_kokkos_arguments(argc, argv);
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(cli_args.size()), cli_args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  std::optional<kstudy::kokkos_session> kokkos;
   try {
     if (*list) return list_command();
     if (*info) {
-      std::cout << kstudy::describe_environment(kstudy::collect_metadata(argc, argv));
+      // Kokkos' runtime configuration where Kokkos can start; else what the build knows, and why not.
+      const auto reason = kstudy::kokkos_unavailable_reason();
+      if (reason.empty()) kokkos.emplace(argc, argv);
+      auto metadata = kstudy::collect_metadata(argc, argv);
+      if (!reason.empty()) metadata.environment["gpu"] = "none visible (" + reason + "); Kokkos not started";
+      std::cout << kstudy::describe_environment(metadata);
       return 0;
     }
     if (*run) {
       if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
+      if (const auto reason = kstudy::kokkos_unavailable_reason(); !reason.empty())
+        return refuse_without_gpu(reason, request);
+      if (request.resume || request.overwrite)
+        if (const int rc = wait_for_archive_release(request.out, request.resume); rc != 0) return rc;
+      kokkos.emplace(argc, argv);  // takes its --kokkos-* arguments out of argv
       try {
         return kstudy::run_study(request, self_exe(), argc, argv);
       } catch (const kstudy::archive_in_use& in_use) {

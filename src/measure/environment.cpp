@@ -72,7 +72,10 @@ void describe_kokkos(std::map<std::string, std::string>& env) {
   env["kokkos_version"] = std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
                           "." + std::to_string(KOKKOS_VERSION % 100);
   std::ostringstream config;
-  Kokkos::print_configuration(config, true);
+  // print_configuration needs an initialised Kokkos (a CUDA build's queries the devices and throws
+  // without one, 3.4 and 4.x alike): `kstudy info` on a machine without a GPU describes the build only.
+  if (Kokkos::is_initialized()) Kokkos::print_configuration(config, true);
+  else config << "  (Kokkos not started in this process: its runtime configuration is not known)\n";
   env["kokkos_configuration"] = config.str();
   env["kokkos_dir"] = build_info::kokkos_dir;
   std::string backends;
@@ -81,7 +84,7 @@ void describe_kokkos(std::map<std::string, std::string>& env) {
 #endif
 #ifdef KOKKOS_ENABLE_OPENMP
   backends += "openmp ";
-  env["openmp_threads"] = std::to_string(Kokkos::OpenMP().concurrency());
+  if (Kokkos::is_initialized()) env["openmp_threads"] = std::to_string(Kokkos::OpenMP().concurrency());
 #endif
 #ifdef KOKKOS_ENABLE_CUDA
   backends += "cuda ";

@@ -33,6 +33,17 @@ void check(cudaError_t code, const char* call) {
 
 }  // namespace
 
+std::string kokkos_unavailable_reason() {
+#ifdef KOKKOS_ENABLE_CUDA
+  int count = 0;
+  const cudaError_t code = cudaGetDeviceCount(&count);
+  if (code != cudaSuccess)
+    return std::string("cudaGetDeviceCount: ") + cudaGetErrorName(code) + ": " + cudaGetErrorString(code);
+  if (count < 1) return "cudaGetDeviceCount found no device";
+#endif
+  return {};
+}
+
 const kokkos_device_settings& device_settings_after_kokkos() { return g_settings; }
 
 void restore_device_defaults_after_kokkos() {

@@ -1,14 +1,20 @@
 #include "kstudy/platform/process.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -226,7 +232,103 @@ int capture_output(int fd, pid_t pid, const std::string& program, std::string& o
   }
 }
 
+// The numeric entries of a /proc directory (processes, or descriptors); empty when it cannot be read
+// (another user's process, or one that just ended).
+std::vector<int> numeric_entries(const std::string& dir) {
+  std::vector<int> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long n = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && n >= 0) out.push_back(static_cast<int>(n));
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::string read_link(const std::string& path) {
+  char buffer[4096];
+  const ssize_t n = ::readlink(path.c_str(), buffer, sizeof buffer);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool holds(int pid, dev_t device, ino_t inode) {
+  const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const int fd : numeric_entries(fd_dir)) {
+    struct stat st{};
+    if (::stat((fd_dir + "/" + std::to_string(fd)).c_str(), &st) == 0 && st.st_dev == device && st.st_ino == inode)
+      return true;
+  }
+  return false;
+}
+
+// PF_EXITING in /proc/PID/stat's flags (include/linux/sched.h): do_exit has begun.
+constexpr unsigned long pf_exiting = 0x4;
+
+file_holder describe_holder(int pid) {
+  file_holder h;
+  h.pid = pid;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  h.exe = read_link(dir + "/exe");
+  const std::string cmdline = read_whole(dir + "/cmdline");
+  for (std::size_t at = 0; at < cmdline.size();) {
+    const auto end = cmdline.find('\0', at);
+    h.argv.push_back(cmdline.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    at = end == std::string::npos ? cmdline.size() : end + 1;
+  }
+  // "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold spaces and parentheses.
+  const std::string stat = read_whole(dir + "/stat");
+  const auto close = stat.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream fields(stat.substr(close + 1));
+    char state = '?';
+    long skip = 0;
+    unsigned long flags = 0;
+    fields >> state >> h.parent_pid >> skip >> skip >> skip >> skip >> flags;
+    h.exiting = (fields && (flags & pf_exiting) != 0) || state == 'Z' || state == 'X';
+  }
+  // A SIGKILL not yet delivered (SigPnd: this thread's, ShdPnd: the process'): bit 9 - 1 of the masks.
+  std::istringstream status(read_whole(dir + "/status"));
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+      h.exiting = h.exiting || (std::strtoull(line.c_str() + 7, nullptr, 16) & (1ull << (SIGKILL - 1))) != 0;
+  if (h.parent_pid > 0) h.parent_exe = read_link("/proc/" + std::to_string(h.parent_pid) + "/exe");
+  return h;
+}
+
 }  // namespace
+
+std::vector<file_holder> processes_holding(const std::string& path) {
+  struct stat target{};
+  if (::stat(path.c_str(), &target) != 0) return {};
+  std::vector<file_holder> out;
+  const int self = static_cast<int>(::getpid());
+  for (const int pid : numeric_entries("/proc"))
+    if (pid != self && holds(pid, target.st_dev, target.st_ino)) out.push_back(describe_holder(pid));
+  return out;
+}
+
+held_open::held_open(const std::string& path) : m_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+
+held_open::~held_open() {
+  if (m_fd >= 0) ::close(m_fd);
+}
+
+bool flock_held_elsewhere(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the probe's lock if it took one
+  return held;
+}
 
 // prepare (arguments, environment, affinity, streams: nothing is allocated after fork) -> fork -> the child
 // execs -> the parent learns whether the exec happened, captures the output and reaps.

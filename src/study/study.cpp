@@ -22,6 +22,7 @@
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/fault_injection.hpp"
+#include "kstudy/platform/process.hpp"
 #include "kstudy/platform/stop_signal.hpp"
 #include "kstudy/sink.hpp"
 
@@ -409,6 +410,9 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   const bool resuming = request.resume && fs::exists(request.out);
   const auto experiments = checked_experiments(request);
   const auto ceilings = ceilings_and_provenance(request, experiments, resuming, argc, argv);
+  // Open for the whole run, so that another run's --resume or --overwrite of this archive sees a live run
+  // even between two replication children, when no process holds HDF5's lock on it.
+  const platform::held_open in_use(request.out);
   int rc = 0;
   for (const auto& e : experiments) {
     if (const int failed = run_replications(request, self_exe, e); failed != 0) rc = failed;

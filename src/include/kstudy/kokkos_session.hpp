@@ -29,6 +29,18 @@ const kokkos_device_settings& device_settings_after_kokkos();
 // without CUDA. Throws std::runtime_error when a CUDA call fails.
 void restore_device_defaults_after_kokkos();
 
+// Whether Kokkos can start in this process: empty when it can (a build without CUDA, or one that sees a GPU),
+// else why not, from the CUDA runtime (e.g. "cudaGetDeviceCount: cudaErrorStubLibrary: CUDA driver is a stub
+// library"). A CUDA build's Kokkos::initialize throws, uncaught, on a machine without a usable GPU, so every
+// entry point that measures asks this first. The check itself cannot abort: cudaGetDeviceCount reports a
+// missing or stub driver (cudaErrorInsufficientDriver, cudaErrorStubLibrary) and no device
+// (cudaErrorNoDevice) as return codes, and it creates no CUDA context.
+std::string kokkos_unavailable_reason();
+
+// Exit status of a measuring command refused because Kokkos cannot start here (EX_UNAVAILABLE); nothing
+// was written.
+constexpr int exit_no_gpu = 69;
+
 class kokkos_session {
  public:
   kokkos_session(int& argc, char* argv[]) : m_guard(argc, argv) { restore_device_defaults_after_kokkos(); }

@@ -47,4 +47,41 @@ struct process_result {
 // std::invalid_argument for an empty argv or a file target without a path.
 process_result run_process(const spawn_options& options);
 
+// A process of this user with a file open, found through /proc (Linux).
+struct file_holder {
+  int pid = 0;
+  std::string exe;                // /proc/PID/exe, empty when unreadable
+  std::vector<std::string> argv;  // /proc/PID/cmdline
+  int parent_pid = 0;
+  std::string parent_exe;  // empty when the parent is gone (a zombie) or unreadable
+  // Killed or on its way out (PF_EXITING, or SIGKILL pending): its descriptors, and the locks on them,
+  // go within moments without anyone's help.
+  bool exiting = false;
+};
+
+// Every other process whose descriptors include the file at path (the same device and inode, whatever
+// name it was opened by). Processes of other users cannot be inspected and are not listed. Empty when
+// path does not exist.
+std::vector<file_holder> processes_holding(const std::string& path);
+
+// Keeps a file open, read-only and without a lock, for its lifetime: what processes_holding, called in
+// another process, finds as the sign that this one is using the file (a kstudy run between two of its
+// replication children, when nothing holds the archive's lock). Not inherited by children (close-on-exec).
+// A file that cannot be opened is not held, silently: the sign is advisory.
+class held_open {
+ public:
+  explicit held_open(const std::string& path);
+  ~held_open();
+  held_open(const held_open&) = delete;
+  held_open& operator=(const held_open&) = delete;
+
+ private:
+  int m_fd = -1;
+};
+
+// Whether another open file description holds a flock on path (HDF5's file lock): probed with a
+// non-blocking exclusive lock on a read-only descriptor that is closed again. False when path cannot be
+// opened.
+bool flock_held_elsewhere(const std::string& path);
+
 }  // namespace kstudy::platform
