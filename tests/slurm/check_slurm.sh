@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # kstudy submit / merge against a real Slurm (ctest label `slurm`, run by .ci/run):
-#   installs Debian's slurm-wlm and munge when missing (through scripts/bootstrap.sh), starts munged,
-#   slurmctld and slurmd on localhost with a one-node configuration in a temporary folder (private munge
-#   socket and ports: a Slurm already on the machine is not touched), submits a small CPU experiment as a
-#   job array through `kstudy submit`, merges the shards, checks the merged archive holds exactly the
-#   union of the shard samples, then loses a shard and completes the set with `kstudy submit --resume`.
-#   Every wait is bounded; on failure the Slurm and munge logs are printed. The daemons it started are
-#   stopped on exit.
+#   starts a private one-node Slurm on localhost (localhost_slurm.sh: munged, slurmctld and slurmd in a
+#   temporary folder, installed when missing, stopped on exit), submits a small CPU experiment as a job
+#   array through `kstudy submit`, merges the shards, checks the merged archive holds exactly the union of
+#   the shard samples, then loses a shard and completes the set with `kstudy submit --resume`.
+#   Every wait is bounded; on failure the Slurm and munge logs are printed. Faults (preemption, a task
+#   killed -9, time limit, two arrays on one folder) are check_slurm_faults.sh's.
 # Needs root (the daemons run as root: SlurmUser=root). Opt-in, because it installs packages and starts
 # daemons: KSTUDY_SLURM_TEST=1; otherwise it reports skipped (77).
 # Usage: check_slurm.sh KSTUDY_EXE SOURCE_DIR
@@ -51,6 +50,9 @@ job=$(submit --array 3) || exit 1
 job_ids+=("$job")
 echo "ok: kstudy submit: job array $job ($(grep -c . "$shards/kstudy-submit.jobs") submission recorded)"
 grep -q '#SBATCH --array=0-2' "$shards/kstudy-shard_tiny.sbatch" || die "the job script is not a 3-task array"
+for line in '#SBATCH --requeue' '#SBATCH --open-mode=append' '#SBATCH --signal=B:TERM@120' "exec '$kstudy' run"; do
+  grep -qF -- "$line" "$shards/kstudy-shard_tiny.sbatch" || die "the job script lacks '$line'"
+done
 wait_job "$job" 3
 for k in 0 1 2; do [[ -f $shards/shard-$k.h5 ]] || die "shard $k wrote no archive: $(cat "$shards"/slurm-*_$k.out)"; done
 
