@@ -12,8 +12,8 @@
 #   two arrays on one folder: a second kstudy submit into a folder whose array still runs is refused; the
 #               same job script handed to sbatch again runs its task into the archive the first array is
 #               writing: that task fails naming the lock, and the first array's archive is complete.
-# The time-limit task runs beside the others: Slurm checks limits every 30 s, so its signal comes up to 30 s
-# after it starts. Needs root; opt-in: KSTUDY_SLURM_TEST=1, otherwise it reports skipped (77).
+# The time-limit task runs beside the others: Slurm checks limits every 30 s, so its signal comes up to about
+# 30 s after it starts; at 400 trials its run lasts about a minute on one core, to be still running then. Needs root; opt-in: KSTUDY_SLURM_TEST=1, otherwise it reports skipped (77).
 # Usage: check_slurm_faults.sh KSTUDY_EXE SOURCE_DIR
 set -uo pipefail
 kstudy=$1; src=$2
@@ -83,7 +83,7 @@ PY
 
 # ---- time limit: started first, it runs beside everything below
 tl=$work/timelimit
-tl_job=$(submit "$tl" --array 1 --trials 200 --time 1 --stop-before 55) || exit 1
+tl_job=$(submit "$tl" --array 1 --trials 400 --time 1 --stop-before 55) || exit 1
 job_ids+=("$tl_job")
 grep -q '^#SBATCH --signal=B:TERM@55$' "$tl/kstudy-$name.sbatch" || die "the job script asks for no early SIGTERM"
 grep -q '^#SBATCH --requeue$' "$tl/kstudy-$name.sbatch" || die "the job script does not ask to be requeueable"
@@ -170,7 +170,7 @@ expect_state "${tl_job}_0" "FAILED 130:0 0" "task stopped by Slurm before its ti
 grep -q "stopped by signal 15" "$tl_log" || die "the time-limited task did not stop on SIGTERM: $(cat "$tl_log")"
 incomplete "$tl/shard-0.h5" || die "the time-limited shard is complete"
 echo "ok: the time-limited task left an incomplete archive"
-tl_resume=$(submit "$tl" --resume --trials 200 --time 10) || exit 1
+tl_resume=$(submit "$tl" --resume --trials 400 --time 10) || exit 1
 job_ids+=("$tl_resume")
 grep -q "(0 complete, 1 resumed)" "$work/submit.out" || die "submit --resume: $(cat "$work/submit.out")"
 wait_gone "$tl_resume" 300
