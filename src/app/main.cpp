@@ -357,6 +357,9 @@ void add_submit_options(CLI::App* submit, kstudy::submit_request& submit_request
   submit->add_option("--array", submit_request.array, "Number of shards N (array tasks 0..N-1)");
   submit->add_option("--partition", submit_request.partition, "Slurm partition (#SBATCH --partition)");
   submit->add_option("--time", submit_request.time, "Time limit per task (#SBATCH --time), e.g. 01:00:00");
+  submit->add_option("--stop-before", submit_request.stop_before,
+                     "SIGTERM each task this many seconds before its time limit, so it stops cleanly (0: never)")
+      ->capture_default_str();
   submit->add_option("--gpus-per-task", submit_request.gpus_per_task,
                      "GPUs per task; 1 runs one shard per GPU, Slurm binding each task's GPU (CUDA_VISIBLE_DEVICES)");
   submit->add_option("--cpus-per-task", submit_request.cpus_per_task,

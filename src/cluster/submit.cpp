@@ -166,6 +166,61 @@ void refuse_control_characters(const std::string& option, const std::string& val
   }
 }
 
+// A Slurm time limit in seconds: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+// "days-hours:minutes" or "days-hours:minutes:seconds", rounded up to whole minutes as Slurm does. 0: none
+// (0, INFINITE, UNLIMITED); -1: a form this does not know (sbatch judges it).
+long long time_limit_seconds(const std::string& text) {
+  if (text == "INFINITE" || text == "UNLIMITED") return 0;
+  long long days = 0;
+  std::string rest = text;
+  const bool with_days = rest.find('-') != std::string::npos;
+  std::vector<long long> fields;
+  try {
+    if (with_days) {
+      std::size_t used = 0;
+      days = std::stoll(rest, &used);
+      if (used != rest.find('-')) return -1;
+      rest = rest.substr(used + 1);
+    }
+    std::stringstream parts(rest);
+    std::string part;
+    while (std::getline(parts, part, ':')) {
+      if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos) return -1;
+      fields.push_back(std::stoll(part));
+    }
+  } catch (const std::exception&) {
+    return -1;
+  }
+  if (fields.empty() || fields.size() > 3 || days < 0) return -1;
+  long long seconds = 0;
+  if (with_days) {  // days-hours[:minutes[:seconds]]
+    const long long unit[] = {3600, 60, 1};
+    for (std::size_t i = 0; i < fields.size(); ++i) seconds += fields[i] * unit[i];
+    seconds += days * 86400;
+  } else if (fields.size() == 1) {
+    seconds = fields[0] * 60;
+  } else if (fields.size() == 2) {
+    seconds = fields[0] * 60 + fields[1];
+  } else {
+    seconds = fields[0] * 3600 + fields[1] * 60 + fields[2];
+  }
+  return (seconds + 59) / 60 * 60;
+}
+
+// The early stop must leave the task time to work: a signal due at or before the start would stop every
+// attempt (and every requeue) before its first point.
+void check_stop_before(const submit_request& request) {
+  if (request.stop_before < 0 || request.stop_before > 65535)
+    throw std::runtime_error("--stop-before " + std::to_string(request.stop_before) +
+                             ": give 0 (no early stop) to 65535 seconds (the most Slurm's --signal takes)");
+  const long long limit = request.time.empty() ? 0 : time_limit_seconds(request.time);
+  if (request.stop_before > 0 && limit > 0 && request.stop_before >= limit)
+    throw std::runtime_error("--stop-before " + std::to_string(request.stop_before) + " s is not shorter than --time " +
+                             request.time + " (" + std::to_string(limit) +
+                             " s): every task would be told to stop when it starts; give a longer --time or a "
+                             "smaller --stop-before (0: no early stop)");
+}
+
 }  // namespace
 
 namespace {
@@ -209,26 +264,32 @@ shard_plan plan_shards(const submit_request& request, const experiment& e, const
   return plan;
 }
 
-// sbatch; with --resume, squeue must show no earlier task of this folder still queued or running, so that
-// no two tasks write one shard archive. --dry-run needs neither.
-std::string slurm_client(const submit_request& request, const fs::path& dir) {
-  const std::string sbatch = find_on_path("sbatch");
-  if (request.dry_run) return sbatch;
-  if (sbatch.empty())
-    throw std::runtime_error("sbatch not found on PATH: kstudy submit needs Slurm's client commands (run it on a "
-                             "login node), or pass --dry-run to print the job script");
-  if (!request.resume) return sbatch;
+// No earlier job of this folder may still be queued or running (squeue), with or without --resume: its
+// tasks write the same shard archives, and a second array started before the first has written any would
+// otherwise pass every check on the archives. A folder without kstudy-submit.jobs needs no squeue.
+void refuse_active_jobs(const submit_request& request, const fs::path& dir) {
+  std::error_code ec;
+  if (request.dry_run || !fs::exists(dir / "kstudy-submit.jobs", ec)) return;
   const std::string squeue = find_on_path("squeue");
-  if (squeue.empty()) throw std::runtime_error("squeue not found on PATH (needed to check for running shards)");
+  if (squeue.empty())
+    throw std::runtime_error("squeue not found on PATH (needed to check that no earlier job of " + dir.string() +
+                             " still runs)");
   const auto active = active_jobs(dir, squeue);
-  if (!active.empty()) {
-    std::string list;
-    for (const auto& a : active) list += (list.empty() ? "" : ", ") + a;
-    throw std::runtime_error("earlier jobs of " + dir.string() + " are still queued or running: " + list +
-                             "; wait for them (squeue) or cancel them (scancel) before --resume, so that no "
-                             "two tasks write one shard archive");
-  }
-  return sbatch;
+  if (active.empty()) return;
+  std::string list;
+  for (const auto& a : active) list += (list.empty() ? "" : ", ") + a;
+  throw std::runtime_error("earlier jobs of " + dir.string() + " are still queued or running: " + list +
+                           "; wait for them (squeue) or cancel them (scancel) before " +
+                           (request.resume ? "--resume" : "submitting again (or choose another --out-dir)") +
+                           ", so that no two tasks write one shard archive");
+}
+
+// sbatch, found on PATH; --dry-run needs none.
+std::string slurm_client(const submit_request& request) {
+  const std::string sbatch = find_on_path("sbatch");
+  if (request.dry_run || !sbatch.empty()) return sbatch;
+  throw std::runtime_error("sbatch not found on PATH: kstudy submit needs Slurm's client commands (run it on a "
+                           "login node), or pass --dry-run to print the job script");
 }
 
 // The job array's script: array task K runs shard K/N into its own archive, resuming it if it exists.
@@ -252,7 +313,15 @@ std::string job_script(const submit_request& request, const experiment& e, const
          << "#SBATCH --array=" << array_list(shards) << "\n"
          << "#SBATCH --ntasks=1\n"
          << "#SBATCH --cpus-per-task=" << cpus << "\n"
-         << "#SBATCH --output=" << (dir / "slurm-%A_%a.out").string() << "\n";
+         << "#SBATCH --output=" << (dir / "slurm-%A_%a.out").string() << "\n"
+         << "# A preempted or requeued task starts again and resumes its archive; its log keeps every attempt.\n"
+         << "#SBATCH --requeue\n"
+         << "#SBATCH --open-mode=append\n";
+  if (request.stop_before > 0)
+    script << "# SIGTERM to the batch shell (which is kstudy, exec'd below) " << request.stop_before
+           << " s before the time limit: the run stops after its\n"
+           << "# current point and keeps the finished ones (Slurm may send it up to a minute earlier).\n"
+           << "#SBATCH --signal=B:TERM@" << request.stop_before << "\n";
   if (!request.partition.empty()) script << "#SBATCH --partition=" << request.partition << "\n";
   if (!request.time.empty()) script << "#SBATCH --time=" << request.time << "\n";
   if (request.gpus_per_task > 0) script << "#SBATCH --gpus-per-task=" << request.gpus_per_task << "\n";
@@ -266,9 +335,12 @@ std::string job_script(const submit_request& request, const experiment& e, const
            << "if [[ -z ${CUDA_VISIBLE_DEVICES:-} && -n ${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-}} ]]; then\n"
            << "  export CUDA_VISIBLE_DEVICES=${SLURM_STEP_GPUS:-$SLURM_JOB_GPUS}\n"
            << "fi\n";
-  script << "echo \"kstudy: shard $shard/" << n
-         << " of " << e.name << " on $(hostname), CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}\"\n"
+  script << "echo \"kstudy: shard $shard/" << n << " of " << e.name
+         << " on $(hostname), attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 )), "
+            "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}\"\n"
          << "# --resume: a fresh archive if there is none, else the completion of an interrupted one (requeue, --resume).\n"
+         << "# exec: kstudy replaces this shell, so the signals Slurm sends the batch shell reach it (it passes them\n"
+         << "# on to its replication process), and its exit status is the task's.\n"
          << "export KSTUDY_QUIET=1  # no carriage-return progress line in the log\n"
          << "exec " << quote(self_exe) << " run " << quote(experiment_argument) << " --shard \"$shard/" << n << "\""
          << " --out " << quote(dir.string()) << "/shard-\"$shard\".h5 --resume";
@@ -322,6 +394,7 @@ std::string submit_script(const std::string& sbatch, const std::string& script, 
 int submit_study(const submit_request& request, const std::string& self_exe) {
   refuse_control_characters("--partition", request.partition);
   refuse_control_characters("--time", request.time);
+  check_stop_before(request);
   for (const auto& option : request.sbatch_options) refuse_control_characters("--sbatch-option", option);
   const auto e = prepare_experiment(request.experiment, request.overrides);
   check_experiment(e);
@@ -336,6 +409,7 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
     std::cerr << "kstudy submit: warning: a shard measures on one GPU (Kokkos takes the first visible device); "
               << request.gpus_per_task - 1 << " of each task's " << request.gpus_per_task << " GPUs will idle\n";
 
+  refuse_active_jobs(request, dir);
   const auto plan = plan_shards(request, e, dir, count);
   const std::string merged = (dir / (e.name + ".h5")).string();
   const std::string merge_command = "kstudy merge " + quote(merged) + " " + quote(dir.string()) + "/shard-*.h5";
@@ -344,7 +418,7 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
               << "; nothing to submit. Merge with:\n  " << merge_command << "\n";
     return 0;
   }
-  const std::string sbatch = slurm_client(request, dir);
+  const std::string sbatch = slurm_client(request);
   const std::string script = job_script(request, e, dir, count, plan.shards, self_exe);
   if (request.dry_run) {
     std::cout << script;

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # kstudy submit / merge against a real Slurm (ctest label `slurm`, run by .ci/run):
-#   installs Debian's slurm-wlm and munge when missing (through scripts/bootstrap.sh), starts munged,
-#   slurmctld and slurmd on localhost with a one-node configuration in a temporary folder (private munge
-#   socket and ports: a Slurm already on the machine is not touched), submits a small CPU experiment as a
-#   job array through `kstudy submit`, merges the shards, checks the merged archive holds exactly the
-#   union of the shard samples, then loses a shard and completes the set with `kstudy submit --resume`.
-#   Every wait is bounded; on failure the Slurm and munge logs are printed. The daemons it started are
-#   stopped on exit.
+#   starts a private one-node Slurm on localhost (localhost_slurm.sh: munged, slurmctld and slurmd in a
+#   temporary folder, installed when missing, stopped on exit), submits a small CPU experiment as a job
+#   array through `kstudy submit`, merges the shards, checks the merged archive holds exactly the union of
+#   the shard samples, then loses a shard and completes the set with `kstudy submit --resume`.
+#   Every wait is bounded; on failure the Slurm and munge logs are printed. Faults (preemption, a task
+#   killed -9, time limit, two arrays on one folder) are check_slurm_faults.sh's.
 # Needs root (the daemons run as root: SlurmUser=root). Opt-in, because it installs packages and starts
 # daemons: KSTUDY_SLURM_TEST=1; otherwise it reports skipped (77).
 # Usage: check_slurm.sh KSTUDY_EXE SOURCE_DIR
@@ -16,115 +15,9 @@ if [[ ${KSTUDY_SLURM_TEST:-0} != 1 ]]; then
   echo "skipped: set KSTUDY_SLURM_TEST=1 to run (installs slurm-wlm and munge, starts slurmctld/slurmd/munged on localhost)"
   exit 77
 fi
-die() { echo "FAIL: $*" >&2; exit 1; }  # stderr: also seen from inside $(...)
-[[ $(id -u) -eq 0 ]] || die "the Slurm test runs slurmctld, slurmd and munged as root; run it as root"
-
-if ! command -v slurmctld > /dev/null || ! command -v slurmd > /dev/null || ! command -v munged > /dev/null ||
-   ! command -v sbatch > /dev/null; then
-  echo "installing slurm-wlm and munge"
-  "$src/scripts/bootstrap.sh" --packages-only --with-slurm || die "could not install slurm-wlm and munge"
-fi
-export PATH=$PATH:/usr/sbin:/sbin
-
-work=$(mktemp -d /tmp/kstudy-slurm.XXXXXX)
-chmod 755 "$work"  # munged requires its socket's folder to be searchable by everyone
-conf=$work/slurm.conf
-export SLURM_CONF=$conf
-pids=()
-job_ids=()
-started=$(date +%s)
-
-dump_logs() {
-  echo "---- Slurm state ----"
-  timeout 10 sinfo 2>&1; timeout 10 squeue 2>&1
-  for log in "$work"/log/*.log "$work"/munge/munged.log "$work"/shards/slurm-*.out; do
-    [[ -f $log ]] || continue
-    echo "---- $log (last 40 lines) ----"; tail -n 40 "$log"
-  done
-}
-cleanup() {
-  local rc=$?
-  [[ $rc -ne 0 && $rc -ne 77 ]] && dump_logs
-  for job in "${job_ids[@]}"; do timeout 10 scancel "$job" > /dev/null 2>&1; done
-  # Stop what we started, newest first; SIGKILL whatever has not gone after 10 s.
-  local i
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2> /dev/null; done
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    for _ in $(seq 100); do kill -0 "${pids[i]}" 2> /dev/null || break; sleep 0.1; done
-    kill -9 "${pids[i]}" 2> /dev/null
-    wait "${pids[i]}" 2> /dev/null
-  done
-  rm -rf "$work"
-  echo "slurm test: $(( $(date +%s) - started )) s, daemons stopped"
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-wait_for() {  # SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds
-  local limit=$1 what=$2; shift 2
-  local deadline=$(( $(date +%s) + limit ))
-  until "$@" > /dev/null 2>&1; do
-    (( $(date +%s) >= deadline )) && die "$what: not within $limit s"
-    sleep 0.5
-  done
-}
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-# ---- munge: a fresh key and a private socket
-mkdir -p "$work/munge" "$work/munge-key" "$work/state" "$work/spool" "$work/log"
-chmod 700 "$work/munge-key"
-dd if=/dev/urandom of="$work/munge-key/munge.key" bs=1024 count=1 status=none
-chmod 400 "$work/munge-key/munge.key"
-socket=$work/munge/munge.socket.2
-munged -F --key-file="$work/munge-key/munge.key" --socket="$socket" --pid-file="$work/munge/munged.pid" \
-  --seed-file="$work/munge/munged.seed" --log-file="$work/munge/munged.log" > "$work/munge/munged.out" 2>&1 &
-pids+=($!)
-wait_for 20 "munged answering on $socket" bash -c "munge -S '$socket' -n | unmunge -S '$socket'"
-
-# ---- slurm.conf: one node, localhost, with the CPUs and memory slurmd itself reports
-node=$(slurmd -C | head -n 1 | sed -E 's/^NodeName=[^ ]+ //')
-[[ $node == *CPUs=* ]] || die "slurmd -C gave no node description: $(slurmd -C 2>&1)"
-touch "$work/plugstack.conf"
-cat > "$conf" <<EOF
-ClusterName=kstudytest
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$socket
-StateSaveLocation=$work/state
-SlurmdSpoolDir=$work/spool
-SlurmctldPidFile=$work/slurmctld.pid
-SlurmdPidFile=$work/slurmd.pid
-SlurmctldLogFile=$work/log/slurmctld.log
-SlurmdLogFile=$work/log/slurmd.log
-PlugStackConfig=$work/plugstack.conf
-# No cgroups (a container has no delegated cgroup tree): plain process tracking, no task binding.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-MessageTimeout=10
-NodeName=localhost NodeAddr=127.0.0.1 $node State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-EOF
-slurmctld -D -f "$conf" > "$work/log/slurmctld.out" 2>&1 &
-pids+=($!)
-wait_for 60 "slurmctld answering scontrol ping" bash -c "timeout 10 scontrol ping | grep -q UP"
-slurmd -D -f "$conf" -N localhost > "$work/log/slurmd.out" 2>&1 &
-pids+=($!)
-wait_for 60 "node localhost idle in sinfo" bash -c "timeout 10 sinfo -h -n localhost -o %t | grep -qx idle"
-echo "ok: munged, slurmctld and slurmd up ($node) in $(( $(date +%s) - started )) s"
+# shellcheck source=tests/slurm/localhost_slurm.sh
+source "$src/tests/slurm/localhost_slurm.sh"
+start_slurm
 
 # ---- the experiment as a job array
 export KSTUDY_CEILING_BYTES=33554432 OMP_NUM_THREADS=1 OMP_PROC_BIND=false
@@ -157,6 +50,9 @@ job=$(submit --array 3) || exit 1
 job_ids+=("$job")
 echo "ok: kstudy submit: job array $job ($(grep -c . "$shards/kstudy-submit.jobs") submission recorded)"
 grep -q '#SBATCH --array=0-2' "$shards/kstudy-shard_tiny.sbatch" || die "the job script is not a 3-task array"
+for line in '#SBATCH --requeue' '#SBATCH --open-mode=append' '#SBATCH --signal=B:TERM@120' "exec '$kstudy' run"; do
+  grep -qF -- "$line" "$shards/kstudy-shard_tiny.sbatch" || die "the job script lacks '$line'"
+done
 wait_job "$job" 3
 for k in 0 1 2; do [[ -f $shards/shard-$k.h5 ]] || die "shard $k wrote no archive: $(cat "$shards"/slurm-*_$k.out)"; done
 

@@ -15,6 +15,9 @@ struct submit_request {
   int array = -1;          // shards; -1 (not given) with --resume: the count the existing shard archives record
   std::string partition;
   std::string time;
+  // Seconds before the time limit at which Slurm sends the batch shell SIGTERM (#SBATCH --signal=B:TERM@N),
+  // so that the run stops cleanly after its current point; 0: no early signal.
+  int stop_before = 120;
   int gpus_per_task = 0;   // > 0: Slurm binds that many GPUs to each task (CUDA_VISIBLE_DEVICES)
   int cpus_per_task = 0;   // 0: the experiment's OpenMP thread count
   std::string out_dir;     // default: ./<experiment name>-shards
