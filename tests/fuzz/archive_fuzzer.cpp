@@ -1,0 +1,58 @@
+// Fuzz target for the archive reader that merge and --resume use: any byte string, written to a file and read
+// as an archive, must read or be refused with a std::runtime_error (kstudy's one-line archive errors:
+// archive_damaged, not an HDF5 file, not a kstudy archive) or std::invalid_argument (a bad experiment name);
+// never crash, leak, hang, or throw anything else.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "kstudy/archive.hpp"
+
+namespace {
+
+std::string scratch_path() {
+  static const std::string path = [] {
+    const char* dir = std::getenv("TMPDIR");
+    return std::string(dir && *dir ? dir : "/tmp") + "/kstudy-archive-fuzz-" + std::to_string(::getpid()) + ".h5";
+  }();
+  return path;
+}
+
+void read_everything(const std::string& path) {
+  kstudy::read_metadata(path);
+  kstudy::read_shards(path);
+  for (const auto& name : kstudy::list_experiments(path)) {
+    kstudy::read_experiment(path, name);
+    kstudy::read_samples(path, name);
+    kstudy::read_gates(path, name);
+    kstudy::read_ceilings(path, name);
+    kstudy::read_summaries(path, name);
+    kstudy::read_attribution(path, name);
+    kstudy::read_health(path, name);
+    kstudy::read_variants(path, name);
+    kstudy::read_profile(path, name);
+    kstudy::read_profile_attributes(path, name);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string path = scratch_path();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) std::abort();
+  if (size && std::fwrite(data, 1, size, f) != size) std::abort();
+  std::fclose(f);
+  try {
+    read_everything(path);
+  } catch (const std::runtime_error&) {
+  } catch (const std::invalid_argument&) {
+  }
+  std::remove(path.c_str());
+  return 0;
+}
