@@ -5,9 +5,12 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
@@ -115,7 +118,28 @@ void verify_in_child(const std::string& path) {
     verify_open_file(file.get(), path);
     return;
   }
-  std::string message;
+  // HDF5 can also loop for ever on a corrupt file (a B-tree whose node points back at itself): the child gets
+  // a deadline far beyond any real archive's read.
+  int status = 0;
+  const char* limit = std::getenv("KSTUDY_ARCHIVE_READ_SECONDS");  // the archive fuzzer's is short
+  const int seconds = limit && std::atoi(limit) > 0 ? std::atoi(limit) : 120;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child || (done < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(child, SIGKILL);
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      ::close(pipe_fds[0]);
+      throw_damaged(path, "HDF5 did not finish reading it in " + std::to_string(seconds) +
+                              " s (a loop in its damaged structure)");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  std::string message;  // the child has exited: its message (well under a pipe's buffer) is all there
   char buffer[4096];
   for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
@@ -123,9 +147,6 @@ void verify_in_child(const std::string& path) {
     message.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
   if (WIFSIGNALED(status))
     throw_damaged(path, std::string("HDF5 crashed reading it (") + strsignal(WTERMSIG(status)) +
                             ": the HDF5 library fails so on some corrupt files)");
@@ -140,7 +161,15 @@ h5_handle open_archive(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error("kstudy: no archive at '" + path + "'");
   if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error("kstudy: '" + path + "' is not an HDF5 file");
+  // Verified before this process reads a byte of it: HDF5's crashes on corrupt files happen in the child.
   const auto state = state_of(path);
+  {
+    std::lock_guard<std::mutex> lock(verified_mutex);
+    if (!verified.count(state)) {
+      verify_in_child(path);
+      verified.insert(state);
+    }
+  }
   h5_handle file = open_file_checked(path);
   if (!check_tri(H5Aexists(file.get(), "schema_version"), "H5Aexists(schema_version)", path))
     throw std::runtime_error("kstudy: '" + path + "' is an HDF5 file but not a kstudy archive (no schema_version)");
@@ -148,11 +177,6 @@ h5_handle open_archive(const std::string& path) {
   if (!archive_schema_readable(version))
     throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version + "; this kstudy reads 1 to " +
                              archive_schema_version);
-  std::lock_guard<std::mutex> lock(verified_mutex);
-  if (!verified.count(state)) {
-    verify_in_child(path);
-    verified.insert(state);
-  }
   return file;
 }
 
