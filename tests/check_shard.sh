@@ -73,7 +73,7 @@ expect_fail 1 "is defined differently" "shards of different experiment definitio
 [[ -e $work/mixed.h5 ]] && fail "a refused merge wrote its output"
 
 cp "$work/s2.h5" "$work/s2v1.h5"
-$py -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); f.attrs['schema_version']='1'" "$work/s2v1.h5"
+$py -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); f.attrs['schema_version']='1'; f.visititems(lambda n, o: o.attrs.pop('kstudy_sha256', None) and None); f.attrs.pop('kstudy_sha256', None)" "$work/s2v1.h5"
 expect_fail 1 "schema_version differs" "shards of different schema versions refused" -- \
   "$kstudy" merge "$work/mixed.h5" "$work/s0.h5" "$work/s1.h5" "$work/s2v1.h5"
 
@@ -156,6 +156,9 @@ grep -q "all 3 shards of shard_tiny are complete" "$work/out" || fail "complete 
 $py - "$work/array/shard-1.h5" <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1], "r+") as f:
+    # A deliberate edit drops the checksums kstudy wrote (else the archive reads as damaged).
+    f.visititems(lambda n, o: o.attrs.pop("kstudy_sha256", None) and None)
+    f.attrs.pop("kstudy_sha256", None)
     del f.attrs["complete"]
     s = f["/experiments/shard_tiny/samples"]
     keep = s[:][s["replication"][:] == s["replication"][0]]  # one replication's units only

@@ -1,5 +1,7 @@
 """Loading kstudy archives (schema 1 to 7) into pandas, and the statistics every table shares."""
+import hashlib
 import json
+import struct
 from pathlib import Path
 
 import h5py
@@ -59,6 +61,70 @@ OUTPUT_BYTES_PER_ROW = 4 + 1  # float score + uint8 flag
 
 class ArchiveError(Exception):
     """An archive that cannot be read as a kstudy archive; exit code 2."""
+
+
+# Every group and dataset a kstudy writer closed carries the SHA-256 of what is read from it (see
+# src/archive/detail/hdf5_digest.hpp for why, and for the canonical stream computed here byte for byte):
+# HDF5 does not check attributes, names or variable-length strings, so without it a flipped bit there
+# would read back as a plausible wrong value.
+DIGEST_ATTRIBUTE = "kstudy_sha256"
+
+
+def _u64(n):
+    return struct.pack("<Q", n)
+
+
+def _attribute_bytes(value):
+    if isinstance(value, bytes):
+        return value.split(b"\0", 1)[0]
+    if isinstance(value, np.bytes_):
+        return bytes(value).split(b"\0", 1)[0]
+    return value.encode("utf-8")
+
+
+def object_digest(obj):
+    """The SHA-256 (hex) of one group's or dataset's canonical stream, as the C++ writer computes it."""
+    h = hashlib.sha256(b"kstudy-digest-1\0")
+    names = sorted(obj.attrs.keys(), key=lambda n: n.encode("utf-8"))
+    for name in names:
+        if name == DIGEST_ATTRIBUTE:
+            continue
+        value = obj.attrs[name]
+        if not isinstance(value, (str, bytes, np.bytes_)):
+            continue  # the schema writes only strings; another tool's numbers are not ours to vouch for
+        data = _attribute_bytes(value)
+        h.update(name.encode("utf-8") + b"\0" + _u64(len(data)) + data)
+    if isinstance(obj, h5py.Dataset):
+        h.update(b"rows\0" + _u64(obj.size))
+        if obj.dtype.names and obj.size:
+            rows = obj[()]
+            for name in obj.dtype.names:
+                h.update(name.encode("utf-8") + b"\0")
+                column = rows[name]
+                if column.dtype == object:
+                    for v in column:
+                        data = _attribute_bytes(v) if v is not None else b""
+                        h.update(_u64(len(data)) + data)
+                else:
+                    h.update(np.ascontiguousarray(column, dtype=column.dtype.newbyteorder("<")).tobytes())
+    else:
+        h.update(b"links\0")
+        for name in sorted((n.encode("utf-8") for n in obj.keys())):
+            h.update(name + b"\0")
+    return h.hexdigest()
+
+
+def damaged_objects(f):
+    """Names of the objects whose stored digest no longer matches their content (reads every dataset)."""
+    damaged = []
+
+    def check(name, obj):
+        if DIGEST_ATTRIBUTE in obj.attrs and text(obj.attrs[DIGEST_ATTRIBUTE]) != object_digest(obj):
+            damaged.append("/" + name)
+
+    check("", f)
+    f.visititems(check)
+    return damaged
 
 
 def text(value):
@@ -170,7 +236,8 @@ class Experiment:
         self.operations = operations_of(self.definition)
         self.axes = axes_of(self.definition, self.operations, self.variants)
         self.profile = tables["profile"]
-        self.profile_attrs = {k: text(v) for k, v in group["profile"].attrs.items()} if "profile" in group else {}
+        self.profile_attrs = ({k: text(v) for k, v in group["profile"].attrs.items() if k != DIGEST_ATTRIBUTE}
+                              if "profile" in group else {})
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
 
@@ -202,16 +269,32 @@ class Archive:
             f = h5py.File(self.path, "r")
         except OSError as error:
             raise ArchiveError(f"{self.path}: cannot be opened as HDF5 ({error})")
-        with f:
-            self.attrs = {k: text(v) for k, v in f.attrs.items()}
-            self.schema_version = self.attrs.get("schema_version")
-            if self.schema_version is None:
-                raise ArchiveError(f"{self.path}: not a kstudy archive (no schema_version attribute)")
-            self.environment = {k: text(v) for k, v in f["environment"].attrs.items()} if "environment" in f else {}
-            self.experiments = {}
-            if "experiments" in f:
-                for name, group in f["experiments"].items():
-                    self.experiments[name] = Experiment(self, name, group)
+        try:
+            with f:
+                self._read(f)
+        except ArchiveError:
+            raise
+        except Exception as error:  # h5py, numpy and json errors of a damaged file: one line, never a traceback
+            raise ArchiveError(f"{self.path}: damaged or unreadable ({type(error).__name__}: {error}); "
+                               f"`kstudy salvage {self.path} --out NEW.h5` copies the finished points it can still "
+                               "read into a new archive")
+
+    def _read(self, f):
+        damaged = damaged_objects(f)
+        if damaged:
+            raise ArchiveError(f"{self.path}: damaged: the content of {', '.join(damaged)} no longer matches the "
+                               f"checksum stored when it was written; `kstudy salvage {self.path} --out NEW.h5` "
+                               "copies the finished points it can still read into a new archive")
+        self.attrs = {k: text(v) for k, v in f.attrs.items() if k != DIGEST_ATTRIBUTE}
+        self.schema_version = self.attrs.get("schema_version")
+        if self.schema_version is None:
+            raise ArchiveError(f"{self.path}: not a kstudy archive (no schema_version attribute)")
+        self.environment = ({k: text(v) for k, v in f["environment"].attrs.items() if k != DIGEST_ATTRIBUTE}
+                            if "environment" in f else {})
+        self.experiments = {}
+        if "experiments" in f:
+            for name, group in f["experiments"].items():
+                self.experiments[name] = Experiment(self, name, group)
 
     def ceilings(self):
         """The archive's ceilings (every experiment carries the run's; the first non-empty one wins)."""

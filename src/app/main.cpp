@@ -417,6 +417,13 @@ int main(int argc, char** argv) {
       "merge", "Merge shard archives into one (checks they are one run; exit 3 if shards are missing)");
   kstudy::merge_request merge_request;
   add_merge_options(merge, merge_request);
+  auto* salvage = app.add_subcommand(
+      "salvage", "Copy the finished points a damaged archive still holds into a new one (then run --resume it)");
+  std::string salvage_in, salvage_out;
+  bool salvage_overwrite = false;
+  salvage->add_option("archive", salvage_in, "The damaged archive (read only)")->required();
+  salvage->add_option("-o,--out", salvage_out, "New archive to write")->required();
+  salvage->add_flag("--overwrite", salvage_overwrite, "Replace an existing output archive");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: Kokkos versions");
@@ -464,6 +471,14 @@ int main(int argc, char** argv) {
     if (*merge) {
       for (int i = 0; i < argc; ++i) merge_request.command_line += (i ? " " : "") + std::string(argv[i]);
       return merge_command(merge_request);
+    }
+    if (*salvage) {
+      const auto report = kstudy::salvage_archive(salvage_in, salvage_out, salvage_overwrite);
+      for (const auto& lost : report.lost) std::cerr << "kstudy salvage: left out: " << lost << "\n";
+      std::cout << "salvaged " << report.units_kept << " finished (point, replication) units, " << report.samples_kept
+                << " samples, into " << salvage_out << "; complete it with: kstudy run EXPERIMENT... --resume --out "
+                << salvage_out << "\n";
+      return 0;
     }
   } catch (const std::exception& e) {
     std::cerr << "kstudy: error: " << e.what() << "\n";

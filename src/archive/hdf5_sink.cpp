@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "detail/hdf5_digest.hpp"
 #include "detail/hdf5_util.hpp"
 #include "kstudy/archive.hpp"
 
@@ -111,8 +112,14 @@ hdf5_sink::hdf5_sink(const std::string& path, open_mode mode) : m_state(std::mak
   const bool open_existing =
       mode == open_mode::resume || (mode == open_mode::append && std::filesystem::exists(path, ec));
   if (open_existing) {
+    // Checked before anything is added: appending to a damaged archive would bury the damage under a
+    // fresh checksum. The digests go before the first change, so that a writer killed from here on leaves
+    // an archive read unverified rather than one that reads as damaged.
+    verify_archive(path);
     s.file = open_file(path, true);
     check_schema_version(s.file.get(), path);
+    remove_digests(s.file.get(), path);
+    check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", path);
   } else {
     s.file = create_file(path, mode == open_mode::overwrite);
     // Versioned from the first byte, even if begin() never comes.
@@ -249,6 +256,8 @@ void hdf5_sink::finish() {
   s.experiment.clear();
   s.experiment_group.close_checked("H5Gclose", s.path);
   s.experiments.close_checked("H5Gclose", s.path);
+  check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
+  write_digests(s.file.get(), s.path);
   check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
   s.file.close_checked("H5Fclose", s.path);
 }

@@ -41,6 +41,29 @@ class archive_in_use : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An archive damaged after it was written (cut short, bits flipped): HDF5 cannot read part of it, or an
+// object's content no longer matches the checksum its writer stored (docs: src/archive/detail/hdf5_digest.hpp).
+// The message names the file, what is wrong, and that kstudy salvage recovers the finished points.
+class archive_damaged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads every object of the archive and checks its checksums; throws archive_damaged. Readers call it once
+// per file state (size, modification time) on their own; merge and --resume need not call it.
+void verify_archive(const std::string& path);
+
+// `kstudy salvage`: copies every readable, intact finished (point, replication) unit of a damaged archive
+// (with its experiment definitions, ceilings and run metadata) into a new archive that report reads and
+// run --resume completes. Units whose rows touch a lost range, and tables whose checksum fails, are left
+// out; summaries are not copied (--resume writes them). Written to a temporary file renamed into place.
+struct salvage_report {
+  std::int64_t samples_kept = 0;
+  std::int64_t units_kept = 0;
+  std::vector<std::string> lost;  // one line per thing left out, naming it and why
+};
+salvage_report salvage_archive(const std::string& damaged, const std::string& out, bool overwrite);
+
 // Writes straight to the final path. Every HDF5 failure throws std::runtime_error naming the HDF5 call
 // and the archive's path (HDF5's own error printing is silenced). Not thread-safe: one writer.
 class hdf5_sink : public result_sink {
