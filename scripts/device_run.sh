@@ -4,6 +4,7 @@
 # output under $OUT.
 #   scripts/device_run.sh BUNDLE.tar.xz check              # info + tests + kstudy_bench
 #   scripts/device_run.sh BUNDLE.tar.xz bench              # kstudy_bench alone (KSTUDY_BENCH_NAME names its JSON)
+#   scripts/device_run.sh BUNDLE.tar.xz kill_resume        # kill -9 part way through a study, --resume at once
 #   scripts/device_run.sh BUNDLE.tar.xz sanitize           # compute-sanitizer memcheck + racecheck on the CUDA variants
 #   scripts/device_run.sh BUNDLE.tar.xz profile [EXP...]   # `kstudy profile` (Nsight Compute, default
 #        profile_layouts) into $OUT/profile.h5, ncu's CSVs in $OUT/ncu.tar; KSTUDY_PROFILE_TIMING=1 adds a
@@ -134,6 +135,24 @@ stream() {
   echo "stream rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/stream.txt" | head -20
 }
 
+# kill -9 of `kstudy run` part way through a study with device variants, then `--resume` at once (no delay):
+# $OUT/resumed.h5 must hold exactly the samples of $OUT/uninterrupted.h5 (compare them with h5py afterwards).
+# KSTUDY_KILL_EXPERIMENTS (default: quick stream_quick), KSTUDY_KILL_AFTER seconds (default 12).
+kill_resume() {
+  step "kill -9, then --resume at once"
+  local exps=(${KSTUDY_KILL_EXPERIMENTS:-quick stream_quick}) after=${KSTUDY_KILL_AFTER:-12}
+  "$bundle/kstudy" run "${exps[@]}" -q --out "$out/uninterrupted.h5" > "$out/uninterrupted.txt" 2>&1
+  echo "uninterrupted rc=$?"
+  "$bundle/kstudy" run "${exps[@]}" -q --out "$out/resumed.h5" > "$out/killed.txt" 2>&1 &
+  local pid=$!
+  sleep "$after"
+  kill -9 "$pid"
+  wait "$pid" 2> /dev/null
+  echo "killed after $after s: rc=$?"
+  "$bundle/kstudy" run "${exps[@]}" -q --resume --out "$out/resumed.h5" > "$out/resumed.txt" 2>&1
+  echo "resume rc=$?"; tail -3 "$out/resumed.txt"
+}
+
 # Kernel lab I (issue 14): the memory-bound ladders at their files' protocols into $OUT/lab.h5.
 # KSTUDY_RESUME_LAB=ARCHIVE completes that (interrupted) archive with --resume.
 lab() {
@@ -215,6 +234,7 @@ for mode in $modes; do
 case $mode in
   check) check ;;
   bench) bench ;;
+  kill_resume) kill_resume ;;
   faults) faults ;;
   short) short ;;
   sanitize) sanitize ;;
