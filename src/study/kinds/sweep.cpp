@@ -158,7 +158,8 @@ class sweep_point_run {
     try {
       v.impl = v.entry->make();
       if (m_ctx.faults && m_ctx.faults->applies_to(id, m_point.index))
-        v.impl = std::make_unique<fault_injecting_variant>(std::move(v.impl), m_ctx.faults->kind, id, *m_point.op);
+        v.impl = std::make_unique<fault_injecting_variant>(std::move(v.impl), m_ctx.faults->kind, id, *m_point.op,
+                                                           m_ctx.faults->slowdown);
       // Earlier variants of the point stay allocated while this one is prepared, so the difference in free
       // device memory is this variant's: its buffers, library workspaces and scratch.
       const bool on_device = v.entry->info.on_device;
