@@ -49,6 +49,14 @@ void check_cuda(cudaError_t rc, const char* what) {
 }  // namespace
 
 std::int64_t host_last_level_cache_bytes() {
+  // An override for machines whose sysfs misreports the cache (some containers), and for cheap tests.
+  if (const char* text = std::getenv("KSTUDY_LAST_LEVEL_CACHE_BYTES"); text && *text) {
+    const auto bytes = parse_cache_size(text);
+    if (bytes <= 0)
+      throw std::invalid_argument("kstudy: KSTUDY_LAST_LEVEL_CACHE_BYTES='" + std::string(text) +
+                                  "' is not a size in bytes (or with K, M, G)");
+    return bytes;
+  }
   // The data or unified cache of the highest level cpu0 has.
   std::int64_t bytes = 0;
   int best_level = 0;

@@ -7,7 +7,8 @@
 
 namespace kstudy {
 
-// Cache sizes of this machine: the CPU's last-level cache (sysfs), and in the cuda flavour the L2 of the
+// Cache sizes of this machine: the CPU's last-level cache (sysfs; KSTUDY_LAST_LEVEL_CACHE_BYTES overrides it,
+// 32 MiB where neither says), and in the cuda flavour the L2 of the
 // device Kokkos runs on (cudaDeviceProp::l2CacheSize); 0 where there is none.
 std::int64_t host_last_level_cache_bytes();
 std::int64_t device_l2_cache_bytes();
