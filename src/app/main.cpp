@@ -342,6 +342,8 @@ void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& s
   run->add_option("--replications", request.replications, "Fresh-process replications (overrides the experiment)");
   run->add_option("--warmups", request.warmups, "Unmeasured warm-ups per point (overrides the experiment)");
   run->add_option("--variants", request.variants, "Only these variants (name, name@backend or family)");
+  run->add_option("--cache", request.cache,
+                  "warm or cold: the caches every timed region starts from (overrides the sweeps' \"cache\")");
   run->add_flag("--resume", request.resume, "Complete an interrupted archive: finished points are kept, not re-run");
   run->add_flag("--overwrite", request.overwrite, "Replace an existing archive");
   run->add_flag("-q,--quiet", request.quiet, "No progress line or result table");
