@@ -198,6 +198,11 @@ int main(int argc, char** argv) {
   // the device's 1.8.3.
   benchmark::AddCustomContext("kstudy_version", kstudy::build_info::version);
   benchmark::AddCustomContext("flavour", kstudy::build_info::flavour);
+  // The Kokkos this binary was built against (KOKKOS_VERSION is major * 10000 + minor * 100 + patch in 3.x and
+  // 4.x): two builds of one commit are told apart by it, not by the folder their JSON was put in.
+  benchmark::AddCustomContext("kokkos_version", std::to_string(KOKKOS_VERSION / 10000) + "." +
+                                                    std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+                                                    std::to_string(KOKKOS_VERSION % 100));
   benchmark::AddCustomContext("git_commit", kstudy::build_info::git_commit);
   benchmark::AddCustomContext("git_dirty", kstudy::build_info::git_dirty);
   if (std::string(kstudy::build_info::git_dirty) == "true")

@@ -48,7 +48,7 @@ def bench_lines(block, index, shapes=None):
     groups = by_variant(frame)
     roof = S.bench_roof(context, "device_read")
     variants = sorted({v for v, sh in groups if sh in shapes},
-                      key=lambda v: np.median(groups.get((v, shapes[-1]), [np.inf])))
+                      key=lambda v: (float(np.median(groups.get((v, shapes[-1]), [np.inf]))), v))
     lines = ["| variant | " + " | ".join(S.shape_label(sh) for sh in shapes) + " |",
              "| --- |" + " --- |" * len(shapes)]
     fastest = {sh: min((v for v in variants if (v, sh) in groups), key=lambda v: np.median(groups[(v, sh)]))
@@ -81,8 +81,11 @@ def bench_lines(block, index, shapes=None):
     return lines
 
 
-def kokkos_version(json_path):
-    """The Kokkos version of the build that wrote a bench JSON: info.txt beside it, else the folder's name."""
+def kokkos_version(json_path, context):
+    """The Kokkos version of the build that wrote a bench JSON: its context (kstudy_bench records it), else
+    info.txt beside it, else the folder's name."""
+    if context.get("kokkos_version"):
+        return "Kokkos " + context["kokkos_version"]
     info = Path(json_path).parent / "info.txt"
     if info.exists():
         match = re.search(r"kokkos_version\s*[:=]\s*\"?([0-9.]+)", info.read_text())
@@ -96,13 +99,18 @@ def kokkos_versions(block):
     if len(block.paths) != 2:
         raise ResultsError(f"{block.where}: kokkos_versions reads exactly two bench JSONs (older Kokkos first)")
     (ca, fa), (cb, fb) = (S.bench(p) for p in block.paths)
-    va, vb = (kokkos_version(p) for p in block.paths)
+    va, vb = kokkos_version(block.paths[0], ca), kokkos_version(block.paths[1], cb)
     if va == vb:
-        va, vb = (p.parent.name for p in block.paths)
+        va, vb = (p.stem if p.parent == q.parent else p.parent.name for p, q in (block.paths, block.paths[::-1]))
     ga, gb = by_variant(fa), by_variant(fb)
     shapes = [sh for sh in shapes_of(block, fa) if sh in set(fb["shape"])]
-    variants = sorted({v for v, sh in ga if (v, sh) in gb and sh in shapes},
-                      key=lambda v: np.median(ga.get((v, shapes[0]), [np.inf])))
+    # Rows by the first shape each variant was measured at, then its time there, then its name: deterministic
+    # (a set's order is not, across Python processes).
+    def order(v):
+        first = next(i for i, sh in enumerate(shapes) if (v, sh) in ga)
+        return first, float(np.median(ga[(v, shapes[first])])), v
+
+    variants = sorted({v for v, sh in ga if (v, sh) in gb and sh in shapes}, key=order)
     lines = [f"µs, median of the repetitions, under {va} → under {vb} (ratio; *tie* where a two-sided Mann-Whitney U "
              "test between the two runs' repetitions is not significant at 0.05):", "",
              "| variant | " + " | ".join(S.shape_label(sh) for sh in shapes) + " |",
@@ -122,16 +130,18 @@ def kokkos_versions(block):
     lines += ["", "Each variant's time over the fastest handwritten CUDA variant (`fused_cuda_*`) of the same run:", "",
               f"| variant | " + " | ".join(f"{S.shape_label(sh)} ({va} / {vb})" for sh in shapes) + " |",
               "| --- |" + " --- |" * len(shapes)]
-    for v in variants:
-        if v.startswith("fused_cuda"):
-            continue
-        cells = []
-        for sh in shapes:
-            out = []
-            for groups in (ga, gb):
-                cuda = [np.median(t) for (w, s), t in groups.items() if s == sh and w.startswith("fused_cuda")]
-                out.append(S.ratio(np.median(groups[(v, sh)]) / min(cuda)) if cuda and (v, sh) in groups else "")
-            cells.append(" / ".join(out))
+    def versus_cuda(groups, v, sh):
+        cuda = [np.median(t) for (w, s), t in groups.items() if s == sh and w.startswith("fused_cuda")]
+        return S.ratio(np.median(groups[(v, sh)]) / min(cuda)) if cuda and (v, sh) in groups else ""
+
+    # Only the variants and shapes that have a handwritten CUDA partner (the scoring operation's).
+    rows = [v for v in variants if not v.startswith("fused_cuda")
+            and any(versus_cuda(ga, v, sh) or versus_cuda(gb, v, sh) for sh in shapes)]
+    columns = [sh for sh in shapes if any(versus_cuda(ga, v, sh) for v in rows)]
+    lines[-2:] = [f"| variant | " + " | ".join(f"{S.shape_label(sh)} ({va} / {vb})" for sh in columns) + " |",
+                  "| --- |" + " --- |" * len(columns)]
+    for v in rows:
+        cells = [" / ".join((versus_cuda(ga, v, sh), versus_cuda(gb, v, sh))) for sh in columns]
         lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
     roofs = [S.bench_roof(c, "device_read") for c in (ca, cb)]
     if None in roofs:
