@@ -67,7 +67,10 @@ refuse() {  # DESCRIPTION MESSAGE-SUBSTRING ARGS...
   "$kstudy" run "$tiny" --replications 4 --out "$work/shared.h5" -q "$@" > /dev/null 2> "$work/second.err"
   local rc=$?
   local secs; secs=$(echo "$(date +%s.%N) - $t0" | bc)
-  if [[ $rc -ne 1 ]]; then fail "$what: exit $rc, expected 1: $(cat "$work/second.err")"
+  # The first run may end while this attempt runs (a loaded machine): a resume of its finished archive is then
+  # right to succeed, and the attempt proves nothing either way.
+  if [[ $rc -eq 0 ]] && ! kill -0 "$first" 2> /dev/null; then echo "note: $what: the first run ended meanwhile; not judged"
+  elif [[ $rc -ne 1 ]]; then fail "$what: exit $rc, expected 1: $(cat "$work/second.err")"
   elif ! grep -qF -- "$message" "$work/second.err"; then fail "$what: no '$message' in: $(cat "$work/second.err")"
   elif [[ $(echo "$secs > 5" | bc) -eq 1 ]]; then fail "$what: took ${secs} s to refuse"
   else pass "$what refused in ${secs} s: $(head -c 220 "$work/second.err")"; fi
