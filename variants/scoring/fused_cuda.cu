@@ -14,8 +14,8 @@
 #include "detail/fused_cuda_kernels.cuh"
 #include "kstudy/cuda_escape.hpp"
 #include "scoring/scoring_variant.hpp"
-#include "detail/cuda_buffers.hpp"
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 
 namespace kstudy {
 namespace {
