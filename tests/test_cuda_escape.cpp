@@ -10,7 +10,7 @@
 #include "kokkos_test_support.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
 #include "scoring/scoring_variant.hpp"
 
 namespace {

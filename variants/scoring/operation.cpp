@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
 #include "scoring/gate.hpp"
 #include "scoring/pipeline.hpp"
 #include "scoring/scoring_variant.hpp"

@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "kstudy/support/kokkos_support.hpp"
-#include "kstudy/views/feature_table.hpp"
+#include "scoring/feature_table.hpp"
 #include "scoring/scoring_variant.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
