@@ -4,6 +4,7 @@
 # output under $OUT.
 #   scripts/device_run.sh BUNDLE.tar.xz check              # info + tests + kstudy_bench
 #   scripts/device_run.sh BUNDLE.tar.xz bench              # kstudy_bench alone (KSTUDY_BENCH_NAME names its JSON)
+#   scripts/device_run.sh BUNDLE.tar.xz kill_resume        # kill -9 part way through a study, --resume at once
 #   scripts/device_run.sh BUNDLE.tar.xz sanitize           # compute-sanitizer memcheck + racecheck on the CUDA variants
 #   scripts/device_run.sh BUNDLE.tar.xz profile [EXP...]   # `kstudy profile` (Nsight Compute, default
 #        profile_layouts) into $OUT/profile.h5, ncu's CSVs in $OUT/ncu.tar; KSTUDY_PROFILE_TIMING=1 adds a
@@ -27,7 +28,10 @@
 # Environment: KSTUDY_TRIALS / KSTUDY_REPLICATIONS shorten the sweeps (defaults: the files');
 # KSTUDY_BENCH_FILTER narrows kstudy_bench (default '@(cuda|openmp)/'); KSTUDY_RACECHECK_FILTER widens racecheck
 # (default: the correctness test of every CUDA variant; 'AllVariants/*cuda*:Tunable/*cuda*' is all 71 tests);
-# KSTUDY_*_SECONDS bound each step; KSTUDY_PACK=1 packs the text logs into $OUT/logs.tar at the end (the
+# KSTUDY_*_SECONDS bound each step; after each study step its archive is compared with the newest archive of
+# the same experiments published under data/ (KSTUDY_GATE_DATA names another folder) by `kstudy compare
+# --gate ${KSTUDY_GATE:-5%}`: the verdicts are printed and written to $OUT/gate-NAME.json, never failing the run;
+# KSTUDY_PACK=1 packs the text logs into $OUT/logs.tar at the end (the
 # device tool brings back at most 8 files).
 set -uo pipefail
 tarball=$1; modes=$2; shift 2
@@ -44,6 +48,40 @@ overrides=()
 [[ -n ${KSTUDY_TRIALS:-} ]] && overrides+=(--trials "$KSTUDY_TRIALS")
 [[ -n ${KSTUDY_REPLICATIONS:-} ]] && overrides+=(--replications "$KSTUDY_REPLICATIONS")
 tool() { command -v "$1" || ls "/usr/local/cuda/bin/$1" 2> /dev/null; }
+
+# The regression gate against the last published results: the archive under data/ (newest by its created_utc)
+# whose experiments are the new archive's, or hold them all; nothing when none does. Printed only: a noisy
+# verdict must not cost a run its other results.
+published=${KSTUDY_GATE_DATA:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/data}
+gate_against_published() {
+  local archive=$1 python=${KSTUDY_PYTHON:-/usr/bin/python3} baseline
+  [[ -s $archive && -d $published ]] || return 0
+  baseline=$("$python" - "$published" "$archive" 2> /dev/null << 'PY'
+import sys
+from pathlib import Path
+import h5py
+def experiments(path):
+    with h5py.File(path, "r") as f:
+        created = f.attrs.get("created_utc", "")
+        return set(f["experiments"]) if "experiments" in f else set(), created.decode() if isinstance(created, bytes) else created
+wanted, _ = experiments(sys.argv[2])
+found = []
+for p in Path(sys.argv[1]).rglob("*.h5"):
+    try:
+        names, created = experiments(p)
+    except Exception:
+        continue
+    if wanted and wanted <= names:
+        found.append((names == wanted, created, str(p)))
+print(max(found)[2] if found else "")
+PY
+)
+  step "gate: $(basename "$archive") against ${baseline:-nothing published}"
+  [[ -n $baseline ]] || return 0
+  "$bundle/kstudy" compare "$baseline" "$archive" --gate "${KSTUDY_GATE:-5%}" \
+    --gate-json "$out/gate-$(basename "$archive" .h5).json" 2>&1 | tail -40
+  echo "gate rc=${PIPESTATUS[0]} (4: a point SLOWER beyond the gate; 2: not comparable; the run goes on)"
+}
 
 check() {
   step info
@@ -111,10 +149,12 @@ short() {
   timeout ${KSTUDY_STUDY_SECONDS:-240} "$bundle/kstudy" run launch_overhead transfer_calibration layout_transpose \
     block_size quick --out "$out/study.h5" > "$out/study.txt" 2>&1
   echo "studies rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/study.txt" | head -20
+  gate_against_published "$out/study.h5"
   step cold
   timeout ${KSTUDY_COLD_SECONDS:-90} "$bundle/kstudy" run cold_compile --out "$out/cold.h5" \
     > "$out/cold.txt" 2>&1
   echo "cold rc=$?"; grep -E "error|results:" "$out/cold.txt" | head -5
+  gate_against_published "$out/cold.h5"
 }
 
 suite() {
@@ -132,6 +172,25 @@ stream() {
     --variants stream_kokkos@cuda stream_kokkos_strided@cuda stream_kokkos_kernels@cuda stream_cuda cublas cub \
     stream_kokkos@openmp stream_kokkos_strided@openmp stream_kokkos_kernels@openmp --out "$out/stream.h5" > "$out/stream.txt" 2>&1
   echo "stream rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/stream.txt" | head -20
+  gate_against_published "$out/stream.h5"
+}
+
+# kill -9 of `kstudy run` part way through a study with device variants, then `--resume` at once (no delay):
+# $OUT/resumed.h5 must hold exactly the samples of $OUT/uninterrupted.h5 (compare them with h5py afterwards).
+# KSTUDY_KILL_EXPERIMENTS (default: quick stream_quick), KSTUDY_KILL_AFTER seconds (default 12).
+kill_resume() {
+  step "kill -9, then --resume at once"
+  local exps=(${KSTUDY_KILL_EXPERIMENTS:-quick stream_quick}) after=${KSTUDY_KILL_AFTER:-12}
+  "$bundle/kstudy" run "${exps[@]}" -q --out "$out/uninterrupted.h5" > "$out/uninterrupted.txt" 2>&1
+  echo "uninterrupted rc=$?"
+  "$bundle/kstudy" run "${exps[@]}" -q --out "$out/resumed.h5" > "$out/killed.txt" 2>&1 &
+  local pid=$!
+  sleep "$after"
+  kill -9 "$pid"
+  wait "$pid" 2> /dev/null
+  echo "killed after $after s: rc=$?"
+  "$bundle/kstudy" run "${exps[@]}" -q --resume --out "$out/resumed.h5" > "$out/resumed.txt" 2>&1
+  echo "resume rc=$?"; tail -3 "$out/resumed.txt"
 }
 
 # Kernel lab I (issue 14): the memory-bound ladders at their files' protocols into $OUT/lab.h5.
@@ -145,6 +204,7 @@ lab() {
   timeout ${KSTUDY_LAB_SECONDS:-480} "$bundle/kstudy" run reduce_sum transpose softmax layernorm residual_layernorm \
     "${overrides[@]}" "${resume[@]}" --out "$out/lab.h5" > "$out/lab.txt" 2>&1
   echo "lab rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/lab.txt" | head -20
+  gate_against_published "$out/lab.h5"
 }
 
 # Kernel lab II (issue 15): the compute-bound ladders (GEMM at three input precisions, attention) into
@@ -160,6 +220,7 @@ lab2() {
   timeout ${KSTUDY_LAB2_SECONDS:-540} "$bundle/kstudy" run ${KSTUDY_LAB2_EXPERIMENTS:-gemm tensor_core_gemm attention} \
     "${overrides[@]}" "${resume[@]}" --out "$out/lab2.h5" > "$out/lab2.txt" 2>&1
   echo "lab2 rc=$?"; grep -E "GATE|error|GPU health|results:|skipped|failed" "$out/lab2.txt" | head -30
+  gate_against_published "$out/lab2.h5"
 }
 
 # The out-of-tree example (examples/out_of_tree) built here against the installed cuda kstudy: its study
@@ -208,6 +269,7 @@ sweeps() {
   timeout ${KSTUDY_SWEEP_SECONDS:-540} "$bundle/kstudy" run rows_sweep feature_sweep "${overrides[@]}" "${resume[@]}" \
     --out "$out/sweeps.h5" > "$out/sweeps.txt" 2>&1
   echo "sweeps rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/sweeps.txt" | head -20
+  gate_against_published "$out/sweeps.h5"
 }
 
 echo "gpu before: $(gpu_state)" | tee "$out/gpu.txt"
@@ -215,11 +277,13 @@ for mode in $modes; do
 case $mode in
   check) check ;;
   bench) bench ;;
+  kill_resume) kill_resume ;;
   faults) faults ;;
   short) short ;;
   sanitize) sanitize ;;
   profile) profile "$@" ;;
-  study) step study; "$bundle/kstudy" run "$@" --out "$out/study.h5" > "$out/study.txt" 2>&1; echo "study rc=$?"; tail -40 "$out/study.txt" ;;
+  study) step study; "$bundle/kstudy" run "$@" --out "$out/study.h5" > "$out/study.txt" 2>&1; echo "study rc=$?"; tail -40 "$out/study.txt"
+    gate_against_published "$out/study.h5" ;;
   reliability)
     faults
     step "health-guarded study"

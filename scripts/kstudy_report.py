@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-"""kstudy report / compare (reached through `kstudy report ...` and `kstudy compare ...`).
+"""kstudy report / compare / history (reached through `kstudy report ...`, `kstudy compare ...`, `kstudy history ...`).
 
     kstudy_report.py report ARCHIVE... --out DIR [--shape 1048576x16] [--cpu-baseline BENCH.json] [--note TEXT]
     kstudy_report.py compare A.h5 B.h5 [...] [--by backend|machine|kokkos] [--force] [--out CSV]
+    kstudy_report.py compare BASE.h5 NEW.h5 --gate 5% [--alpha 0.01] [--min-samples 5] [--gate-json FILE]
+    kstudy_report.py history add ARCHIVE... | show --variant V [...] [--plot FILE.png] | list   [--store PATH]
 
 Needs Debian's python3-h5py, python3-pandas, python3-numpy, python3-matplotlib (report) and python3-scipy
 (compare); run it with /usr/bin/python3 (the python3 first on PATH may not see Debian's packages).
 Exit codes: 0 done; 1 nothing to compare; 2 refused (bad archive, schema or experiment mismatch, usage);
-3 a Python module is missing.
+3 a Python module is missing; 4 (compare --gate) a point is SLOWER beyond the gate.
 """
 import argparse
 import importlib
@@ -59,14 +61,46 @@ def parser():
                         "performance-portability metric; kokkos: the same study under several Kokkos versions")
     c.add_argument("--force", action="store_true", help="compare even if schema versions or experiment definitions differ")
     c.add_argument("-o", "--out", metavar="CSV", help="also write the table as CSV")
+    c.add_argument("--gate", metavar="PERCENT",
+                   help="regression gate, e.g. 5%%: per point FASTER, SLOWER, SAME or UNCERTAIN (Mann-Whitney U "
+                        "and the median ratio beyond the gate); exit 4 on any SLOWER (kstudy_py/gate.py)")
+    c.add_argument("--alpha", type=float, default=0.01, help="with --gate: significance level (default 0.01)")
+    c.add_argument("--min-samples", type=int, default=5,
+                   help="with --gate: fewer samples a side is UNCERTAIN (default 5)")
+    c.add_argument("--gate-json", metavar="FILE", help="with --gate: also write the verdicts as JSON")
+    h = sub.add_parser("history", help="a results history across commits: add archives, show a variant's "
+                                         "medians per commit with step changes, list what is stored")
+    hs = h.add_subparsers(dest="history_command", required=True)
+    store_help = ("the SQLite store (default $KSTUDY_HISTORY, else "
+                  "${XDG_DATA_HOME:-~/.local/share}/kstudy/history.sqlite)")
+    ha = hs.add_parser("add", help="record archives (the same file twice is recorded once)")
+    ha.add_argument("archives", nargs="+", metavar="ARCHIVE")
+    ha.add_argument("--repo", metavar="DIR", help="the git repository of the archives' commits, for commit order "
+                                                  "(default: the current folder's, when it holds the commit)")
+    hl = hs.add_parser("list", help="list the recorded archives and whether their files are still there unchanged")
+    hl.add_argument("--quick", action="store_true", help="check file sizes only, not their SHA-256")
+    hw = hs.add_parser("show", help="a variant's median and IQR per commit, steps marked")
+    hw.add_argument("--variant", required=True, help="a variant id (name@backend) or a name (every backend)")
+    hw.add_argument("--point", help="a point as shown, e.g. 1048576x16 (default: every point)")
+    hw.add_argument("--timer", help="e.g. host_wall, resident_wall, device_events (default: every timer)")
+    hw.add_argument("--machine", help="only machines whose name contains this (GPU name or host)")
+    hw.add_argument("--experiment", help="only this experiment")
+    hw.add_argument("--threshold", default="5%", metavar="PERCENT",
+                    help="smallest median change called a step (default 5%%)")
+    hw.add_argument("--alpha", type=float, default=0.01, help="Mann-Whitney U level for a step (default 0.01)")
+    hw.add_argument("--min-samples", type=int, default=5, help="fewer samples a side: no step is called (default 5)")
+    hw.add_argument("--repo", metavar="DIR", help="git repository for the commit order (default: the one recorded)")
+    hw.add_argument("--plot", metavar="FILE.png", help="also draw the history")
+    for q in (ha, hl, hw):
+        q.add_argument("--store", metavar="PATH", help=store_help)
     return p
 
 
 def main(argv):
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `kstudy compare ... | head` ends quietly
     args = parser().parse_args(argv)
-    if args.command == "report":
-        require("numpy", "pandas", "h5py", "matplotlib")
+    if args.command == "report" or (args.command == "history" and getattr(args, "plot", None)):
+        require("numpy", "pandas", "h5py", "matplotlib", *(("scipy",) if args.command == "history" else ()))
     else:
         require("numpy", "pandas", "h5py", "scipy")
     from kstudy_py import archive
@@ -74,6 +108,12 @@ def main(argv):
         if args.command == "report":
             from kstudy_py import report
             return report.main(args)
+        if args.command == "history":
+            from kstudy_py import history
+            return history.main(args)
+        if args.gate is None and (args.gate_json or args.alpha != 0.01 or args.min_samples != 5):
+            print("kstudy compare: --gate-json, --alpha and --min-samples go with --gate", file=sys.stderr)
+            return 2
         if args.by == "machine" and len(args.archives) < 2:
             print("kstudy compare: --by machine needs archives from at least two machines", file=sys.stderr)
             return 2

@@ -18,19 +18,21 @@ TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_a
 COLUMNS = {
     "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth", "pitch",
                 "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate",
-                "throttled", "status", "occupancy"],
+                "throttled", "status", "occupancy", "energy_joules", "power_watts", "min_sm_clock_mhz",
+                "throttle_reasons", "cache", "flush_bytes", "flush_seconds"],
     "gate": ["experiment", "variant", "layout", "rows", "features", "depth", "block_size", "passed", "max_abs_error",
              "max_relative_error", "rtol", "atol", "score_failures", "flag_mismatches", "ambiguous_rows", "message"],
     "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second", "clock"],
     "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth",
                 "block_size",
-                "timer", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof", "occupancy"],
+                "timer", "cache", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof", "occupancy"],
     "attribution": ["experiment", "variant", "rows", "features", "depth", "kernel", "calls", "seconds"],
     "health": ["experiment", "point", "replication", "rows", "features", "depth", "block_size", "bytes", "memory_kind",
                "direction", "device", "available", "before_sm_clock_mhz", "before_memory_clock_mhz",
                "before_temperature_c", "before_power_mw", "before_throttle_reasons", "after_sm_clock_mhz",
                "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
-               "seconds", "throttled", "reasons"],
+               "seconds", "throttled", "reasons", "energy_joules", "sampled_readings", "sampled_min_sm_clock_mhz",
+               "sampled_mean_power_mw", "sampled_throttle_reasons"],
     "variants": ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
                  "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth", "block_size",
                  "modelled_bytes_read", "modelled_bytes_written", "essential_bytes", "essential_flops",
@@ -47,7 +49,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "8", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "9", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

@@ -201,12 +201,33 @@ else
     fail "archive resumed after a full file differs from an uninterrupted run"
 fi
 
+# Cold caches: run --cache cold flushes before every timed region, outside it; every sample records it.
+# Two small points and a 64 MiB flush (the machine's last-level cache may be hundreds of MiB): a timed
+# region that held the flush could not be faster than it.
+cold_json=$work/cold.json
+cat > "$cold_json" <<'JSON'
+{"name": "cold", "operation": "scoring", "rows": [1000, 9000], "features": [16], "cache": "warm",
+ "variants": ["cpu_reference", "fused_kokkos_row_major"], "timers": ["host_wall", "resident_wall", "one_shot"],
+ "protocol": {"warmups": 1, "trials": 3, "replications": 1, "seed": 7, "threads": 2, "shuffle": true}}
+JSON
+if KSTUDY_LAST_LEVEL_CACHE_BYTES=32M "$kstudy" run "$cold_json" --cache cold --out "$work/cold.h5" > "$work/cold.log" 2>&1; then
+  cold=$(/usr/bin/python3 "$src/tests/check_run_archive.py" cold "$work/cold.h5" cold 3) && pass "cache cold: $cold" ||
+    fail "cache cold: $cold"
+else
+  fail "run --cache cold failed: $(tail -3 "$work/cold.log")"
+fi
+"$kstudy" run "$tiny" --cache tepid --out "$work/tepid.h5" > "$work/tepid.log" 2>&1 &&
+  fail "run --cache tepid was accepted" ||
+  { grep -q "field 'cache': unknown cache mode 'tepid'" "$work/tepid.log" && pass "run --cache tepid refused" ||
+    fail "run --cache tepid: $(cat "$work/tepid.log")"; }
+
 # GPU health guard. The stand-in NVML answers its scripted clocks-event reasons in turn, one per reading, two
 # readings per point (before, after): with "0x1,0x1,0x1,0x4" every odd point ends with a SW power cap, so its
 # samples are flagged throttled; GPU idle (0x1) alone flags nothing. (The cuda flavour maps the device by PCI
 # bus id, which the stand-in does not know: there the check is the real NVML, in the GPU test suite.)
 if [[ -n $fake_nvml && $flavour == cpu ]]; then
-  KSTUDY_NVML_LIBRARY=$fake_nvml KSTUDY_FAKE_NVML_REASONS=0x1,0x1,0x1,0x4 \
+  # (The in-point sampler is off: its readings would take their turns in the scripted sequence.)
+  KSTUDY_NVML_LIBRARY=$fake_nvml KSTUDY_FAKE_NVML_REASONS=0x1,0x1,0x1,0x4 KSTUDY_GPU_SAMPLING_MS=0 \
     "$kstudy" run "$tiny" --replications 1 --out "$work/health.h5" > "$work/health.log" 2>&1 || fail "health run failed"
   if throttled=$(/usr/bin/python3 "$src/tests/check_run_archive.py" health "$work/health.h5" tiny); then
     pass "health table and throttled flags: $throttled"

@@ -31,7 +31,7 @@ from kstudy_py import report  # noqa: E402
 
 SCORING_ONLY = {"layout", "waterfall", "seed"}
 GENERIC = {"speedups", "bench_baseline", "crossover", "roofline", "profile", "block_size", "transfer", "overhead",
-           "health", "bandwidth_by_operation", "roofline_by_operation", "ladder", "compute_by_operation"}
+           "health", "bandwidth_by_operation", "roofline_by_operation", "ladder", "compute_by_operation", "energy"}
 PER_OPERATION = {"bandwidth_by_operation", "roofline_by_operation"}
 # What the legacy fixture renders (besides the skipped ones); it must keep rendering exactly these.
 FIXTURE_RENDERED = {"speedups", "crossover", "layout", "roofline", "overhead", "transfer", "health"}
@@ -114,6 +114,9 @@ def vector_variants():
     return pd.DataFrame(rows)
 
 
+VECTOR_JOULES = 2e-3  # per resident call of a device variant
+
+
 def vector_seconds(v, timer):
     """Device variants run at 80% of device_copy (Kokkos at that / KOKKOS_COST), host ones at half host_read;
     resident_wall adds 1 µs to the device events."""
@@ -133,7 +136,10 @@ def vector_samples(variants):
                              "block_size": 0, "bytes": v.essential_bytes, "point": VECTOR_N.index(v.rows),
                              "replication": 0, "trial": trial, "timer": timer,
                              "seconds": vector_seconds(v, timer) * (1 + 0.001 * (trial - 2)), "gate": "passed",
-                             "throttled": 0, "status": "ok", "occupancy": 0.0})
+                             "throttled": 0, "status": "ok", "occupancy": 0.0,
+                             # Schema 9: the GPU's energy counter around each device variant's resident region.
+                             "energy_joules": VECTOR_JOULES if v.on_device and timer == "resident_wall" else np.nan,
+                             "cache": "warm"})
     return pd.DataFrame(rows)
 
 
@@ -248,6 +254,12 @@ def check_toy_archive(out):
 def check_vector_operations(out, sections, md, sp):
     """The one-axis operations: read from the definition and the `axes` column, each against its own CPU
     reference, in the per-operation bandwidth table, Kokkos-vs-CUDA ratio, roofline and summary."""
+    # Energy: J/call from the resident samples of the device variants only, GB/J from the essential bytes.
+    energy = pd.read_csv(out / "energy.csv")
+    check(len(energy) == len(VECTOR_OPERATIONS) * 2 * len(VECTOR_N) and set(energy.calls) == {5}, energy)
+    check(np.allclose(energy.joules_per_call, VECTOR_JOULES), energy.joules_per_call.tolist())
+    check(np.allclose(energy.GB_per_J, energy.essential_bytes / 1e9 / VECTOR_JOULES), energy.GB_per_J.tolist())
+    check("## Energy per call" in md and "mJ/call over 5 calls" in md, "report.md has no energy section")
     vector = A.load([out.parent / "toy.h5"])[0].experiments["toy_vector"]
     check(vector.operations == list(VECTOR_OPERATIONS) and vector.axes == ["n"], (vector.operations, vector.axes))
     check(PER_OPERATION <= rendered(sections), f"per-operation sections not rendered: {sorted(rendered(sections))}")

@@ -108,7 +108,7 @@ def schema(archive, experiment):
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "9"
 SCORING = "scoring"
 VARIANT_FIELDS = ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
                   "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",
@@ -258,6 +258,34 @@ def health(archive, experiment):
     print(f"{int(samples.throttled.sum())} of {len(samples)} samples throttled")
 
 
+def cold(archive, experiment, trials):
+    """A cold-cache run: every timed sample records the mode and a flush before it (one per timed region, so
+    flushes == trials per variant and timer), its gate passed, and the flush took no part in its time."""
+    trials = int(trials)
+    with h5py.File(archive, "r") as f:
+        samples = frame(f, f"/experiments/{experiment}/samples")
+        summary = frame(f, f"/experiments/{experiment}/summary")
+    timed = samples[samples.trial >= 0]
+    if timed.empty or set(timed.cache) != {"cold"} or set(summary.cache) != {"cold"}:
+        fail(f"cache modes: samples {set(timed.cache)}, summary {set(summary.cache)}")
+    if not ((timed.status == "ok") & (timed.gate == "passed")).all():
+        fail(f"cold samples not accepted: {sorted(set(timed.status))}, gate {sorted(set(timed.gate))}")
+    if not ((timed.flush_bytes >= 2 * (1 << 20)) & (timed.flush_seconds > 0)).all():
+        fail(f"flush sizes {sorted(set(timed.flush_bytes))}")
+    per = timed.groupby(["variant", "point", "timer", "memory_kind"]).size()
+    if not (per == trials).all():
+        fail(f"flushed samples per variant, point and timer: {sorted(set(per))}, expected {trials}")
+    # A host variant's flush writes twice the last-level cache; a timed region that included it would take at
+    # least as long.
+    host = timed[~timed.variant.str.endswith("@cuda")]
+    if host.empty or not (host.seconds < host.flush_seconds).all():
+        slow = host[host.seconds >= host.flush_seconds]
+        fail(f"{len(slow)} samples no faster than their flush: {slow[['variant', 'point', 'seconds', 'flush_seconds']]}")
+    if not (host.energy_joules.isna()).all():
+        fail("energy recorded for host variants")
+    print(f"{len(timed)} cold samples, flush {int(timed.flush_bytes.iloc[0])} B")
+
+
 def rejected(archive, experiment, variant, point):
     point = int(point)
     with h5py.File(archive, "r") as f:
@@ -306,6 +334,8 @@ if __name__ == "__main__":
         fewer(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "health":
         health(sys.argv[2], sys.argv[3])
+    elif mode == "cold":
+        cold(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "same-points":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "union":

@@ -129,3 +129,39 @@ TEST(Experiments, VariantsOverrideSkipsKindsWithoutVariants) {
 }
 
 }  // namespace
+
+namespace {
+
+// "cache": warm by default and then absent from the definition (older archives keep their fingerprint);
+// "cold" or both modes, every point timed in each mode in turn; `run --cache` overrides it.
+TEST(Experiments, CacheModesParseExpandAndOverride) {
+  const auto warm = kstudy::parse_experiment(R"({"name": "c", "operation": "scoring", "rows": [8], "features": [4]})", "w.json");
+  EXPECT_EQ(warm.cache, std::vector<kstudy::cache_mode>{kstudy::cache_mode::warm});
+  EXPECT_EQ(warm.definition_json.find("cache"), std::string::npos) << warm.definition_json;
+  const auto cold = kstudy::parse_experiment(
+      R"({"name": "c", "operation": "scoring", "rows": [8], "features": [4], "cache": "cold"})", "c.json");
+  EXPECT_EQ(cold.cache, std::vector<kstudy::cache_mode>{kstudy::cache_mode::cold});
+  EXPECT_NE(cold.fingerprint(), warm.fingerprint());
+  EXPECT_EQ(kstudy::parse_experiment(cold.definition_json, "again").fingerprint(), cold.fingerprint());
+  const auto both = kstudy::parse_experiment(
+      R"({"name": "c", "operation": "scoring", "rows": [8, 16], "features": [4], "cache": ["warm", "cold"]})", "b.json");
+  const auto points = kstudy::sweep_points(both);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].cache, kstudy::cache_mode::warm);
+  EXPECT_EQ(points[1].cache, kstudy::cache_mode::cold);
+  EXPECT_EQ(points[1].extents, (std::vector<std::int64_t>{8, 4}));
+  EXPECT_EQ(points[3].index, 3);
+  kstudy::run_request request;
+  request.cache = "cold";
+  EXPECT_EQ(kstudy::prepare_experiment("quick", request).cache, std::vector<kstudy::cache_mode>{kstudy::cache_mode::cold});
+  EXPECT_EQ(kstudy::prepare_experiment("launch_overhead", request).definition_json.find("cache"), std::string::npos);
+  request.cache = "lukewarm";
+  try {
+    kstudy::prepare_experiment("quick", request);
+    ADD_FAILURE() << "--cache lukewarm was accepted";
+  } catch (const kstudy::experiment_error& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'cache': unknown cache mode 'lukewarm'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -172,7 +172,7 @@ TEST(Faults, MalformedInjectionIsRefusedBeforeMeasuring) {
   work_dir dir;
   write_experiment(dir / "faults.json", k_variants, k_rows);
   for (const std::string value : {"nonsense", "no_such_variant:throw", "cpu_reference:explode", "cpu_reference:throw:x",
-                                  "cpu_reference:trap"}) {
+                                  "cpu_reference:trap", "cpu_reference:slow=0.5"}) {
     const auto r = run_kstudy(dir, "KSTUDY_INJECT_FAULT=" + value, "run faults.json --out refused.h5");
     EXPECT_NE(r.rc, 0) << value;
     EXPECT_NE(r.err.find("KSTUDY_INJECT_FAULT='" + value + "'"), std::string::npos) << r.err;

@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -397,6 +400,88 @@ TEST(GpuHealth, RealNvmlOnTheDeviceInUse) {
             << r.memory_clock_mhz << " MHz, " << r.temperature_c << " C, " << r.power_mw << " mW, reasons 0x"
             << std::hex << r.throttle_reasons << std::dec << " (" << throttle_reason_names(r.throttle_reasons) << ")\n";
 #endif
+}
+
+}  // namespace
+
+namespace {
+
+// Energy and in-point readings through the real NVML path, from the stand-in's scripted sequence. Reads, in
+// order: the source's own energy probe (step 1), begin_point (reading 1, energy step 2), open_window (reading
+// 2, step 3), close_window (step 4, reading 3), flush (step 5, reading 4). With steps 100,100,100,750,100 the
+// window counts 0.75 J; the point, from step 2 to step 5, 0.95 J. Only the reading at the window's end shows a
+// SW power cap: before and after the point the GPU looks fine, yet every sample of the point is flagged, and
+// the one timed in the window carries the reason itself.
+TEST(GpuHealth, EnergyPerCallAndThrottlingInsideAPointFromTheStandIn) {
+  scoped_env steps("KSTUDY_FAKE_NVML_ENERGY_STEPS_MJ", "100,100,100,750,100");
+  scoped_env reasons("KSTUDY_FAKE_NVML_REASONS", "0,0,0x4,0");
+  auto source = make_nvml_health_source("", fake_nvml());
+  EXPECT_EQ(source->energy_status(), "nvmlDeviceGetTotalEnergyConsumption (mJ)");
+  recording_sink inner;
+  health_guarded_sink guard(inner, *source);  // no sampler thread: the sequence stays scripted
+  guard.begin_point(keys(0));
+  guard.open_window();
+  const auto window = guard.close_window();
+  auto timed = sample(0, 0);
+  record_window(timed, window);
+  guard.write_samples({timed, sample(0, 1)});
+  guard.flush();
+  EXPECT_EQ(window.readings, 2);
+  EXPECT_DOUBLE_EQ(window.energy_joules, 0.75);
+  // The stand-in's reading k (from 1) has power 100000 + k - 1 mW and SM clock 1980 - (k - 1) MHz.
+  EXPECT_DOUBLE_EQ(window.power_watts, (100001.0 + 100002.0) / 2 / 1000);
+  EXPECT_EQ(window.min_sm_clock_mhz, 1978);
+  EXPECT_EQ(window.throttle_reasons, 0x4);
+  ASSERT_EQ(inner.samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(inner.samples[0].energy_joules, 0.75);
+  EXPECT_EQ(inner.samples[0].throttle_reasons, 0x4);
+  EXPECT_TRUE(inner.samples[0].throttled);
+  EXPECT_TRUE(inner.samples[1].throttled);  // the point's flag: a slowdown during it
+  EXPECT_TRUE(std::isnan(inner.samples[1].energy_joules));
+  EXPECT_EQ(inner.samples[1].throttle_reasons, -1);
+  ASSERT_EQ(inner.health.size(), 1u);
+  const auto& h = inner.health.front();
+  EXPECT_EQ(h.before_throttle_reasons, 0);
+  EXPECT_EQ(h.after_throttle_reasons, 0);
+  EXPECT_TRUE(h.throttled);
+  EXPECT_EQ(h.reasons, "sw_power_cap");
+  EXPECT_DOUBLE_EQ(h.energy_joules, 0.95);
+  EXPECT_EQ(h.sampled_readings, 2);
+  EXPECT_EQ(h.sampled_throttle_reasons, 0x4);
+  EXPECT_EQ(h.sampled_min_sm_clock_mhz, 1978);
+}
+
+// The sampler thread reads the GPU while a timed region runs; without a counter the energy is NaN, said once
+// by energy_status(), and the rest goes on.
+TEST(GpuHealth, SamplerReadsDuringARegionAndNoCounterMeansNaN) {
+  scoped_env no_energy("KSTUDY_FAKE_NVML_NO_ENERGY", "1");
+  auto source = make_nvml_health_source("", fake_nvml());
+  EXPECT_EQ(source->energy_status(), "unavailable: nvmlDeviceGetTotalEnergyConsumption failed: Not Supported (3)");
+  recording_sink inner;
+  health_guarded_sink guard(inner, *source, std::chrono::milliseconds(2));
+  guard.begin_point(keys(0));
+  guard.open_window();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const auto window = guard.close_window();
+  guard.flush();
+  EXPECT_GT(window.readings, 2) << "the sampler took no reading in 60 ms";
+  EXPECT_TRUE(std::isnan(window.energy_joules));
+  EXPECT_GT(window.power_watts, 100.0);
+  ASSERT_EQ(inner.health.size(), 1u);
+  EXPECT_TRUE(std::isnan(inner.health.front().energy_joules));
+  EXPECT_GE(inner.health.front().sampled_readings, window.readings);
+  EXPECT_FALSE(inner.health.front().throttled);
+}
+
+TEST(GpuHealth, SamplingPeriodComesFromTheEnvironment) {
+  {
+    scoped_env period("KSTUDY_GPU_SAMPLING_MS", nullptr);
+    EXPECT_EQ(gpu_sampling_period().count(), 15);
+  }
+  scoped_env period("KSTUDY_GPU_SAMPLING_MS", "0");
+  EXPECT_EQ(gpu_sampling_period().count(), 0);
+  scoped_env bad("KSTUDY_GPU_SAMPLING_MS", "fast");
+  EXPECT_THROW(gpu_sampling_period(), std::invalid_argument);
 }
 
 }  // namespace

@@ -181,6 +181,9 @@ def main(args):
     if len(archives) < 2 and not args.by:
         print("kstudy compare: needs at least two archives (or --by backend with one)", file=sys.stderr)
         return 2
+    if getattr(args, "gate", None) is not None and (len(archives) != 2 or args.by):
+        print("kstudy compare: --gate compares exactly two archives, BASE NEW (and takes no --by)", file=sys.stderr)
+        return 2
     problems = check(archives)
     if problems:
         for p in problems:
@@ -189,6 +192,9 @@ def main(args):
             print("kstudy compare: these archives do not measure the same thing; pass --force to compare anyway",
                   file=sys.stderr)
             return 2
+    if getattr(args, "gate", None) is not None:
+        from . import gate
+        return gate.main(args, archives[0], archives[1], KEYS + ["depth"], accepted)
     if args.by == "kokkos":
         return show_kokkos_versions(archives, args.out)
     if args.by:

@@ -132,7 +132,7 @@ void bench_variant(benchmark::State& state, const kstudy::registered_variant* en
   // A gated variant faster than a roof of the same run and clock: the roof is understated, and the share
   // above 100% means nothing. Said on the line, never printed as a fraction alone.
   const auto exceeded = [&](double rate, const kstudy::ceiling_record& roof, double roof_rate) {
-    if (median_seconds > 0 && rate / median_seconds > roof_rate) {
+    if (median_seconds > 0 && kstudy::roof_exceeded(rate / median_seconds / roof_rate)) {
       state.counters["roof_exceeded"] = 1;
       label += "; " + roof.name + " roof exceeded: the roof is understated";
     }

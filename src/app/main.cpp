@@ -342,6 +342,8 @@ void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& s
   run->add_option("--replications", request.replications, "Fresh-process replications (overrides the experiment)");
   run->add_option("--warmups", request.warmups, "Unmeasured warm-ups per point (overrides the experiment)");
   run->add_option("--variants", request.variants, "Only these variants (name, name@backend or family)");
+  run->add_option("--cache", request.cache,
+                  "warm or cold: the caches every timed region starts from (overrides the sweeps' \"cache\")");
   run->add_flag("--resume", request.resume, "Complete an interrupted archive: finished points are kept, not re-run");
   run->add_flag("--overwrite", request.overwrite, "Replace an existing archive");
   run->add_flag("-q,--quiet", request.quiet, "No progress line or result table");
@@ -392,7 +394,8 @@ void add_merge_options(CLI::App* merge, kstudy::merge_request& merge_request) {
 
 int main(int argc, char** argv) {
   // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
-  if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare"))
+  if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare" ||
+                    std::string(argv[1]) == "history"))
     return kstudy::exec_python_tool(argc, argv);
   ensure_thread_binding(argv);
   if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
@@ -427,6 +430,7 @@ int main(int argc, char** argv) {
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: Kokkos versions");
+  app.add_subcommand("history", "Results across commits: history add ARCHIVE... | show --variant V [--plot PNG] | list");
   // Listed for --help; main() runs it before Kokkos starts (profile_command).
   kstudy::profile_request unused;
   add_profile_options(*app.add_subcommand("profile", "Per-kernel GPU hardware counters (Nsight Compute) into an archive"),

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kstudy/archive.hpp"
+#include "kstudy/ceilings.hpp"
 
 namespace kstudy {
 
@@ -208,8 +209,8 @@ void console_sink::print_pending() {
       row.push_back(format_seconds(s.median));
       row.push_back(s.bytes_per_second > 0 ? format("%.1f", s.bytes_per_second / 1e9) : "-");
       // Above the roof of its own run and clock the roof is understated: said so, never printed as 102%.
-      row.push_back(s.fraction_of_roof > 1.0 ? "roof exceeded"
-                    : s.fraction_of_roof > 0 ? format("%.1f%%", s.fraction_of_roof * 100.0)
+      row.push_back(roof_exceeded(s.fraction_of_roof) ? "roof exceeded"
+                    : s.fraction_of_roof > 0 ? format("%.1f%%", std::min(s.fraction_of_roof, 1.0) * 100.0)
                                              : "-");
       row.push_back(std::to_string(s.samples));
       t.rows.push_back(std::move(row));

@@ -216,12 +216,21 @@ std::vector<std::uint8_t> read_uint8_field(hid_t group, const char* dataset, con
   return {rows.begin(), rows.end()};
 }
 
+// Versions before 9 have no in-point GPU readings: zeros there would read as measured values.
+bool without_in_point_readings(const std::string& version) {
+  try {
+    return std::stoi(version) < 9;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 void verify_archive(const std::string& path) { open_archive(path); }
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "7" || version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
+  return version == archive_schema_version || version == "8" || version == "7" || version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {
@@ -269,6 +278,14 @@ std::vector<sample_record> read_samples(const std::string& path, const std::stri
     for (std::size_t i = 0; i < samples.size(); ++i)
       samples[i].gate = passed[i] ? gate_verdict::passed : gate_verdict::failed;
   }
+  if (without_in_point_readings(version))
+    for (auto& s : samples) {
+      const sample_record unmeasured;
+      s.energy_joules = unmeasured.energy_joules;
+      s.power_watts = unmeasured.power_watts;
+      s.min_sm_clock_mhz = unmeasured.min_sm_clock_mhz;
+      s.throttle_reasons = unmeasured.throttle_reasons;
+    }
   return samples;
 }
 std::vector<gate_record> read_gates(const std::string& path, const std::string& experiment) {
@@ -316,7 +333,16 @@ std::vector<shard_record> read_shards(const std::string& path) {
 }
 
 std::vector<health_record> read_health(const std::string& path, const std::string& experiment) {
-  return read_optional_table<health_record>(path, experiment);
+  auto health = read_optional_table<health_record>(path, experiment);
+  if (!health.empty() && without_in_point_readings(read_metadata(path).root["schema_version"]))
+    for (auto& h : health) {
+      const health_record unmeasured;
+      h.energy_joules = unmeasured.energy_joules;
+      h.sampled_min_sm_clock_mhz = unmeasured.sampled_min_sm_clock_mhz;
+      h.sampled_mean_power_mw = unmeasured.sampled_mean_power_mw;
+      h.sampled_throttle_reasons = unmeasured.sampled_throttle_reasons;
+    }
+  return health;
 }
 
 std::vector<variant_record> read_variants(const std::string& path, const std::string& experiment) {

@@ -83,6 +83,20 @@ std::vector<std::string> string_axis(const json& v, const std::string& source, c
   return out;
 }
 
+void parse_cache_field(const json& doc, experiment& e, json& normalised) {
+  if (!doc.contains("cache")) return;  // warm; left out of the definition, so older definitions keep their fingerprint
+  const auto& v = doc["cache"];
+  const std::set<std::string> modes = {"warm", "cold"};
+  if (!v.is_string() && !v.is_array())
+    fail(e.source, "cache", std::string("expected \"warm\", \"cold\" or a list of them, got ") + type_name(v));
+  if (v.is_string() && !modes.count(v.get<std::string>()))
+    fail(e.source, "cache", "unknown cache mode '" + v.get<std::string>() + "' (expected warm or cold)");
+  const auto names = v.is_string() ? std::vector<std::string>{v.get<std::string>()} : string_axis(v, e.source, "cache", modes);
+  e.cache.clear();
+  for (const auto& name : names) e.cache.push_back(parse_cache_mode(name));
+  normalised["cache"] = v.is_string() ? json(names.front()) : json(names);
+}
+
 const std::set<std::string>& operation_field_keys() {
   static const std::set<std::string> keys = {"operation", "shapes", "variants", "memory",
                                              "block_sizes", "row_padding", "timers"};

@@ -33,6 +33,11 @@ constexpr name_table<gate_verdict, 3> k_gate_verdict_names{{
     {gate_verdict::not_gated, "not_gated"},
 }};
 
+constexpr name_table<cache_mode, 2> k_cache_mode_names{{
+    {cache_mode::warm, "warm"},
+    {cache_mode::cold, "cold"},
+}};
+
 template <class E, std::size_t N>
 const char* name_of(const name_table<E, N>& table, E value, const char* what) {
   for (const auto& [k, name] : table)
@@ -58,6 +63,9 @@ const char* to_string(gate_verdict verdict) { return name_of(k_gate_verdict_name
 gate_verdict parse_gate_verdict(const std::string& name) {
   return value_of(k_gate_verdict_names, name, "gate verdict");
 }
+
+const char* to_string(cache_mode mode) { return name_of(k_cache_mode_names, mode, "cache_mode"); }
+cache_mode parse_cache_mode(const std::string& name) { return value_of(k_cache_mode_names, name, "cache mode"); }
 
 bool summarised(const sample_record& sample) {
   return sample.status == "ok" && sample.trial >= 0 && sample.gate != gate_verdict::failed;

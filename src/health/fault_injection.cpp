@@ -1,5 +1,7 @@
 #include "kstudy/fault_injection.hpp"
 
+#include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +24,7 @@ const char* to_string(fault_kind kind) {
     case fault_kind::device_trap: return "trap";
     case fault_kind::corrupt_output: return "corrupt";
     case fault_kind::late_corrupt_output: return "corrupt_late";
+    case fault_kind::slow_down: return "slow";
   }
   return "?";
 }
@@ -38,7 +41,7 @@ fault_plan parse_fault_plan(const std::string& value) {
   if (parts.size() < 2 || parts.size() > 3 || parts[0].empty())
     throw std::invalid_argument(where +
                                 "expected <variant>:<kind>[:<point>], kind one of throw, launch, trap, corrupt, "
-                                "corrupt_late");
+                                "corrupt_late, slow[=FACTOR]");
   fault_plan plan;
   plan.pattern = parts[0];
   const std::string& kind = parts[1];
@@ -47,7 +50,25 @@ fault_plan parse_fault_plan(const std::string& value) {
   else if (kind == "trap") plan.kind = fault_kind::device_trap;
   else if (kind == "corrupt") plan.kind = fault_kind::corrupt_output;
   else if (kind == "corrupt_late") plan.kind = fault_kind::late_corrupt_output;
-  else throw std::invalid_argument(where + "unknown kind '" + kind + "' (throw, launch, trap, corrupt or corrupt_late)");
+  else if (kind == "slow" || kind.rfind("slow=", 0) == 0) {
+    plan.kind = fault_kind::slow_down;
+    plan.slowdown = 2.0;
+    if (kind != "slow") {
+      const std::string factor = kind.substr(5);
+      std::size_t used = 0;
+      double value = 0;
+      try {
+        value = std::stod(factor, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (factor.empty() || used != factor.size() || !(value >= 1.0 && value <= 100.0))
+        throw std::invalid_argument(where + "slowdown factor '" + factor + "' is not a number from 1 to 100");
+      plan.slowdown = value;
+    }
+  } else
+    throw std::invalid_argument(where + "unknown kind '" + kind +
+                                "' (throw, launch, trap, corrupt, corrupt_late or slow[=FACTOR])");
   if (parts.size() == 3) {
     const auto& text = parts[2];
     if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
@@ -79,8 +100,9 @@ std::optional<fault_plan> fault_plan_from_environment() {
 }
 
 fault_injecting_variant::fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id,
-                                                 const operation& op)
-    : m_inner(std::move(inner)), m_kind(kind), m_variant_id(std::move(variant_id)), m_operation(&op) {}
+                                                 const operation& op, double slowdown)
+    : m_inner(std::move(inner)), m_kind(kind), m_variant_id(std::move(variant_id)), m_operation(&op),
+      m_slowdown(slowdown) {}
 
 void fault_injecting_variant::prepare(const problem_data& problem, const run_options& options) {
   m_inner->prepare(problem, options);
@@ -99,14 +121,34 @@ void fault_injecting_variant::download(const std::vector<host_span>& outputs) {
 }
 
 void fault_injecting_variant::run() {
+  if (m_kind != fault_kind::slow_down) {
+    m_inner->run();
+    fire_if_armed();
+    return;
+  }
+  if (m_inner->queues_asynchronously()) {
+    // Its run() returns before the work is done: only more work makes the measured time longer.
+    const long runs = std::max(2L, std::lround(m_slowdown));
+    for (long i = 0; i < runs; ++i) m_inner->run();
+    return;
+  }
+  // A busy wait rather than repeated runs: any factor, not only whole ones, and the slowdown is added to
+  // the same run the timer brackets.
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
   m_inner->run();
-  fire_if_armed();
+  const auto extra = std::chrono::duration<double>(clock::now() - start) * (m_slowdown - 1.0);
+  const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(extra);
+  while (clock::now() < until) {
+  }
 }
 
 // The timed runs of a device variant queue their work (enqueue_run, then wait) so CUDA events can stop
 // right behind it; the fault must fire there too, not first in a later one-shot run.
 void fault_injecting_variant::enqueue_run() {
   m_inner->enqueue_run();
+  if (m_kind == fault_kind::slow_down)
+    for (long i = 1; i < std::max(2L, std::lround(m_slowdown)); ++i) m_inner->enqueue_run();
   fire_if_armed();
 }
 
@@ -115,7 +157,8 @@ void fault_injecting_variant::fire_if_armed() {
   m_armed = false;
   switch (m_kind) {
     case fault_kind::corrupt_output:
-      return;  // download() corrupts; the runs themselves are left alone
+    case fault_kind::slow_down:
+      return;  // download() corrupts, run() slows down: nothing fires once
     case fault_kind::late_corrupt_output:
       m_late = true;  // from now on download() corrupts
       return;

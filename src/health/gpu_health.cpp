@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -64,6 +66,75 @@ void fill_health(health_record& record, const std::string& device, const gpu_rea
   record.reasons = throttle_reason_names(seen);
 }
 
+namespace {
+
+// What a set of readings saw: their number, lowest SM clock, mean power and every reason bit.
+struct reading_summary {
+  std::int64_t readings = 0;
+  std::int64_t min_sm_clock_mhz = -1;
+  double mean_power_mw = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t throttle_reasons = -1;
+};
+
+template <class It>
+reading_summary summarise_readings(It first, It last) {
+  reading_summary out;
+  double power_sum = 0.0;
+  std::int64_t power_count = 0;
+  for (auto it = first; it != last; ++it) {
+    const gpu_reading& r = *it;
+    if (!r.available) continue;
+    ++out.readings;
+    if (r.sm_clock_mhz >= 0)
+      out.min_sm_clock_mhz = out.min_sm_clock_mhz < 0 ? r.sm_clock_mhz : std::min(out.min_sm_clock_mhz, r.sm_clock_mhz);
+    if (r.power_mw >= 0) {
+      power_sum += double(r.power_mw);
+      ++power_count;
+    }
+    if (r.throttle_reasons >= 0) out.throttle_reasons = std::max<std::int64_t>(out.throttle_reasons, 0) | r.throttle_reasons;
+  }
+  if (power_count > 0) out.mean_power_mw = power_sum / double(power_count);
+  return out;
+}
+
+bool mask_shows_slowdown(std::int64_t mask) {
+  return mask > 0 && (static_cast<std::uint64_t>(mask) & throttle_reason::slowdown_mask) != 0;
+}
+
+double joules_between(std::int64_t before_mj, std::int64_t after_mj) {
+  if (before_mj < 0 || after_mj < before_mj) return std::numeric_limits<double>::quiet_NaN();
+  return double(after_mj - before_mj) / 1000.0;
+}
+
+}  // namespace
+
+void record_window(sample_record& sample, const gpu_window& window) {
+  sample.energy_joules = window.energy_joules;
+  sample.power_watts = window.power_watts;
+  sample.min_sm_clock_mhz = window.min_sm_clock_mhz;
+  sample.throttle_reasons = window.throttle_reasons;
+  sample.throttled = sample.throttled || mask_shows_slowdown(window.throttle_reasons);
+}
+
+std::chrono::milliseconds gpu_sampling_period() {
+  const char* text = std::getenv("KSTUDY_GPU_SAMPLING_MS");
+  if (text == nullptr || *text == '\0') return std::chrono::milliseconds(15);
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 60000)
+    throw std::invalid_argument("kstudy: KSTUDY_GPU_SAMPLING_MS='" + std::string(text) +
+                                "' is not a whole number of milliseconds in [0, 60000]");
+  return std::chrono::milliseconds(value);
+}
+
+std::string gpu_sampling_status(const gpu_health_source& source) {
+  const auto device = source.device();
+  if (device.rfind("unavailable", 0) == 0) return device;
+  const auto period = gpu_sampling_period().count();
+  if (period == 0) return "off (KSTUDY_GPU_SAMPLING_MS=0); readings around each timed region only";
+  return "every " + std::to_string(period) + " ms: power, SM clock, clocks-event reasons";
+}
+
 // ------------------------------------------------------------------------------------------------
 // NVML, loaded at run time. The handful of declarations needed are restated here (nvml.h is not needed
 // to build, and the CI machine has no driver): nvmlReturn_t is an int enum with NVML_SUCCESS = 0, and a
@@ -104,6 +175,12 @@ class nvml_health_source final : public gpu_health_source {
     char name[96] = {};  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
     if (m_name == nullptr || m_name(m_device, name, sizeof name) != nvml_success) std::snprintf(name, sizeof name, "GPU");
     m_device_name = std::string(name) + " (" + (pci_bus_id.empty() ? std::string("NVML index 0") : pci_bus_id) + ")";
+    unsigned long long energy = 0;
+    if (m_energy == nullptr) m_energy_status = "unavailable: NVML has no symbol nvmlDeviceGetTotalEnergyConsumption";
+    else if (const int energy_rc = m_energy(m_device, &energy); energy_rc != nvml_success)
+      m_energy_status = "unavailable: nvmlDeviceGetTotalEnergyConsumption failed: " + error(energy_rc);
+    else
+      m_energy_status = "nvmlDeviceGetTotalEnergyConsumption (mJ)";
   }
   ~nvml_health_source() override {
     if (m_initialised && m_shutdown) m_shutdown();
@@ -113,6 +190,13 @@ class nvml_health_source final : public gpu_health_source {
   nvml_health_source& operator=(const nvml_health_source&) = delete;
 
   std::string device() const override { return m_device_name; }
+  std::string energy_status() const override { return m_energy_status.empty() ? m_device_name : m_energy_status; }
+
+  std::int64_t energy_mj() override {
+    unsigned long long energy = 0;
+    if (m_device == nullptr || m_energy == nullptr || m_energy(m_device, &energy) != nvml_success) return -1;
+    return static_cast<std::int64_t>(energy);
+  }
 
   gpu_reading read() override {
     gpu_reading r;
@@ -140,6 +224,7 @@ class nvml_health_source final : public gpu_health_source {
   bool resolve() {
     symbol(m_error_string, "nvmlErrorString", false);
     symbol(m_name, "nvmlDeviceGetName", false);
+    symbol(m_energy, "nvmlDeviceGetTotalEnergyConsumption", false);  // Volta and later; drivers before 2017 lack it
     // Renamed to "clocks event reasons" in CUDA 12.2's NVML; both names are exported by current drivers.
     symbol(m_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons", false);
     if (m_reasons == nullptr) symbol(m_reasons, "nvmlDeviceGetCurrentClocksEventReasons", false);
@@ -163,6 +248,7 @@ class nvml_health_source final : public gpu_health_source {
   bool m_initialised = false;
   nvml_device m_device = nullptr;
   std::string m_device_name;
+  std::string m_energy_status;
   int (*m_init)() = nullptr;
   int (*m_shutdown)() = nullptr;
   const char* (*m_error_string)(int) = nullptr;
@@ -173,6 +259,7 @@ class nvml_health_source final : public gpu_health_source {
   int (*m_temperature)(nvml_device, int, unsigned*) = nullptr;
   int (*m_power)(nvml_device, unsigned*) = nullptr;
   int (*m_reasons)(nvml_device, unsigned long long*) = nullptr;
+  int (*m_energy)(nvml_device, unsigned long long*) = nullptr;
 };
 
 // A source that never has readings (the device could not even be identified).
@@ -180,6 +267,7 @@ class unavailable_source final : public gpu_health_source {
  public:
   explicit unavailable_source(std::string why) : m_why("unavailable: " + std::move(why)) {}
   std::string device() const override { return m_why; }
+  std::string energy_status() const override { return m_why; }
   gpu_reading read() override { return {}; }
 
  private:
@@ -211,15 +299,83 @@ std::unique_ptr<gpu_health_source> make_gpu_health_source() {
 
 // ------------------------------------------------------------------------------------------------
 
-health_guarded_sink::health_guarded_sink(result_sink& inner, gpu_health_source& source)
-    : m_inner(inner), m_source(source) {}
+health_guarded_sink::health_guarded_sink(result_sink& inner, gpu_health_source& source,
+                                         std::chrono::milliseconds sampling_period)
+    : m_inner(inner), m_source(source), m_sampling_period(sampling_period) {}
+
+health_guarded_sink::~health_guarded_sink() { stop_sampler(); }
+
+gpu_reading health_guarded_sink::take_reading() {
+  std::lock_guard<std::mutex> lock(m_source_mutex);
+  auto reading = m_source.read();
+  if (reading.available) m_readings.push_back(reading);
+  return reading;
+}
+
+void health_guarded_sink::start_sampler() {
+  if (m_sampling_period.count() <= 0 || !m_before.available) return;  // no thread where nothing can be read
+  m_sampler_stop = false;
+  m_sampler = std::thread([this] {
+    std::unique_lock<std::mutex> lock(m_sampler_mutex);
+    while (!m_sampler_wake.wait_for(lock, m_sampling_period, [this] { return m_sampler_stop; })) {
+      lock.unlock();
+      take_reading();
+      lock.lock();
+    }
+  });
+}
+
+void health_guarded_sink::stop_sampler() {
+  if (!m_sampler.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(m_sampler_mutex);
+    m_sampler_stop = true;
+  }
+  m_sampler_wake.notify_all();
+  m_sampler.join();
+}
 
 void health_guarded_sink::begin_point(const health_record& keys) {
   if (m_open) flush();  // a point left open ends here rather than mixing into the next
   m_point = keys;
   m_open = true;
+  m_readings.clear();
   m_before = m_source.read();
+  m_energy_before_mj = m_source.energy_mj();
   m_timer.start();
+  start_sampler();
+}
+
+void health_guarded_sink::open_window() {
+  if (!m_open) return;
+  {
+    std::lock_guard<std::mutex> lock(m_source_mutex);
+    m_window_first = m_readings.size();
+  }
+  take_reading();
+  std::lock_guard<std::mutex> lock(m_source_mutex);
+  m_window_energy_mj = m_source.energy_mj();  // last: nearest the timed region
+}
+
+gpu_window health_guarded_sink::close_window() {
+  gpu_window window;
+  if (!m_open) return window;
+  std::int64_t energy_after = -1;
+  {
+    std::lock_guard<std::mutex> lock(m_source_mutex);
+    energy_after = m_source.energy_mj();  // first: nearest the timed region
+  }
+  take_reading();
+  std::lock_guard<std::mutex> lock(m_source_mutex);
+  const auto first = m_readings.begin() + static_cast<std::ptrdiff_t>(std::min(m_window_first, m_readings.size()));
+  const auto seen = summarise_readings(first, m_readings.end());
+  window.readings = seen.readings;
+  window.energy_joules = joules_between(m_window_energy_mj, energy_after);
+  window.power_watts = seen.mean_power_mw / 1000.0;
+  window.min_sm_clock_mhz = seen.min_sm_clock_mhz;
+  window.throttle_reasons = seen.throttle_reasons;
+  m_window_energy_mj = -1;
+  return window;
 }
 
 void health_guarded_sink::discard_point_records() {
@@ -251,12 +407,27 @@ void health_guarded_sink::write_variants(const std::vector<variant_record>& vari
 
 void health_guarded_sink::flush() {
   if (m_open) {
+    stop_sampler();
     const double seconds = m_timer.seconds();
+    const std::int64_t energy_after = m_source.energy_mj();
     const gpu_reading after = m_source.read();
     m_open = false;
     health_record health = m_point;
     fill_health(health, m_source.device(), m_before, after, seconds);
-    for (auto& s : m_samples) s.throttled = health.throttled;
+    const auto seen = summarise_readings(m_readings.begin(), m_readings.end());
+    m_readings.clear();
+    health.energy_joules = joules_between(m_energy_before_mj, energy_after);
+    health.sampled_readings = seen.readings;
+    health.sampled_min_sm_clock_mhz = seen.min_sm_clock_mhz;
+    health.sampled_mean_power_mw = seen.mean_power_mw;
+    health.sampled_throttle_reasons = seen.throttle_reasons;
+    // A slowdown during the point counts as one before or after it: every sample of the point is flagged.
+    if (mask_shows_slowdown(seen.throttle_reasons)) health.throttled = true;
+    if (seen.throttle_reasons > 0)
+      health.reasons = throttle_reason_names(std::max<std::int64_t>(health.before_throttle_reasons, 0) |
+                                             std::max<std::int64_t>(health.after_throttle_reasons, 0) |
+                                             seen.throttle_reasons);
+    for (auto& s : m_samples) s.throttled = s.throttled || health.throttled;
     // Cleared before the writes: a write that throws (no room) must not leave them to a later flush.
     const auto samples = std::move(m_samples);
     const auto gates = std::move(m_gates);

@@ -12,6 +12,7 @@
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/compute_roofs.hpp"
 #include "kstudy/cuda_escape.hpp"
+#include "kstudy/probes.hpp"
 #endif
 #include "kstudy/views/host_buffers.hpp"
 
@@ -91,6 +92,18 @@ ceiling_record best_of(const std::string& name, const std::vector<ceiling_record
   return best;
 }
 
+// The marginal bandwidth of one probe timed at two sizes: the extra bytes over the extra time. What a run
+// costs whatever its size (launch, the last wave's tail) cancels, so this is the rate no streaming kernel
+// of any size can beat by being larger than the probe.
+ceiling_record marginal(const ceiling_record& small, const ceiling_record& large) {
+  ceiling_record c = large;
+  c.name = small.name + "_marginal";
+  c.bytes = large.bytes - small.bytes;
+  c.seconds = large.seconds - small.seconds;
+  c.bytes_per_second = c.seconds > 0 && c.bytes > 0 ? double(c.bytes) / c.seconds : 0.0;
+  return c;
+}
+
 // A compute roof: as timed_on_device, each run performing `flops`.
 ceiling_record timed_compute(const std::string& name, std::int64_t flops, int trials,
                              const std::function<void()>& enqueue) {
@@ -168,41 +181,61 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
   std::vector<ceiling_record> out;
   using host_space = Kokkos::DefaultHostExecutionSpace;
   const std::int64_t n_device = options.device_bytes / std::int64_t(sizeof(float));
+  std::int64_t n_alloc = n_device;
+#ifdef KSTUDY_HAVE_CUDA_VARIANTS
+  // The device probes also run at large_factor times the size, where two such buffers take at most half of
+  // the free device memory.
+  std::int64_t n_large = 0;
+  if (options.large_factor > 1 &&
+      2 * options.large_factor * options.device_bytes <= probes::device_memory_free() / 2)
+    n_alloc = n_large = options.large_factor * n_device;
+#endif
   {
-    Kokkos::View<float*> a(Kokkos::view_alloc("kstudy::ceiling_a", Kokkos::WithoutInitializing), n_device);
-    Kokkos::View<float*> b(Kokkos::view_alloc("kstudy::ceiling_b", Kokkos::WithoutInitializing), n_device);
+    Kokkos::View<float*> a(Kokkos::view_alloc("kstudy::ceiling_a", Kokkos::WithoutInitializing), n_alloc);
+    Kokkos::View<float*> b(Kokkos::view_alloc("kstudy::ceiling_b", Kokkos::WithoutInitializing), n_alloc);
     Kokkos::deep_copy(a, 1.0f);
     Kokkos::fence();
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
     // Device roofs on the device variants' clock (CUDA events), each the best of its probes: float4 loads with
     // 4 and 8 in flight per thread, and for the copy also cudaMemcpyAsync. Kokkos 3.4 caps a RangePolicy
     // reduction's grid at the block size, far below what saturates HBM, so no Kokkos kernel is a probe here.
-    const std::int64_t bytes = options.device_bytes, copied = 2 * options.device_bytes;
     std::vector<ceiling_record> reads, copies;
+    // Each probe at the base size, then (with the memory) at the large size and its marginal bandwidth.
+    const auto probe = [&](std::vector<ceiling_record>& into, const std::string& name, std::int64_t bytes_per_float,
+                           const std::function<void(std::int64_t)>& enqueue) {
+      const auto base = timed_on_device(name, bytes_per_float * n_device, options.trials, [&] { enqueue(n_device); });
+      into.push_back(base);
+      if (n_large == 0) return;
+      auto large = timed_on_device(name + "_large", bytes_per_float * n_large, options.trials,
+                                   [&] { enqueue(n_large); });
+      into.push_back(large);
+      into.push_back(marginal(base, large));
+    };
     for (const int loads : {4, 8}) {
       const std::string suffix = "_vec4x" + std::to_string(loads);
-      reads.push_back(timed_on_device("device_read" + suffix, bytes, options.trials,
-                                      [&] { cuda_escape::read_buffer(a.data(), n_device, loads); }));
-      copies.push_back(timed_on_device("device_copy" + suffix, copied, options.trials,
-                                       [&] { cuda_escape::copy_buffer(a.data(), b.data(), n_device, loads); }));
+      probe(reads, "device_read" + suffix, sizeof(float),
+            [&](std::int64_t n) { cuda_escape::read_buffer(a.data(), n, loads); });
+      probe(copies, "device_copy" + suffix, 2 * sizeof(float),
+            [&](std::int64_t n) { cuda_escape::copy_buffer(a.data(), b.data(), n, loads); });
     }
-    copies.push_back(timed_on_device("device_copy_memcpy", copied, options.trials,
-                                     [&] { cuda_escape::copy_buffer_memcpy(a.data(), b.data(), n_device); }));
+    probe(copies, "device_copy_memcpy", 2 * sizeof(float),
+          [&](std::int64_t n) { cuda_escape::copy_buffer_memcpy(a.data(), b.data(), n); });
     out.insert(out.end(), reads.begin(), reads.end());
     out.insert(out.end(), copies.begin(), copies.end());
-    const auto read_roof = best_of("device_read", reads);
-    const auto copy_roof = best_of("device_copy", copies);
-    out.push_back(read_roof);
-    out.push_back(copy_roof);
-    // The best probes once more on the host clock: the roofs of what is timed on it (resident_wall, the
-    // layout conversion).
-    const int read_loads = read_roof.seconds == reads.back().seconds ? 8 : 4;
-    out.push_back(timed_on_host("device_read", bytes, options.trials,
-                                [&] { cuda_escape::read_buffer(a.data(), n_device, read_loads); }));
-    out.push_back(timed_on_host("device_copy", copied, options.trials, [&] {
-      if (copy_roof.seconds == copies.back().seconds) cuda_escape::copy_buffer_memcpy(a.data(), b.data(), n_device);
-      else cuda_escape::copy_buffer(a.data(), b.data(), n_device, copy_roof.seconds == copies[1].seconds ? 8 : 4);
-    }));
+    out.push_back(best_of("device_read", reads));
+    out.push_back(best_of("device_copy", copies));
+    // On the host clock (resident_wall, the layout conversion): the probes at the base size, the best of each.
+    std::vector<ceiling_record> host_reads, host_copies;
+    for (const int loads : {4, 8}) {
+      host_reads.push_back(timed_on_host("device_read", sizeof(float) * n_device, options.trials,
+                                         [&] { cuda_escape::read_buffer(a.data(), n_device, loads); }));
+      host_copies.push_back(timed_on_host("device_copy", 2 * sizeof(float) * n_device, options.trials,
+                                          [&] { cuda_escape::copy_buffer(a.data(), b.data(), n_device, loads); }));
+    }
+    host_copies.push_back(timed_on_host("device_copy", 2 * sizeof(float) * n_device, options.trials,
+                                        [&] { cuda_escape::copy_buffer_memcpy(a.data(), b.data(), n_device); }));
+    out.push_back(best_of("device_read", host_reads));
+    out.push_back(best_of("device_copy", host_copies));
 #else
     // Without a device the "device" space is the host's default one: its roofs on the host clock.
     Kokkos::DefaultExecutionSpace space;

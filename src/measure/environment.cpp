@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kstudy/build_info.hpp"
+#include "kstudy/gpu_health.hpp"
 #include "kstudy/kokkos_session.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -158,6 +159,22 @@ void describe_gpu([[maybe_unused]] std::map<std::string, std::string>& env) {
 #endif
 }
 
+// What the replications can read from the GPU during a point, said once for the run: the energy counter
+// and the in-point sampler, or why not (no NVML, no counter).
+void describe_gpu_monitoring(std::map<std::string, std::string>& env) {
+#ifdef KOKKOS_ENABLE_CUDA
+  // The NVML device is the CUDA device Kokkos runs on: unknown before Kokkos has started (kstudy info
+  // on a machine without a GPU).
+  if (!Kokkos::is_initialized()) {
+    env["gpu_energy"] = env["gpu_sampling"] = "unknown: Kokkos not started in this process";
+    return;
+  }
+#endif
+  const auto source = make_gpu_health_source();
+  env["gpu_energy"] = source->energy_status();
+  env["gpu_sampling"] = gpu_sampling_status(*source);
+}
+
 }  // namespace
 
 run_metadata collect_metadata(int argc, char** argv) {
@@ -166,6 +183,7 @@ run_metadata collect_metadata(int argc, char** argv) {
   describe_kokkos(m.environment);
   describe_host(m.environment);
   describe_gpu(m.environment);
+  describe_gpu_monitoring(m.environment);
   return m;
 }
 

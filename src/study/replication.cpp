@@ -71,9 +71,10 @@ int run_replication(const std::string& archive, const std::string& definition_fi
   const auto done = skipped_points(archive, e, replication, shard);
   hdf5_sink archive_sink(archive, open_mode::append);
   detail::room_checked_sink checked(archive_sink, archive);
-  // Every point is written through the health guard: GPU state before and after, throttled samples flagged.
+  // Every point is written through the health guard: GPU state before, during and after, throttled samples
+  // flagged.
   const auto health = make_gpu_health_source();
-  health_guarded_sink sink(checked, *health);
+  health_guarded_sink sink(checked, *health, gpu_sampling_period());
   detail::set_open_archive(&sink, archive, e.name);
   sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
   replication_context ctx{e, replication, sink, done, faults ? &*faults : nullptr,

@@ -161,7 +161,8 @@ std::vector<sweep_point> sweep_points(const experiment& e) {
     const auto* op = operation_registry::instance().find(name);
     if (op == nullptr) throw experiment_error(e.source + ": field 'operation': '" + name + "' is not in this build");
     for (const auto& extents : e.points)
-      for (const auto block : e.block_sizes) points.push_back({i++, op, extents, block});
+      for (const auto cache : e.cache)
+        for (const auto block : e.block_sizes) points.push_back({i++, op, extents, block, cache});
   }
   return points;
 }
@@ -169,25 +170,30 @@ std::vector<sweep_point> sweep_points(const experiment& e) {
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request) {
   const auto path = resolve_experiment_path(name_or_path);
   auto e = load_experiment(path);
-  if (request.trials <= 0 && request.replications <= 0 && request.warmups < 0 && request.variants.empty()) return e;
+  if (request.trials <= 0 && request.replications <= 0 && request.warmups < 0 && request.variants.empty() &&
+      request.cache.empty())
+    return e;
   auto doc = json::parse(e.definition_json);
   if (request.trials > 0) doc["protocol"]["trials"] = request.trials;
   if (request.replications > 0) doc["protocol"]["replications"] = request.replications;
   if (request.warmups >= 0) doc["protocol"]["warmups"] = request.warmups;
   // --variants restricts the kinds that run variants; a calibration kind in the same run has none to restrict.
   if (!request.variants.empty() && kind_of(e).keys.count("variants")) doc["variants"] = request.variants;
+  // --cache applies to the kinds that time variants over trials; the others have no caches to choose.
+  if (!request.cache.empty() && kind_of(e).keys.count("cache")) doc["cache"] = request.cache;
   return parse_experiment(doc.dump(), path);
 }
 
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples, const std::vector<ceiling_record>& ceilings) {
   // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
+  // A warm and a cold run of the same point are two distributions.
   using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,
-                         std::int64_t, std::int64_t, int, std::int64_t>;
+                         std::int64_t, std::int64_t, int, std::int64_t, int>;
   std::map<key, std::vector<const sample_record*>> groups;
   for (const auto& s : samples)
     if (summarised(s))
       groups[{s.experiment, s.variant, s.layout, s.memory_kind, s.direction, s.rows, s.features, s.depth, s.block_size,
-              static_cast<int>(s.timer), s.bytes}]
+              static_cast<int>(s.timer), s.bytes, static_cast<int>(s.cache)}]
           .push_back(&s);
   std::vector<summary_record> out;
   for (const auto& [k, group] : groups) {
@@ -212,6 +218,7 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     r.depth = first->depth;
     r.block_size = first->block_size;
     r.timer = first->timer;
+    r.cache = first->cache;
     r.samples = static_cast<std::int64_t>(t.size());
     r.median = quantile(0.5);
     r.min = t.front();

@@ -7,6 +7,11 @@
  *                                nvmlDeviceGetCurrentClocksThrottleReasons call, cycled; default "0"
  *   KSTUDY_FAKE_NVML_INIT_FAILS  set: nvmlInit_v2 fails with NVML_ERROR_DRIVER_NOT_LOADED
  *   KSTUDY_FAKE_NVML_NO_POWER    set: nvmlDeviceGetPowerUsage answers NVML_ERROR_NOT_SUPPORTED
+ *   KSTUDY_FAKE_NVML_ENERGY_STEPS_MJ  comma-separated increments of the total-energy counter, one per
+ *                                nvmlDeviceGetTotalEnergyConsumption call, cycled; default "250". The counter
+ *                                starts at 5000000 mJ and each call returns it after its increment, so the
+ *                                difference of two consecutive reads is the second read's step.
+ *   KSTUDY_FAKE_NVML_NO_ENERGY   set: nvmlDeviceGetTotalEnergyConsumption answers NVML_ERROR_NOT_SUPPORTED
  * With n the throttle-reason queries answered so far (a read queries it last): SM clock 1980 - n MHz,
  * memory clock 2619 MHz, temperature 40 + n degC, power 100000 + n mW. The only PCI bus id it knows is
  * 00000000:65:00.0 (CUDA writes it 0000:65:00.0; both are accepted). */
@@ -16,6 +21,8 @@
 typedef struct fake_device { int unused; } fake_device;
 static fake_device the_device;
 static unsigned long long reason_calls;
+static unsigned long long energy_calls;
+static unsigned long long energy_mj;
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_UNINITIALIZED 1
@@ -30,6 +37,8 @@ int nvmlInit_v2(void) {
   if (getenv("KSTUDY_FAKE_NVML_INIT_FAILS")) return NVML_ERROR_DRIVER_NOT_LOADED;
   initialised = 1;
   reason_calls = 0;
+  energy_calls = 0;
+  energy_mj = 5000000ull;
   return NVML_SUCCESS;
 }
 
@@ -71,9 +80,10 @@ int nvmlDeviceGetName(fake_device* device, char* name, unsigned length) {
   return NVML_SUCCESS;
 }
 
-static unsigned long long current_reasons(void) {
-  const char* list = getenv("KSTUDY_FAKE_NVML_REASONS");
-  if (!list || !*list) return 0;
+/* The n-th (from 1) value of a comma-separated list in the environment, cycled; fallback when unset. */
+static unsigned long long cycled_value(const char* variable, unsigned long long n, unsigned long long fallback) {
+  const char* list = getenv(variable);
+  if (!list || !*list) return fallback;
   unsigned long long values[64];
   int count = 0;
   const char* p = list;
@@ -83,7 +93,18 @@ static unsigned long long current_reasons(void) {
     if (end == p) break;
     p = *end == ',' ? end + 1 : end;
   }
-  return count ? values[(reason_calls - 1) % (unsigned long long)count] : 0;
+  return count ? values[(n - 1) % (unsigned long long)count] : fallback;
+}
+
+static unsigned long long current_reasons(void) { return cycled_value("KSTUDY_FAKE_NVML_REASONS", reason_calls, 0); }
+
+int nvmlDeviceGetTotalEnergyConsumption(fake_device* device, unsigned long long* energy) {
+  if (device != &the_device || !energy) return NVML_ERROR_INVALID_ARGUMENT;
+  if (getenv("KSTUDY_FAKE_NVML_NO_ENERGY")) return NVML_ERROR_NOT_SUPPORTED;
+  ++energy_calls;
+  energy_mj += cycled_value("KSTUDY_FAKE_NVML_ENERGY_STEPS_MJ", energy_calls, 250);
+  *energy = energy_mj;
+  return NVML_SUCCESS;
 }
 
 int nvmlDeviceGetCurrentClocksThrottleReasons(fake_device* device, unsigned long long* reasons) {

@@ -160,9 +160,12 @@ def judge(path, t, compute):
                                 f"(p = {p:.2g}; time ratio {S.ratio(float(np.median(S.vendor_ratio(m, vendor))))})"))
             else:
                 values = S.vendor_ratio(m, vendor)
+                # One decimal more where whole percent would print the target itself (60% "missed").
+                spec = ".1f" if round(100 * float(np.median(values))) == round(100 * t.threshold) else ".0f"
+                q1, q3 = (100 * np.quantile(values, q) for q in (0.25, 0.75))
                 results.append((S.target(values, t.threshold), f"{where}: `{m.variant.split('@')[0]}` at "
-                                f"{100 * np.median(values):.0f}% of `{vendor.variant.split('@')[0]}` "
-                                f"(IQR {100 * np.quantile(values, 0.25):.0f}–{100 * np.quantile(values, 0.75):.0f}%)"))
+                                f"{100 * np.median(values):{spec}}% of `{vendor.variant.split('@')[0]}` "
+                                f"(IQR {q1:{spec}}–{q3:{spec}}%)"))
         elif t.kind == "kokkos":
             kokkos = best(portable)
             if kokkos is not None:

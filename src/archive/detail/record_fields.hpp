@@ -14,7 +14,7 @@ namespace kstudy::archive_detail {
 
 template <class R>
 using member_ptr = std::variant<std::string R::*, std::int64_t R::*, std::int32_t R::*, double R::*, bool R::*,
-                                timer_kind R::*, gate_verdict R::*>;
+                                timer_kind R::*, gate_verdict R::*, cache_mode R::*>;
 
 // Enums stored as their names (variable-length strings in HDF5, strings in JSON).
 template <class T>
@@ -26,6 +26,10 @@ struct named_enum<timer_kind> : std::true_type {
 template <>
 struct named_enum<gate_verdict> : std::true_type {
   static gate_verdict parse(const std::string& name) { return parse_gate_verdict(name); }
+};
+template <>
+struct named_enum<cache_mode> : std::true_type {
+  static cache_mode parse(const std::string& name) { return parse_cache_mode(name); }
 };
 template <class T>
 inline constexpr bool is_named_enum_v = named_enum<T>::value;
@@ -43,7 +47,10 @@ template <>
 struct record_table<sample_record> {
   using R = sample_record;
   static constexpr const char* dataset = "samples";
-  static constexpr const char* units = "seconds: s; bytes: B; occupancy: 1 (calculated active warps / maximum, 0 = not applicable)";
+  static constexpr const char* units =
+      "seconds: s; bytes: B; occupancy: 1 (calculated active warps / maximum, 0 = not applicable); energy_joules: J "
+      "(NaN = not measured); power_watts: W (NaN = no reading); min_sm_clock_mhz: MHz; throttle_reasons: NVML "
+      "clocks-event reason bitmask (-1 = no reading); flush_bytes: B; flush_seconds: s";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment}, {"variant", &R::variant},         {"layout", &R::layout},
@@ -53,6 +60,9 @@ struct record_table<sample_record> {
         {"trial", &R::trial},           {"timer", &R::timer},             {"seconds", &R::seconds},
         {"gate", &R::gate},             {"throttled", &R::throttled},     {"status", &R::status},
         {"occupancy", &R::occupancy},
+        {"energy_joules", &R::energy_joules}, {"power_watts", &R::power_watts},
+        {"min_sm_clock_mhz", &R::min_sm_clock_mhz}, {"throttle_reasons", &R::throttle_reasons},
+        {"cache", &R::cache},           {"flush_bytes", &R::flush_bytes}, {"flush_seconds", &R::flush_seconds},
     };
     return table;
   }
@@ -126,6 +136,7 @@ struct record_table<summary_record> {
         {"depth", &R::depth},
         {"block_size", &R::block_size},
         {"timer", &R::timer},
+        {"cache", &R::cache},
         {"samples", &R::samples},
         {"median", &R::median},
         {"min", &R::min},
@@ -160,7 +171,8 @@ struct record_table<health_record> {
   static constexpr const char* dataset = "health";
   static constexpr const char* units =
       "*_sm_clock_mhz, *_memory_clock_mhz: MHz; *_temperature_c: degC; *_power_mw: mW; *_throttle_reasons: NVML "
-      "clocks-event reason bitmask; seconds: s; -1 = not reported";
+      "clocks-event reason bitmask; seconds: s; energy_joules: J (NaN = not measured); sampled_min_sm_clock_mhz: MHz; "
+      "sampled_mean_power_mw: mW; sampled_throttle_reasons: bitmask; -1 = not reported";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment},
@@ -188,6 +200,11 @@ struct record_table<health_record> {
         {"seconds", &R::seconds},
         {"throttled", &R::throttled},
         {"reasons", &R::reasons},
+        {"energy_joules", &R::energy_joules},
+        {"sampled_readings", &R::sampled_readings},
+        {"sampled_min_sm_clock_mhz", &R::sampled_min_sm_clock_mhz},
+        {"sampled_mean_power_mw", &R::sampled_mean_power_mw},
+        {"sampled_throttle_reasons", &R::sampled_throttle_reasons},
     };
     return table;
   }

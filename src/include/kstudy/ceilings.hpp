@@ -11,6 +11,7 @@ namespace kstudy {
 
 struct ceiling_options {
   std::int64_t device_bytes = std::int64_t(1) << 30;   // per buffer for the device read / copy roofs
+  int large_factor = 4;  // the device probes again at this multiple of device_bytes (their marginal bandwidth)
   std::int64_t host_bytes = std::int64_t(1) << 30;     // host read roof
   std::int64_t transfer_bytes = std::int64_t(256) << 20;
   // The compute roofs (CUDA flavour): device_fp32_fma and a cuBLAS GEMM of this extent per input precision.
@@ -29,8 +30,12 @@ struct ceiling_options {
 // left out with a note on stderr. Each is the median of `trials` timed runs after one warm-up, on the clock
 // of the numbers it bounds (ceiling_record::clock): in the CUDA flavour the device roofs are timed with CUDA
 // events, as device variants are, each the best of several probes (device_read_vec4x4, _vec4x8;
-// device_copy_vec4x4, _vec4x8, _memcpy, all recorded), and device_read once more on the host clock for
-// resident_wall; host roofs and transfers on the host clock.
+// device_copy_vec4x4, _vec4x8, _memcpy, all recorded). Each device probe runs at device_bytes and at
+// large_factor times that (where the device has the memory), and its marginal bandwidth — the extra bytes over
+// the extra time, `<probe>_marginal` — is a probe too: a fixed launch and tail cost per run makes any probe
+// at one size slower per byte than a kernel streaming more bytes, so without it a larger kernel "beats" the
+// roof. device_read is also measured once more on the host clock for resident_wall; host roofs and transfers
+// on the host clock.
 std::vector<ceiling_record> measure_ceilings(const ceiling_options& options = {});
 
 // The ceiling a variant's bandwidth is quoted against: device_read for device variants, host_read for host
@@ -44,5 +49,12 @@ const ceiling_record* find_ceiling(const std::vector<ceiling_record>& ceilings, 
                                    timer_kind clock);
 
 double median(std::vector<double> values);
+
+// A roof is the median of a few timed runs, so a variant that runs the roof's own code (cuBLAS at the GEMM
+// roof's extent, a copy that is cudaMemcpy) lands on either side of it by that noise: the share of a roof is
+// "exceeded" only beyond roof_tolerance, and a share within it is shown as the whole roof. The report's Python
+// (scripts/kstudy_py/archive.py, ROOF_TOLERANCE) applies the same rule.
+inline constexpr double roof_tolerance = 0.01;
+inline bool roof_exceeded(double fraction_of_roof) { return fraction_of_roof > 1.0 + roof_tolerance; }
 
 }  // namespace kstudy

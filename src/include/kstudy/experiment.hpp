@@ -17,6 +17,8 @@
 //     "block_sizes": [0],                  // 0 = the variant's default
 //     "row_padding": 3,                    // extra elements per row for padded tables
 //     "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],
+//     "cache": "warm",                     // or "cold" (caches flushed before every timed region), or both:
+//                                          // ["warm", "cold"] runs every point in each mode
 //     "protocol": {"warmups": 2, "trials": 7, "replications": 3, "seed": 20261130,
 //                  "threads": 8, "shuffle": true}
 //   }
@@ -55,6 +57,7 @@ struct experiment {
   std::vector<std::string> variants{"all"}, memory{"pageable"}, directions{"h2d", "d2h"};
   std::vector<std::string> pinning;  // kind transfer: page-locking calls timed per size (host_alloc, host_register)
   std::vector<timer_kind> timers;
+  std::vector<cache_mode> cache{cache_mode::warm};  // kind sweep: the cache modes each point is timed in
   std::int64_t row_padding = 3;
   kstudy::protocol protocol;
   std::string definition_json;  // normalised definition, as stored in the archive

@@ -26,6 +26,8 @@ std::vector<std::string> string_axis(const json& v, const std::string& source, c
 // The fields of a kind over operations: operation (a name or a list of names with the same axes), one key
 // per axis or explicit "shapes", variants, memory, block_sizes, row_padding, timers.
 void parse_operation_fields(const json& doc, experiment& e, json& normalised);
+// "cache": "warm" (the default), "cold", or a list of both (every point is then timed in each mode, in order).
+void parse_cache_field(const json& doc, experiment& e, json& normalised);
 // The keys parse_operation_fields reads besides the axis names.
 const std::set<std::string>& operation_field_keys();
 

@@ -19,6 +19,11 @@
 //           variant at that point with one score failure (every flavour, every variant)
 //   corrupt_late  as corrupt, but only the downloads after the first timed run: the gated run is right, so
 //           only the runner's re-check of the last timed run's output can reject the variant's samples
+// The last leaves output and failures alone and makes the variant slower, so that a regression gate
+// (`kstudy compare --gate`) has a known regression to catch:
+//   slow[=F]  every run takes about F times as long (default 2, F from 1 to 100): a run that returns when its
+//           work is done is followed by a busy wait of (F - 1) times its own duration; a run that only queues
+//           its work (a device variant) queues it round(F) times, at least twice (every flavour, every variant)
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,7 +36,7 @@
 
 namespace kstudy {
 
-enum class fault_kind { host_exception, invalid_launch, device_trap, corrupt_output, late_corrupt_output };
+enum class fault_kind { host_exception, invalid_launch, device_trap, corrupt_output, late_corrupt_output, slow_down };
 const char* to_string(fault_kind kind);
 
 struct fault_plan {
@@ -39,6 +44,7 @@ struct fault_plan {
   std::string pattern;                // as given
   std::set<std::string> variant_ids;  // the registered variants it matches in this build
   std::int64_t point = -1;            // -1: every point
+  double slowdown = 1.0;              // slow_down: how many times as long every run takes
   bool applies_to(const std::string& variant_id, std::int64_t at_point) const {
     return variant_ids.count(variant_id) != 0 && (point < 0 || point == at_point);
   }
@@ -52,12 +58,13 @@ fault_plan parse_fault_plan(const std::string& value);
 std::optional<fault_plan> fault_plan_from_environment();
 
 // Forwards everything to the wrapped variant; after arm(), the next run() runs the variant and then
-// injects the fault (once). A corrupt_output wrapper needs no arming: it corrupts every download(), through
+// injects the fault (once). A slow_down wrapper needs no arming either: every run() is `slowdown` times as long. A corrupt_output wrapper needs no arming: it corrupts every download(), through
 // the operation's own corrupt() (just beyond the gate's tolerance in one output); a late_corrupt_output one
 // corrupts the downloads after its first armed run.
 class fault_injecting_variant final : public variant {
  public:
-  fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id, const operation& op);
+  fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id, const operation& op,
+                          double slowdown = 1.0);
 
   void arm() { m_armed = true; }
 
@@ -84,6 +91,7 @@ class fault_injecting_variant final : public variant {
   fault_kind m_kind;
   std::string m_variant_id;
   const operation* m_operation;
+  double m_slowdown;
   const problem_data* m_problem = nullptr;  // the prepared inputs, for the tolerance a corruption must exceed
   bool m_armed = false;
   bool m_late = false;  // late_corrupt_output: the first timed run has happened

@@ -2,6 +2,7 @@
 // What a study produces, independent of where it is written. Every sink (HDF5 archive, JSON, console)
 // consumes these records; nothing else defines the archive's content.
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,13 @@ enum class gate_verdict {
 const char* to_string(gate_verdict verdict);
 gate_verdict parse_gate_verdict(const std::string& name);
 
+// The caches a timed region starts from. Warm: whatever the previous trial left (at small points much of
+// the input stays in the GPU's L2 or the CPU's last-level cache across trials). Cold: a buffer of at least
+// twice the cache was written just before the timed region, outside it, so the inputs come from memory.
+enum class cache_mode { warm, cold };
+const char* to_string(cache_mode mode);
+cache_mode parse_cache_mode(const std::string& name);
+
 // One measured trial.
 struct sample_record {
   std::string experiment;
@@ -55,12 +63,25 @@ struct sample_record {
   timer_kind timer = timer_kind::host_wall;
   double seconds = 0.0;
   gate_verdict gate = gate_verdict::not_gated;
-  bool throttled = false;       // the GPU reported a slowdown reason before or after the point (health)
+  // The GPU reported a slowdown reason at the point: before or after it, or in any reading taken during it
+  // (the in-point sampler's, or those around a timed region: throttle_reasons below).
+  bool throttled = false;
   // ok | rejected | failed: <error text> (the variant threw or a CUDA call failed; the study went on) |
   // skipped: <reason> (e.g. the point does not fit memory) | aborted: <error text> (the CUDA context was
   // lost; the point is not counted as finished, so --resume runs it again)
   std::string status;
   double occupancy = 0.0;       // calculated occupancy of the variant's kernel at this block size (0: n/a)
+  // What the GPU did during this sample's timed region (NVML, read just outside it): energy from the device's
+  // total-energy counter (J; NaN where not measured: no NVML, no counter, a host variant or a probe), and the
+  // readings taken at its start, at its end and by the in-point sampler while it ran: mean power (W), lowest SM
+  // clock (MHz) and every clocks-event reason bit seen (-1: no reading).
+  double energy_joules = std::numeric_limits<double>::quiet_NaN();
+  double power_watts = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t min_sm_clock_mhz = -1;
+  std::int64_t throttle_reasons = -1;
+  cache_mode cache = cache_mode::warm;  // the caches the timed region started from
+  std::int64_t flush_bytes = 0;         // bytes written to evict the caches before it (0: warm)
+  double flush_seconds = 0.0;           // how long that write took (outside the timed region)
 };
 
 // Whether a sample enters the summary: a measured trial (not a warm-up or a failure marker) with status
@@ -118,6 +139,7 @@ struct summary_record {
   std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;
   timer_kind timer = timer_kind::host_wall;
+  cache_mode cache = cache_mode::warm;
   std::int64_t samples = 0;
   double median = 0.0;
   double min = 0.0;
@@ -167,8 +189,17 @@ struct health_record {
   std::int64_t after_power_mw = -1;
   std::int64_t after_throttle_reasons = -1;
   double seconds = 0.0;           // wall time between the two readings
-  bool throttled = false;         // a slowdown reason (power cap, thermal, HW slowdown / power brake) was set
-  std::string reasons;            // names of every reason bit set before or after, e.g. "gpu_idle,sw_power_cap"
+  // A slowdown reason (power cap, thermal, HW slowdown / power brake) was set before, after or during the point.
+  bool throttled = false;
+  std::string reasons;            // names of every reason bit seen at the point, e.g. "gpu_idle,sw_power_cap"
+  // During the point: energy between the two readings (J, the device's total-energy counter; NaN where it
+  // is not available, environment gpu_energy says why), and what the in-point sampler and the readings around
+  // timed regions saw: their number, the lowest SM clock, the mean power and every reason bit.
+  double energy_joules = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t sampled_readings = 0;
+  std::int64_t sampled_min_sm_clock_mhz = -1;
+  double sampled_mean_power_mw = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t sampled_throttle_reasons = -1;
 };
 
 // One kernel launch of `kstudy profile`: hardware counters read by Nsight Compute (ncu) for one profiled

@@ -37,6 +37,7 @@ struct run_request {
   int replications = 0;
   int warmups = -1;                      // override when >= 0
   std::vector<std::string> variants;     // restricts every experiment's variant list when non-empty
+  std::string cache;                     // warm | cold: overrides the cache mode of the kinds that take one
   bool resume = false;
   bool overwrite = false;
   bool quiet = false;
@@ -76,6 +77,7 @@ struct sweep_point {
   const operation* op = nullptr;
   std::vector<std::int64_t> extents;
   std::int64_t block_size = 0;
+  cache_mode cache = cache_mode::warm;
 };
 std::vector<sweep_point> sweep_points(const experiment& e);
 

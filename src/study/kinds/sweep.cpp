@@ -5,7 +5,10 @@
 //   one_shot      host input -> host outputs through upload, run, download, per host memory kind
 //   pipelined     the operation's chunked, overlapped one-shot strategy (gated on its own outputs)
 //   one_shot_alloc  a fresh instance: allocation, upload, run, download
-// in shuffled order per trial; an attribution pass per multi-kernel variant follows the trials.
+// in shuffled order per trial; an attribution pass per multi-kernel variant follows the trials. In cache
+// mode cold every timed region starts from caches a flush evicted just before it, outside it. A device
+// variant's regions are bracketed by readings of the GPU (energy counter, power, SM clock, clocks-event
+// reasons), also outside them.
 #include <algorithm>
 #include <iostream>
 #include <limits>
@@ -17,9 +20,11 @@
 
 #include "detail/runner_support.hpp"
 #include "kstudy/attribution.hpp"
+#include "kstudy/cache_flush.hpp"
 #include "kstudy/experiment_fields.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/fault_injection.hpp"
+#include "kstudy/gpu_health.hpp"
 #include "kstudy/host_io.hpp"
 #include "kstudy/platform/stop_signal.hpp"
 #include "kstudy/point_inputs.hpp"
@@ -90,8 +95,8 @@ struct gated_pipeline {
 // One point of a sweep in one replication: prepare and gate, warm up, trials, attribution, write.
 class sweep_point_run {
  public:
-  sweep_point_run(replication_context& ctx, const sweep_point& point, point_inputs& inputs)
-      : m_ctx(ctx), m_e(ctx.definition), m_point(point), m_inputs(inputs) {}
+  sweep_point_run(replication_context& ctx, const sweep_point& point, point_inputs& inputs, cache_flusher& flusher)
+      : m_ctx(ctx), m_e(ctx.definition), m_point(point), m_inputs(inputs), m_flusher(flusher) {}
 
   void run() {
     prepare_variants();
@@ -123,6 +128,7 @@ class sweep_point_run {
     s.occupancy = v.impl ? v.impl->calculated_occupancy() : 0.0;
     s.timer = v.entry->info.on_device ? timer_kind::resident_wall : timer_kind::host_wall;
     s.memory_kind = v.entry->info.on_device ? "device" : "host";
+    s.cache = m_point.cache;
     return s;
   }
   run_options options() const { return run_options{static_cast<int>(m_point.block_size)}; }
@@ -158,7 +164,8 @@ class sweep_point_run {
     try {
       v.impl = v.entry->make();
       if (m_ctx.faults && m_ctx.faults->applies_to(id, m_point.index))
-        v.impl = std::make_unique<fault_injecting_variant>(std::move(v.impl), m_ctx.faults->kind, id, *m_point.op);
+        v.impl = std::make_unique<fault_injecting_variant>(std::move(v.impl), m_ctx.faults->kind, id, *m_point.op,
+                                                           m_ctx.faults->slowdown);
       // Earlier variants of the point stay allocated while this one is prepared, so the difference in free
       // device memory is this variant's: its buffers, library workspaces and scratch.
       const bool on_device = v.entry->info.on_device;
@@ -249,6 +256,23 @@ class sweep_point_run {
     }
   }
 
+  // Cold: the caches the region reads through are evicted now, just before it and outside it: the device's L2
+  // for a device variant, the host's caches for a host variant and for the host side of a one-shot call.
+  void flush_if_cold(const prepared_variant& v, sample_record& s, bool host_io) {
+    if (m_point.cache != cache_mode::cold) return;
+    const bool device = v.entry->info.on_device;
+    const auto flushed = m_flusher.flush(!device || host_io, device, v.impl->stream());
+    s.flush_bytes = flushed.bytes;
+    s.flush_seconds = flushed.seconds;
+  }
+  // The GPU's readings around a device variant's timed region (outside it): energy, power, clocks, reasons.
+  void open_gpu_window(const prepared_variant& v) {
+    if (v.entry->info.on_device) m_ctx.sink.open_window();
+  }
+  void close_gpu_window(const prepared_variant& v, sample_record& s) {
+    if (v.entry->info.on_device) record_window(s, m_ctx.sink.close_window());
+  }
+
   void add_sample(sample_record s, timer_kind timer, std::string memory_kind, double seconds) {
     s.timer = timer;
     s.memory_kind = std::move(memory_kind);
@@ -291,14 +315,17 @@ class sweep_point_run {
   }
 
   // Resident: host clock through the fence, CUDA events on the variant's stream around the same run.
-  void time_resident(prepared_variant& v, const sample_record& base) {
+  void time_resident(prepared_variant& v, sample_record base) {
     const bool device = v.entry->info.on_device;
-    v.impl->poison();
+    v.impl->poison();  // before the flush: poisoning writes the outputs, which would leave them cached
+    flush_if_cold(v, base, false);
     device_event_timer events(device, v.impl->stream());
+    open_gpu_window(v);
     wall_timer wall;
     wall.start();
     run_between_events(*v.impl, events);
     const double wall_seconds = wall.seconds();
+    close_gpu_window(v, base);
     if (!device && wants(m_e, timer_kind::host_wall)) add_sample(base, timer_kind::host_wall, "host", wall_seconds);
     if (device && wants(m_e, timer_kind::resident_wall))
       add_sample(base, timer_kind::resident_wall, "device", wall_seconds);
@@ -327,12 +354,15 @@ class sweep_point_run {
     auto& io = io_for(v, kind);
     const auto inputs = io.inputs.spans(), outputs = io.outputs.spans();
     v.impl->poison();
+    flush_if_cold(v, base, true);
+    open_gpu_window(v);
     wall_timer t;
     t.start();
     v.impl->upload(inputs);
     v.impl->run();
     v.impl->download(outputs);
     const double seconds = t.seconds();
+    close_gpu_window(v, base);
     base.bytes = one_shot_bytes(v, io);
     add_sample(base, timer_kind::one_shot, std::string(to_string(kind)), seconds);
   }
@@ -361,10 +391,13 @@ class sweep_point_run {
     if (!g.pipeline) return;  // the operation has no pipelined strategy
     auto& io = io_for(v, kind);
     const auto inputs = io.inputs.spans(), outputs = io.outputs.spans();  // built outside the timed region
+    flush_if_cold(v, base, true);
+    open_gpu_window(v);
     wall_timer t;
     t.start();
     g.pipeline->run(inputs, outputs);
     const double seconds = t.seconds();
+    close_gpu_window(v, base);
     base.bytes = one_shot_bytes(v, io);
     base.gate = v.gate == gate_verdict::passed && g.passed ? gate_verdict::passed : gate_verdict::failed;
     base.status = base.gate == gate_verdict::passed ? "ok" : "rejected";
@@ -380,6 +413,8 @@ class sweep_point_run {
     auto& io = io_for(v, kind);
     const auto& data = m_inputs.data(v.shape.layout);
     const auto outputs = io.outputs.spans();  // built outside the timed region
+    flush_if_cold(v, base, true);
+    open_gpu_window(v);
     wall_timer t;
     t.start();
     {
@@ -389,6 +424,7 @@ class sweep_point_run {
       fresh->download(outputs);
     }
     const double seconds = t.seconds();
+    close_gpu_window(v, base);
     base.bytes = one_shot_bytes(v, io);
     add_sample(base, timer_kind::one_shot_alloc, std::string(to_string(kind)), seconds);
   }
@@ -428,6 +464,7 @@ class sweep_point_run {
   const experiment& m_e;
   const sweep_point& m_point;
   point_inputs& m_inputs;
+  cache_flusher& m_flusher;
   std::vector<prepared_variant> m_variants;
   std::vector<sample_record> m_samples;
   std::vector<gate_record> m_gates;
@@ -444,6 +481,7 @@ void run_sweep(replication_context& ctx) {
   // The inputs of one problem point, kept while consecutive points share it (the block-size axis varies
   // fastest), so a 4 GiB table is generated once, not once per block size.
   std::unique_ptr<point_inputs> inputs;
+  cache_flusher flusher;  // its buffers are allocated at the first cold point and kept for the rest
   for (const auto& p : points) {
     if (platform::stop_requested()) break;
     if (!ctx.done.count(p.index)) {
@@ -456,7 +494,7 @@ void run_sweep(replication_context& ctx) {
       keys.depth = shape.depth;
       keys.block_size = p.block_size;
       ctx.sink.begin_point(keys);
-      sweep_point_run(ctx, p, *inputs).run();
+      sweep_point_run(ctx, p, *inputs, flusher).run();
     }
     progress.step(p.index + 1);
   }
@@ -467,8 +505,12 @@ experiment_kind sweep_kind() {
   kind.name = "sweep";
   kind.description = "the variants of one or more operations over their problem axes, gated, at every timing boundary";
   kind.keys = experiment_fields::operation_field_keys();
+  kind.keys.insert("cache");
   kind.takes_operations = true;
-  kind.parse = experiment_fields::parse_operation_fields;
+  kind.parse = [](const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
+    experiment_fields::parse_operation_fields(doc, e, normalised);
+    experiment_fields::parse_cache_field(doc, e, normalised);
+  };
   kind.point_count = [](const experiment& e) { return std::int64_t(sweep_points(e).size()); };
   kind.check = [](const experiment& e) { select_variants(e); };
   kind.run = run_sweep;

@@ -5,7 +5,8 @@ import pandas as pd
 from .. import section
 
 EXPLANATION = ("A sample is flagged *throttled* when NVML reported a slowdown reason (SW power cap, HW slowdown, SW "
-               "or HW thermal, HW power brake) just before or just after its point; GPU idle and application-clock "
+               "or HW thermal, HW power brake) just before, during (the in-point sampler and the readings around each timed "
+               "region, from schema 9) or just after its point; GPU idle and application-clock "
                "settings do not count. Throttled samples stay in the medians; this says how many there were.")
 
 
@@ -71,7 +72,7 @@ def headline(df):
             + (f" ({unwatched} experiments not monitored)" if unwatched else "") + ".")
 
 
-@section("health", "GPU health (NVML, before and after each point)", order=110)
+@section("health", "GPU health (NVML, before, during and after each point)", order=110)
 def health(inputs, sec):
     df = pd.DataFrame([experiment_health(a, e) for a in inputs.archives for e in a.experiments.values()
                        if not e.samples.empty])

@@ -140,7 +140,8 @@ def figure_points(g, preferred):
 def roof_lines(c):
     """Ceilings grouped when within 5% of each other, so their labels do not overprint."""
     groups = []
-    for r in sorted(c.itertuples(), key=lambda r: -r.bytes_per_second):
+    # Only bandwidth roofs: a compute roof has no bytes (its line would sit at zero, off a log axis).
+    for r in sorted((r for r in c.itertuples() if r.bytes_per_second > 0), key=lambda r: -r.bytes_per_second):
         if groups and groups[-1][0] <= r.bytes_per_second * 1.05:
             groups[-1][1].append(r)
         else:

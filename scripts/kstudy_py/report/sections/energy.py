@@ -1,0 +1,69 @@
+"""Energy per call: the GPU's total-energy counter read around each timed region of a device variant, as joules per
+call and as essential work per joule (GB/J for bandwidth-bound operations, GFLOP/J where the operation counts flops),
+beside the median time of the same samples."""
+import numpy as np
+import pandas as pd
+
+from .. import section
+
+EXPLANATION = ("Energy is NVML's total-energy counter (millijoules, updated by the driver every few milliseconds) "
+               "read just before and just after each resident timed region; a call much shorter than the counter's "
+               "update interval reads 0 in most trials and a whole update in a few, so only the mean over the "
+               "accepted trials (J/call here) is meaningful. GB/J and GFLOP/J divide the operation's essential "
+               "bytes and flops by it.")
+KEYS = ["variant", "rows", "features", "depth", "block_size", "cache"]
+
+
+def experiment_energy(a, e):
+    s = e.accepted()
+    if s.empty or "energy_joules" not in s.columns:
+        return pd.DataFrame()
+    s = s[(s.timer == "resident_wall") & np.isfinite(s.energy_joules.astype(float))]
+    if s.empty:
+        return pd.DataFrame()
+    df = s.groupby(KEYS).agg(calls=("energy_joules", "size"), joules_per_call=("energy_joules", "mean"),
+                             median_seconds=("seconds", "median"), mean_power_w=("power_watts", "mean"),
+                             throttled=("throttled", "max")).reset_index()
+    v = e.variants
+    if len(v) and {"essential_bytes", "essential_flops"} <= set(v.columns):
+        work = v[["variant", "rows", "features", "depth", "block_size", "essential_bytes", "essential_flops"]]
+        df = df.merge(work.drop_duplicates(["variant", "rows", "features", "depth", "block_size"]), how="left",
+                      on=["variant", "rows", "features", "depth", "block_size"])
+    else:
+        df["essential_bytes"], df["essential_flops"] = np.nan, np.nan
+    positive = df.joules_per_call > 0
+    df["GB_per_J"] = np.where(positive & (df.essential_bytes > 0), df.essential_bytes / 1e9 / df.joules_per_call, np.nan)
+    df["GFLOP_per_J"] = np.where(positive & (df.essential_flops > 0), df.essential_flops / 1e9 / df.joules_per_call,
+                                 np.nan)
+    df.insert(0, "experiment", e.name)
+    df.insert(0, "archive", a.label)
+    return df
+
+
+def line(r):
+    extents = f"{r.rows:,} x {r.features:,}" + (f" x {r.depth:,}" if r.depth > 1 else "")
+    text = (f"- {r.archive}/{r.experiment} {r.variant} at {extents} ({r.cache}): {r.joules_per_call * 1e3:.3g} mJ/call "
+            f"over {r.calls} calls, median {r.median_seconds * 1e6:.3g} µs")
+    if np.isfinite(r.GFLOP_per_J):
+        text += f", {r.GFLOP_per_J:.3g} GFLOP/J"
+    elif np.isfinite(r.GB_per_J):
+        text += f", {r.GB_per_J:.3g} GB/J"
+    if np.isfinite(r.mean_power_w):
+        text += f", {r.mean_power_w:.0f} W"
+    return text + (" (throttled)" if r.throttled else "")
+
+
+@section("energy", "Energy per call (NVML energy counter around each timed region)", order=112)
+def energy(inputs, sec):
+    frames = [experiment_energy(a, e) for a in inputs.archives for e in a.experiments.values()]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        why = sorted({a.environment.get("gpu_energy", "") for a in inputs.archives} - {""})
+        return sec.skip("no energy measured" + (f" ({'; '.join(why)})" if why else " (archives before schema 9)"))
+    df = pd.concat(frames, ignore_index=True)
+    inputs.write_csv(df, "energy.csv", sec, "joules per call, GB/J and GFLOP/J per variant, point and cache mode")
+    sec.lines += [EXPLANATION, ""] + [line(r) for r in df.itertuples()]
+    best = df.loc[df.GB_per_J.fillna(0).add(df.GFLOP_per_J.fillna(0)).idxmax()]
+    sec.headlines.append(f"Energy: {len(df)} (variant, point) pairs measured; {best.variant} at {best.rows:,} x "
+                         f"{best.features:,} does the most work per joule.")
+    return sec.done(df)
