@@ -1,8 +1,9 @@
 # cmake --install: kstudy as a library of a user's own project (find_package(kstudy) + kstudy_add_study; the
 # README's "Study your own kernel", examples/out_of_tree/). Under the prefix:
 #   bin/kstudy, bin/kstudy_bench            the CLI and the benchmark with the built-in operations
-#   include/kstudy/                         the public headers (src/include, views/include) and
-#                                           kstudy/kokkos_support.hpp (variants/detail/kokkos_support.hpp)
+#   include/kstudy/                         the public headers (src/include, views/include), among them
+#                                           kstudy/support/: what a plug-in's variants build on (Kokkos
+#                                           support, the CUDA stream base, device buffers, the cuBLAS check)
 #   lib/libkstudy_*.a                       views, core, archive (cuda flavour: cuda_tools)
 #   lib/kstudy/objects-<config>/            the OBJECT libraries' objects: runner, variants, cli, bench_main
 #   lib/cmake/kstudy/                       kstudyConfig.cmake, its version file, the targets, kstudyStudy.cmake
@@ -40,11 +41,8 @@ install(TARGETS ${kstudy_exported_targets} EXPORT kstudyTargets
         OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/kstudy)
 install(TARGETS kstudy kstudy_bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# src/include/kstudy/kokkos_support.hpp forwards to variants/detail/ in the source tree; the install puts the
-# header itself in its place.
 install(DIRECTORY src/include/kstudy views/include/kstudy DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "kokkos_support.hpp" EXCLUDE)
-install(FILES variants/detail/kokkos_support.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kstudy)
+        FILES_MATCHING PATTERN "*.hpp")
 
 set(KSTUDY_INSTALL_DATADIR ${CMAKE_INSTALL_DATADIR}/kstudy)
 install(DIRECTORY experiments/ DESTINATION ${KSTUDY_INSTALL_DATADIR}/experiments FILES_MATCHING PATTERN "*.json")

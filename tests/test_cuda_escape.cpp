@@ -10,13 +10,15 @@
 #include "kokkos_test_support.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
+#include "scoring/fused_cuda.hpp"
 #include "scoring/scoring_variant.hpp"
 
 namespace {
 
 using kstudy::table_layout;
 namespace escape = kstudy::cuda_escape;
+namespace scoring = kstudy::scoring_cuda;
 
 const char* const fused_cuda_names[] = {"fused_cuda_row_major", "fused_cuda_feature_major", "fused_cuda_padded",
                                         "fused_cuda_row_major_tiled"};
@@ -30,23 +32,23 @@ const kstudy::registered_variant& cuda_variant(const std::string& name) {
 TEST(CudaEscape, NvrtcCompilesTheKernelSource) {
   KSTUDY_REQUIRE_KOKKOS();
   const int cc = escape::device_compute_capability();
-  EXPECT_GT(escape::nvrtc_compile_seconds(cc), 0.0);
-  const auto timing = escape::nvrtc_compile_and_load(cc);
+  EXPECT_GT(scoring::nvrtc_compile_seconds(cc), 0.0);
+  const auto timing = scoring::nvrtc_compile_and_load(cc);
   EXPECT_GT(timing.compile_seconds, 0.0);
   EXPECT_GT(timing.load_seconds, 0.0);
-  EXPECT_THROW(escape::nvrtc_compile_seconds(9), std::invalid_argument);
+  EXPECT_THROW(scoring::nvrtc_compile_seconds(9), std::invalid_argument);
 }
 
 TEST(CudaEscape, OccupancyIsAFractionForEveryBlockSize) {
   KSTUDY_REQUIRE_KOKKOS();
   for (int block = 32; block <= 1024; block += 32) {
     for (const auto layout : {table_layout::row_major, table_layout::feature_major, table_layout::padded_row_major}) {
-      const double occupancy = escape::calculated_occupancy(layout, block);
+      const double occupancy = scoring::calculated_occupancy(layout, block);
       EXPECT_GT(occupancy, 0.0) << to_string(layout) << " block " << block;
       EXPECT_LE(occupancy, 1.0) << to_string(layout) << " block " << block;
     }
     for (const std::int64_t features : {1, 16, 31, 32, 513, 100000}) {
-      const double occupancy = escape::calculated_occupancy_tiled(block, features);
+      const double occupancy = scoring::calculated_occupancy_tiled(block, features);
       EXPECT_GT(occupancy, 0.0) << "tiled block " << block << " features " << features;
       EXPECT_LE(occupancy, 1.0) << "tiled block " << block << " features " << features;
     }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "scoring/detail/kokkos_variant.hpp"
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
 
 namespace {
 

@@ -32,7 +32,7 @@
 #include "kstudy/point_inputs.hpp"
 #include "scoring/gate.hpp"
 #include "kstudy/variant.hpp"
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "scoring/gate.hpp"
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
 
 namespace {
 

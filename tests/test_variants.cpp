@@ -17,7 +17,7 @@
 #include "scoring/pipeline.hpp"
 #include "kstudy/probes.hpp"
 #include "kstudy/variant.hpp"
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 // stencil_cuda: the stencil in plain CUDA, compiled only when kstudy is the cuda flavour (kstudy_add_study
 // leaves .cu sources out otherwise). One thread per element in a grid-stride loop over a resident wave of
 // blocks; the block size is tunable (block_size experiments). Everything queues on the variant's own
-// non-blocking stream, so CUDA events recorded around enqueue_run() time only its kernel; every CUDA call is
-// checked (KSTUDY_CUDA_CHECK throws with the call, file, line and CUDA's message).
+// non-blocking stream (kstudy's CUDA stream base), so CUDA events recorded around enqueue_run() time only its
+// kernel; every CUDA call is checked (KSTUDY_CUDA_CHECK throws with the call, file, line and CUDA's message).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kstudy/cuda_escape.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 #include "stencil.hpp"
 
 namespace stencil {
@@ -29,23 +30,16 @@ __global__ void stencil3_kernel(const float* __restrict__ x, float* __restrict__
   }
 }
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
-  KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
-
-class stencil_cuda final : public kstudy::variant {
+// kstudy/support/cuda_variant.hpp (installed with kstudy) owns the stream: created by create_stream() on the
+// first prepare, reported by stream() for CUDA event timing, drained by wait(), destroyed after this class's
+// destructor has freed the buffers; queued_variant turns enqueue_* + wait() into run/upload/download.
+class stencil_cuda final : public kstudy::detail::cuda_stream_variant<> {
  public:
   stencil_cuda() = default;
-  stencil_cuda(const stencil_cuda&) = delete;
-  stencil_cuda& operator=(const stencil_cuda&) = delete;
   ~stencil_cuda() override {
     // Destructors must not throw: the stream's work ends before its buffers go, errors are dropped.
     if (m_stream != nullptr) cudaStreamSynchronize(m_stream);
     release(/*checked=*/false);
-    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
   }
 
   void prepare(const kstudy::problem_data& problem, const kstudy::run_options& options) override {
@@ -55,37 +49,24 @@ class stencil_cuda final : public kstudy::variant {
       throw std::invalid_argument("block_size must be a multiple of 32 in [32, 1024], got " +
                                   std::to_string(options.block_size));
     release(/*checked=*/true);
-    if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    create_stream();
     m_n = data.n();
     KSTUDY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_x), bytes()));
     KSTUDY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_y), bytes()));
     // One resident wave of blocks, or fewer when n needs fewer.
     int per_sm = 0;
     KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stencil3_kernel, block, 0));
-    const std::int64_t resident = std::int64_t(std::max(1, per_sm)) * device_attribute(cudaDevAttrMultiProcessorCount);
+    const std::int64_t resident =
+        std::int64_t(std::max(1, per_sm)) * kstudy::detail::device_attribute(cudaDevAttrMultiProcessorCount);
     m_block = block;
     m_grid = int(std::max<std::int64_t>(1, std::min<std::int64_t>(resident, (m_n + block - 1) / block)));
     upload(data.streamed_inputs());
-  }
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<kstudy::host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
-  void download(const std::vector<kstudy::host_span>& outputs) override {
-    enqueue_download(outputs);
-    wait();
   }
   void poison() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, bytes(), m_stream));  // all-ones bytes: a float NaN
     wait();
   }
-  void* stream() const override { return static_cast<void*>(m_stream); }
 
-  bool queues_asynchronously() const override { return true; }
   void enqueue_run() override {
     stencil3_kernel<<<m_grid, m_block, 0, m_stream>>>(m_x, m_y, side_weight, centre_weight, m_n);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
@@ -97,12 +78,12 @@ class stencil_cuda final : public kstudy::variant {
   void enqueue_download(const std::vector<kstudy::host_span>& outputs) override {
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(outputs.at(0).data, m_y, bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
-  void wait() override { KSTUDY_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
 
   double calculated_occupancy() const override {
     int per_sm = 0;
     KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stencil3_kernel, m_block, 0));
-    return double(per_sm * (m_block / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
+    return double(per_sm * (m_block / 32)) /
+           double(kstudy::detail::device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
   }
 
  private:
@@ -117,7 +98,6 @@ class stencil_cuda final : public kstudy::variant {
     }
   }
 
-  cudaStream_t m_stream = nullptr;
   std::int64_t m_n = 0;
   int m_block = default_block_size, m_grid = 1;
   float *m_x = nullptr, *m_y = nullptr;

@@ -1,6 +1,6 @@
 // stencil_kokkos: what a Kokkos user writes first, one RangePolicy parallel_for over n on the variant's own
 // execution-space instance (its own non-blocking stream on CUDA, so device events time only its kernel),
-// registered once per backend this Kokkos enables (serial, openmp, cuda). kstudy/kokkos_support.hpp
+// registered once per backend this Kokkos enables (serial, openmp, cuda). kstudy/support/kokkos_support.hpp
 // supplies the per-space registration and the instance; everything else is plain Kokkos.
 #include <Kokkos_Core.hpp>
 
@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kstudy/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "stencil.hpp"
 
 namespace stencil {

@@ -37,6 +37,10 @@ std::unique_ptr<one_shot_pipeline> operation::make_pipeline(const registered_var
   return nullptr;
 }
 
+runtime_compile_timing operation::runtime_compile() const {
+  throw std::logic_error("operation " + info().name + " has no kernel source compiled at run time in this build");
+}
+
 bool operation::reference_outputs(const problem_data&, const reference_data&, const std::vector<host_span>&) const {
   throw std::logic_error("operation " + info().name +
                          " implements no reference_outputs(): the gate's conformance suite cannot build correct "

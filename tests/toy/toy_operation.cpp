@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 

@@ -43,9 +43,9 @@
 #include <vector>
 
 #include "attention/attention.hpp"
-#include "detail/cublas_check.hpp"
-#include "detail/cuda_buffers.hpp"
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cublas_check.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 

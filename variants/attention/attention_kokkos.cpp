@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 
 namespace kstudy::attention {
 namespace {

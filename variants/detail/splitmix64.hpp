@@ -5,7 +5,7 @@
 
 namespace kstudy::detail {
 
-// SplitMix64 finaliser (as views/data_generator): hash(seed, array, index) behaves like independent draws.
+// SplitMix64 finaliser (as scoring/data_generator): hash(seed, array, index) behaves like independent draws.
 inline std::uint64_t splitmix64(std::uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

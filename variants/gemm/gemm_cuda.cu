@@ -41,9 +41,9 @@
 #include <utility>
 #include <vector>
 
-#include "detail/cublas_check.hpp"
-#include "detail/cuda_buffers.hpp"
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cublas_check.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 #include "gemm/gemm.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"

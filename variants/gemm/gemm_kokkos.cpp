@@ -32,7 +32,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "gemm/gemm.hpp"
 
 #if defined(__CUDA_ARCH__)  // the device pass only: the host compiler warns on an unknown pragma

@@ -28,8 +28,8 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "layernorm/layernorm.hpp"
-#include "detail/cuda_buffers.hpp"
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 
 namespace kstudy::layernorm {
 namespace {

@@ -25,7 +25,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "layernorm/layernorm.hpp"
 
 namespace kstudy::layernorm {

@@ -31,8 +31,8 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "reduce/reduce_sum.hpp"
-#include "detail/cuda_buffers.hpp"
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 
 namespace kstudy::reduce {
 namespace {

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "reduce/reduce_sum.hpp"
 
 namespace kstudy::reduce {

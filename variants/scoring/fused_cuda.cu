@@ -1,5 +1,5 @@
 // fused_cuda: the handwritten CUDA escape path. Plain CUDA runtime code (no Kokkos) around the kernels of
-// detail/fused_cuda_kernels.cuh, which NVRTC also compiles at run time (cuda_escape_tools.cu).
+// detail/fused_cuda_kernels.cuh, which NVRTC also compiles at run time (fused_cuda_nvrtc.cu).
 //
 // One class template serves every kernel: the layout (and, for row-major, the tiled kernel) only picks
 // which extern "C" kernel is launched. Each variant queues its work on its own non-blocking stream and
@@ -13,9 +13,10 @@
 
 #include "detail/fused_cuda_kernels.cuh"
 #include "kstudy/cuda_escape.hpp"
+#include "scoring/fused_cuda.hpp"
 #include "scoring/scoring_variant.hpp"
-#include "detail/cuda_buffers.hpp"
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -344,7 +345,7 @@ const variant_registration<fused_cuda<table_layout::row_major, kernel_kind::tile
 
 }  // namespace
 
-namespace cuda_escape {
+namespace scoring_cuda {
 
 double calculated_occupancy(table_layout layout, int block_size) {
   return occupancy(kernel_for(layout, kernel_kind::strided), block_size, 0);
@@ -355,5 +356,5 @@ double calculated_occupancy_tiled(int block_size, std::int64_t features) {
                    kstudy_plan_tile(features, block_size, true).smem_bytes);
 }
 
-}  // namespace cuda_escape
+}  // namespace scoring_cuda
 }  // namespace kstudy

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
-#include "kstudy/views/scoring_problem.hpp"
+#include "scoring/scoring_problem.hpp"
 
 namespace kstudy {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kstudy/variant.hpp"
-#include "kstudy/views/scoring_problem.hpp"
+#include "scoring/scoring_problem.hpp"
 
 namespace kstudy {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "softmax/softmax.hpp"

@@ -24,7 +24,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "softmax/softmax.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>

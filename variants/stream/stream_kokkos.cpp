@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "stream/stream.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>

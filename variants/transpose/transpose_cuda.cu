@@ -31,9 +31,9 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "transpose/transpose.hpp"
-#include "detail/cublas_check.hpp"
-#include "detail/cuda_buffers.hpp"
-#include "detail/cuda_variant.hpp"
+#include "kstudy/support/cublas_check.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/cuda_variant.hpp"
 
 namespace kstudy::transpose {
 namespace {

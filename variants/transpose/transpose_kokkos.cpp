@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/kokkos_support.hpp"
+#include "kstudy/support/kokkos_support.hpp"
 #include "transpose/transpose.hpp"
 
 namespace kstudy::transpose {

@@ -1,10 +1,9 @@
 #pragma once
-// Tools around the handwritten CUDA escape path (variants/fused_cuda.cu): NVRTC compile cost of its
-// kernel source, occupancy of its kernels and launch-overhead probes. Kokkos-free and free of CUDA
-// headers; defined only in the CUDA flavour (KSTUDY_HAVE_CUDA_VARIANTS).
+// Tools around handwritten CUDA: NVRTC compile cost of an operation's kernel source, launch-overhead and
+// bandwidth probes, fault injection, the CUDA error check. Kokkos-free and free of CUDA headers; defined only
+// in the CUDA flavour (KSTUDY_HAVE_CUDA_VARIANTS).
 #include <cstdint>
-
-#include "kstudy/views/table_shape.hpp"
+#include <vector>
 
 namespace kstudy::cuda_escape {
 
@@ -16,19 +15,20 @@ struct nvrtc_timing {
 // Compute capability of the current device as major * 10 + minor (90 on an H100/H200).
 int device_compute_capability();
 
-// Compiles the embedded kernel source (variants/detail/fused_cuda_kernels.cuh, the same text nvcc
-// compiled ahead of time) for sm_<compute_capability>; returns wall seconds. Throws std::runtime_error
-// with the NVRTC log on failure. Needs no device.
-double nvrtc_compile_seconds(int compute_capability);
+// A kernel source an operation embeds for NVRTC (typically the very text nvcc compiled ahead of time), and
+// the kernels (extern "C" or mangled names as NVRTC sees them) that must be found in it once loaded.
+struct runtime_source {
+  const char* name = nullptr;  // file name in NVRTC's messages
+  const char* text = nullptr;  // must need no system header
+  std::vector<const char*> kernels;
+};
+
+// Compiles the source for sm_<compute_capability>; returns wall seconds. Throws std::invalid_argument for a
+// compute capability below 10, std::runtime_error with the NVRTC log on failure. Needs no device.
+double nvrtc_compile_seconds(const runtime_source& source, int compute_capability);
 // The same compile, then loads the cubin into the current device's context and looks up every kernel,
 // proving the run-time-compiled code is usable; the load is timed separately.
-nvrtc_timing nvrtc_compile_and_load(int compute_capability);
-
-// Active warps / the SM's maximum warps for the one-thread-per-row kernel of the layout at this block
-// size, from cudaOccupancyMaxActiveBlocksPerMultiprocessor; in [0, 1].
-double calculated_occupancy(table_layout layout, int block_size);
-// The same for fused_cuda_row_major_tiled, whose shared memory per block depends on the feature count.
-double calculated_occupancy_tiled(int block_size, std::int64_t features);
+nvrtc_timing nvrtc_compile_and_load(const runtime_source& source, int compute_capability);
 
 // Launch-overhead probes, queued on a cudaStream_t (nullptr: the legacy default stream); not fenced.
 void launch_empty_kernel(void* stream);

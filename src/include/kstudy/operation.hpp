@@ -98,6 +98,14 @@ struct operation_info {
   std::string compute_ceiling;
 };
 
+// Run-time compilation of an operation's kernel source with an empty cache (the cold_compile kind):
+// compile and module-load seconds, archived as nvrtc_<source> and module_load_<source>.
+struct runtime_compile_timing {
+  std::string source;  // e.g. fused_cuda_kernels
+  double compile_seconds = 0;
+  double load_seconds = 0;
+};
+
 class operation;
 struct registered_variant;
 struct run_options;
@@ -168,6 +176,13 @@ class operation {
   virtual std::unique_ptr<one_shot_pipeline> make_pipeline(const registered_variant& variant,
                                                            const problem_data& problem, host_memory memory,
                                                            const run_options& options) const;
+
+  // Whether this build can compile a kernel source of the operation at run time (NVRTC, CUDA flavour);
+  // the default has none, and the cold_compile kind then records no compile samples for the operation.
+  virtual bool has_runtime_compile() const { return false; }
+  // Compiles and loads that source once with an empty cache, on the current device. The default throws
+  // std::logic_error naming the operation (has_runtime_compile() is false).
+  virtual runtime_compile_timing runtime_compile() const;
 };
 
 class operation_registry {

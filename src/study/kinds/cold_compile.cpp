@@ -1,7 +1,7 @@
 // Kind `cold_compile`: every variant's first call in a fresh process (context creation, module load,
 // first launch) beside its warm second call and Kokkos' initialisation, one process per variant per
-// trial; and, in a CUDA build, NVRTC compilation + module load of the CUDA escape-path source with an
-// empty cache. The child is `kstudy __first_call VARIANT EXTENT...` (run_first_call).
+// trial; and, where the operation has a kernel source compiled at run time in this build
+// (operation::has_runtime_compile), its compilation + module load with an empty cache. The child is `kstudy __first_call VARIANT EXTENT...` (run_first_call).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,9 +14,6 @@
 #include "kstudy/point_inputs.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/timers.hpp"
-#ifdef KSTUDY_HAVE_CUDA_VARIANTS
-#include "kstudy/cuda_escape.hpp"
-#endif
 
 namespace kstudy {
 
@@ -98,14 +95,13 @@ std::vector<sample_record> first_calls(replication_context& ctx, const sweep_poi
   return samples;
 }
 
-#ifdef KSTUDY_HAVE_CUDA_VARIANTS
-// NVRTC compile and module load of the escape path's kernel source, empty cache.
-void append_runtime_compile(std::vector<sample_record>& samples, const experiment& e, std::int64_t point,
-                            int replication, int trial) {
-  const auto nvrtc = cuda_escape::nvrtc_compile_and_load(cuda_escape::device_compute_capability());
+// Run-time compile and module load of the operation's kernel source, empty cache.
+void append_runtime_compile(std::vector<sample_record>& samples, const operation& op, const experiment& e,
+                            std::int64_t point, int replication, int trial) {
+  const auto nvrtc = op.runtime_compile();
   sample_record c;
   c.experiment = e.name;
-  c.variant = "nvrtc_fused_cuda_kernels";
+  c.variant = "nvrtc_" + nvrtc.source;
   c.point = point;
   c.replication = replication;
   c.trial = trial;
@@ -114,14 +110,18 @@ void append_runtime_compile(std::vector<sample_record>& samples, const experimen
   c.gate = gate_verdict::not_gated;
   c.status = "ok";
   samples.push_back(c);
-  c.variant = "module_load_fused_cuda_kernels";
+  c.variant = "module_load_" + nvrtc.source;
   c.seconds = nvrtc.load_seconds;
   samples.push_back(c);
 }
-#endif
 
 void run_cold(replication_context& ctx) {
   const auto& e = ctx.definition;
+  if (ctx.replication == 0)
+    for (const auto& name : e.operations)
+      if (const auto* op = operation_registry::instance().find(name); op && !op->has_runtime_compile())
+        std::cerr << "kstudy: " << e.name << ": operation " << name
+                  << " has no kernel source compiled at run time in this build; no compile samples for it\n";
   for (const auto& p : sweep_points(e)) {
     if (ctx.done.count(p.index) || platform::stop_requested()) continue;
     auto keys = detail::point_keys(e, ctx.replication, p.index);
@@ -142,9 +142,7 @@ void run_cold(replication_context& ctx) {
     for (int trial = 0; trial < e.protocol.trials; ++trial) {
       auto calls = first_calls(ctx, p, trial);
       samples.insert(samples.end(), calls.begin(), calls.end());
-#ifdef KSTUDY_HAVE_CUDA_VARIANTS
-      append_runtime_compile(samples, e, p.index, ctx.replication, trial);
-#endif
+      if (p.op->has_runtime_compile()) append_runtime_compile(samples, *p.op, e, p.index, ctx.replication, trial);
     }
     ctx.sink.write_samples(samples);
     ctx.sink.flush();

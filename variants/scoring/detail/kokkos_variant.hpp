@@ -10,8 +10,8 @@
 #include <string>
 #include <type_traits>
 
-#include "detail/kokkos_support.hpp"
-#include "kstudy/views/feature_table.hpp"
+#include "kstudy/support/kokkos_support.hpp"
+#include "scoring/feature_table.hpp"
 #include "scoring/scoring_variant.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-#include "kstudy/views/data_generator.hpp"
+#include "scoring/data_generator.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kstudy/views/scoring_problem.hpp"
+#include "scoring/scoring_problem.hpp"
 #include "kstudy/views/table_shape.hpp"
 
 namespace kstudy {

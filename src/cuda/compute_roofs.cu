@@ -9,7 +9,7 @@
 #include <memory>
 #include <utility>
 
-#include "detail/cublas_check.hpp"
+#include "kstudy/support/cublas_check.hpp"
 #include "kstudy/compute_roofs.hpp"
 #include "kstudy/cuda_escape.hpp"
 

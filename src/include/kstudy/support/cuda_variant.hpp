@@ -1,8 +1,10 @@
 #pragma once
-// The stream plumbing of the handwritten CUDA variants (.cu files only): each queues its work on its own
+// The stream plumbing of handwritten CUDA variants, built-in or a plug-in's: each queues its work on its own
 // non-blocking stream, created on the first prepare() and destroyed last (after the derived class has freed
 // its buffers), reported by stream() for CUDA event timing and drained by wait(). Also the device attribute
 // query and the event pair that the autotuned variants time their candidates with.
+// Empty where CUDA is not compiled (a cpu flavour's .cpp), so a plug-in header may include it unguarded.
+#if defined(__CUDACC__) || defined(KSTUDY_HAVE_CUDA_VARIANTS)
 #include <cuda_runtime.h>
 
 #include "kstudy/cuda_escape.hpp"
@@ -69,3 +71,5 @@ class cuda_stream_variant : public Base {
 };
 
 }  // namespace kstudy::detail
+
+#endif  // __CUDACC__ || KSTUDY_HAVE_CUDA_VARIANTS

@@ -1,6 +1,6 @@
 #pragma once
-// Shared plumbing of every operation's Kokkos variants: backend names, per-space registration, launch
-// policies and grid sizing.
+// Shared plumbing of every operation's Kokkos variants, built-in or a plug-in's (installed as
+// kstudy/support/kokkos_support.hpp): backend names, per-space registration, launch policies and grid sizing.
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>

@@ -1,7 +1,8 @@
 #pragma once
-// Device buffers of the handwritten CUDA variants (.cu files only): allocation checked like every CUDA
-// call, at least one element so that a zero-sized problem still gets a valid pointer, and a free that
-// never throws (it runs from destructors).
+// Device buffers of handwritten CUDA variants: allocation checked like every CUDA call, at least one element
+// so that a zero-sized problem still gets a valid pointer, and a free that never throws (it runs from
+// destructors). Empty where CUDA is not compiled (a cpu flavour's .cpp).
+#if defined(__CUDACC__) || defined(KSTUDY_HAVE_CUDA_VARIANTS)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,3 +27,5 @@ void device_free(T*& pointer) noexcept {
 }
 
 }  // namespace kstudy::detail
+
+#endif  // __CUDACC__ || KSTUDY_HAVE_CUDA_VARIANTS

@@ -1,12 +1,15 @@
 #pragma once
-// Kokkos View aliases for the feature table. LayoutRight = row-major, LayoutLeft = feature-major,
-// LayoutStride = padded row-major (row pitch > features), all indexed x(row, feature).
+// Kokkos View aliases for a table of rows x features in each table_layout, for any operation whose inputs
+// are tables: LayoutRight = row-major, LayoutLeft = feature-major, LayoutStride = padded row-major (row
+// pitch > features), all indexed x(row, feature); allocation and host mirrors of a table_shape.
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
-#include "kstudy/views/scoring_problem.hpp"
 #include "kstudy/views/table_shape.hpp"
 
 namespace kstudy {
@@ -47,7 +50,7 @@ feature_table<Layout, MemorySpace, Value> make_table(const std::string& label, c
   }
 }
 
-// The host allocation behind a scoring_problem seen as a (unmanaged) View of the same layout; the
+// A host allocation of a table_shape seen as a (unmanaged) View of the same layout; the
 // padded case covers the whole pitch so a deep_copy moves one contiguous block.
 template <class Layout, class Value = const float>
 auto host_table_view(Value* data, const table_shape& shape) {
@@ -68,29 +71,6 @@ auto contiguous_span(const Kokkos::View<Value**, Layout, MemorySpace>& table, co
   } else {
     return table;
   }
-}
-
-// Per-feature vectors on a memory space, with extents checked against the table.
-template <class MemorySpace, class Value = float>
-struct feature_vectors {
-  Kokkos::View<Value*, MemorySpace> mean, inv_std, weight;
-};
-
-template <class MemorySpace>
-feature_vectors<MemorySpace> upload_feature_vectors(const scoring_problem& problem) {
-  problem.validate();
-  feature_vectors<MemorySpace> v;
-  const auto upload = [&](const const_float_span& src, const char* label) {
-    Kokkos::View<float*, MemorySpace> dst(Kokkos::view_alloc(std::string("kstudy::") + label, Kokkos::WithoutInitializing),
-                                          src.size);
-    Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(src.data, src.size);
-    Kokkos::deep_copy(dst, host);
-    return dst;
-  };
-  v.mean = upload(problem.mean, "mean");
-  v.inv_std = upload(problem.inv_std, "inv_std");
-  v.weight = upload(problem.weight, "weight");
-  return v;
 }
 
 }  // namespace kstudy

@@ -1,6 +1,8 @@
 #pragma once
-// The cuBLAS status check of the CUDA variants and the compute roofs (.cu files only), the companion of
-// KSTUDY_CUDA_CHECK: throws std::runtime_error naming the call, file, line and cuBLAS's status name and text.
+// The cuBLAS status check of CUDA variants and the compute roofs, the companion of KSTUDY_CUDA_CHECK: throws
+// std::runtime_error naming the call, file, line and cuBLAS's status name and text. Empty where CUDA is not
+// compiled (a cpu flavour's .cpp).
+#if defined(__CUDACC__) || defined(KSTUDY_HAVE_CUDA_VARIANTS)
 #include <cublas_v2.h>
 
 #include <stdexcept>
@@ -18,3 +20,5 @@ inline void check_cublas(cublasStatus_t status, const char* call, const char* fi
 
 // Checks a cuBLAS call (cublasStatus_t): throws std::runtime_error on failure.
 #define KSTUDY_CUBLAS_CHECK(call) ::kstudy::detail::check_cublas((call), #call, __FILE__, __LINE__)
+
+#endif  // __CUDACC__ || KSTUDY_HAVE_CUDA_VARIANTS
