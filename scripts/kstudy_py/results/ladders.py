@@ -235,7 +235,7 @@ LAB1_TARGETS = [
             threshold=0.9) for op in LAB1]
 
 
-@generator("lab1", "kernel lab I: the memory-bound ladders (lab.h5) and issue 14's targets")
+@generator("lab1", "kernel lab I: the memory-bound ladders (lab.h5) and their targets")
 def lab1(block):
     return lab(block, LAB1, LAB1_TARGETS, lambda op: False)
 
@@ -252,6 +252,6 @@ LAB2_TARGETS = [
 ]
 
 
-@generator("lab2", "kernel lab II: the compute-bound ladders (lab2.h5) and issue 15's targets")
+@generator("lab2", "kernel lab II: the compute-bound ladders (lab2.h5) and their targets")
 def lab2(block):
     return lab(block, LAB2, LAB2_TARGETS, lambda op: True)
