@@ -1,4 +1,4 @@
-// Every registered variant, on every enabled backend, against the float64 reference: fresh data with
+// Every registered scoring variant, on every enabled backend, against the float64 reference: fresh data with
 // outliers per shape, odd shapes, one row, one feature, outputs poisoned before each run, several
 // block sizes, edge inputs (NaN, Inf, inv_std = 0) and malformed problems. Written once; the
 // registry supplies the variants of whatever flavour is built.
