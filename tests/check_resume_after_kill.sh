@@ -33,13 +33,22 @@ waited=0; interrupted=0
 for i in 1 2 3 4 5 6 7 8; do
   delay=$(echo "scale=3; $took * $i / 9" | bc)
   archive=$work/killed$i.h5
-  "$kstudy" run "$tiny" --out "$archive" -q > /dev/null 2>&1 &
-  parent=$!
-  sleep "$delay"
-  kill -9 "$parent" 2> /dev/null
-  wait "$parent" 2> /dev/null  # as a shell does: the parent is gone, its child may still be exiting
-  [[ -e $archive ]] && $py "$check" fewer "$archive" "$work/clean.h5" shard_tiny > /dev/null 2>&1 &&
-    interrupted=$((interrupted + 1))
+  # The run's length under a loaded CI machine is not the length timed above: a kill that came after the run
+  # finished is tried again, sooner, so that the moments stay inside the run whatever the load does.
+  for attempt in 1 2 3 4; do
+    rm -f "$archive"
+    "$kstudy" run "$tiny" --out "$archive" -q > /dev/null 2>&1 &
+    parent=$!
+    sleep "$delay"
+    kill -9 "$parent" 2> /dev/null
+    wait "$parent" 2> /dev/null  # as a shell does: the parent is gone, its child may still be exiting
+    if [[ -e $archive ]] && $py "$check" fewer "$archive" "$work/clean.h5" shard_tiny > /dev/null 2>&1; then
+      interrupted=$((interrupted + 1))
+      break
+    fi
+    [[ -e $archive ]] || break  # killed before the archive existed: a moment of its own, kept
+    delay=$(echo "scale=3; $delay / 2" | bc)
+  done
   if ! "$kstudy" run "$tiny" --resume --out "$archive" -q > /dev/null 2> "$work/resume$i.err"; then
     fail "--resume after kill -9 at ${delay} s: $(cat "$work/resume$i.err")"
     continue
@@ -72,7 +81,7 @@ refuse() {  # DESCRIPTION MESSAGE-SUBSTRING ARGS...
   if [[ $rc -eq 0 ]] && ! kill -0 "$first" 2> /dev/null; then echo "note: $what: the first run ended meanwhile; not judged"
   elif [[ $rc -ne 1 ]]; then fail "$what: exit $rc, expected 1: $(cat "$work/second.err")"
   elif ! grep -qF -- "$message" "$work/second.err"; then fail "$what: no '$message' in: $(cat "$work/second.err")"
-  elif [[ $(echo "$secs > 5" | bc) -eq 1 ]]; then fail "$what: took ${secs} s to refuse"
+  elif [[ $(echo "$secs > 10" | bc) -eq 1 ]]; then fail "$what: took ${secs} s to refuse"
   else pass "$what refused in ${secs} s: $(head -c 220 "$work/second.err")"; fi
 }
 refuse "a second run on the same --out" "already exists"
