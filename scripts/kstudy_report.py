@@ -5,11 +5,14 @@
     kstudy_report.py compare A.h5 B.h5 [...] [--by backend|machine|kokkos] [--force] [--out CSV]
     kstudy_report.py compare BASE.h5 NEW.h5 --gate 5% [--alpha 0.01] [--min-samples 5] [--gate-json FILE]
     kstudy_report.py history add ARCHIVE... | show --variant V [...] [--plot FILE.png] | list   [--store PATH]
+    kstudy_report.py advise ARCHIVE... --shape RxF [--operation OP] [--layout row-major|feature-major]
+                     [--memory pageable|pinned] [--reuse N] [--machine NAME | --any-machine] [--format text|json]
 
 Needs Debian's python3-h5py, python3-pandas, python3-numpy, python3-matplotlib (report) and python3-scipy
 (compare); run it with /usr/bin/python3 (the python3 first on PATH may not see Debian's packages).
 Exit codes: 0 done; 1 nothing to compare; 2 refused (bad archive, schema or experiment mismatch, usage);
-3 a Python module is missing; 4 (compare --gate) a point is SLOWER beyond the gate.
+3 a Python module is missing; 4 (compare --gate) a point is SLOWER beyond the gate; 5 (advise) no variant could be
+predicted at the shape (outside what the archives measured: the experiment that would measure it is printed).
 """
 import argparse
 import importlib
@@ -93,6 +96,22 @@ def parser():
     hw.add_argument("--plot", metavar="FILE.png", help="also draw the history")
     for q in (ha, hl, hw):
         q.add_argument("--store", metavar="PATH", help=store_help)
+    a = sub.add_parser("advise", help="which variant for your shape, layout, memory and reuse, predicted from "
+                                      "archives (kstudy_py/advise.py)")
+    a.add_argument("archives", nargs="+", metavar="ARCHIVE")
+    a.add_argument("--shape", required=True, metavar="RxF[xD]",
+                   help="your problem in the operation's axes, e.g. 3000000x48 (rows x features)")
+    a.add_argument("--operation", help="the operation (default: the only one in the archives)")
+    a.add_argument("--layout", choices=["row-major", "feature-major"],
+                   help="how your data are laid out: a variant wanting the other layout pays the measured conversion")
+    a.add_argument("--memory", choices=["pageable", "pinned"], default="pageable",
+                   help="the host memory your data live in (default pageable)")
+    a.add_argument("--reuse", type=int, default=1, metavar="N", help="calls per upload (default 1)")
+    a.add_argument("--machine", metavar="NAME",
+                   help="the machine to advise for (default: this one: its GPU, else its CPU); archives of another "
+                        "machine are refused")
+    a.add_argument("--any-machine", action="store_true", help="use archives of any machine(s)")
+    a.add_argument("--format", choices=["text", "json"], default="text")
     return p
 
 
@@ -111,6 +130,9 @@ def main(argv):
         if args.command == "history":
             from kstudy_py import history
             return history.main(args)
+        if args.command == "advise":
+            from kstudy_py import advise
+            return advise.main(args)
         if args.gate is None and (args.gate_json or args.alpha != 0.01 or args.min_samples != 5):
             print("kstudy compare: --gate-json, --alpha and --min-samples go with --gate", file=sys.stderr)
             return 2

@@ -395,7 +395,7 @@ void add_merge_options(CLI::App* merge, kstudy::merge_request& merge_request) {
 int main(int argc, char** argv) {
   // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
   if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare" ||
-                    std::string(argv[1]) == "history"))
+                    std::string(argv[1]) == "history" || std::string(argv[1]) == "advise"))
     return kstudy::exec_python_tool(argc, argv);
   ensure_thread_binding(argv);
   if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
@@ -431,6 +431,9 @@ int main(int argc, char** argv) {
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: Kokkos versions");
   app.add_subcommand("history", "Results across commits: history add ARCHIVE... | show --variant V [--plot PNG] | list");
+  app.add_subcommand("advise",
+                     "Which variant for your shape, layout, host memory and reuse, predicted from archives: advise "
+                     "ARCHIVE... --shape 3000000x48 [--layout row-major] [--memory pinned] [--reuse 20]");
   // Listed for --help; main() runs it before Kokkos starts (profile_command).
   kstudy::profile_request unused;
   add_profile_options(*app.add_subcommand("profile", "Per-kernel GPU hardware counters (Nsight Compute) into an archive"),
