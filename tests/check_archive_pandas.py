@@ -21,7 +21,7 @@ COLUMNS = {
                 "throttled", "status", "occupancy", "energy_joules", "power_watts", "min_sm_clock_mhz",
                 "throttle_reasons", "cache", "flush_bytes", "flush_seconds"],
     "gate": ["experiment", "variant", "layout", "rows", "features", "depth", "block_size", "passed", "max_abs_error",
-             "max_relative_error", "rtol", "atol", "score_failures", "flag_mismatches", "ambiguous_rows", "message"],
+             "max_relative_error", "rtol", "atol", "value_failures", "discrete_mismatches", "ambiguous", "message"],
     "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second", "clock"],
     "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth",
                 "block_size",
@@ -49,7 +49,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "9", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "10", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

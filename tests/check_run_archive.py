@@ -108,7 +108,7 @@ def schema(archive, experiment):
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-SCHEMA_VERSION = "9"
+SCHEMA_VERSION = "10"
 SCORING = "scoring"
 VARIANT_FIELDS = ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
                   "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",
@@ -310,8 +310,8 @@ def rejected(archive, experiment, variant, point):
         fail(f"gate rows of {variant} at point {point}: {g.to_dict('records')}")
     g = g.iloc[0]
     # Slightly wrong: one score just past its tolerance, no flag touched, and the message says so.
-    if g.score_failures != 1 or g.flag_mismatches != 0 or "exceeds the bound" not in g.message:
-        fail(f"the gate does not say why: {g.score_failures} score failures, {g.flag_mismatches} flag mismatches, "
+    if g.value_failures != 1 or g.discrete_mismatches != 0 or "exceeds the bound" not in g.message:
+        fail(f"the gate does not say why: {g.value_failures} score failures, {g.discrete_mismatches} flag mismatches, "
              f"{g.message!r}")
     if not g.rtol < g.max_relative_error < 1e-3:  # over rtol (relative to the row's own scale), but only just
         fail(f"not slightly wrong: max_relative_error {g.max_relative_error}, rtol {g.rtol}")

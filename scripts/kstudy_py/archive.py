@@ -16,7 +16,7 @@ import pandas as pd
 # that timed a roof: device_events or host_wall; before 8 every roof was timed on the host clock), 9 what the GPU
 # did during each timed region (samples.energy_joules, power_watts, min_sm_clock_mhz, throttle_reasons), the
 # cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings
-SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7", "8", "9"}
+SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
 # Columns schema 7 added, with the value an older archive's rows mean: one-, two-axis points have depth 1.
 # Schema 9's columns read as "not measured" (NaN, -1) and as the warm caches every earlier run timed in.
 SCHEMA9_SAMPLES = {"energy_joules": np.nan, "power_watts": np.nan, "min_sm_clock_mhz": -1, "throttle_reasons": -1,
@@ -29,6 +29,9 @@ SCHEMA7_DEFAULTS = {
     "ceilings": {"flops": 0, "flops_per_second": 0.0, "clock": "host_wall"},  # clock: schema 8
     "variants": {"depth": 1, "compute_ceiling": "", "peak_device_bytes": -1, "tuned_parameters": ""},
 }
+# Columns renamed in schema 10 (the gate table's counts, as kstudy::gate_result names them): former -> current.
+RENAMED_COLUMNS = {"gate": {"score_failures": "value_failures", "flag_mismatches": "discrete_mismatches",
+                            "ambiguous_rows": "ambiguous"}}
 TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "variants",
           "profile")  # profile: kstudy profile only
 GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_verdict)
@@ -208,8 +211,10 @@ def with_axes_column(variants):
 
 
 def with_schema7_columns(table_name, table):
-    """A table with the columns schema 7 added (SCHEMA7_DEFAULTS), filled where an older archive lacks them."""
+    """A table with the columns schema 7 added (SCHEMA7_DEFAULTS), filled where an older archive lacks them, and
+    the columns schema 10 renamed under their current names."""
     if len(table.columns):
+        table = table.rename(columns=RENAMED_COLUMNS.get(table_name, {}))
         for column, default in SCHEMA7_DEFAULTS.get(table_name, {}).items():
             if column not in table.columns:
                 table[column] = default

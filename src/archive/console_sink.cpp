@@ -125,8 +125,8 @@ void console_sink::write_gates(const std::vector<gate_record>& gates) {
     if (g.block_size != 0) m_out << " block " << g.block_size;
     m_out << ": max_abs_error " << format("%.3g", g.max_abs_error) << ", max_relative_error "
           << format("%.3g", g.max_relative_error) << " (rtol " << format("%.3g", g.rtol) << ", atol "
-          << format("%.3g", g.atol) << "), score_failures " << g.score_failures << ", flag_mismatches "
-          << g.flag_mismatches;
+          << format("%.3g", g.atol) << "), value_failures " << g.value_failures << ", discrete_mismatches "
+          << g.discrete_mismatches;
     if (!g.message.empty()) m_out << ": " << g.message;
     m_out << '\n';
   }

@@ -230,7 +230,7 @@ bool without_in_point_readings(const std::string& version) {
 void verify_archive(const std::string& path) { open_archive(path); }
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "8" || version == "7" || version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
+  return version == archive_schema_version || version == "9" || version == "8" || version == "7" || version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {

@@ -267,6 +267,12 @@ std::size_t read_row_buffer(hid_t group, const char* name, hid_t memory_type, st
   return static_cast<std::size_t>(count);
 }
 
+h5_handle stored_type(hid_t group, const char* name, const std::string& path) {
+  const std::string what = std::string("(") + name + ")";
+  h5_handle dataset = dataset_handle(H5Dopen2(group, name, H5P_DEFAULT), "H5Dopen2" + what, path);
+  return type_handle(H5Dget_type(dataset.get()), "H5Dget_type" + what, path);
+}
+
 void reclaim_row_buffer(hid_t memory_type, std::vector<unsigned char>& rows, std::size_t count) {
   if (count == 0) return;
   const hsize_t n = count;

@@ -96,8 +96,10 @@ struct compound_layout {
   h5_handle file_type;
 };
 
+// With `stored` (the type of a dataset being read), a field the dataset lacks but holds under its former name is
+// read from that column.
 template <class R>
-compound_layout make_layout(const std::string& path) {
+compound_layout make_layout(const std::string& path, hid_t stored = -1) {
   compound_layout layout;
   const auto& fields = record_table<R>::fields();
   h5_handle string_type = vlen_string_type(path);
@@ -138,8 +140,12 @@ compound_layout make_layout(const std::string& path) {
   layout.file_type = type_handle(H5Tcreate(H5T_COMPOUND, packed), "H5Tcreate(file compound)", path);
   packed = 0;
   for (std::size_t i = 0; i < fields.size(); ++i) {
-    check(H5Tinsert(layout.memory_type.get(), fields[i].name, layout.offsets[i], members[i].memory),
-          std::string("H5Tinsert(") + fields[i].name + ")", path);
+    const char* read_as = fields[i].name;
+    if (stored >= 0 && fields[i].former_name != nullptr && H5Tget_member_index(stored, fields[i].name) < 0 &&
+        H5Tget_member_index(stored, fields[i].former_name) >= 0)
+      read_as = fields[i].former_name;
+    check(H5Tinsert(layout.memory_type.get(), read_as, layout.offsets[i], members[i].memory),
+          std::string("H5Tinsert(") + read_as + ")", path);
     check(H5Tinsert(layout.file_type.get(), fields[i].name, packed, members[i].file),
           std::string("H5Tinsert(") + fields[i].name + ")", path);
     packed += members[i].size;
@@ -240,11 +246,14 @@ void append_records(hid_t group, const std::vector<R>& records, const std::strin
 // Reads the whole dataset; variable-length strings are copied and HDF5's buffers reclaimed.
 std::size_t read_row_buffer(hid_t group, const char* name, hid_t memory_type, std::vector<unsigned char>& rows,
                             std::size_t row_size, const std::string& path);
+// The stored (file) type of a dataset.
+h5_handle stored_type(hid_t group, const char* name, const std::string& path);
 void reclaim_row_buffer(hid_t memory_type, std::vector<unsigned char>& rows, std::size_t count);
 
 template <class R>
 std::vector<R> read_records(hid_t group, const std::string& path) {
-  const auto layout = make_layout<R>(path);
+  const h5_handle stored = stored_type(group, record_table<R>::dataset, path);
+  const auto layout = make_layout<R>(path, stored.get());
   std::vector<unsigned char> rows;
   const std::size_t count =
       read_row_buffer(group, record_table<R>::dataset, layout.memory_type.get(), rows, layout.row_size, path);

@@ -38,6 +38,8 @@ template <class R>
 struct field {
   const char* name;
   member_ptr<R> member;
+  // The column's name in archives of an older schema, read where the file has it and not `name`.
+  const char* former_name = nullptr;
 };
 
 template <class R>
@@ -73,7 +75,8 @@ struct record_table<gate_record> {
   using R = gate_record;
   static constexpr const char* dataset = "gate";
   static constexpr const char* units =
-      "max_abs_error: score units; max_relative_error: 1 (of the tolerance scale); rtol: 1; atol: score units";
+      "max_abs_error: output units; max_relative_error: 1 (of the tolerance scale); rtol: 1; atol: output units; "
+      "value_failures, discrete_mismatches, ambiguous: outputs";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment},
@@ -88,9 +91,9 @@ struct record_table<gate_record> {
         {"max_relative_error", &R::max_relative_error},
         {"rtol", &R::rtol},
         {"atol", &R::atol},
-        {"score_failures", &R::score_failures},
-        {"flag_mismatches", &R::flag_mismatches},
-        {"ambiguous_rows", &R::ambiguous_rows},
+        {"value_failures", &R::value_failures, "score_failures"},  // schema 9 and older
+        {"discrete_mismatches", &R::discrete_mismatches, "flag_mismatches"},
+        {"ambiguous", &R::ambiguous, "ambiguous_rows"},
         {"message", &R::message},
     };
     return table;

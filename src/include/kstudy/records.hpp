@@ -105,9 +105,11 @@ struct gate_record {
   double max_relative_error = 0.0;
   double rtol = 0.0;
   double atol = 0.0;
-  std::int64_t score_failures = 0;
-  std::int64_t flag_mismatches = 0;
-  std::int64_t ambiguous_rows = 0;
+  // As kstudy::gate_result names them: outputs outside the tolerance (or left poisoned), discrete decisions that
+  // differ where the reference is unambiguous, and outputs too close to a decision threshold to judge.
+  std::int64_t value_failures = 0;
+  std::int64_t discrete_mismatches = 0;
+  std::int64_t ambiguous = 0;
   std::string message;
 };
 
