@@ -141,19 +141,27 @@ def run_study(experiment, out, fault=None):
 def check_calibration(tmp, experiment):
     first = run_study(experiment, tmp / "first.h5")
     second = run_study(experiment, tmp / "second.h5")
-    slowed = run_study(experiment, tmp / "slowed.h5", f"{SLOWED}:slow=3")
     same_build = []
     out = tmp / "cal.json"
     compare(first, second, "--gate", "5%", "--gate-json", out)
     same_build += verdicts_of(out)[0]["verdicts"]
-    run = compare(first, slowed, "--gate", "5%", "--gate-json", out)
-    document, v = verdicts_of(out)
-    same_build += [r for r in document["verdicts"] if r["variant"] != SLOWED]
+    # A load burst on a shared CI machine can widen one run's IQR until the gate rightly says UNCERTAIN; the
+    # slowed variant must then never read SAME or FASTER, and a re-run (up to three) must catch it.
+    for attempt in range(1, 4):
+        slowed = run_study(experiment, tmp / f"slowed{attempt}.h5", f"{SLOWED}:slow=3")
+        run = compare(first, slowed, "--gate", "5%", "--gate-json", out)
+        document, v = verdicts_of(out)
+        same_build += [r for r in document["verdicts"] if r["variant"] != SLOWED]
+        check(v[SLOWED]["verdict"] in ("SLOWER", "UNCERTAIN"),
+              f"the variant slowed 3x read {v[SLOWED]['verdict']} ({v[SLOWED]['reason']})")
+        if v[SLOWED]["verdict"] == "SLOWER":
+            break
+        print(f"attempt {attempt}: the slowed variant read UNCERTAIN ({v[SLOWED]['reason']}); running it again")
     false_alarms = [r for r in same_build if r["verdict"] in ("SLOWER", "FASTER")]
     print(f"calibration: {len(false_alarms)} false alarms in {len(same_build)} same-build verdicts: "
           + ", ".join(f"{r['variant']} {r['verdict']} x{r['ratio']:.3f}" for r in false_alarms))
     check(v[SLOWED]["verdict"] == "SLOWER" and run.returncode == 4,
-          f"the variant slowed 3x was not caught: {v[SLOWED]['verdict']} ({v[SLOWED]['reason']})")
+          f"the variant slowed 3x was not caught in {attempt} run(s): {v[SLOWED]['verdict']} ({v[SLOWED]['reason']})")
 
 
 def main(argv):
