@@ -14,7 +14,7 @@ except ImportError as error:
     sys.exit(77)
 
 TIMERS = {"host_wall", "resident_wall", "device_events", "one_shot", "one_shot_alloc", "pipelined", "cold", "pin",
-          "compile", "launch", "transfer", "transpose"}
+          "compile", "launch", "transfer", "layout_conversion"}
 COLUMNS = {
     "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth", "pitch",
                 "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate",

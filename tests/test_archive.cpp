@@ -29,7 +29,7 @@ using namespace kstudy;
 const std::vector<timer_kind> k_all_timers{
     timer_kind::host_wall, timer_kind::resident_wall, timer_kind::device_events, timer_kind::one_shot,
     timer_kind::one_shot_alloc, timer_kind::pipelined, timer_kind::cold, timer_kind::compile,
-    timer_kind::launch, timer_kind::transfer, timer_kind::transpose};
+    timer_kind::launch, timer_kind::transfer, timer_kind::layout_conversion};
 
 const std::vector<gate_verdict> k_all_verdicts{gate_verdict::passed, gate_verdict::failed, gate_verdict::not_gated};
 

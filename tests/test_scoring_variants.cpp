@@ -321,7 +321,7 @@ TEST(LayoutConversion, TransposeProbeIsCheckedOnOddShapes) {
   KSTUDY_REQUIRE_KOKKOS();
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes{{1, 1}, {1, 33}, {37, 1}, {1000, 17}, {4099, 256}};
   for (const auto& [rows, features] : shapes) {
-    const auto seconds = kstudy::probes::time_transpose(rows, features, 1, 2);
+    const auto seconds = kstudy::probes::time_layout_conversion(rows, features, 1, 2);
     ASSERT_EQ(seconds.size(), 2u) << rows << "x" << features;
     for (const double t : seconds) EXPECT_GT(t, 0.0) << rows << "x" << features;
   }

@@ -6,7 +6,7 @@
 For every variant of the operation measured in the archives it predicts, at the shape asked for, the resident time
 per call, the one-shot time (upload + call + download from the memory kind asked for) and the time per call when one
 upload serves --reuse calls: (one-shot + (reuse - 1) x resident) / reuse. A variant that wants the other layout also
-pays the measured layout conversion (the `transpose` kind's samples) once per upload.
+pays the measured layout conversion (the `layout_conversion` kind's samples) once per upload.
 
 How a time is predicted (never extrapolated):
   - the shape was measured: the samples there (median, quartiles);
@@ -97,7 +97,7 @@ class Measurements:
                 s = e.accepted()
                 if s.empty:
                     continue
-                if e.kind == "transpose":
+                if e.kind == "layout_conversion":
                     conversions.append(s[s.variant == CONVERSION_VARIANT])
                     used = True
                     continue
@@ -252,7 +252,7 @@ def advise(measurements, operation, target, layout, memory, reuse):
     rows = []
     conversion = None
     if len(m.conversion):
-        conversion = predict(grouped(m.conversion, CONVERSION_VARIANT, "transpose", None), target, m.bytes_at)
+        conversion = predict(grouped(m.conversion, CONVERSION_VARIANT, "layout_conversion", None), target, m.bytes_at)
     for variant in sorted(s.variant.unique()):
         vs = s[s.variant == variant]
         device = is_device(variant)
@@ -455,7 +455,7 @@ def main(args):
         operations = set()
         for a in archives:
             for e in a.experiments.values():
-                if e.kind != "transpose" and not e.samples.empty:
+                if e.kind != "layout_conversion" and not e.samples.empty:
                     operations.update(op for op, _ in e.variant_operations().values() if op)
         operation = args.operation
         if operation is None:

@@ -68,7 +68,9 @@ def clock_of(timer):
 # Schemas 1 to 4 knew one operation: their sweeps (kind "scoring") and cold starts time it over rows x features.
 LEGACY_OPERATION = "scoring"
 LEGACY_AXES = ("rows", "features")
-LEGACY_KIND_NAMES = {"scoring": "sweep"}  # the sweep kind was named after its only operation
+# The sweep kind was named after its only operation (before schema 5); the layout conversion kind was named
+# `transpose` (before schema 10), which is an operation now.
+LEGACY_KIND_NAMES = {"scoring": "sweep", "transpose": "layout_conversion"}
 # Kinds whose experiments time an operation's variants; the others (transfer, launch, transpose) time none.
 OPERATION_KINDS = ("sweep", "cold_compile")
 # Definition keys holding integer lists that are not problem axes (the fallback reading of axis names).
@@ -171,7 +173,7 @@ def with_gate_verdict(samples):
 
 
 def kind_of(definition):
-    """The experiment kind under its schema 5 name: a legacy "scoring" experiment is a sweep."""
+    """The experiment kind under its current name (LEGACY_KIND_NAMES)."""
     kind = definition.get("kind", "")
     return LEGACY_KIND_NAMES.get(kind, kind)
 
@@ -245,6 +247,8 @@ class Experiment:
         self.kind = kind_of(self.definition)
         tables = {t: with_schema7_columns(t, frame(group[t]) if t in group else pd.DataFrame()) for t in TABLES}
         self.samples = with_gate_verdict(tables["samples"])
+        if len(self.samples) and "timer" in self.samples:  # the layout conversion's timer before schema 10
+            self.samples["timer"] = self.samples["timer"].replace({"transpose": "layout_conversion"})
         self.gate = tables["gate"]
         self.ceilings = tables["ceilings"]
         self.summary = tables["summary"]

@@ -87,8 +87,10 @@ int list_command() {
     }
   }
   std::cout << "\nExperiment kinds:\n";
+  std::size_t width = 0;  // the longest registered name, plus a gap
+  for (const auto* k : kstudy::experiment_kind_registry::instance().all()) width = std::max(width, k->name.size() + 2);
   for (const auto* k : kstudy::experiment_kind_registry::instance().all())
-    std::cout << "  " << std::setw(14) << k->name << k->description << "\n";
+    std::cout << "  " << std::left << std::setw(static_cast<int>(width)) << k->name << k->description << "\n";
   std::cout << "\nBuilt-in experiments:";
   for (const auto& name : kstudy::builtin_experiment_names()) std::cout << " " << name;
   std::cout << "\n\nBackends:";

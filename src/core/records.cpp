@@ -23,7 +23,7 @@ constexpr name_table<timer_kind, 12> k_timer_names{{
     {timer_kind::compile, "compile"},
     {timer_kind::launch, "launch"},
     {timer_kind::transfer, "transfer"},
-    {timer_kind::transpose, "transpose"},
+    {timer_kind::layout_conversion, "layout_conversion"},
     {timer_kind::pin, "pin"},
 }};
 
@@ -57,7 +57,12 @@ E value_of(const name_table<E, N>& table, const std::string& name, const char* w
 }  // namespace
 
 const char* to_string(timer_kind kind) { return name_of(k_timer_names, kind, "timer_kind"); }
-timer_kind parse_timer_kind(const std::string& name) { return value_of(k_timer_names, name, "timer"); }
+timer_kind parse_timer_kind(const std::string& name) {
+  // Archives before schema 10 named the layout conversion's timer after the kind's former name; `transpose` is
+  // an operation now.
+  if (name == "transpose") return timer_kind::layout_conversion;
+  return value_of(k_timer_names, name, "timer");
+}
 
 const char* to_string(gate_verdict verdict) { return name_of(k_gate_verdict_names, verdict, "gate_verdict"); }
 gate_verdict parse_gate_verdict(const std::string& name) {

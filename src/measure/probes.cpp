@@ -228,7 +228,7 @@ std::int64_t count_mismatches(const Space& space, const A& a, const B& b) {
   return wrong;
 }
 
-std::vector<double> time_transpose(std::int64_t rows, std::int64_t features, int warmups, int trials) {
+std::vector<double> time_layout_conversion(std::int64_t rows, std::int64_t features, int warmups, int trials) {
   Kokkos::View<float**, Kokkos::LayoutRight> source(Kokkos::view_alloc("kstudy::probe::row_major", Kokkos::WithoutInitializing),
                                                     rows, features);
   Kokkos::View<float**, Kokkos::LayoutLeft> destination(

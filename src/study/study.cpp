@@ -234,7 +234,7 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     else if (r.timer == timer_kind::host_wall) roof = roof_for(ceilings, false, clock);
     else if (r.timer == timer_kind::transfer)
       roof = find_ceiling(ceilings, r.direction + "_" + r.memory_kind, clock);
-    else if (r.timer == timer_kind::transpose) roof = find_ceiling(ceilings, "device_copy", clock);
+    else if (r.timer == timer_kind::layout_conversion) roof = find_ceiling(ceilings, "device_copy", clock);
     if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;
     out.push_back(r);
   }

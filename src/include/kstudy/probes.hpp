@@ -38,6 +38,6 @@ std::vector<std::string> launch_probe_names();
 std::vector<double> time_launch_probe(const std::string& name, int warmups, int trials);
 
 // Resident row-major -> feature-major conversion of a rows x features float table.
-std::vector<double> time_transpose(std::int64_t rows, std::int64_t features, int warmups, int trials);
+std::vector<double> time_layout_conversion(std::int64_t rows, std::int64_t features, int warmups, int trials);
 
 }  // namespace kstudy::probes

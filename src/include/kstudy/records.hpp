@@ -21,14 +21,14 @@ enum class timer_kind {
   compile,        // NVRTC compilation of the CUDA escape-path source, empty cache
   launch,         // launch-overhead probes
   transfer,       // transfer calibration copies
-  transpose,      // resident row-major -> feature-major conversion
+  layout_conversion,  // resident row-major -> feature-major conversion of a table (kind layout_conversion)
   pin,            // making host memory page-locked: cudaHostAlloc, or cudaHostRegister of an existing buffer
 };
 const char* to_string(timer_kind kind);
 timer_kind parse_timer_kind(const std::string& name);
 
 // What the correctness gate said about the output a sample's timings belong to. Calibration samples
-// (transfer, launch, transpose, compile and Kokkos-initialize probes) compute no scores: nothing to gate.
+// (transfer, launch, layout_conversion, compile and Kokkos-initialize probes) compute no scores: nothing to gate.
 enum class gate_verdict {
   passed,     // the variant's output at this point matched the reference
   failed,     // it did not: the sample is kept as rejected, never summarised

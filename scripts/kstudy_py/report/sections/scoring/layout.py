@@ -23,7 +23,7 @@ def reuse_words(value):
 def transposes(inputs):
     """(archive, rows, features) -> (median seconds, execution space) of every measured transpose."""
     out = {}
-    for a, e in inputs.experiments("transpose"):
+    for a, e in inputs.experiments("layout_conversion"):
         space = a.environment.get("default_execution_space", "").lower()
         for _, r in A.stats(e.accepted(), ["rows", "features"]).iterrows():
             out[(a.label, int(r.rows), int(r.features))] = (r["median"], space)

@@ -1,4 +1,4 @@
-// Kind `transpose`: resident row-major -> feature-major conversion of a rows x features float table, the
+// Kind `layout_conversion`: resident row-major -> feature-major conversion of a rows x features float table, the
 // cost a feature-major kernel must amortise when its input arrives row-major (the break-even).
 #include <limits>
 
@@ -10,22 +10,22 @@
 namespace kstudy {
 namespace {
 
-void parse_transpose(const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
+void parse_layout_conversion(const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
   using namespace experiment_fields;
   for (const char* axis : {"rows", "features"})
-    if (!doc.contains(axis)) fail(e.source, axis, "required for kind transpose");
+    if (!doc.contains(axis)) fail(e.source, axis, "required for kind layout_conversion");
   e.rows = integer_axis(doc["rows"], e.source, "rows");
   e.features = integer_axis(doc["features"], e.source, "features");
   for (const auto r : e.rows)
     for (const auto f : e.features)
       if (f > std::numeric_limits<std::int64_t>::max() / 8 / r)
         fail(e.source, "rows", std::to_string(r) + " rows x " + std::to_string(f) + " features overflows a 64-bit byte count");
-  e.timers = {timer_kind::transpose};
+  e.timers = {timer_kind::layout_conversion};
   normalised["rows"] = e.rows;
   normalised["features"] = e.features;
 }
 
-void run_transpose(replication_context& ctx) {
+void run_layout_conversion(replication_context& ctx) {
   const auto& e = ctx.definition;
   std::int64_t point = 0;
   for (const auto rows : e.rows)
@@ -42,28 +42,28 @@ void run_transpose(replication_context& ctx) {
       base.bytes = 2 * rows * features * std::int64_t(sizeof(float));  // read once, written once
       base.point = this_point;
       base.replication = ctx.replication;
-      base.timer = timer_kind::transpose;
+      base.timer = timer_kind::layout_conversion;
       auto keys = detail::point_keys(e, ctx.replication, this_point);
       keys.rows = rows;
       keys.features = features;
       keys.bytes = base.bytes;
       ctx.sink.begin_point(keys);
-      detail::write_probe_point(ctx.sink, base, probes::time_transpose(rows, features, e.protocol.warmups, e.protocol.trials));
+      detail::write_probe_point(ctx.sink, base, probes::time_layout_conversion(rows, features, e.protocol.warmups, e.protocol.trials));
     }
 }
 
-experiment_kind transpose_kind() {
+experiment_kind layout_conversion_kind() {
   experiment_kind kind;
-  kind.name = "transpose";
+  kind.name = "layout_conversion";
   kind.description = "resident row-major -> feature-major conversion of a rows x features table";
   kind.keys = {"rows", "features"};
-  kind.parse = parse_transpose;
+  kind.parse = parse_layout_conversion;
   kind.point_count = [](const experiment& e) { return std::int64_t(e.rows.size() * e.features.size()); };
-  kind.run = run_transpose;
+  kind.run = run_layout_conversion;
   return kind;
 }
 
-const experiment_kind_registration register_transpose{transpose_kind()};
+const experiment_kind_registration register_layout_conversion{layout_conversion_kind()};
 
 }  // namespace
 }  // namespace kstudy
