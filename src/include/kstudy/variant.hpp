@@ -65,7 +65,8 @@ struct variant_info {
   bool tunable_block_size = false;  // honours run_options::block_size
   // Position on its operation's kernel ladder (seed 002: write it naively, change one thing at a time):
   // 1 is the simplest correct kernel, each higher rung changes one thing; 0 = not a ladder rung (vendor
-  // libraries, references, portable versions). Reports print "x the previous rung" from it.
+  // libraries, references). Reports print "x the previous rung" from it. Portable (Kokkos) variants are a
+  // ladder of their own: 0 the straightforward first attempt, 1 and up written as the Kokkos team would.
   int rung = 0;
   std::function<traffic_model(const table_shape&)> traffic;  // modelled bytes for one resident run
   // Bytes the variant allocates in its memory space at a shape (the runner's memory check before prepare).

@@ -51,13 +51,18 @@ COLUMNS = ["archive", "experiment", "operation", "point", "rows", "features", "d
 
 
 def kind_of(implementation, rung):
+    if implementation in PORTABLE:  # the portable ladder (0: the first attempt, 1+: tuned) is not the CUDA one
+        return "portable"
     if rung > 0:
         return "rung"
     if implementation == VENDOR:
         return "vendor"
-    if implementation in PORTABLE:
-        return "portable"
     return None  # handwritten but not a rung (another ladder's helper), or the CPU reference: not shown
+
+
+def is_rung(frame):
+    """Rows of handwritten ladder rungs (a portable variant's rung is its own ladder's)."""
+    return (frame.rung.fillna(0) > 0) & ~frame.implementation.isin(PORTABLE)
 
 
 def headline_point(g, operation):
@@ -228,7 +233,7 @@ EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the port
 @section("ladder", "Kernel ladders", order=6)
 def ladder(inputs, sec):
     points = inputs.points
-    if points.empty or "rung" not in points.columns or not (points.rung.fillna(0) > 0).any():
+    if points.empty or "rung" not in points.columns or not is_rung(points).any():
         return sec.skip("no variant of the archives is a ladder rung (variants.rung > 0, schema 6; the rungs are "
                         "handwritten CUDA kernels, so a CPU build has none)")
     resident = resident_points(points)
@@ -238,12 +243,12 @@ def ladder(inputs, sec):
     counters = profile_counters(inputs.archives)
     archives = {a.label: a for a in inputs.archives}
     rows = []
-    for operation in sorted(resident[resident.rung.fillna(0) > 0].operation.unique()):
+    for operation in sorted(resident[is_rung(resident)].operation.unique()):
         op = resident[resident.operation == operation]
-        rung_points = op[op.rung > 0].drop_duplicates(["archive", "experiment", "rows", "features", "depth"])
+        rung_points = op[is_rung(op)].drop_duplicates(["archive", "experiment", "rows", "features", "depth"])
         arch, exp = rung_points.groupby(["archive", "experiment"]).size().idxmax()
         g = op[(op.archive == arch) & (op.experiment == exp)]
-        point = headline_point(g[g.rung > 0], operation)
+        point = headline_point(g[is_rung(g)], operation)
         at = g[(g.rows == point[0]) & (g.features == point[1]) & (g.depth == point[2])]
         rows += ladder_rows(at, operation, modelled, archives[arch], counters)
     df = pd.DataFrame(rows, columns=COLUMNS)

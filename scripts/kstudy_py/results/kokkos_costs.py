@@ -1,0 +1,122 @@
+"""What Kokkos costs: per operation and headline point, the best portable (Kokkos, Kokkos Kernels) device variant
+against the best handwritten CUDA variant of the same archive (and, for SGEMM, against cuBLAS), under each Kokkos
+version the archives were built with; then the OpenMP variants against the host read roof.
+
+Every comparison is inside one archive (one run, one clock): speed ratio = the reference's median time / the
+Kokkos variant's median time; "beats" / "loses" / "tie" by Mann-Whitney U (stats.versus); a target is judged from
+the per-sample ratios (met / missed / borderline: stats.target). The Kokkos version is the archive's own
+(environment.kokkos_version), never a label typed beside it.
+"""
+import numpy as np
+
+from ..report.variants import PORTABLE
+from . import ResultsError, generator, stats as S
+from .ladders import POINTS, VENDOR
+
+HANDWRITTEN = ("handwritten_cuda", "mixed")
+# Headline points of the operations the ladders do not hold (rows, features, depth).
+EXTRA_POINTS = {"stream_copy": [(1 << 30, 1, 1)], "stream_triad": [(1 << 30, 1, 1)], "stream_dot": [(1 << 30, 1, 1)],
+                "scoring": [(16777216, 16, 1), (262144, 256, 1)]}
+# (threshold, against): the targets set for the best Kokkos variant; "vendor" compares with the vendor library
+# and only Kokkos kernels written for kstudy (no library call); None: no portable path exists (no target).
+TARGETS = {"reduce_sum": (0.90, "cuda"), "softmax": (0.90, "cuda"), "layernorm": (0.90, "cuda"),
+           "residual_layernorm": (0.90, "cuda"), "transpose": (0.85, "cuda"), "stream_copy": (0.97, "cuda"),
+           "stream_triad": (0.97, "cuda"), "stream_dot": (0.90, "cuda"), "gemm": (0.80, "vendor"),
+           "attention": (0.90, "cuda"), "gemm_tf32": None, "gemm_bf16": None, "attention_bf16": None}
+HOST_TARGET = 0.70  # of the host read roof, OpenMP variants of memory-bound operations at their largest point
+
+
+def name(m):
+    return f"`{m.variant.split('@')[0]}`" + (f" (rung {m.rung})" if m.rung > 0 else "")
+
+
+def rate_text(m, compute):
+    return f"{S.number(float(np.median(m.rate(compute))))} {'TFLOP/s' if compute else 'GB/s'}"
+
+
+def device_rows(path, version, notes):
+    s = S.samples(path)
+    rows = []
+    for operation in sorted(s.operation.dropna().unique()):
+        for point in POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []):
+            ms = [m for m in S.measures(path, operation, *point) if m.on_device]
+            if not ms:
+                continue
+            compute = isinstance(ms[0].compute_ceiling, str) and bool(ms[0].compute_ceiling)
+            target = TARGETS.get(operation, (None, "cuda"))
+            against = target[1] if target else "cuda"
+            if against == "vendor":
+                kokkos = [m for m in ms if m.implementation == "kokkos"]
+                reference = [m for m in ms if m.implementation == VENDOR]
+            else:
+                kokkos = [m for m in ms if m.implementation in PORTABLE]
+                reference = [m for m in ms if m.implementation in HANDWRITTEN]
+            if not kokkos or not reference:
+                continue
+            k = min(kokkos, key=lambda m: m.median)
+            ref = min(reference, key=lambda m: m.median)
+            ratios = ref.median / k.seconds
+            verdict = S.versus_text(k, ref)
+            if target is None:
+                judged = "no target: no portable tensor-core path in Kokkos"
+            elif target[0] is None:
+                judged = ""
+            else:
+                judged = f"≥ {target[0]:.2f}: {S.target(ratios, target[0])}"
+            rows.append(f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, compute)} | "
+                        f"{name(ref)} {rate_text(ref, compute)} | {S.ratio(float(np.median(ratios)))} | {verdict} | "
+                        f"{judged} |")
+    return rows
+
+
+def host_rows(path, version):
+    s = S.samples(path)
+    roof = S.roof_value(path, "host_read", "host_wall")
+    if roof is None:
+        return []
+    rows = []
+    for operation in sorted(s.operation.dropna().unique()):
+        at = s[(s.operation == operation) & ~s.on_device & s.implementation.isin(PORTABLE)]
+        if at.empty or (isinstance(at.compute_ceiling.iloc[0], str) and at.compute_ceiling.iloc[0]):
+            continue
+        largest = at.sort_values(["essential_bytes", "rows"]).iloc[-1]
+        ms = [m for m in S.measures(path, operation, int(largest.rows), int(largest.features), int(largest.depth))
+              if not m.on_device and m.implementation in PORTABLE]
+        if not ms:
+            continue
+        k = min(ms, key=lambda m: m.median)
+        shares = k.gbps() / roof
+        rows.append(f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, False)} | "
+                    f"{S.number(roof)} GB/s | {A_share(float(np.median(shares)))} | "
+                    f"≥ {HOST_TARGET:.0%}: {S.target(shares, HOST_TARGET)} |")
+    return rows
+
+
+def A_share(fraction):
+    return S.roof_cell(fraction * 100.0, 100.0)
+
+
+@generator("kokkos_costs", "what Kokkos costs: best Kokkos ÷ best handwritten CUDA per operation, per Kokkos version")
+def kokkos_costs(block):
+    device, host, notes = [], [], set()
+    versions = []
+    for path in block.paths:
+        a = S.archive(path)
+        version = a.environment.get("kokkos_version")
+        if not version:
+            raise ResultsError(f"{path}: the archive records no kokkos_version")
+        versions.append(version)
+        device += device_rows(path, version, notes)
+        host += host_rows(path, version)
+    if not device:
+        raise ResultsError(f"{', '.join(block.written)}: no operation with both a Kokkos and a handwritten CUDA "
+                           "device variant at a headline point")
+    lines = ["| operation at point | Kokkos | best Kokkos variant | best handwritten CUDA (SGEMM: cuBLAS) | "
+             "Kokkos speed ÷ CUDA speed | Kokkos vs CUDA | target |",
+             "| --- | --- | --- | --- | --- | --- | --- |"] + device + [""]
+    if host:
+        lines += ["OpenMP (the device host's cores) against the host read roof of the same run:", "",
+                  "| operation at point | Kokkos | best OpenMP Kokkos variant | host read roof | share | target |",
+                  "| --- | --- | --- | --- | --- | --- |"] + host + [""]
+    lines += sorted(notes)
+    return lines
