@@ -5,8 +5,9 @@
 #                        [--with-slurm] [--packages-only]
 #                        [--kokkos-tarball FILE --kernels-tarball FILE]
 #
-# 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo);
-#    --with-slurm adds slurm-wlm and munge (the `slurm` test), --packages-only stops after this step.
+# 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo), the style
+#    tools of scripts/style.sh among them; --with-slurm adds slurm-wlm and munge (the `slurm` test),
+#    --packages-only stops after this step.
 # 2. Unless a Kokkos is already given (Kokkos_ROOT / KSTUDY_KOKKOS_ROOT), builds Kokkos 3.4.01 and
 #    Kokkos Kernels 3.4.01 from Debian's `trilinos` 13.2.0 source package, with the patches in
 #    cmake/patches/kokkos-3.4.01/, into a cache prefix outside the clone keyed by (version, flavour,
@@ -59,7 +60,7 @@ while [[ $# -gt 0 ]]; do
     --packages-only) packages_only=1; shift ;;
     --kokkos-tarball) kokkos_tarball=${2:?--kokkos-tarball needs a file}; shift 2 ;;
     --kernels-tarball) kernels_tarball=${2:?--kernels-tarball needs a file}; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -88,6 +89,7 @@ packages=(
   libhdf5-dev hdf5-tools libbenchmark-dev libgtest-dev libgmock-dev
   libcli11-dev nlohmann-json3-dev clang libclang-rt-dev libomp-dev
   python3 python3-h5py python3-pandas python3-matplotlib python3-numpy python3-scipy
+  clang-format-14 flake8 codespell  # scripts/style.sh (CI's first stage); it checks clang-format's major version
 )
 # The real-Slurm test (tests/slurm/check_slurm.sh) runs slurmctld, slurmd and munged on localhost.
 [[ $with_slurm -eq 1 ]] && packages+=(slurm-wlm munge)

@@ -62,7 +62,8 @@ def parser():
     c.add_argument("--by", choices=["backend", "machine", "kokkos"],
                    help="backend|machine: per variant family, efficiency per platform and the Pennycook "
                         "performance-portability metric; kokkos: the same study under several Kokkos versions")
-    c.add_argument("--force", action="store_true", help="compare even if schema versions or experiment definitions differ")
+    c.add_argument("--force", action="store_true",
+                   help="compare even if schema versions or experiment definitions differ")
     c.add_argument("-o", "--out", metavar="CSV", help="also write the table as CSV")
     c.add_argument("--gate", metavar="PERCENT",
                    help="regression gate, e.g. 5%%: per point FASTER, SLOWER, SAME or UNCERTAIN (Mann-Whitney U "
@@ -71,8 +72,8 @@ def parser():
     c.add_argument("--min-samples", type=int, default=5,
                    help="with --gate: fewer samples a side is UNCERTAIN (default 5)")
     c.add_argument("--gate-json", metavar="FILE", help="with --gate: also write the verdicts as JSON")
-    h = sub.add_parser("history", help="a results history across commits: add archives, show a variant's "
-                                         "medians per commit with step changes, list what is stored")
+    h = sub.add_parser("history", help="a results history across commits: add archives, show a variant's medians "
+                       "per commit with step changes, list what is stored")
     hs = h.add_subparsers(dest="history_command", required=True)
     store_help = ("the SQLite store (default $KSTUDY_HISTORY, else "
                   "${XDG_DATA_HOME:-~/.local/share}/kstudy/history.sqlite)")

@@ -24,8 +24,8 @@ COLUMNS = {
              "max_relative_error", "rtol", "atol", "value_failures", "discrete_mismatches", "ambiguous", "message"],
     "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second", "clock"],
     "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth",
-                "block_size",
-                "timer", "cache", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second", "fraction_of_roof", "occupancy"],
+                "block_size", "timer", "cache", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second",
+                "fraction_of_roof", "occupancy"],
     "attribution": ["experiment", "variant", "rows", "features", "depth", "kernel", "calls", "seconds"],
     "health": ["experiment", "point", "replication", "rows", "features", "depth", "block_size", "bytes", "memory_kind",
                "direction", "device", "available", "before_sm_clock_mhz", "before_memory_clock_mhz",
@@ -34,8 +34,8 @@ COLUMNS = {
                "seconds", "throttled", "reasons", "energy_joules", "sampled_readings", "sampled_min_sm_clock_mhz",
                "sampled_mean_power_mw", "sampled_throttle_reasons"],
     "variants": ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
-                 "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth", "block_size",
-                 "modelled_bytes_read", "modelled_bytes_written", "essential_bytes", "essential_flops",
+                 "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",
+                 "block_size", "modelled_bytes_read", "modelled_bytes_written", "essential_bytes", "essential_flops",
                  "peak_device_bytes", "tuned_parameters"],
 }
 GATE_VERDICTS = {"passed", "failed", "not_gated"}

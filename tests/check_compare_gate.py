@@ -37,7 +37,7 @@ from pathlib import Path
 
 try:
     import h5py  # noqa: F401
-    import numpy as np
+    import numpy  # noqa: F401
     import pandas  # noqa: F401
     import scipy  # noqa: F401
 except ImportError as error:
@@ -58,7 +58,8 @@ def check(condition, message):
 def compare(*args, quiet=False):
     run = subprocess.run([KSTUDY, "compare", *map(str, args)], capture_output=True, text=True)
     if not quiet:
-        print(f"$ kstudy compare {' '.join(map(str, args))} -> {run.returncode}\n{run.stdout[-3000:]}{run.stderr[-1000:]}")
+        print(f"$ kstudy compare {' '.join(map(str, args))} -> {run.returncode}\n"
+              f"{run.stdout[-3000:]}{run.stderr[-1000:]}")
     check("Traceback" not in run.stderr, "a Python traceback reached the user")
     return run
 

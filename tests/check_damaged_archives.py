@@ -142,6 +142,7 @@ corpus["member-name"] = flip(at + 2, 0x01)
 at = data.find(b"cpu_reference")  # a variable-length string inside a table's rows (global heap)
 corpus["row-string"] = flip(at + 1, 0x01)
 
+
 def check(tag, content):
     """Every reader and salvage on one damaged file: (lines to print, failures)."""
     lines, failures = [], []
@@ -161,7 +162,7 @@ def check(tag, content):
             failures.append(f"{what}: exit 0 with output other than the undamaged archive's (silent wrong data)")
         elif rc != 0 and path not in e:
             failures.append(f"{what}: rc={rc} but stderr does not name the file: {e.strip()[-300:]}")
-        elif rc != 0 and len([l for l in e.strip().splitlines() if l.strip()]) > 3:
+        elif rc != 0 and len([line for line in e.strip().splitlines() if line.strip()]) > 3:
             failures.append(f"{what}: not a short error: {e.strip()[-300:]}")
         else:
             lines.append(f"ok: {what}: rc={rc}" + (f": {e.strip().splitlines()[-1][:160]}" if rc else " (same output)"))

@@ -44,7 +44,8 @@ def check(condition, message):
 def kstudy(*args, cwd=None, env=None, quiet=False):
     run = subprocess.run([KSTUDY, "history", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
     if not quiet:
-        print(f"$ kstudy history {' '.join(map(str, args))} -> {run.returncode}\n{run.stdout[-2500:]}{run.stderr[-1500:]}")
+        print(f"$ kstudy history {' '.join(map(str, args))} -> {run.returncode}\n"
+              f"{run.stdout[-2500:]}{run.stderr[-1500:]}")
     check("Traceback" not in run.stderr, "a Python traceback reached the user")
     return run
 
@@ -144,8 +145,8 @@ def check_show(tmp):
     run = kstudy("show", "--variant", "fused", "--machine", "h200", "--store", store, "--plot", tmp / "h.png")
     check(run.returncode == 0, "show failed")
     check("git log of" in run.stdout, "show did not use the recorded repository's commit order")
-    lines = [l for l in run.stdout.splitlines() if l.strip()[:10] in {c[:10] for c in commits}]
-    check([l.split()[0] for l in lines] == [c[:10] for c in commits], f"not in git order: {lines}")
+    lines = [line for line in run.stdout.splitlines() if line.strip()[:10] in {c[:10] for c in commits}]
+    check([line.split()[0] for line in lines] == [c[:10] for c in commits], f"not in git order: {lines}")
     steps = [i for i, l in enumerate(lines) if "STEP" in l]
     check(steps == [3] and "STEP SLOWER" in lines[3], f"expected one SLOWER step at the fourth commit: {lines}")
     check("laptop" not in run.stdout, "--machine did not filter")

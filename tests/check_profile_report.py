@@ -81,7 +81,8 @@ def main():
             else:
                 check(math.isnan(r.median_s), (r.variant, "a median without timing samples"))
             if r.launch >= 0:
-                check(not math.isclose(r.median_s, p.profiled_duration_s), (r.variant, "median is the profiled duration"))
+                check(not math.isclose(r.median_s, p.profiled_duration_s),
+                      (r.variant, "median is the profiled duration"))
         composed = csv[csv.variant == "composed_feature_major@cuda"].sort_values("launch")
         check(list(composed.label) == ["kstudy::composed::standardize", "kstudy::composed::clip",
                                        "kstudy::composed::weight", "KokkosBlas::gemv[TPL_CUBLAS,float]",

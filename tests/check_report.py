@@ -68,8 +68,8 @@ def main():
                   & (q.memory_kind == r.memory_kind)].seconds
             check(len(s) == r.n, (r.variant, r.rows, len(s), r.n))
             check(math.isclose(s.median(), r["median"], rel_tol=1e-7), (r.variant, r.rows, s.median(), r["median"]))
-            check(math.isclose(s.quantile(0.25), r.q1, rel_tol=1e-7) and math.isclose(s.quantile(0.75), r.q3, rel_tol=1e-7),
-                  (r.variant, r.rows, "quartiles"))
+            check(math.isclose(s.quantile(0.25), r.q1, rel_tol=1e-7)
+                  and math.isclose(s.quantile(0.75), r.q3, rel_tol=1e-7), (r.variant, r.rows, "quartiles"))
         at = pd.read_csv(out / "speedup_1048576x16.csv")
         check(set(at.rows) == {1048576} and set(at.features) == {16}, "speedup_1048576x16.csv holds other shapes")
         check(at[at.variant == "cpu_reference@openmp"].speedup.tolist() == [1.0], "cpu_reference@openmp at 1Mx16 != 1")
@@ -78,7 +78,8 @@ def main():
         # Launch overhead: one row per probe, with the archive's sample counts.
         launch, _ = samples(fixture, "launch_overhead")
         ov = pd.read_csv(out / "overhead.csv")
-        check(set(ov["item"]) == set(launch.variant) == {"kokkos_for_1_sync", "kokkos_for_1000_queued"}, set(ov["item"]))
+        check(set(ov["item"]) == set(launch.variant) == {"kokkos_for_1_sync", "kokkos_for_1000_queued"},
+              set(ov["item"]))
         for _, r in ov.iterrows():
             s = accepted(launch)[accepted(launch).variant == r["item"]].seconds
             check(r.n == len(s) and math.isclose(r.median_us, 1e6 * s.median(), rel_tol=1e-7), (r["item"], r.n))
@@ -110,7 +111,8 @@ def main():
                 first = int(wins.rows.iloc[0])
                 below = g[g.rows < first].rows
                 check(int(m.group(3)) == first, (r.variant, r.bracket, first))
-                check(m.group(2) == (str(int(below.max())) if len(below) else "none tested below"), (r.variant, r.bracket))
+                check(m.group(2) == (str(int(below.max())) if len(below) else "none tested below"),
+                      (r.variant, r.bracket))
 
         # Layout: ratios and break-even reuses = transpose / (t_row - t_feature), "never" when row-major is as fast.
         lay = pd.read_csv(out / "layout.csv", keep_default_na=False)
@@ -123,7 +125,8 @@ def main():
                 check(r.break_even_reuses == "never", (r.row_variant, r.break_even_reuses))
             else:
                 want = float(r.transpose_s) / (r.t_row_s - r.t_feature_s)
-                check(math.isclose(float(r.break_even_reuses), want, rel_tol=2e-3), (r.row_variant, r.break_even_reuses, want))
+                check(math.isclose(float(r.break_even_reuses), want, rel_tol=2e-3),
+                      (r.row_variant, r.break_even_reuses, want))
         check((lay.break_even_reuses != "").all(), "empty break-even cell")
 
         # report.md opens with a summary whose headlines each name the archive/experiment they come from, then
@@ -132,7 +135,8 @@ def main():
         summary = md.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
         check(len(summary) >= 3, summary)
         for line in summary:
-            check("cpu_small/" in line or line.startswith("- GPU health: not monitored"), f"headline without source: {line}")
+            check("cpu_small/" in line or line.startswith("- GPU health: not monitored"),
+                  f"headline without source: {line}")
         findings = md.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
         check(findings.count("**Layout") == 1, "layout findings not grouped into one")
 
@@ -141,7 +145,8 @@ def main():
         check(len(best) > 0 and len(best[["archive", "experiment"]].drop_duplicates()) == 1, "best_per_regime mixes")
         for _, r in best.iterrows():
             same = sp[(sp.experiment == r.experiment) & (sp.rows == r.rows) & (sp.features == r.features)]
-            check(math.isclose(r.cpu_median, same.cpu_median.iloc[0], rel_tol=1e-9), (r["size"], "CPU of another experiment"))
+            check(math.isclose(r.cpu_median, same.cpu_median.iloc[0], rel_tol=1e-9),
+                  (r["size"], "CPU of another experiment"))
             check(math.isclose(r["median"], same[same.boundary == r.boundary]["median"].min(), rel_tol=1e-9),
                   (r["size"], r.boundary, "not the experiment's fastest"))
             check(math.isclose(r.speedup, r.cpu_median / r["median"], rel_tol=1e-7), (r["size"], "speedup"))

@@ -190,7 +190,8 @@ def check_gpu_archive(tmp):
             check(math.isclose(r.essential_GB_per_s, e / s / 1e9, rel_tol=1e-6), r.variant)
             want_roof = roof if r.backend == "cuda" else "host_read"
             check(r.roof == want_roof, (r.variant, r.roof))
-            check(math.isclose(r.pct_of_roof, 100 * e / s / CEILINGS[want_roof], rel_tol=1e-6), (r.variant, r.pct_of_roof))
+            check(math.isclose(r.pct_of_roof, 100 * e / s / CEILINGS[want_roof], rel_tol=1e-6),
+                  (r.variant, r.pct_of_roof))
             check(math.isclose(r.x_vendor, costs[vendor] / costs[r.variant], rel_tol=1e-6), (r.variant, r.x_vendor))
             if r.kind == "rung" and r.rung > 1:
                 previous = [v for v, _, _, rung, _ in ladder if rung == r.rung - 1][0]

@@ -222,7 +222,8 @@ def union(merged, experiment, shards):
     rows_u = sorted(map(tuple, u[m.columns].astype(str).values.tolist()))
     if rows_m != rows_u:
         fail(f"{merged} has {len(rows_m)} sample rows, the shards {len(rows_u)}; "
-             f"{len(set(rows_m) - set(rows_u))} rows only in the merge, {len(set(rows_u) - set(rows_m))} only in shards")
+             f"{len(set(rows_m) - set(rows_u))} rows only in the merge, {len(set(rows_u) - set(rows_m))} only in "
+             "shards")
     print(f"ok: {len(rows_m)} samples = the union of {len(shards)} shards ({', '.join(str(len(p)) for p in parts)}), "
           f"{len(owner)} units, none in two shards")
 
@@ -234,6 +235,8 @@ def attr(archive, name, value):
     if got != value:
         fail(f"{archive}: root attribute {name} is {got!r}, expected {value!r}")
     print(f"ok: {name} = {value!r}")
+
+
 def health(archive, experiment):
     with h5py.File(archive, "r") as f:
         samples = frame(f, f"/experiments/{experiment}/samples")
@@ -249,7 +252,8 @@ def health(archive, experiment):
     expected = rows.point % 2 == 1
     if not (rows.throttled.astype(bool) == expected).all():
         fail(f"throttled points {sorted(rows[rows.throttled == 1].point)}")
-    if not ((rows.before_throttle_reasons == 1) & (rows.after_throttle_reasons == rows.point.map(lambda p: 4 if p % 2 else 1))).all():
+    scripted_after = rows.point.map(lambda p: 4 if p % 2 else 1)
+    if not ((rows.before_throttle_reasons == 1) & (rows.after_throttle_reasons == scripted_after)).all():
         fail("reasons not as scripted")
     if not (samples.throttled.astype(bool) == (samples.point % 2 == 1)).all():
         fail("sample flags do not follow their point's health")
@@ -280,7 +284,8 @@ def cold(archive, experiment, trials):
     host = timed[~timed.variant.str.endswith("@cuda")]
     if host.empty or not (host.seconds < host.flush_seconds).all():
         slow = host[host.seconds >= host.flush_seconds]
-        fail(f"{len(slow)} samples no faster than their flush: {slow[['variant', 'point', 'seconds', 'flush_seconds']]}")
+        fail(f"{len(slow)} samples no faster than their flush: "
+             f"{slow[['variant', 'point', 'seconds', 'flush_seconds']]}")
     if not (host.energy_joules.isna()).all():
         fail("energy recorded for host variants")
     print(f"{len(timed)} cold samples, flush {int(timed.flush_bytes.iloc[0])} B")

@@ -3,7 +3,8 @@
 `kstudy profile` to run end to end on a machine without a GPU (KSTUDY_PROFILE_HOST_TEST=1, host variants).
 
     fake_ncu.py --version
-    fake_ncu.py [--clock-control none] [--profile-from-start off] --metrics LIST --export BASE [--force-overwrite] APP ARGS...
+    fake_ncu.py [--clock-control none] [--profile-from-start off] --metrics LIST --export BASE [--force-overwrite]
+                APP ARGS...
     fake_ncu.py --import BASE.ncu-rep --csv --page raw --print-units base
 
 Profiling runs APP, then writes BASE.ncu-rep holding a raw-page CSV in ncu's format (header, units row, one

@@ -65,6 +65,8 @@ def clock_of(timer):
     """The clock a timer reads (kstudy::clock_of): CUDA events for device_events, the host clock for the others.
     A number is divided only by a roof timed on its own clock (ceilings.clock, schema 8)."""
     return "device_events" if timer == "device_events" else "host_wall"
+
+
 # Schemas 1 to 4 knew one operation: their sweeps (kind "scoring") and cold starts time it over rows x features.
 LEGACY_OPERATION = "scoring"
 LEGACY_AXES = ("rows", "features")

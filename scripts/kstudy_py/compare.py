@@ -209,7 +209,8 @@ def main(args):
         print(EFFICIENCY.format(platforms=", ".join(platforms)))
         print("regimes: resident = a host variant's host_wall or a device variant's resident_wall; host-in/host-out "
               "(memory kind) = a device variant's one_shot from that host memory or a host variant's host_wall; "
-              f"families: variant name without @backend{'; on each machine a family takes its fastest backend' if args.by == 'machine' else ''}")
+              "families: variant name without @backend"
+              + ("; on each machine a family takes its fastest backend" if args.by == "machine" else ""))
         print()
         order = [c for c in ("archive", "experiment", "operation", "regime", "rows", "features") if c in df.columns]
         df = df.sort_values(order + ["PP"], ascending=[True] * len(order) + [False])

@@ -197,7 +197,8 @@ def add(args):
                         db.execute("UPDATE archives SET path = ? WHERE id = ?", (meta["path"], known[0]))
                         note = f"already recorded (#{known[0]}), moved from {known[1]}"
                     else:
-                        note = f"already recorded (#{known[0]}{', also at ' + known[1] if known[1] != meta['path'] else ''})"
+                        also = ", also at " + known[1] if known[1] != meta["path"] else ""
+                        note = f"already recorded (#{known[0]}{also})"
                 else:
                     columns = list(meta)
                     cur = db.execute(f"INSERT INTO archives ({', '.join(columns)}) VALUES "

@@ -23,13 +23,18 @@ class composed final : public detail::queued_kokkos_variant<ExecutionSpace, Layo
   void launch() override {
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const Value clip = this->m_clip;
-    detail::map_elements<ExecutionSpace, Layout>("kstudy::composed::standardize", this->m_space, this->m_x, m_standardized,
-                                                 KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return (v - mean(f)) * inv_std(f); });
+    // clang-format 14 takes KOKKOS_LAMBDA(...) for a call and would write its trailing return type as ")->Value".
+    // clang-format off
+    detail::map_elements<ExecutionSpace, Layout>(
+        "kstudy::composed::standardize", this->m_space, this->m_x, m_standardized,
+        KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return (v - mean(f)) * inv_std(f); });
     detail::map_elements<ExecutionSpace, Layout>(
         "kstudy::composed::clip", this->m_space, m_standardized, m_clipped,
         KOKKOS_LAMBDA(Value v, std::int64_t) -> Value { return detail::clamp_nan_through(v, clip); });
-    detail::map_elements<ExecutionSpace, Layout>("kstudy::composed::weight", this->m_space, m_clipped, m_weighted,
-                                                 KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return v * weight(f); });
+    detail::map_elements<ExecutionSpace, Layout>(
+        "kstudy::composed::weight", this->m_space, m_clipped, m_weighted,
+        KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return v * weight(f); });
+    // clang-format on
     detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
     detail::threshold_step("kstudy::composed::threshold", this->m_space, this->m_score, this->m_flag, this->m_threshold,
                            this->m_count_host);

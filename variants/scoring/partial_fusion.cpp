@@ -20,9 +20,14 @@ class partial_fusion final : public detail::queued_kokkos_variant<ExecutionSpace
   void launch() override {
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const Value clip = this->m_clip;
+    // clang-format 14 takes KOKKOS_LAMBDA(...) for a call and would write its trailing return type as ")->Value".
+    // clang-format off
     detail::map_elements<ExecutionSpace, Layout>(
         "kstudy::partial_fusion::standardize_clip_weight", this->m_space, this->m_x, m_weighted,
-        KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return detail::clamp_nan_through((v - mean(f)) * inv_std(f), clip) * weight(f); });
+        KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value {
+          return detail::clamp_nan_through((v - mean(f)) * inv_std(f), clip) * weight(f);
+        });
+    // clang-format on
     detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
     detail::threshold_step("kstudy::partial_fusion::threshold", this->m_space, this->m_score, this->m_flag,
                            this->m_threshold, this->m_count_host);

@@ -2,9 +2,9 @@
 
 Schema 4 and later archives store it as `/experiments/<name>/variants` (one row per variant and measured
 shape; schema 5 adds the operation's `axes`, schema 6 the variant's ladder `rung`, schema 7 the third extent
-`depth`, the operation's `compute_ceiling`, `peak_device_bytes` and `tuned_parameters`). For older archives, `legacy_variant_table` builds the same table
-once; it is the only place in the report that derives anything from a variant's name. Every section reads the
-table, never the names.
+`depth`, the operation's `compute_ceiling`, `peak_device_bytes` and `tuned_parameters`). For older archives,
+`legacy_variant_table` builds the same table once; it is the only place in the report that derives anything from a
+variant's name. Every section reads the table, never the names.
 """
 import numpy as np
 import pandas as pd

@@ -104,6 +104,7 @@ def kokkos_versions(block):
         va, vb = (p.stem if p.parent == q.parent else p.parent.name for p, q in (block.paths, block.paths[::-1]))
     ga, gb = by_variant(fa), by_variant(fb)
     shapes = [sh for sh in shapes_of(block, fa) if sh in set(fb["shape"])]
+
     # Rows by the first shape each variant was measured at, then its time there, then its name: deterministic
     # (a set's order is not, across Python processes).
     def order(v):

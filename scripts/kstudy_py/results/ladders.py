@@ -71,7 +71,8 @@ def ladder_table(path, operation, points, compute, notes):
     for rungs, portable, vendors in per_point:
         for m in rungs + portable + vendors:
             if m.variant not in [v for v, _ in variants]:
-                kind = f"rung {m.rung}" if m.rung > 0 else ("vendor" if m.implementation == VENDOR else m.implementation)
+                kind = (f"rung {m.rung}" if m.rung > 0 else
+                        "vendor" if m.implementation == VENDOR else m.implementation)
                 variants.append((m.variant, kind))
     for variant, kind in variants:
         cells = []
@@ -112,7 +113,8 @@ def summary_rows(path, operation, points, compute):
         else:
             cells += ["—", "", ""]
         if kokkos is not None:
-            cells += [f"`{kokkos.variant.split('@')[0]}` ({kokkos.implementation}) {S.number(rate_of(kokkos, compute))}",
+            cells += [f"`{kokkos.variant.split('@')[0]}` ({kokkos.implementation}) "
+                      f"{S.number(rate_of(kokkos, compute))}",
                       S.ratio(top.median / kokkos.median)]
         else:
             cells += ["—", ""]
@@ -179,8 +181,8 @@ def judge(path, t, compute):
         return []
     verdicts = {v for v, _ in results}
     overall = verdicts.pop() if len(verdicts) == 1 else "mixed"
-    return [f"- {t.label}: **{overall}** — " + "; ".join(f"{detail} ({v})" if overall == "mixed" else detail
-                                                      for v, detail in results) + "."]
+    details = [f"{detail} ({v})" if overall == "mixed" else detail for v, detail in results]
+    return [f"- {t.label}: **{overall}** — " + "; ".join(details) + "."]
 
 
 RULES = ("Verdicts: a fixed target is **met** or **missed** by the median of the per-sample metric, and "
@@ -219,7 +221,8 @@ def lab(block, operations, targets, compute_of):
         rows = summary_rows(path, op, points, compute_of(op))
         summary += rows if not summary else rows[2:]
     judged = [line for t in targets if t.operation in present for line in judge(path, t, compute_of(t.operation))]
-    lines += summary + ["", "**Targets**:", ""] + (judged or ["- none: the archive measured no point a target was set at."])
+    lines += summary + ["", "**Targets**:", ""]
+    lines += judged or ["- none: the archive measured no point a target was set at."]
     lines += ["", RULES]
     return lines + [f"\n{n}" for n in sorted(notes)]
 

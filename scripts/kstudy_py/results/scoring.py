@@ -3,7 +3,8 @@ every shape the archive measured, judged by Mann-Whitney on the same archive's s
 from . import ResultsError, generator, stats as S
 
 # (faster candidate, baseline): rung 2 against rung 1 of the CUDA ladder, and the Kokkos pair the seed compared.
-PAIRS = "fused_cuda_feature_major@cuda:plain_cuda_feature_major@cuda,fused_kokkos_feature_major@cuda:plain_kokkos_feature_major@cuda"
+PAIRS = ("fused_cuda_feature_major@cuda:plain_cuda_feature_major@cuda,"
+         "fused_kokkos_feature_major@cuda:plain_kokkos_feature_major@cuda")
 
 
 @generator("plain_baseline", "fused scoring kernels against the plain kernels at every shape (plain_baseline.h5)")

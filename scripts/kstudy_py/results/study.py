@@ -35,7 +35,8 @@ def sweep_lines(path):
     cpu = seconds(s, REFERENCE, rows, features, "host_wall")
     lines = [f"`rows_sweep` at {rows:,}×{features}: `{REFERENCE}` takes {S.micro(np.median(cpu))} µs (median); the "
              "fastest device variant per timing boundary, as a speedup over it:", "",
-             "| boundary | fastest variant | median | speedup over the CPU | vs the CPU |", "| --- | --- | --- | --- | --- |"]
+             "| boundary | fastest variant | median | speedup over the CPU | vs the CPU |",
+             "| --- | --- | --- | --- | --- |"]
     device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
     for timer, memory in BOUNDARIES:
         timed = [(v, seconds(s, v, rows, features, timer, memory)) for v in device]
@@ -47,8 +48,8 @@ def sweep_lines(path):
         label = "resident (CUDA events)" if timer == "device_events" else f"{timer} from {memory} memory"
         lines.append(f"| {label} | `{v.split('@')[0]}` | {S.micro(np.median(t))} µs | "
                      f"{S.ratio(np.median(cpu) / np.median(t))} | {verdict} (p = {p:.2g}) |")
-    lines += ["", "Crossover from host memory (one-shot: upload, kernel, download): the smallest tested rows from which "
-              "a variant beats the CPU reference at every larger tested size (beats = faster median and "
+    lines += ["", "Crossover from host memory (one-shot: upload, kernel, download): the smallest tested rows from "
+              "which a variant beats the CPU reference at every larger tested size (beats = faster median and "
               "significant):", "", "| variant | pinned | pageable |", "| --- | --- | --- |"]
     sizes = sorted(s[s.features == features].rows.unique())
     for v in device:
@@ -127,6 +128,7 @@ def roofs(block):
         raise ResultsError(f"{block.where}: {block.archive_names[0]} records no ceilings")
     lines = ["| roof | clock | GB/s | TFLOP/s |", "| --- | --- | --- | --- |"]
     for r in c.itertuples():
-        lines.append(f"| `{r.name}` | {r.clock} | {S.number(r.bytes_per_second / 1e9, 1) if r.bytes_per_second > 0 else ''}"
-                     f" | {S.number(r.flops_per_second / 1e12, 1) if r.flops_per_second > 0 else ''} |")
+        gb = S.number(r.bytes_per_second / 1e9, 1) if r.bytes_per_second > 0 else ""
+        tflop = S.number(r.flops_per_second / 1e12, 1) if r.flops_per_second > 0 else ""
+        lines.append(f"| `{r.name}` | {r.clock} | {gb} | {tflop} |")
     return lines

@@ -177,8 +177,8 @@ EXPLANATION = ("Per operation and point, each family's fastest variant at its re
                "bytes (the operation's minimum traffic, from the variants table) over the median. Shares: device "
                "families against device_read / device_copy, host families against host_read, each measured in the "
                "variant's own archive. The Kokkos row divides the fastest Kokkos device variant's time by the fastest "
-               "handwritten CUDA or vendor-library variant's (implementation {families}), by the same timer; above 1, Kokkos is "
-               "slower.")
+               "handwritten CUDA or vendor-library variant's (implementation {families}), by the same timer; above 1, "
+               "Kokkos is slower.")
 
 
 @section("bandwidth_by_operation", "Bandwidth by operation", order=5)

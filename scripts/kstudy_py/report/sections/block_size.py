@@ -64,8 +64,8 @@ def block_size(inputs, sec):
     has_occupancy = "occupancy" in s.columns and (s.occupancy.fillna(0) > 0).any()
     columns = COLUMNS + (["occupancy"] if has_occupancy else [])
     df = s[columns].sort_values(columns[:8])
-    inputs.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout"
-                     + ("; calculated occupancy (active warps / maximum) as recorded by the run" if has_occupancy else ""))
+    occupancy_note = "; calculated occupancy (active warps / maximum) as recorded by the run" if has_occupancy else ""
+    inputs.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout" + occupancy_note)
     if not has_occupancy:
         sec.lines.append("No calculated occupancy in these archives (0 or absent): runtime only.")
     timer = preferred_timer(df)

@@ -7,7 +7,6 @@ tokens², the fused kernels' with tokens). The figure draws each operation's fam
 Every number comes from the archives: essential flops and peak memory from the variants table, roofs from the
 ceilings table."""
 import numpy as np
-import pandas as pd
 
 from ... import archive as A
 from .. import section
@@ -15,8 +14,8 @@ from ..figures import colours, grid, save
 from .bandwidth import best_per_family, kokkos_vs_handwritten, on_device, resident_points
 
 FMA_ROOF = "device_fp32_fma"
-COLUMNS = ["archive", "experiment", "operation", "axes", "point", "rows", "features", "depth", "family", "backend", "variant",
-           "timer", "median_s", "essential_flops", "tflop_per_s", "compute_ceiling", "roof_tflop_per_s",
+COLUMNS = ["archive", "experiment", "operation", "axes", "point", "rows", "features", "depth", "family", "backend",
+           "variant", "timer", "median_s", "essential_flops", "tflop_per_s", "compute_ceiling", "roof_tflop_per_s",
            "pct_of_roof", "fma_tflop_per_s", "pct_of_fma", "peak_device_bytes", "tuned_parameters"]
 MEMORY_COLUMNS = ["archive", "experiment", "operation", "variant", "point", "rows", "features", "depth",
                   "peak_device_bytes"]
@@ -136,7 +135,8 @@ def draw(ax, operation, g, colour, roofs):
 def compute_by_operation(inputs, sec):
     points = inputs.points
     if points.empty or "compute_ceiling" not in points.columns or not (points.compute_ceiling.fillna("") != "").any():
-        return sec.skip("no compute-bound operation (one naming a compute ceiling, schema 7: gemm, attention) was timed")
+        return sec.skip("no compute-bound operation (one naming a compute ceiling, schema 7: gemm, attention) "
+                        "was timed")
     resident = resident_points(points[points.compute_ceiling.fillna("") != ""])
     if resident.empty or not on_device(resident).any():
         return sec.skip("the compute-bound operations were timed on a host only; the compute roofs are the GPU's")
@@ -168,10 +168,12 @@ def compute_by_operation(inputs, sec):
         if len(r):
             at = r[r.point == best.point]
             if len(at):
-                text += f"; best Kokkos takes {at.kokkos_over_handwritten.iloc[0]:.2f}× the best handwritten/vendor time"
+                text += (f"; best Kokkos takes {at.kokkos_over_handwritten.iloc[0]:.2f}× the best "
+                         "handwritten/vendor time")
         scaling = growth(memory, operation, arch, exp)
         if scaling:
-            text += "; peak memory ∝ " + ", ".join(f"`{v}` {features_name(g)}^{e:.2f}" for v, e in sorted(scaling.items()))
+            text += "; peak memory ∝ " + ", ".join(
+                f"`{v}` {features_name(g)}^{e:.2f}" for v, e in sorted(scaling.items()))
         sec.headlines.append(text + ".")
     colour = colours(f"{f}@{b}" for g in frames.values() for f, b in zip(g.family, g.backend))
     fig, axes = grid(len(frames), 3, width=5.2, height=5.0)

@@ -32,7 +32,8 @@ def experiment_energy(a, e):
     else:
         df["essential_bytes"], df["essential_flops"] = np.nan, np.nan
     positive = df.joules_per_call > 0
-    df["GB_per_J"] = np.where(positive & (df.essential_bytes > 0), df.essential_bytes / 1e9 / df.joules_per_call, np.nan)
+    df["GB_per_J"] = np.where(positive & (df.essential_bytes > 0), df.essential_bytes / 1e9 / df.joules_per_call,
+                              np.nan)
     df["GFLOP_per_J"] = np.where(positive & (df.essential_flops > 0), df.essential_flops / 1e9 / df.joules_per_call,
                                  np.nan)
     df.insert(0, "experiment", e.name)

@@ -5,8 +5,8 @@ import pandas as pd
 from .. import section
 
 EXPLANATION = ("A sample is flagged *throttled* when NVML reported a slowdown reason (SW power cap, HW slowdown, SW "
-               "or HW thermal, HW power brake) just before, during (the in-point sampler and the readings around each timed "
-               "region, from schema 9) or just after its point; GPU idle and application-clock "
+               "or HW thermal, HW power brake) just before, during (the in-point sampler and the readings around each "
+               "timed region, from schema 9) or just after its point; GPU idle and application-clock "
                "settings do not count. Throttled samples stay in the medians; this says how many there were.")
 
 

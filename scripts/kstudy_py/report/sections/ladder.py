@@ -26,7 +26,7 @@ import pandas as pd
 from ... import archive as A
 from .. import section
 from ..variants import PORTABLE, tuned_choice
-from .bandwidth import on_device, resident_points
+from .bandwidth import resident_points
 
 VENDOR = "vendor_library"  # variant_info::implementation
 # The seed's headline shapes (issue 14's targets), used where the experiment measured them.
@@ -121,8 +121,8 @@ def ladder_rows(at, operation, modelled, archive, counters):
     at = at.assign(rung=at.rung.fillna(0).astype(int))
     at = at.assign(kind=[kind_of(i, r) for i, r in zip(at.implementation, at.rung)]).dropna(subset=["kind"])
     order = {"rung": 0, "portable": 1, "vendor": 2}
-    at = at.assign(order=at.kind.map(order)).sort_values(["order", "rung", "on_device", "backend", "median"],
-                                                          ascending=[True, True, False, True, True])
+    at = at.assign(order=at.kind.map(order)).sort_values(
+        ["order", "rung", "on_device", "backend", "median"], ascending=[True, True, False, True, True])
     vendor = at[at.kind == "vendor"]
     best_vendor = vendor.loc[vendor["median"].idxmin()] if len(vendor) else None
     rows, previous = [], None
@@ -217,17 +217,17 @@ def markdown(table, with_counters):
 
 
 EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the portable Kokkos variants, then the vendor "
-               "libraries (implementation vendor_library). Time: resident median (device events where measured, else the resident wall "
-               "clock; host_wall on a host). GB/s: essential bytes / time. Roof: device_read for read-only traffic, "
-               "device_copy otherwise, host_read on a host, measured in the same archive. × prev. rung: the previous "
-               "rung's time over this one's; × vendor: the fastest vendor variant's time over this one's (above 1: "
-               "faster). Compute-bound operations (GEMM, attention) show essential TFLOP/s against their compute "
-               "ceiling (a cuBLAS GEMM or the FMA probe, measured in the same archive), the variant's peak device "
-               "memory and an autotuned rung's chosen parameters (with the number of candidates it timed, and when its "
-               "choice is an earlier rung's configuration: then that row re-measures the earlier rung's kernel). "
-               "A rung labelled mixed runs its own kernels around a vendor library call. Counters, where "
-               "`kstudy profile` measured the same variant and point: summed over the call's kernels (L2 hit rate "
-               "and achieved occupancy weighted by kernel duration; registers: the most any kernel uses).")
+               "libraries (implementation vendor_library). Time: resident median (device events where measured, else "
+               "the resident wall clock; host_wall on a host). GB/s: essential bytes / time. Roof: device_read for "
+               "read-only traffic, device_copy otherwise, host_read on a host, measured in the same archive. × prev. "
+               "rung: the previous rung's time over this one's; × vendor: the fastest vendor variant's time over this "
+               "one's (above 1: faster). Compute-bound operations (GEMM, attention) show essential TFLOP/s against "
+               "their compute ceiling (a cuBLAS GEMM or the FMA probe, measured in the same archive), the variant's "
+               "peak device memory and an autotuned rung's chosen parameters (with the number of candidates it timed, "
+               "and when its choice is an earlier rung's configuration: then that row re-measures the earlier rung's "
+               "kernel). A rung labelled mixed runs its own kernels around a vendor library call. Counters, where "
+               "`kstudy profile` measured the same variant and point: summed over the call's kernels (L2 hit rate and "
+               "achieved occupancy weighted by kernel duration; registers: the most any kernel uses).")
 
 
 @section("ladder", "Kernel ladders", order=6)

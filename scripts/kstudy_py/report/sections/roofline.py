@@ -28,7 +28,8 @@ def shapes_to_show(inputs, s):
     size = s.rows * s.features
     largest = s[size == size.max()]
     if largest.rows.iloc[0] != rows or largest.features.iloc[0] != feats:
-        picks.append((f"{inputs.shape_label(largest.rows.iloc[0], largest.features.iloc[0])} (largest tested)", largest))
+        label = inputs.shape_label(largest.rows.iloc[0], largest.features.iloc[0])
+        picks.append((f"{label} (largest tested)", largest))
     return picks
 
 
@@ -71,8 +72,9 @@ def best_lines(df):
             h = g[g.timer.isin(timers) & g.fraction_of_roof.notna()]
             if len(h):
                 b = h.loc[h.fraction_of_roof.idxmax()]
-                lines.append(f"- {label}, {'/'.join(timers)}: best `{b.variant}` ({b.timer}, {b.archive}/{b.experiment}) "
-                             f"at {b.essential_GB_per_s:.0f} GB/s essential = {100 * b.fraction_of_roof:.0f}% of "
+                lines.append(f"- {label}, {'/'.join(timers)}: best `{b.variant}` "
+                             f"({b.timer}, {b.archive}/{b.experiment}) at {b.essential_GB_per_s:.0f} GB/s essential "
+                             f"= {100 * b.fraction_of_roof:.0f}% of "
                              f"{roof_name} ({b.roof_GB_per_s:.0f} GB/s)")
         for memory in ("pinned", "pageable"):
             h = g[(g.timer == "one_shot") & (g.memory_kind == memory) & g.fraction_of_roof.notna()]
@@ -116,7 +118,8 @@ def roofline(inputs, sec):
                         "arithmetic; *Roofline by operation* covers the others")
     df = roofline_table(inputs, shapes_to_show(inputs, s))
     inputs.write_csv(df.drop(columns="family"), "roofline.csv", sec,
-                     "arithmetic intensity = essential flops / essential bytes (the variants table); achieved GFLOP/s; roof = the matching ceiling of the same archive × intensity")
+                     "arithmetic intensity = essential flops / essential bytes (the variants table); achieved "
+                     "GFLOP/s; roof = the matching ceiling of the same archive × intensity")
     ceilings = {a.label: a.ceilings() for a in inputs.archives}
     sec.figures.append((roofline_figure(df, ceilings, inputs.primary_sweep(), inputs.out),
                         "Roofline: achieved GFLOP/s at the operation's essential arithmetic intensity against the "

@@ -112,8 +112,8 @@ def draw_overview(ax, frames, compute_roofs):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (essential flop / essential byte)")
     ax.set_ylabel("achieved GFLOP/s")
-    ax.set_title("Each operation's best point against the memory" + (" and compute" if compute_roofs else "") + " roofs",
-                 fontsize=9)
+    ax.set_title("Each operation's best point against the memory" + (" and compute" if compute_roofs else "")
+                 + " roofs", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     below(ax)
 

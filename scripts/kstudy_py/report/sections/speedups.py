@@ -56,8 +56,8 @@ def regime_findings(best):
         cells = []
         for size in sizes:
             h = g[g["size"] == size]
-            cells.append("" if h.empty else f"`{h.variant.iloc[0]}` {A.fmt_seconds(h['median'].iloc[0])} "
-                                           f"({h.speedup.iloc[0]:.3g}×)")
+            cells.append("" if h.empty else
+                         f"`{h.variant.iloc[0]}` {A.fmt_seconds(h['median'].iloc[0])} ({h.speedup.iloc[0]:.3g}×)")
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     return lines
 

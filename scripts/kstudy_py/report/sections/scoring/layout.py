@@ -78,7 +78,8 @@ def one_shot_contract(inputs, measured):
     the feature-major one-shot with the resident transpose added -- what it costs when the data arrives row-major."""
     points = inputs.points_of(OPERATION)
     s = points[(points.timer == "one_shot") & (points.block_size == 0)]
-    machine = {a.label: (a.environment.get("gpu_name", ""), a.environment.get("cpu_model", "")) for a in inputs.archives}
+    machine = {a.label: (a.environment.get("gpu_name", ""), a.environment.get("cpu_model", ""))
+               for a in inputs.archives}
     rows = []
     keys = ["archive", "experiment", "rows", "features", "memory_kind", "family", "backend"]
     for (arch, exp, n_rows, feats, memory, family, backend), g in s.groupby(keys):
@@ -106,8 +107,9 @@ def contract_lines(df):
              "| experiment | family | memory | rows × features | row-major | feature-major | + transpose | "
              "feature ÷ row | with transpose ÷ row |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in wide.sort_values(["experiment", "family", "memory_kind", "features", "rows"]).itertuples():
-        lines.append(f"| {r.archive}/{r.experiment} | `{r.family}` | {r.memory_kind} | {A.fmt_rows(r.rows)}×{r.features} "
-                     f"| {A.fmt_seconds(r.t_row_s)} | {A.fmt_seconds(r.t_feature_s)} | "
+        lines.append(f"| {r.archive}/{r.experiment} | `{r.family}` | {r.memory_kind} | "
+                     f"{A.fmt_rows(r.rows)}×{r.features} | {A.fmt_seconds(r.t_row_s)} | "
+                     f"{A.fmt_seconds(r.t_feature_s)} | "
                      f"{A.fmt_seconds(r.t_feature_with_transpose_s)} | {r.feature_over_row:.2f} | "
                      + (f"{r.feature_with_transpose_over_row:.2f} |" if np.isfinite(r.feature_with_transpose_over_row)
                         else "no transpose measured |"))
@@ -175,8 +177,8 @@ def layout_figure(df, out):
     for k, n_rows in enumerate(row_counts):
         h = g[g.rows == n_rows]
         padded = h.dropna(subset=["padded_over_feature"]).drop_duplicates(["family", "features"])
-        for ax, (label, series, column) in zip(axes[2 * k:], (("row-major", "row_variant", "row_over_feature"),
-                                                               ("padded", "family", "padded_over_feature"))):
+        panels = (("row-major", "row_variant", "row_over_feature"), ("padded", "family", "padded_over_feature"))
+        for ax, (label, series, column) in zip(axes[2 * k:], panels):
             for name, s in (h if column == "row_over_feature" else padded).groupby(series):
                 s = s.sort_values("features")
                 ax.plot(s.features, s[column], marker="o", ms=4, color=colour[name], label=name)
@@ -221,8 +223,9 @@ def layout(inputs, sec):
                          "break-even skipped.")
     contract = one_shot_contract(inputs, measured)
     if len(contract):
-        inputs.write_csv(contract, "layout_one_shot.csv", sec, "one-shot medians (s) by layout per family and host "
-                                                                "memory, and feature-major plus the resident transpose")
+        inputs.write_csv(contract, "layout_one_shot.csv", sec,
+                         "one-shot medians (s) by layout per family and host memory, and feature-major plus the "
+                         "resident transpose")
         sec.lines.extend(contract_lines(contract))
     if measured:
         t = pd.DataFrame([{"archive": k[0], "rows": k[1], "features": k[2], "transpose_s": v[0], "space": v[1]}
