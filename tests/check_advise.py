@@ -92,10 +92,11 @@ check(medians_per_call == sorted(medians_per_call), "ranked by time per call")
 one = next(v for v in ranked if v["variant"] == "fused_cuda_row_major_tiled@cuda")
 s = samples[(samples.variant == one["variant"]) & (samples.rows == 1048576) & (samples.timer == "one_shot")
             & (samples.memory_kind == "pageable")]
-check(close(one["one_shot"]["median"], float(np.median(s.seconds))) and close(one["per_call"]["median"],
-                                                                            one["one_shot"]["median"]),
+one_shot_median = float(np.median(s.seconds))
+check(close(one["one_shot"]["median"], one_shot_median) and close(one["per_call"]["median"], one_shot_median),
       "reuse 1: the time per call is the pageable one-shot median")
-r20 = advise_json(QUICK, "--shape", "1048576x16", "--operation", "scoring", "--reuse", "20", "--memory", "pinned", *h200)
+r20 = advise_json(QUICK, "--shape", "1048576x16", "--operation", "scoring", "--reuse", "20", "--memory", "pinned",
+                  *h200)
 one = next(v for v in r20["variants"] if v["variant"] == "fused_cuda_row_major_tiled@cuda")
 check(close(one["per_call"]["median"], (one["one_shot"]["median"] + 19 * one["resident"]["median"]) / 20)
       and one["one_shot"]["timer"] == "one_shot (pinned)",
