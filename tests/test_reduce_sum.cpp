@@ -8,11 +8,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <Kokkos_Core.hpp>
+
+#include "detail/kokkos_float4.hpp"
 #include "kokkos_test_support.hpp"
 #include "kstudy/host_io.hpp"
 #include "kstudy/operation.hpp"
@@ -178,6 +182,81 @@ TEST(ReduceSumGate, RejectsAnotherOperationsProblem) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// The tuned reduction's pieces (detail/kokkos_float4.hpp), which reduce_sum_kokkos_team_wave and
+// dot_kokkos_team_wave share: the thread shares cover every element once for any thread count, on either
+// split and on the scalar fallback (data not readable as quads), and one parallel_reduce sums them.
+
+// Small integers (1..251): every partial sum is exact in float, so a share counted twice or missed shows.
+std::vector<float> small_integers(std::int64_t n) {
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = float(i % 251 + 1);
+  return x;
+}
+
+double exact_sum(const std::vector<float>& x) { return std::accumulate(x.begin(), x.end(), 0.0); }
+
+struct pointer_terms {
+  const float* x;
+  KOKKOS_INLINE_FUNCTION kstudy::detail::float4_t quad(std::int64_t q) const {
+    return {x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]};
+  }
+  KOKKOS_INLINE_FUNCTION float one(std::int64_t i) const { return x[i]; }
+};
+
+template <bool Contiguous>
+double summed_by_threads(const std::vector<float>& x, std::int64_t quads, std::int64_t threads) {
+  const pointer_terms terms{x.data()};
+  double total = 0.0;
+  for (std::int64_t t = 0; t < threads; ++t)
+    total += kstudy::detail::thread_sum<Contiguous>(terms, quads, std::int64_t(x.size()), t, threads);
+  return total;
+}
+
+TEST(ReduceSumTeamWave, ThreadSharesCoverEveryElementOnce) {
+  for (const std::int64_t n : {1, 3, 4, 5, 17, 4097, 100003}) {
+    const auto x = small_integers(n);
+    const double expected = exact_sum(x);
+    for (const std::int64_t threads : {1, 2, 3, 7, 64, 1000}) {
+      for (const std::int64_t quads : {n / 4, std::int64_t(0)}) {
+        EXPECT_EQ(summed_by_threads<true>(x, quads, threads), expected) << n << " " << threads << " " << quads;
+        EXPECT_EQ(summed_by_threads<false>(x, quads, threads), expected) << n << " " << threads << " " << quads;
+      }
+    }
+  }
+  // One thread's share of 2^20 + 1 quads: many folds of the float sums, and a short last step.
+  const auto x = small_integers((std::int64_t(1) << 22) + 7);
+  EXPECT_EQ(summed_by_threads<true>(x, std::int64_t(x.size()) / 4, 1), exact_sum(x));
+}
+
+template <class Floats>
+struct view_terms {
+  Kokkos::View<const kstudy::detail::float4_t*, typename Floats::device_type, kstudy::detail::quad_traits> x4;
+  Floats x;
+  KOKKOS_INLINE_FUNCTION kstudy::detail::float4_t quad(std::int64_t q) const { return x4(q); }
+  KOKKOS_INLINE_FUNCTION float one(std::int64_t i) const { return x(i); }
+};
+
+TEST(ReduceSumTeamWave, OneParallelReduceOverQuadsOrScalars) {
+  KSTUDY_REQUIRE_KOKKOS();
+  using space = Kokkos::DefaultHostExecutionSpace;
+  for (const std::int64_t n : {1, 6, 4099, 100003}) {
+    const auto values = small_integers(n);
+    Kokkos::View<float*, Kokkos::HostSpace> x("x", static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) x(i) = values[static_cast<std::size_t>(i)];
+    ASSERT_TRUE(kstudy::detail::quad_aligned(x));
+    const Kokkos::View<const float*, Kokkos::HostSpace> cx = x;
+    Kokkos::View<double, Kokkos::HostSpace> s("s");
+    for (const std::int64_t quads : {n / 4, std::int64_t(0)}) {
+      const view_terms<Kokkos::View<const float*, Kokkos::HostSpace>> terms{kstudy::detail::quads_of(cx, quads), cx};
+      s() = -1.0;
+      kstudy::detail::queue_team_wave_sum("kstudy::test_team_wave", space(), terms, quads, n, s);
+      space().fence();
+      EXPECT_EQ(s(), exact_sum(values)) << n << " " << quads;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Every registered reduce_sum variant of this build
 
 std::vector<std::string> reduce_variant_ids() {
@@ -187,7 +266,8 @@ std::vector<std::string> reduce_variant_ids() {
 class ReduceSumVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(ReduceSumVariants, PassesTheGateAtOddSizes) {
-  for (const std::int64_t n : {std::int64_t(1), std::int64_t(3), std::int64_t(4099), (std::int64_t(1) << 20) + 3}) {
+  for (const std::int64_t n :
+       {std::int64_t(1), std::int64_t(3), std::int64_t(4097), std::int64_t(4099), (std::int64_t(1) << 20) + 3}) {
     kstudy::test::expect_gate_passes(op(), entry(), {n}, k_seed + std::uint64_t(n));
   }
 }
@@ -264,6 +344,7 @@ TEST(ReduceSumVariantRegistry, FamiliesAndRungs) {
   }
   EXPECT_TRUE(names.count("reduce_sum_kokkos"));
   EXPECT_TRUE(names.count("reduce_sum_kokkos_strided"));
+  EXPECT_TRUE(names.count("reduce_sum_kokkos_team_wave"));
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
   for (const char* name : {"reduce_sum_atomic", "reduce_sum_block_tree", "reduce_sum_warp_shuffle",
                            "reduce_sum_float4_wave", "reduce_sum_cub"})

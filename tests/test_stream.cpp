@@ -304,7 +304,8 @@ using kstudy::test::variant_test_name;
 class StreamVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(StreamVariants, PassesTheGateAtOddSizes) {
-  for (const std::int64_t n : {1, 3, 1023, 4097, 1000003}) {
+  for (const std::int64_t n : {std::int64_t(1), std::int64_t(3), std::int64_t(1023), std::int64_t(4097),
+                               std::int64_t(1000003), (std::int64_t(1) << 20) + 3}) {
     kstudy::test::expect_gate_passes(op(), entry(), {n}, k_seed + std::uint64_t(n));
   }
 }
@@ -367,6 +368,7 @@ TEST(StreamVariantRegistry, KokkosFamiliesCoverEveryKind) {
     const std::string prefix = kstudy::stream::short_name(kind);
     EXPECT_TRUE(names.count(prefix + "_kokkos")) << prefix;
     EXPECT_TRUE(names.count(prefix + "_kokkos_kernels")) << prefix;
+    EXPECT_TRUE(names.count(prefix + (kind == stream_kind::dot ? "_kokkos_team_wave" : "_kokkos_float4"))) << prefix;
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
     EXPECT_TRUE(names.count(prefix + "_cuda")) << prefix;
     EXPECT_TRUE(names.count(prefix + "_cublas")) << prefix;

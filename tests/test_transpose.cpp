@@ -163,9 +163,11 @@ class TransposeVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(TransposeVariants, PassesTheGateAtOddShapes) {
   // One element, one row, one column, not multiples of 32 / 64, odd and even (vector widths 1, 2, 4 on
-  // either side), more tile rows than one grid's y extent would need for the naive rung at 70,001 rows.
+  // either side: quads on one side only at 1000 x 7 and 7 x 1000, on both with partial edge tiles at
+  // 132 x 68), more tile rows than one grid's y extent would need for the naive rung at 70,001 rows.
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
-      {1, 1}, {1, 37}, {37, 1}, {33, 65}, {257, 1031}, {1000, 8}, {8, 1000}, {66, 130}, {64, 128}, {70001, 3}};
+      {1, 1},    {1, 37},   {37, 1},   {33, 65},  {257, 1031}, {1000, 8}, {8, 1000},
+      {1000, 7}, {7, 1000}, {132, 68}, {66, 130}, {64, 128},   {70001, 3}};
   for (const auto& [rows, cols] : shapes) {
     kstudy::test::expect_gate_passes(op(), entry(), {rows, cols}, k_seed + std::uint64_t(rows * 7 + cols));
   }
@@ -220,6 +222,8 @@ TEST(TransposeVariantRegistry, FamiliesAndRungs) {
   }
   EXPECT_TRUE(names.count("transpose_kokkos_mdrange"));
   EXPECT_TRUE(names.count("transpose_kokkos_team"));
+  EXPECT_TRUE(names.count("transpose_kokkos_tile64"));
+  EXPECT_TRUE(names.count("transpose_kokkos_mdrange_tiled"));
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
   for (const char* name :
        {"transpose_naive", "transpose_tiled", "transpose_padded", "transpose_tile64_vector", "transpose_cublas"})

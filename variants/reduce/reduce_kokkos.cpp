@@ -5,7 +5,12 @@
 //    reduction only queues), on the variant's own execution-space instance;
 //  - reduce_sum_kokkos_strided: one work item per thread the space runs at once (concurrency()), each
 //    summing its share: a grid stride on a device (coalesced), one contiguous block on a host - the launch
-//    shape of the CUDA ladder's top rung, in portable code.
+//    shape of the CUDA ladder's top rung, in portable code;
+//  - reduce_sum_kokkos_team_wave: the reduction as the Kokkos team would tune it: one parallel_reduce
+//    over a TeamPolicy of the teams resident at once, 16-byte float4_t loads (four in flight per thread),
+//    float running sums folded into float64, each team's partial by Kokkos' team reduction and the teams'
+//    partials by the policy's own reduction in the same kernel (detail/kokkos_float4.hpp). Not a rung of
+//    the CUDA ladder: the portable version it is compared with, as the others.
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -16,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "detail/kokkos_float4.hpp"
 #include "kstudy/support/kokkos_support.hpp"
 #include "reduce/reduce_sum.hpp"
 
@@ -106,6 +112,39 @@ class reduce_kokkos_strided final : public reduce_kokkos_base<ExecutionSpace> {
   }
 };
 
+// The terms of the sum for detail::thread_sum: x by quads, and its scalar tail.
+template <class Quads, class Floats>
+struct sum_terms {
+  Quads x4;
+  Floats x;
+  KOKKOS_INLINE_FUNCTION detail::float4_t quad(std::int64_t q) const { return x4(q); }
+  KOKKOS_INLINE_FUNCTION float one(std::int64_t i) const { return x(i); }
+};
+
+template <class ExecutionSpace>
+class reduce_kokkos_team_wave final : public reduce_kokkos_base<ExecutionSpace> {
+  using base = reduce_kokkos_base<ExecutionSpace>;
+  using device_type = typename base::device_type;
+  using terms_type = sum_terms<Kokkos::View<const detail::float4_t*, device_type, detail::quad_traits>,
+                               Kokkos::View<const float*, device_type>>;
+
+ public:
+  void prepare(const problem_data& problem, const run_options& options) override {
+    base::prepare(problem, options);
+    const Kokkos::View<const float*, device_type> x = this->m_x;
+    m_quads = detail::quad_aligned(x) ? this->m_n / 4 : 0;
+    m_terms = terms_type{detail::quads_of(x, m_quads), x};
+  }
+
+  void launch() override {
+    detail::queue_team_wave_sum("kstudy::reduce_sum_team_wave", this->m_space, m_terms, m_quads, this->m_n, this->m_s);
+  }
+
+ private:
+  std::int64_t m_quads = 0;
+  terms_type m_terms;
+};
+
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   auto plain = variant_info_for("kokkos", "reduce_kokkos",
@@ -118,6 +157,17 @@ class reduce_kokkos_strided final : public reduce_kokkos_base<ExecutionSpace> {
                                   "float64 (grid stride on a device, one contiguous block on a host)");
   strided.kernels_launched = 1;  // the parallel_reduce
   detail::register_kokkos_variant<reduce_kokkos_strided<space>>(std::move(strided));
+  // rung 0, as every portable variant: the ladder and the reports take rung > 0 for the handwritten CUDA
+  // ladder, and count only rung 0 Kokkos variants as the portable side of the comparison.
+  auto wave = variant_info_for("kokkos_team_wave", "reduce_kokkos_tuned",
+                               "Kokkos TeamPolicy<LaunchBounds<256, 4>> (HintLightWeight) parallel_reduce into a "
+                               "device View over the resident teams (one thread per team on a host), float4_t quads "
+                               "through an unmanaged Restrict View (4 loads in flight per thread, grid stride; a "
+                               "contiguous block on a host), float running sums folded into float64, team partials "
+                               "by parallel_reduce(TeamThreadRange) and single(PerTeam), one kernel");
+  wave.rung = 0;
+  wave.kernels_launched = 1;  // the parallel_reduce: Kokkos combines the teams' values inside it
+  detail::register_kokkos_variant<reduce_kokkos_team_wave<space>>(std::move(wave));
 });
 
 }  // namespace

@@ -6,7 +6,11 @@
 //  - stream_kokkos_kernels: the library calls: Kokkos::deep_copy (copy), KokkosBlas::scal (scale),
 //    KokkosBlas::update (add, triad: z = a x + b y + 0 z, which does not read z), KokkosBlas::dot (dot: a
 //    float result returned to the host, so the call blocks; cuBLAS where Kokkos Kernels has that TPL).
-//    Kokkos Kernels 3.4 takes no execution-space instance, so these run on the space's default instance.
+//    Kokkos Kernels 3.4 takes no execution-space instance, so these run on the space's default instance;
+//  - stream_kokkos_tuned, as the Kokkos team would write them, on the variant's own instance: copy, scale,
+//    add, triad (*_kokkos_float4) as one RangePolicy over float4_t quads, four per work item, with the
+//    n % 4 scalar tail as the same kernel's last items; dot (dot_kokkos_team_wave) as reduce_sum's
+//    resident-wave TeamPolicy reduction (detail/kokkos_float4.hpp) over the products.
 // Device views are Kokkos::View<float*, memory_space>; transfers are deep_copy between them and unmanaged
 // views of the host arrays, on the variant's instance.
 #include <Kokkos_Core.hpp>
@@ -23,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "detail/kokkos_float4.hpp"
 #include "kstudy/support/kokkos_support.hpp"
 #include "stream/stream.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
@@ -240,6 +245,167 @@ class stream_kokkos_kernels final : public stream_kokkos_base<ExecutionSpace, K>
   double m_host_d = std::numeric_limits<double>::quiet_NaN();
 };
 
+// ---------------------------------------------------------------------------------------------------------
+// stream_kokkos_tuned
+
+using detail::float4_t;
+
+template <stream_kind K>
+KOKKOS_INLINE_FUNCTION float apply(float x, float y, float q) {
+  if constexpr (K == stream_kind::copy) {
+    (void)y;
+    (void)q;
+    return x;
+  } else if constexpr (K == stream_kind::scale) {
+    (void)y;
+    return q * x;
+  } else if constexpr (K == stream_kind::add) {
+    (void)q;
+    return x + y;
+  } else {
+    return x + q * y;  // triad; a device compiler contracts it to one FMA, which the gate allows
+  }
+}
+
+template <stream_kind K>
+KOKKOS_INLINE_FUNCTION float4_t apply4(const float4_t& a, const float4_t& b, float q) {
+  return {apply<K>(a.x, b.x, q), apply<K>(a.y, b.y, q), apply<K>(a.z, b.z, q), apply<K>(a.w, b.w, q)};
+}
+
+// has_y() is a host constexpr function; device code reads its value through this constant.
+template <stream_kind K>
+inline constexpr bool reads_y = has_y(K);
+
+// Quads moved by one work item of queue_float4_elementwise.
+inline constexpr int quads_per_item = 4;
+
+// z = op(x, y) over n floats as one RangePolicy parallel_for: `items` work items of up to four quads each
+// (all loaded before any is stored), then the n - 4 quads scalar elements as the range's last items.
+// Item i takes quads i + k items on a device (consecutive items on consecutive quads: every warp's load
+// and store is coalesced) and 4 i + k on a host (one contiguous run per item, contiguous blocks of items
+// per thread under the OpenMP schedule). Four quads per item rather than one because of what RangePolicy
+// does on CUDA: its chunk size is not used (Kokkos' CUDA parallel_for strides over blockDim x gridDim),
+// IndexType only sets the index's type (int64: n may pass 2^31), and the block size is Kokkos' occupancy
+// choice up to LaunchBounds' 256 threads, where Kokkos 3.4 takes the smallest block that reaches the best
+// occupancy (64 threads for a light kernel; Kokkos 4 stops at 128): per item one quad, Kokkos 3.4 would
+// schedule one 64-thread block per KiB of x with one load in flight per thread. Items never fall below
+// min(quads, concurrency()), so small n still fills the device.
+template <stream_kind K, class ExecutionSpace, class ConstQuads, class Quads, class ConstFloats, class Floats>
+void queue_float4_elementwise(const ExecutionSpace& space, const ConstQuads& x4, const ConstQuads& y4, const Quads& z4,
+                              const ConstFloats& x, const ConstFloats& y, const Floats& z, float q, std::int64_t quads,
+                              std::int64_t n) {
+  constexpr bool contiguous = detail::is_host_space_v<ExecutionSpace>;
+  constexpr int per_item = quads_per_item;
+  const std::int64_t items =
+      std::max(std::min<std::int64_t>(quads, space.concurrency()), (quads + per_item - 1) / per_item);
+  const std::int64_t tail = n - 4 * quads;
+  using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>, Kokkos::LaunchBounds<256, 4>>;
+  Kokkos::parallel_for(
+      std::string("kstudy::stream_") + short_name(K) + "_float4", detail::light_weight(policy(space, 0, items + tail)),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        (void)x;  // nvcc: an extended lambda may not first capture a variable inside if constexpr
+        (void)y;
+        (void)z;
+        (void)y4;
+        (void)q;
+        if (i < items) {
+          const std::int64_t first = contiguous ? per_item * i : i, stride = contiguous ? 1 : items;
+          float4_t a[per_item] = {}, b[per_item] = {};
+          KSTUDY_FLOAT4_UNROLL
+          for (int k = 0; k < per_item; ++k) {
+            const std::int64_t j = first + k * stride;
+            if (j < quads) {
+              a[k] = x4(j);
+              if constexpr (reads_y<K>) b[k] = y4(j);
+            }
+          }
+          KSTUDY_FLOAT4_UNROLL
+          for (int k = 0; k < per_item; ++k) {
+            const std::int64_t j = first + k * stride;
+            if (j < quads) z4(j) = apply4<K>(a[k], b[k], q);
+          }
+        } else {
+          const std::int64_t j = 4 * quads + (i - items);
+          if constexpr (reads_y<K>)
+            z(j) = apply<K>(x(j), y(j), q);
+          else
+            z(j) = apply<K>(x(j), 0.0f, q);
+        }
+      });
+}
+
+// The terms of stream_dot's sum for detail::thread_sum: the products x_i y_i in float, by quads.
+template <class Quads, class Floats>
+struct dot_terms {
+  Quads x4, y4;
+  Floats x, y;
+  KOKKOS_INLINE_FUNCTION float4_t quad(std::int64_t q) const {
+    const float4_t a = x4(q), b = y4(q);
+    return {a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w};
+  }
+  KOKKOS_INLINE_FUNCTION float one(std::int64_t i) const { return x(i) * y(i); }
+};
+
+template <class ExecutionSpace, stream_kind K>
+class stream_kokkos_tuned final : public stream_kokkos_base<ExecutionSpace, K> {
+  using base = stream_kokkos_base<ExecutionSpace, K>;
+  using device_type = typename base::device_type;
+  using const_vector = Kokkos::View<const float*, device_type>;
+  using const_quads = Kokkos::View<const float4_t*, device_type, detail::quad_traits>;
+  using quads = Kokkos::View<float4_t*, device_type, detail::quad_traits>;
+
+ public:
+  stream_kokkos_tuned() : base(/*own_stream=*/true) {}
+  bool queues_asynchronously() const override { return !base::on_host; }
+
+  // Quads over the vectors just allocated (none where one is not 16-byte aligned: then every element is
+  // a scalar item).
+  void prepare(const problem_data& problem, const run_options& options) override {
+    base::prepare(problem, options);
+    const bool aligned = detail::quad_aligned(this->m_x) && detail::quad_aligned(this->m_y) &&
+                         (is_reduction(K) || detail::quad_aligned(this->m_z));
+    m_quads = aligned ? this->m_n / 4 : 0;
+    m_x4 = detail::quads_of(const_vector(this->m_x), m_quads);
+    if constexpr (has_y(K)) m_y4 = detail::quads_of(const_vector(this->m_y), m_quads);
+    if constexpr (!is_reduction(K)) m_z4 = detail::quads_of(this->m_z, m_quads);
+  }
+
+  void launch() override {
+    if constexpr (K == stream_kind::dot) {
+      const dot_terms<const_quads, const_vector> terms{m_x4, m_y4, this->m_x, this->m_y};
+      detail::queue_team_wave_sum("kstudy::stream_dot_team_wave", this->m_space, terms, m_quads, this->m_n, this->m_d);
+    } else {
+      queue_float4_elementwise<K>(this->m_space, m_x4, m_y4, m_z4, const_vector(this->m_x), const_vector(this->m_y),
+                                  this->m_z, this->m_q, m_quads, this->m_n);
+    }
+  }
+
+ private:
+  std::int64_t m_quads = 0;
+  const_quads m_x4, m_y4;
+  quads m_z4;
+};
+
+template <stream_kind K>
+std::string kokkos_tuned_description() {
+  if constexpr (K == stream_kind::dot) {
+    return "Kokkos TeamPolicy<LaunchBounds<256, 4>> (HintLightWeight) parallel_reduce into a device View over the "
+           "resident teams (one thread per team on a host), float4_t quads of x and y through unmanaged Restrict "
+           "Views (4 x 2 loads in flight per thread, grid stride; a contiguous block on a host), float products and "
+           "running sums folded into float64, team partials by parallel_reduce(TeamThreadRange) and "
+           "single(PerTeam), one kernel";
+  } else {
+    const char* op = K == stream_kind::copy    ? "z = x"
+                     : K == stream_kind::scale ? "z = q x"
+                     : K == stream_kind::add   ? "z = x + y"
+                                               : "z = x + q y";
+    return "Kokkos RangePolicy<IndexType<int64>, LaunchBounds<256, 4>> (HintLightWeight) parallel_for: " +
+           std::string(op) +
+           " over float4_t quads through unmanaged Restrict Views, 4 quads per work item (all loaded before any is "
+           "stored; strided by the item count on a device, contiguous on a host), the n % 4 tail as the last items";
+  }
+}
+
 template <stream_kind K>
 std::string kokkos_description() {
   switch (K) {
@@ -289,6 +455,13 @@ void register_kind() {
   kernels.kernels_launched = 1;  // the deep_copy, scal, update or dot
   kernels.implementation = implementation::kokkos_kernels;
   detail::register_kokkos_variant<stream_kokkos_kernels<Space, K>>(std::move(kernels));
+  // rung 0, as every portable variant: the reports take rung > 0 for the handwritten CUDA ladder, and count
+  // only rung 0 Kokkos variants as the portable side of the comparison.
+  auto tuned = variant_info_for(K, K == stream_kind::dot ? "kokkos_team_wave" : "kokkos_float4", "stream_kokkos_tuned",
+                                kokkos_tuned_description<K>());
+  tuned.rung = 0;
+  tuned.kernels_launched = 1;  // the parallel_for (tail included), or the parallel_reduce
+  detail::register_kokkos_variant<stream_kokkos_tuned<Space, K>>(std::move(tuned));
 }
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
