@@ -341,10 +341,49 @@ TEST_P(LayernormVariants, MetadataIsComplete) {
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LayernormVariants);
 INSTANTIATE_TEST_SUITE_P(Layernorm, LayernormVariants, ::testing::ValuesIn(layernorm_variant_ids()), variant_test_name);
 
+// The tuned Kokkos variants on every path they plan (variants/detail/kokkos_rows.hpp): rows of quads
+// (hidden % 4 == 0) and of single floats, a quad or a lane partly past the row's end, teams whose last rows
+// are missing (7, 13 rows), and rows they stream (h read back with the residual). On a host: rows of up to
+// 32 in one lane's registers, longer ones streamed; on a GPU: a warp per row up to 1,024, a team per row up
+// to 16,384, streamed beyond.
+std::vector<std::string> layernorm_tuned_ids() {
+  return kstudy::test::variant_ids([](const kstudy::variant_info& i) {
+    return i.name == "layernorm_kokkos_tuned" || i.name == "residual_layernorm_kokkos_tuned";
+  });
+}
+
+class LayernormTunedVariant : public kstudy::test::registered_variant_test {};
+
+TEST_P(LayernormTunedVariant, PassesTheGateOnEveryPath) {
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {3, 1},    {7, 3},    {9, 8},    {13, 16},  {5, 32},    {2, 33},    {3, 36},    {13, 100},  {4, 1024},
+      {3, 1025}, {2, 1028}, {2, 4096}, {2, 4097}, {1, 16384}, {1, 16388}, {1, 20000}, {2, 20004}};
+  for (const auto& e : shapes)
+    kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 7919 + e[1]));
+}
+
+TEST_P(LayernormTunedVariant, IsRungOneOfTheKokkosFamily) {
+  const auto& info = entry().info;
+  EXPECT_EQ(info.family, info.operation + "_kokkos");
+  EXPECT_EQ(info.rung, 1);
+  EXPECT_EQ(info.implementation, kstudy::implementation::kokkos);
+  EXPECT_EQ(info.fusion, kstudy::fusion_level::full);
+  // The row read once (x, or x and r) where registers hold it: the essential traffic.
+  const auto shape = op().shape({65536, 4096}, table_layout::row_major, 0);
+  if (info.on_device) {
+    EXPECT_EQ(info.traffic(shape).total(), op().essential_traffic(shape).total());
+  }
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LayernormTunedVariant);
+INSTANTIATE_TEST_SUITE_P(Layernorm, LayernormTunedVariant, ::testing::ValuesIn(layernorm_tuned_ids()),
+                         variant_test_name);
+
 TEST(LayernormVariantRegistry, EveryBackendHasKokkosAndTheCudaLadder) {
   std::set<std::string> names;
   for (const auto& id : layernorm_variant_ids()) names.insert(kstudy::variant_registry::instance().find(id)->info.name);
-  for (const char* name : {"layernorm_kokkos", "residual_layernorm_kokkos_fused", "residual_layernorm_kokkos_unfused"})
+  for (const char* name : {"layernorm_kokkos", "residual_layernorm_kokkos_fused", "residual_layernorm_kokkos_unfused",
+                           "layernorm_kokkos_tuned", "residual_layernorm_kokkos_tuned"})
     EXPECT_TRUE(names.count(name)) << name;
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
   for (const char* name : {"layernorm_cuda_two_pass", "layernorm_cuda_welford", "layernorm_cuda_registers",

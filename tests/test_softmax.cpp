@@ -266,10 +266,38 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SoftmaxTunableVariants);
 INSTANTIATE_TEST_SUITE_P(Softmax, SoftmaxTunableVariants, ::testing::ValuesIn(softmax_variant_ids(true)),
                          variant_test_name);
 
+// The tuned Kokkos variant on every path it plans (variants/detail/kokkos_rows.hpp): rows of quads (cols %
+// 4 == 0) and of single floats, a quad or a lane partly past the row's end, teams whose last rows are missing
+// (7, 13 rows), and rows it streams. On a host: rows of up to 32 columns in one lane's registers, longer ones
+// streamed; on a GPU: a warp per row up to 1,024 columns, a team per row up to 16,384, streamed beyond.
+std::vector<std::string> softmax_tuned_ids() {
+  return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return i.name == "softmax_kokkos_tuned"; });
+}
+
+class SoftmaxTunedVariant : public kstudy::test::registered_variant_test {};
+
+TEST_P(SoftmaxTunedVariant, PassesTheGateOnEveryPath) {
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {3, 1}, {7, 3}, {9, 8}, {13, 16}, {5, 32}, {2, 33}, {3, 36}, {13, 100}, {4, 1024}, {3, 1025}, {2, 1028},
+           {2, 4096}, {2, 4097}, {1, 16384}, {1, 16388}, {1, 20000}, {2, 20004}}) {
+    kstudy::test::expect_gate_passes(op(), entry(), {rows, cols}, k_seed + std::uint64_t(rows * 7919 + cols));
+  }
+}
+
+TEST_P(SoftmaxTunedVariant, IsRungOneOfTheKokkosFamily) {
+  EXPECT_EQ(entry().info.family, "softmax_kokkos");
+  EXPECT_EQ(entry().info.rung, 1);
+  EXPECT_EQ(entry().info.implementation, kstudy::implementation::kokkos);
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SoftmaxTunedVariant);
+INSTANTIATE_TEST_SUITE_P(Softmax, SoftmaxTunedVariant, ::testing::ValuesIn(softmax_tuned_ids()), variant_test_name);
+
 TEST(SoftmaxVariantRegistry, LadderAndPortableVersionAreRegistered) {
   std::set<std::string> names;
   for (const auto& id : softmax_variant_ids()) names.insert(kstudy::variant_registry::instance().find(id)->info.name);
   EXPECT_TRUE(names.count("softmax_kokkos"));
+  EXPECT_TRUE(names.count("softmax_kokkos_tuned"));
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
   for (const auto* name : {"softmax_cuda_three_pass", "softmax_cuda_online", "softmax_cuda_registers"})
     EXPECT_TRUE(names.count(name)) << name;

@@ -1,0 +1,384 @@
+// LayerNorm and the fused residual + LayerNorm in Kokkos, written for a GPU the way the CUDA rungs are and
+// kept portable, for every enabled execution space (layernorm_kokkos_tuned and
+// residual_layernorm_kokkos_tuned, rung 1 of families layernorm_kokkos and residual_layernorm_kokkos over
+// the first attempt). The rows map onto a TeamPolicy as detail/kokkos_rows.hpp lays out (vector_length 32
+// on CUDA, a warp per row up to 1,024 columns, a team per row up to 16,384, then streamed; on hosts a team
+// of one thread and one lane per row).
+//  - In registers (vector_rows, team_rows): each lane loads its Items vectors of x once (float4 when
+//    hidden % 4 == 0; with the residual also r, writing h = x + r as it goes) and takes the exact two-pass
+//    statistics of its own elements: count, mean and M2 = sum (v - mean)^2. One reduction merges the
+//    lanes' triples with Chan et al.'s formula (the CUDA Welford rung's merge), so a row costs one
+//    ThreadVectorRange reduction (vector_rows: shuffles only) or one TeamThreadRange reduction (team_rows),
+//    and y = (v - mean) * rstd * gamma + beta is written from the registers: x (and r) read once.
+//  - Streamed (longer rows): each lane merges the statistics of its slice's chunks of 16 floats, one
+//    reduction merges the lanes, and a second pass re-reads the row (h with the residual) to write y.
+// Statistics are float on every backend: per-lane two-pass sums of at most 32 elements, then merges whose
+// count grows geometrically on a device and chunk by chunk on a host; no value is summed into a running
+// total of the whole row, which is what swamps a float row sum next to outliers.
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detail/kokkos_rows.hpp"
+#include "kstudy/support/kokkos_support.hpp"
+#include "layernorm/layernorm.hpp"
+
+namespace kstudy::layernorm {
+namespace {
+
+namespace rows = detail::rows;
+using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+
+using rows::moments;
+using rows::moments_combine;
+using moments_reducer = rows::struct_reducer<moments_combine>;
+
+template <class ExecutionSpace>
+using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
+
+// One kernel of the plan: Shape, Vec floats per vector, Items vectors per lane (per chunk when streaming).
+// With Residual, v = x + r, also written to h.
+template <class ExecutionSpace, bool Residual, rows::shape Shape, int Vec, int Items>
+struct layernorm_rows {
+  using member_type = typename policy_type<ExecutionSpace>::member_type;
+  static constexpr int vec = Vec;
+
+  rows::input_view<ExecutionSpace, Vec> x, r, gamma, beta;
+  rows::output_view<ExecutionSpace, Vec> y, h;
+  std::int64_t row_count = 0, vectors = 0;  // vectors per row: hidden / Vec
+  int vector_length = 1;
+  float hidden = 1.0f, epsilon = 0.0f;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& member) const {
+    if constexpr (Shape == rows::shape::vector_rows) {
+      const std::int64_t first = std::int64_t(member.league_rank()) * member.team_size();
+      const std::int64_t left = row_count - first;
+      const int count = left < member.team_size() ? static_cast<int>(left) : member.team_size();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count),
+                           [&](const int i) { resident_row(member, first + i); });
+    } else if constexpr (Shape == rows::shape::team_rows) {
+      resident_row(member, member.league_rank());
+    } else {
+      streamed_row(member, member.league_rank());
+    }
+  }
+
+  // v[k] <- vector i of the row's input: x, or x + r (then also written to h).
+  KOKKOS_INLINE_FUNCTION void load(const std::int64_t i, float (&v)[Vec]) const {
+    const rows::vec_t<Vec> a = x(i);
+    rows::unpack(a, v);
+    if constexpr (Residual) {
+      const rows::vec_t<Vec> b = r(i);
+      float w[Vec];
+      rows::unpack(b, w);
+      KSTUDY_ROWS_UNROLL
+      for (int j = 0; j < Vec; ++j) v[j] += w[j];
+      h(i) = rows::pack(v);
+    }
+  }
+
+  // y's vector i (q within the row) from v and the row's statistics.
+  KOKKOS_INLINE_FUNCTION void store(const std::int64_t i, const std::int64_t q, const float (&v)[Vec], const float mean,
+                                    const float rstd) const {
+    const rows::vec_t<Vec> g_loaded = gamma(q), b_loaded = beta(q);
+    float g[Vec], b[Vec], out[Vec];
+    rows::unpack(g_loaded, g);
+    rows::unpack(b_loaded, b);
+    KSTUDY_ROWS_UNROLL
+    for (int j = 0; j < Vec; ++j) out[j] = (v[j] - mean) * rstd * g[j] + b[j];
+    y(i) = rows::pack(out);
+  }
+
+  // The two-pass statistics of the first `valid` vectors of v.
+  template <int N>
+  KOKKOS_INLINE_FUNCTION static moments statistics(const float (&v)[N][Vec], const int valid) {
+    if (valid == 0) return moments_combine::identity();
+    float sum = 0.0f;
+    KSTUDY_ROWS_UNROLL
+    for (int k = 0; k < N; ++k) {
+      KSTUDY_ROWS_UNROLL
+      for (int j = 0; j < Vec; ++j) sum += v[k][j];  // the padding is 0
+    }
+    const float count = static_cast<float>(valid * Vec), mean = sum / count;
+    float m2 = 0.0f;
+    KSTUDY_ROWS_UNROLL
+    for (int k = 0; k < N; ++k) {
+      if (k < valid) {
+        KSTUDY_ROWS_UNROLL
+        for (int j = 0; j < Vec; ++j) {
+          const float d = v[k][j] - mean;
+          m2 += d * d;
+        }
+      }
+    }
+    return moments{count, mean, m2};
+  }
+
+  KOKKOS_INLINE_FUNCTION void resident_row(const member_type& member, const std::int64_t row) const {
+    constexpr bool team = Shape != rows::shape::vector_rows;  // else the row's slices are one thread's lanes
+    const int slices = team ? member.team_size() * vector_length : vector_length;
+    const std::int64_t base = row * vectors;
+    // The lane's elements (0 past the row's end). Zeroed first, as the compiler cannot tell that the range
+    // over the vector lanes runs once on every lane (without it, -Wmaybe-uninitialized).
+    float v[Items][Vec] = {};
+    moments total;
+    rows::reduce_slices<team>(
+        member, vector_length,
+        [&](const int s, moments& partial) {
+          int valid = 0;  // vectors of the row this lane holds: a prefix of v
+          KSTUDY_ROWS_UNROLL
+          for (int k = 0; k < Items; ++k) {
+            const std::int64_t q = s + std::int64_t(k) * slices;
+            if (q < vectors) {
+              load(base + q, v[k]);
+              ++valid;
+            } else {
+              KSTUDY_ROWS_UNROLL
+              for (int j = 0; j < Vec; ++j) v[k][j] = 0.0f;
+            }
+          }
+          moments_combine::join(partial, statistics(v, valid));
+        },
+        moments_reducer(total));
+    const float mean = total.mean, rstd = 1.0f / sqrtf(total.m2 / hidden + epsilon);
+    rows::for_slices<team>(member, vector_length, [&](const int s) {
+      KSTUDY_ROWS_UNROLL
+      for (int k = 0; k < Items; ++k) {
+        const std::int64_t q = s + std::int64_t(k) * slices;
+        if (q < vectors) store(base + q, q, v[k], mean, rstd);
+      }
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void streamed_row(const member_type& member, const std::int64_t row) const {
+    const int slices = member.team_size() * vector_length;
+    const std::int64_t base = row * vectors, stride = std::int64_t(Items) * slices;
+    moments total;
+    rows::reduce_slices<true>(
+        member, vector_length,
+        [&](const int s, moments& partial) {
+          moments lane = moments_combine::identity();
+          for (std::int64_t chunk = s; chunk < vectors; chunk += stride) {  // chunk: the lane's first vector
+            float v[Items][Vec];
+            int valid = 0;
+            KSTUDY_ROWS_UNROLL
+            for (int k = 0; k < Items; ++k) {
+              const std::int64_t q = chunk + std::int64_t(k) * slices;
+              if (q < vectors) {
+                load(base + q, v[k]);
+                ++valid;
+              } else {
+                KSTUDY_ROWS_UNROLL
+                for (int j = 0; j < Vec; ++j) v[k][j] = 0.0f;
+              }
+            }
+            moments_combine::join(lane, statistics(v, valid));
+          }
+          moments_combine::join(partial, lane);
+        },
+        moments_reducer(total));
+    const float mean = total.mean, rstd = 1.0f / sqrtf(total.m2 / hidden + epsilon);
+    // The second read: of h with the residual (written above by this same lane: not x + r again), else x.
+    const auto reload = [&](const std::int64_t i) -> rows::vec_t<Vec> {
+      if constexpr (Residual)
+        return h(i);
+      else
+        return x(i);
+    };
+    rows::for_slices<true>(member, vector_length, [&](const int s) {
+      for (std::int64_t chunk = s; chunk < vectors; chunk += stride) {
+        KSTUDY_ROWS_UNROLL
+        for (int k = 0; k < Items; ++k) {
+          const std::int64_t q = chunk + std::int64_t(k) * slices;
+          if (q < vectors) {
+            float v[Vec];
+            const rows::vec_t<Vec> loaded = reload(base + q);
+            rows::unpack(loaded, v);
+            store(base + q, q, v, mean, rstd);
+          }
+        }
+      }
+    });
+  }
+};
+
+// Registers hold a row of up to this many floats (else it is streamed, read twice): 32 on a host (one
+// lane), 16 floats on each of 1,024 threads on a device.
+template <class ExecutionSpace>
+constexpr std::int64_t resident_hidden() {
+  return detail::is_host_space_v<ExecutionSpace> ? rows::vector_rows_floats : std::int64_t(1024) * rows::team_floats;
+}
+
+template <class ExecutionSpace, layernorm_kind K>
+class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+  static constexpr bool residual = has_residual(K);
+
+ public:
+  using memory_space = typename ExecutionSpace::memory_space;
+  using vector_type = Kokkos::View<float*, Kokkos::Device<ExecutionSpace, memory_space>>;
+  using host_view = Kokkos::View<float*, Kokkos::HostSpace, unmanaged>;
+  using const_host_view = Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>;
+  using kokkos_base::on_host;
+
+  layernorm_kokkos_tuned() : kokkos_base(/*own_stream=*/true) {}
+  ~layernorm_kokkos_tuned() override { m_instance.drain(); }  // queued work ends before the buffers are freed
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = layernorm_problem(problem, K);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    m_rows = data.rows();
+    m_hidden = data.hidden();
+    if (m_rows > std::numeric_limits<int>::max())
+      throw std::invalid_argument(std::string(operation_name(K)) +
+                                  ": more rows than a Kokkos league holds (2^31 - 1)");
+    const auto elements = static_cast<std::size_t>(data.elements()), hidden = static_cast<std::size_t>(m_hidden);
+    const auto alloc = [](const std::string& label) { return Kokkos::view_alloc(label, Kokkos::WithoutInitializing); };
+    m_x = vector_type(alloc("kstudy::layernorm::x"), elements);
+    m_y = vector_type(alloc("kstudy::layernorm::y"), elements);
+    if constexpr (residual) {
+      m_r = vector_type(alloc("kstudy::layernorm::r"), elements);
+      m_h = vector_type(alloc("kstudy::layernorm::h"), elements);
+    }
+    m_gamma = vector_type(alloc("kstudy::layernorm::gamma"), hidden);
+    m_beta = vector_type(alloc("kstudy::layernorm::beta"), hidden);
+    Kokkos::deep_copy(m_space, m_gamma, const_host_view(data.gamma(), hidden));
+    Kokkos::deep_copy(m_space, m_beta, const_host_view(data.beta(), hidden));
+
+    bool vec4 = m_hidden % 4 == 0;
+    for (const auto* p : {m_x.data(), m_y.data(), m_r.data(), m_h.data(), m_gamma.data(), m_beta.data()})
+      vec4 = vec4 && rows::quad_aligned(p);  // a null (absent) array is aligned
+    int vector_length = 1, max_team_size = 1;
+    if constexpr (!on_host) {
+      vector_length = policy_type<ExecutionSpace>::vector_length_max();  // a warp on CUDA
+      max_team_size = std::max(1, 1024 / vector_length);                 // LaunchBounds<1024, 1>
+    }
+    m_plan = rows::plan_rows(m_rows, m_hidden, vec4, vector_length, max_team_size);
+    if constexpr (!on_host) check_team_size();
+    this->upload(data.streamed_inputs());
+  }
+
+  void poison() override {
+    Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
+    if constexpr (residual) Kokkos::deep_copy(m_space, m_h, std::numeric_limits<float>::quiet_NaN());
+    m_space.fence();
+  }
+
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != std::size_t(input_count(K)))
+      throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
+                                  " input arrays");
+    const auto elements = static_cast<std::size_t>(m_rows * m_hidden);
+    Kokkos::deep_copy(m_space, m_x, const_host_view(inputs[0].as<const float>(), elements));
+    if constexpr (residual) Kokkos::deep_copy(m_space, m_r, const_host_view(inputs[1].as<const float>(), elements));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    const auto elements = static_cast<std::size_t>(m_rows * m_hidden);
+    Kokkos::deep_copy(m_space, host_view(y_output(outputs), elements), m_y);
+    if constexpr (residual) Kokkos::deep_copy(m_space, host_view(h_output(outputs), elements), m_h);
+  }
+
+  void launch() override {
+    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+      using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
+                                     decltype(items_c)::value>;
+      const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
+                                               m_plan.vector_length);
+      Kokkos::parallel_for(std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" +
+                               rows::shape_name(m_plan.shape),
+                           policy, make_functor<functor>());
+    });
+  }
+
+ private:
+  template <class Functor>
+  Functor make_functor() const {
+    constexpr int vec = Functor::vec;
+    const auto n = m_rows * m_hidden;
+    Functor f;
+    f.x = rows::as_input<ExecutionSpace, vec>(m_x.data(), n);
+    f.gamma = rows::as_input<ExecutionSpace, vec>(m_gamma.data(), m_hidden);
+    f.beta = rows::as_input<ExecutionSpace, vec>(m_beta.data(), m_hidden);
+    f.y = rows::as_output<ExecutionSpace, vec>(m_y.data(), n);
+    if constexpr (residual) {
+      f.r = rows::as_input<ExecutionSpace, vec>(m_r.data(), n);
+      f.h = rows::as_output<ExecutionSpace, vec>(m_h.data(), n);
+    }
+    f.row_count = m_rows;
+    f.vectors = m_hidden / vec;
+    f.vector_length = m_plan.vector_length;
+    f.hidden = static_cast<float>(m_hidden);
+    f.epsilon = epsilon;
+    return f;
+  }
+
+  // The planned team must launch: LaunchBounds<1024, 1> caps the kernels at 64 registers, so 1,024 threads
+  // always fit; this says so if a compiler or a Kokkos version disagrees.
+  void check_team_size() const {
+    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+      using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
+                                     decltype(items_c)::value>;
+      const policy_type<ExecutionSpace> probe(m_space, 1, 1, m_plan.vector_length);
+      const int limit = probe.team_size_max(make_functor<functor>(), Kokkos::ParallelForTag());
+      if (limit < m_plan.team_size)
+        throw std::runtime_error(std::string(operation_name(K)) + "_kokkos_tuned: a team of " +
+                                 std::to_string(m_plan.team_size) + " threads does not launch (at most " +
+                                 std::to_string(limit) + ")");
+    });
+  }
+
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
+  std::int64_t m_rows = 0, m_hidden = 0;
+  rows::plan m_plan;
+  vector_type m_x, m_r, m_gamma, m_beta, m_y, m_h;
+};
+
+// Matrix reads of the kernel: once from registers, twice when the rows are streamed.
+template <class Space>
+int row_reads(std::int64_t hidden) {
+  return hidden <= resident_hidden<Space>() ? 1 : 2;
+}
+
+template <class Space>
+void register_space() {
+  const std::string kokkos =
+      "Kokkos hierarchical parallelism: TeamPolicy with LaunchBounds<1024,1> and vector_length 32 on a device (1 on "
+      "hosts); rows up to 1,024 cols one per team thread (8 per team) reduced across its vector lanes by a "
+      "ThreadVectorRange parallel_reduce (warp shuffles), longer rows one per team by a TeamThreadRange "
+      "parallel_reduce over nested ThreadVectorRange ones; a custom reducer merges per-lane (count, mean, M2) "
+      "(Chan): one reduction per row, no team scratch; the row in registers up to 16,384 cols (float4 loads "
+      "through unmanaged Restrict Views of a 16-byte struct when hidden % 4 == 0), longer rows streamed twice";
+  auto plain = variant_info_for(layernorm_kind::plain, "layernorm_kokkos_tuned", "layernorm_kokkos", kokkos, 1, 1);
+  plain.traffic = [](const table_shape& s) { return pass_traffic(s.rows, s.features, row_reads<Space>(s.features), 1); };
+  plain.rung = 1;
+  plain.implementation = implementation::kokkos;
+  plain.kernels_launched = 1;  // the row kernel of the plan's shape
+  detail::register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::plain>>(std::move(plain));
+
+  auto fused = variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_tuned",
+                                "residual_layernorm_kokkos",
+                                kokkos + "; x and r loaded together, h = x + r written on the load (4 passes)", 2, 2);
+  // Streamed rows read h back (written by the same kernel) in the second pass.
+  fused.traffic = [](const table_shape& s) {
+    return pass_traffic(s.rows, s.features, 1 + row_reads<Space>(s.features), 2);
+  };
+  fused.rung = 1;
+  fused.implementation = implementation::kokkos;
+  fused.fusion = fusion_level::full;
+  fused.kernels_launched = 1;  // the row kernel of the plan's shape
+  detail::register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::residual>>(std::move(fused));
+}
+
+[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+  register_space<typename decltype(tag)::type>();
+});
+
+}  // namespace
+}  // namespace kstudy::layernorm

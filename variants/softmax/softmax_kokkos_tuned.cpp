@@ -1,0 +1,326 @@
+// Softmax over rows in Kokkos, written for a GPU the way the CUDA rungs are and kept portable, for every
+// enabled execution space (softmax_kokkos_tuned, rung 1 of family softmax_kokkos over the first attempt).
+// The rows map onto a TeamPolicy as detail/kokkos_rows.hpp lays out (vector_length 32 on CUDA, a warp per
+// row up to 1,024 columns, a team per row up to 16,384, then streamed; on hosts a team of one thread and
+// one lane per row).
+//  - In registers (vector_rows, team_rows): each lane loads its Items vectors once (float4 when cols % 4 ==
+//    0), takes its own maximum m and turns its elements into exp(x - m) in place, summing them. One
+//    reduction combines the lanes' (m, sum) pairs (a sum joins another by rescaling to the larger max: the
+//    online softmax's merge), so a row costs one ThreadVectorRange reduction (vector_rows: shuffles only)
+//    or one TeamThreadRange reduction (team_rows). Each lane then writes its exps times
+//    exp(m - row max) / row sum: one exp per element, the row read from memory once.
+//  - Streamed (longer rows) on a device: each lane folds its slice in chunks of 16 floats into a running
+//    (m, sum), one reduction combines the lanes, then a second pass re-reads the row (mostly from L2) and
+//    writes exp(x - max) / sum. On a host (rows over 32 columns): three passes, the last two from the core's
+//    cache, with one exp per element (host_row).
+// Against softmax_kokkos: no team scratch and no barrier of kstudy's own (the slot-per-thread reductions
+// there cost shared-memory bank conflicts and four barriers per row), one reduction per row instead of two,
+// warp-per-row teams for short rows, 128-bit loads and stores.
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detail/kokkos_rows.hpp"
+#include "kstudy/support/kokkos_support.hpp"
+#include "softmax/softmax.hpp"
+
+namespace kstudy::softmax {
+namespace {
+
+namespace rows = detail::rows;
+using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+
+using rows::max_sum;
+using rows::max_sum_combine;
+using max_sum_reducer = rows::struct_reducer<max_sum_combine>;
+
+template <class ExecutionSpace>
+using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
+
+// One kernel of the plan: Shape, Vec floats per vector, Items vectors per lane (per chunk when streaming).
+template <class ExecutionSpace, rows::shape Shape, int Vec, int Items>
+struct softmax_rows {
+  using member_type = typename policy_type<ExecutionSpace>::member_type;
+  static constexpr int vec = Vec;
+
+  rows::input_view<ExecutionSpace, Vec> x;
+  rows::output_view<ExecutionSpace, Vec> y;
+  std::int64_t row_count = 0, vectors = 0;  // vectors per row: cols / Vec
+  int vector_length = 1;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& member) const {
+    if constexpr (Shape == rows::shape::vector_rows) {
+      const std::int64_t first = std::int64_t(member.league_rank()) * member.team_size();
+      const std::int64_t left = row_count - first;
+      const int count = left < member.team_size() ? static_cast<int>(left) : member.team_size();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count),
+                           [&](const int i) { resident_row(member, first + i); });
+    } else if constexpr (Shape == rows::shape::team_rows) {
+      resident_row(member, member.league_rank());
+    } else if constexpr (detail::is_host_space_v<ExecutionSpace>) {
+      host_row(member, member.league_rank());
+    } else {
+      streamed_row(member, member.league_rank());
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void resident_row(const member_type& member, const std::int64_t row) const {
+    constexpr bool team = Shape != rows::shape::vector_rows;  // else the row's slices are one thread's lanes
+    const int slices = team ? member.team_size() * vector_length : vector_length;
+    const std::int64_t base = row * vectors;
+    const float minus_infinity = -INFINITY;  // the macro: numeric_limits is host-only in device code
+    float v[Items][Vec] = {};         // the lane's elements, then their exp(x - lane_max)
+    float lane_max = minus_infinity;  // -inf on a lane without elements
+    max_sum total;
+    rows::reduce_slices<team>(
+        member, vector_length,
+        [&](const int s, max_sum& partial) {
+          float m = minus_infinity;
+          KSTUDY_ROWS_UNROLL
+          for (int k = 0; k < Items; ++k) {
+            const std::int64_t q = s + std::int64_t(k) * slices;
+            if (q < vectors) {
+              const rows::vec_t<Vec> loaded = x(base + q);
+              rows::unpack(loaded, v[k]);
+            } else {
+              KSTUDY_ROWS_UNROLL
+              for (int j = 0; j < Vec; ++j) v[k][j] = minus_infinity;
+            }
+            KSTUDY_ROWS_UNROLL
+            for (int j = 0; j < Vec; ++j) m = m > v[k][j] ? m : v[k][j];
+          }
+          float sum = 0.0f;
+          if (m != minus_infinity) {
+            KSTUDY_ROWS_UNROLL
+            for (int k = 0; k < Items; ++k) {
+              KSTUDY_ROWS_UNROLL
+              for (int j = 0; j < Vec; ++j) {
+                v[k][j] = expf(v[k][j] - m);  // 0 for the padding's -inf
+                sum += v[k][j];
+              }
+            }
+          }
+          lane_max = m;
+          max_sum_combine::join(partial, max_sum{m, sum});
+        },
+        max_sum_reducer(total));
+    rows::for_slices<team>(member, vector_length, [&](const int s) {
+      if (lane_max == minus_infinity) return;  // no elements
+      const float scale = expf(lane_max - total.max) / total.sum;
+      KSTUDY_ROWS_UNROLL
+      for (int k = 0; k < Items; ++k) {
+        const std::int64_t q = s + std::int64_t(k) * slices;
+        if (q < vectors) {
+          float out[Vec];
+          KSTUDY_ROWS_UNROLL
+          for (int j = 0; j < Vec; ++j) out[j] = v[k][j] * scale;
+          y(base + q) = rows::pack(out);
+        }
+      }
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void streamed_row(const member_type& member, const std::int64_t row) const {
+    const int slices = member.team_size() * vector_length;
+    const std::int64_t base = row * vectors, stride = std::int64_t(Items) * slices;
+    const float minus_infinity = -INFINITY;
+    max_sum total;
+    rows::reduce_slices<true>(
+        member, vector_length,
+        [&](const int s, max_sum& partial) {
+          max_sum lane = max_sum_combine::identity();
+          for (std::int64_t chunk = s; chunk < vectors; chunk += stride) {  // chunk: the lane's first vector
+            float v[Items][Vec];
+            float m = minus_infinity;
+            KSTUDY_ROWS_UNROLL
+            for (int k = 0; k < Items; ++k) {
+              const std::int64_t q = chunk + std::int64_t(k) * slices;
+              if (q < vectors) {
+                const rows::vec_t<Vec> loaded = x(base + q);
+                rows::unpack(loaded, v[k]);
+              } else {
+                KSTUDY_ROWS_UNROLL
+                for (int j = 0; j < Vec; ++j) v[k][j] = minus_infinity;
+              }
+              KSTUDY_ROWS_UNROLL
+              for (int j = 0; j < Vec; ++j) m = m > v[k][j] ? m : v[k][j];
+            }
+            float sum = 0.0f;  // m is finite: vector `chunk` is in the row
+            KSTUDY_ROWS_UNROLL
+            for (int k = 0; k < Items; ++k) {
+              KSTUDY_ROWS_UNROLL
+              for (int j = 0; j < Vec; ++j) sum += expf(v[k][j] - m);
+            }
+            max_sum_combine::join(lane, max_sum{m, sum});
+          }
+          max_sum_combine::join(partial, lane);
+        },
+        max_sum_reducer(total));
+    rows::for_slices<true>(member, vector_length, [&](const int s) {
+      for (std::int64_t chunk = s; chunk < vectors; chunk += stride) {
+        KSTUDY_ROWS_UNROLL
+        for (int k = 0; k < Items; ++k) {
+          const std::int64_t q = chunk + std::int64_t(k) * slices;
+          if (q < vectors) {
+            float v[Vec];
+            const rows::vec_t<Vec> loaded = x(base + q);
+            rows::unpack(loaded, v);
+            KSTUDY_ROWS_UNROLL
+            for (int j = 0; j < Vec; ++j) v[j] = expf(v[j] - total.max) / total.sum;
+            y(base + q) = rows::pack(v);
+          }
+        }
+      }
+    });
+  }
+
+  // A host streams a row with three passes, the last two from its cache: the maximum; y = exp(x - max) and
+  // its sum; y /= sum. One exp per element where the device's two passes take two: a host core is bound by
+  // exp, a GPU by memory (where a third pass over y would cost more than the exps).
+  KOKKOS_INLINE_FUNCTION void host_row(const member_type& member, const std::int64_t row) const {
+    const std::int64_t base = row * vectors;
+    float row_max = 0.0f;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(member, vectors),
+        [&](const std::int64_t q, float& m) {
+          float v[Vec];
+          rows::unpack(x(base + q), v);
+          for (int j = 0; j < Vec; ++j) m = m > v[j] ? m : v[j];
+        },
+        Kokkos::Max<float>(row_max));
+    double row_sum = 0.0;  // a double for a host: one sequential sum of the whole row
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(member, vectors),
+        [&](const std::int64_t q, double& sum) {
+          float v[Vec];
+          rows::unpack(x(base + q), v);
+          for (int j = 0; j < Vec; ++j) {
+            v[j] = expf(v[j] - row_max);
+            sum += v[j];
+          }
+          y(base + q) = rows::pack(v);
+        },
+        row_sum);
+    member.team_barrier();  // the exps are written before any thread rescales them
+    const float total = static_cast<float>(row_sum);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, vectors), [&](const std::int64_t q) {
+      float v[Vec];
+      rows::unpack(y(base + q), v);
+      for (int j = 0; j < Vec; ++j) v[j] /= total;
+      y(base + q) = rows::pack(v);
+    });
+  }
+};
+
+template <class ExecutionSpace>
+class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+
+ public:
+  using memory_space = typename ExecutionSpace::memory_space;
+  using matrix_type = Kokkos::View<float*, Kokkos::Device<ExecutionSpace, memory_space>>;
+  using kokkos_base::on_host;
+
+  softmax_kokkos_tuned() : kokkos_base(/*own_stream=*/true) {}
+  ~softmax_kokkos_tuned() override { m_instance.drain(); }
+
+  void prepare(const problem_data& problem, const run_options& options) override {
+    const auto& data = softmax_problem(problem);
+    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
+    m_rows = data.rows();
+    m_cols = data.cols();
+    if (m_rows > std::numeric_limits<int>::max())
+      throw std::invalid_argument("softmax_kokkos_tuned: more rows than a Kokkos league holds (2^31 - 1)");
+    const auto n = static_cast<std::size_t>(data.elements());
+    m_x = matrix_type(Kokkos::view_alloc("kstudy::softmax::x", Kokkos::WithoutInitializing), n);
+    m_y = matrix_type(Kokkos::view_alloc("kstudy::softmax::y", Kokkos::WithoutInitializing), n);
+    const bool vec4 = m_cols % 4 == 0 && rows::quad_aligned(m_x.data()) && rows::quad_aligned(m_y.data());
+    int vector_length = 1, max_team_size = 1;
+    if constexpr (!on_host) {
+      vector_length = policy_type<ExecutionSpace>::vector_length_max();  // a warp on CUDA
+      max_team_size = std::max(1, 1024 / vector_length);                 // LaunchBounds<1024, 1>
+    }
+    m_plan = rows::plan_rows(m_rows, m_cols, vec4, vector_length, max_team_size);
+    if constexpr (!on_host) check_team_size();
+    this->upload(data.streamed_inputs());
+  }
+
+  void poison() override {
+    Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
+    m_space.fence();
+  }
+
+  void enqueue_upload(const std::vector<host_span>& inputs) override {
+    if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
+    Kokkos::deep_copy(m_space, m_x,
+                      Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.size()));
+  }
+  void enqueue_download(const std::vector<host_span>& outputs) override {
+    Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(y_output(outputs), m_y.size()), m_y);
+  }
+
+  void launch() override {
+    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+      using functor = softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value,
+                                   decltype(items_c)::value>;
+      const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
+                                               m_plan.vector_length);
+      Kokkos::parallel_for(std::string("kstudy::softmax_kokkos_tuned_") + rows::shape_name(m_plan.shape), policy,
+                           make_functor<functor>());
+    });
+  }
+
+ private:
+  template <class Functor>
+  Functor make_functor() const {
+    constexpr int vec = Functor::vec;
+    const auto n = static_cast<std::int64_t>(m_x.size());
+    return Functor{rows::as_input<ExecutionSpace, vec>(m_x.data(), n), rows::as_output<ExecutionSpace, vec>(m_y.data(), n),
+                   m_rows, m_cols / vec, m_plan.vector_length};
+  }
+
+  // The planned team must launch: LaunchBounds<1024, 1> caps the kernels at 64 registers, so 1,024 threads
+  // always fit; this says so if a compiler or a Kokkos version disagrees.
+  void check_team_size() const {
+    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+      using functor = softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value,
+                                   decltype(items_c)::value>;
+      const policy_type<ExecutionSpace> probe(m_space, 1, 1, m_plan.vector_length);
+      const int limit = probe.team_size_max(make_functor<functor>(), Kokkos::ParallelForTag());
+      if (limit < m_plan.team_size)
+        throw std::runtime_error("softmax_kokkos_tuned: a team of " + std::to_string(m_plan.team_size) +
+                                 " threads does not launch (at most " + std::to_string(limit) + ")");
+    });
+  }
+
+  using kokkos_base::m_instance;
+  using kokkos_base::m_space;
+  std::int64_t m_rows = 0, m_cols = 0;
+  rows::plan m_plan;
+  matrix_type m_x, m_y;
+};
+
+[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+  using space = typename decltype(tag)::type;
+  auto info = variant_info_for(
+      "kokkos_tuned", "softmax_kokkos",
+      "Kokkos hierarchical parallelism: TeamPolicy with LaunchBounds<1024,1> and vector_length 32 on a device "
+      "(1 on hosts); rows up to 1,024 cols one per team thread (8 per team) reduced across its vector lanes by "
+      "a ThreadVectorRange parallel_reduce (warp shuffles), longer rows one per team by a TeamThreadRange "
+      "parallel_reduce over nested ThreadVectorRange ones; a custom reducer merges (max, sum of exp) pairs: "
+      "one reduction per row, no team scratch; the row in registers up to 16,384 cols (float4 loads through "
+      "an unmanaged Restrict View of a 16-byte struct when cols % 4 == 0), longer rows streamed twice");
+  info.rung = 1;
+  info.implementation = implementation::kokkos;
+  info.kernels_launched = 1;  // the row kernel of the plan's shape
+  detail::register_kokkos_variant<softmax_kokkos_tuned<space>>(std::move(info));
+});
+
+}  // namespace
+}  // namespace kstudy::softmax
