@@ -169,8 +169,8 @@ suite() {
 stream() {
   step stream
   timeout ${KSTUDY_STREAM_SECONDS:-420} "$bundle/kstudy" run stream "${overrides[@]}" \
-    --variants stream_kokkos@cuda stream_kokkos_strided@cuda stream_kokkos_kernels@cuda stream_cuda cublas cub \
-    stream_kokkos@openmp stream_kokkos_strided@openmp stream_kokkos_kernels@openmp --out "$out/stream.h5" > "$out/stream.txt" 2>&1
+    --variants stream_kokkos@cuda stream_kokkos_strided@cuda stream_kokkos_tuned@cuda stream_kokkos_kernels@cuda stream_cuda cublas cub \
+    stream_kokkos@openmp stream_kokkos_strided@openmp stream_kokkos_tuned@openmp stream_kokkos_kernels@openmp --out "$out/stream.h5" > "$out/stream.txt" 2>&1
   echo "stream rc=$?"; grep -E "GATE|error|GPU health|results:" "$out/stream.txt" | head -20
   gate_against_published "$out/stream.h5"
 }

@@ -312,14 +312,14 @@ class transpose_kokkos_tile64 final : public transpose_kokkos_base<ExecutionSpac
                                  "TeamThreadRange x ThreadVectorRange (1 x 1 on a host), 16 elements per thread per "
                                  "phase, float4_t loads where cols % 4 == 0 and stores where rows % 4 == 0 through "
                                  "unmanaged Restrict Views, team_barrier between the phases");
-  tile64.rung = 0;
+  tile64.rung = 1;  // the portable ladder: transpose_kokkos_team / _mdrange (0) are the first attempt
   tile64.kernels_launched = 1;  // the parallel_for
   detail::register_kokkos_variant<transpose_kokkos_tile64<space>>(std::move(tile64));
   auto tiled = variant_info_for("kokkos_mdrange_tiled", "transpose_kokkos_tuned",
                                 "Kokkos MDRangePolicy<Rank<2>> over (rows, cols) with explicit 32 x 8 tiles on a "
                                 "device (a warp writes 32 consecutive floats of t, the block reads whole sectors "
                                 "of x), 32 x 32 on a host; no scratch");
-  tiled.rung = 0;
+  tiled.rung = 1;
   tiled.kernels_launched = 1;  // the parallel_for
   detail::register_kokkos_variant<transpose_kokkos_mdrange_tiled<space>>(std::move(tiled));
 });
