@@ -80,9 +80,9 @@ inline gate_result poisoned_outputs_gate(const operation& op, const registered_v
 }  // namespace kstudy::test
 
 // Skips (never passes) a test when this build's Kokkos could not be initialised here.
-#define KSTUDY_REQUIRE_KOKKOS()                                                                \
-  do {                                                                                         \
-    if (!::kstudy::test::kokkos_ready())                                                       \
+#define KSTUDY_REQUIRE_KOKKOS()                                                                   \
+  do {                                                                                            \
+    if (!::kstudy::test::kokkos_ready())                                                          \
       GTEST_SKIP() << "Kokkos not initialised: the CUDA flavour needs a GPU and none is present"; \
   } while (0)
 

@@ -27,9 +27,10 @@ namespace fs = std::filesystem;
 using namespace kstudy;
 
 const std::vector<timer_kind> k_all_timers{
-    timer_kind::host_wall, timer_kind::resident_wall, timer_kind::device_events, timer_kind::one_shot,
-    timer_kind::one_shot_alloc, timer_kind::pipelined, timer_kind::cold, timer_kind::compile,
-    timer_kind::launch, timer_kind::transfer, timer_kind::layout_conversion};
+    timer_kind::host_wall, timer_kind::resident_wall,    timer_kind::device_events,
+    timer_kind::one_shot,  timer_kind::one_shot_alloc,   timer_kind::pipelined,
+    timer_kind::cold,      timer_kind::compile,          timer_kind::launch,
+    timer_kind::transfer,  timer_kind::layout_conversion};
 
 const std::vector<gate_verdict> k_all_verdicts{gate_verdict::passed, gate_verdict::failed, gate_verdict::not_gated};
 
@@ -188,8 +189,8 @@ std::vector<R> make_many(std::int64_t count, F make) {
 // Explicit member lists (not the archive's own field tables), so a member the tables lack is caught.
 auto members(const sample_record& r) {
   return std::tie(r.experiment, r.variant, r.layout, r.memory_kind, r.direction, r.rows, r.features, r.pitch,
-                  r.block_size, r.bytes, r.point, r.replication, r.trial, r.timer, r.seconds, r.gate,
-                  r.throttled, r.status, r.occupancy);
+                  r.block_size, r.bytes, r.point, r.replication, r.trial, r.timer, r.seconds, r.gate, r.throttled,
+                  r.status, r.occupancy);
 }
 auto members(const gate_record& r) {
   return std::tie(r.experiment, r.variant, r.layout, r.rows, r.features, r.block_size, r.passed, r.max_abs_error,
@@ -577,8 +578,8 @@ TEST(Archive, ConsoleTableIsAligned) {
   console_sink sink(out);
   sink.begin_experiment(make_experiment("alpha"));
   auto summaries = make_many<summary_record>(4, [](auto i) { return make_summary("alpha", i); });
-  summaries[1].median = 0.5;     // ms
-  summaries[2].median = 3e-8;    // ns
+  summaries[1].median = 0.5;   // ms
+  summaries[2].median = 3e-8;  // ns
   summaries[3].variant = "a_much_longer_variant_name@cuda";
   sink.write_summaries(summaries);
   sink.end_experiment("alpha");
@@ -722,8 +723,8 @@ TEST(Archive, SummaryTakesPassedAndNotGatedSamplesOnly) {
     add("probe", kstudy::gate_verdict::not_gated, "ok", trial);
     add("wrong", kstudy::gate_verdict::failed, "rejected", trial);
   }
-  add("scored", kstudy::gate_verdict::passed, "ok", -1);                // a warm-up
-  add("scored", kstudy::gate_verdict::passed, "failed: threw", 3);      // after its gate passed
+  add("scored", kstudy::gate_verdict::passed, "ok", -1);            // a warm-up
+  add("scored", kstudy::gate_verdict::passed, "failed: threw", 3);  // after its gate passed
   add("probe", kstudy::gate_verdict::not_gated, "failed: no device", -1);
   const auto summary = kstudy::summarise(samples, {});
   ASSERT_EQ(summary.size(), 2u);

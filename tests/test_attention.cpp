@@ -52,10 +52,10 @@ using kstudy::detail::widen_bf16;
 
 // How a float32 implementation computes attention (the test's emulations of the kernels the gate must pass).
 struct emulation {
-  bool online = true;       // flash-style: key tiles of 64, running max and sum, rescaled accumulator
-  bool round_p = false;     // P rounded to bfloat16 before the P V product (tensor cores)
+  bool online = true;          // flash-style: key tiles of 64, running max and sum, rescaled accumulator
+  bool round_p = false;        // P rounded to bfloat16 before the P V product (tensor cores)
   std::int64_t skip_key = -1;  // a key left out of every row (a wrong result)
-  float scale = 0.0f;       // 0: the problem's scale
+  float scale = 0.0f;          // 0: the problem's scale
 };
 
 // Fills O (float32, or bfloat16 bits rounded once) with the emulation's result for every row.
@@ -264,8 +264,7 @@ struct gate_case {
   std::int64_t heads, tokens, dim;
 };
 // Small shapes, tile edges, and shapes where the gate samples rows (H T^2 D > 2^28).
-const std::vector<gate_case> k_gate_cases = {{1, 1, 1}, {1, 33, 7}, {3, 257, 33}, {2, 1031, 64},
-                                             {2, 4096, 16}};
+const std::vector<gate_case> k_gate_cases = {{1, 1, 1}, {1, 33, 7}, {3, 257, 33}, {2, 1031, 64}, {2, 4096, 16}};
 
 TEST(AttentionGate, AcceptsFloat32SerialAndOnlineSoftmax) {
   KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
@@ -276,8 +275,8 @@ TEST(AttentionGate, AcceptsFloat32SerialAndOnlineSoftmax) {
       const auto reference = op.reference(*problem);
       kstudy::host_outputs out(op, problem->shape());
       const auto spans = out.spans();
-      const std::string where = op.info().name + " " + std::to_string(c.heads) + "x" + std::to_string(c.tokens) +
-                                "x" + std::to_string(c.dim);
+      const std::string where =
+          op.info().name + " " + std::to_string(c.heads) + "x" + std::to_string(c.tokens) + "x" + std::to_string(c.dim);
       std::vector<emulation> ways = {{false, false, -1, 0.0f}, {true, false, -1, 0.0f}};
       if (precision == attention_precision::bf16) ways.push_back({true, true, -1, 0.0f});
       for (const auto& how : ways) {
@@ -374,8 +373,10 @@ TEST(AttentionGate, RejectsAMissingKeyAndAWrongScale) {
       }
       const float right = p.scale();
       std::vector<float> wrong = {1.0f / float(c.dim), 1.0f};
-      if (!bf16) wrong.push_back(right * (1.0f + 0x1.0p-10f));  // 0.1%: past float32's bound
-      else wrong.push_back(right * 1.05f);
+      if (!bf16)
+        wrong.push_back(right * (1.0f + 0x1.0p-10f));  // 0.1%: past float32's bound
+      else
+        wrong.push_back(right * 1.05f);
       for (const float scale : wrong) {
         emulation how;
         how.round_p = bf16;
@@ -397,17 +398,16 @@ TEST(AttentionGate, RejectsAnotherOperationsProblem) {
 // Every registered attention and attention_bf16 variant of this build
 
 std::vector<std::string> attention_variant_ids() {
-  return kstudy::test::variant_ids([](const kstudy::variant_info& i) {
-    return i.operation == "attention" || i.operation == "attention_bf16";
-  });
+  return kstudy::test::variant_ids(
+      [](const kstudy::variant_info& i) { return i.operation == "attention" || i.operation == "attention_bf16"; });
 }
 using kstudy::test::variant_test_name;
 
 class AttentionVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(AttentionVariants, PassesTheGateAtOddShapes) {
-  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1}, {1, 33, 7}, {3, 257, 33}, {2, 130, 64},
-                                                         {1, 1031, 64}};
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {1, 1, 1}, {1, 33, 7}, {3, 257, 33}, {2, 130, 64}, {1, 1031, 64}};
   for (const auto& e : shapes)
     kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
 }
@@ -454,8 +454,8 @@ TEST(AttentionVariantRegistry, EveryBackendHasTheKokkosFusedKernel) {
     std::int64_t kokkos = 0;
     for (const auto& id : ids) {
       const auto& info = kstudy::variant_registry::instance().find(id)->info;
-      if (info.operation == op && info.name == (std::string(op) == "attention" ? "attention_kokkos_fused"
-                                                                              : "attention_bf16_kokkos_fused")) {
+      if (info.operation == op &&
+          info.name == (std::string(op) == "attention" ? "attention_kokkos_fused" : "attention_bf16_kokkos_fused")) {
         ++kokkos;
         EXPECT_EQ(info.family, "attention_kokkos");
         EXPECT_EQ(info.implementation, kstudy::implementation::kokkos);

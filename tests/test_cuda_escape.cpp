@@ -80,8 +80,8 @@ TEST(CudaEscape, RejectsIllegalBlockSizesAndEmptyTables) {
     problem.shape.rows = 0;
     EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument) << name;
     problem = data.problem();
-    problem.shape.layout = entry.info.layout == table_layout::feature_major ? table_layout::row_major
-                                                                           : table_layout::feature_major;
+    problem.shape.layout =
+        entry.info.layout == table_layout::feature_major ? table_layout::row_major : table_layout::feature_major;
     problem.shape.pitch = problem.shape.features;
     EXPECT_THROW(variant->prepare_table(problem, {}), std::invalid_argument) << name << ": layout mismatch";
   }

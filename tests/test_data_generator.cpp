@@ -86,8 +86,7 @@ TEST(DataGenerator, StatisticsAreTheColumnsFloat64MomentsAndOutliersAreRare) {
     EXPECT_NEAR(d.inv_std()[f], 1.0 / stddev, 1e-6 / stddev) << "feature " << f;
     // Outliers lie 20-60 scales from the location; with 1% of them the standard deviation is about
     // 4 scales, so anything past 4 standard deviations is an outlier, never a normal draw here.
-    for (std::int64_t r = 0; r < rows; ++r)
-      outliers += std::fabs(d.x()[d.shape().offset(r, f)] - mean) > 4.0 * stddev;
+    for (std::int64_t r = 0; r < rows; ++r) outliers += std::fabs(d.x()[d.shape().offset(r, f)] - mean) > 4.0 * stddev;
   }
   const double rate = double(outliers) / double(rows * features);
   EXPECT_GT(rate, 0.005);
@@ -114,7 +113,8 @@ TEST(DataGenerator, LayoutCopyCarriesTheCurrentValues) {
   EXPECT_EQ(fm.x()[fm.shape().offset(5, 2)], 123.0f);
   EXPECT_EQ(padded.x()[padded.shape().offset(5, 2)], 123.0f);
   for (std::int64_t r = 0; r < 37; ++r)
-    for (std::int64_t f = 0; f < 6; ++f) ASSERT_EQ(d.x()[d.shape().offset(r, f)], padded.x()[padded.shape().offset(r, f)]);
+    for (std::int64_t f = 0; f < 6; ++f)
+      ASSERT_EQ(d.x()[d.shape().offset(r, f)], padded.x()[padded.shape().offset(r, f)]);
   EXPECT_EQ(padded.mean(), d.mean());
 }
 
@@ -130,7 +130,7 @@ TEST(GridSizing, BalancedTeams) {
     const std::int64_t teams = balanced_teams(work, 660);
     EXPECT_LE(teams, 660);
     const std::int64_t waves = (work + teams - 1) / teams;
-    EXPECT_EQ(waves, (work + 659) / 660) << work;  // no more waves than needed
+    EXPECT_EQ(waves, (work + 659) / 660) << work;    // no more waves than needed
     EXPECT_LT(waves * teams - work, teams) << work;  // the last wave is the only partial one
   }
 }

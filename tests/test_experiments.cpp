@@ -44,7 +44,8 @@ TEST(Experiments, HugeFileIsRefusedBeforeParsing) {
   const auto path = fs::temp_directory_path() / "kstudy_huge_experiment.json";
   {
     std::ofstream out(path);
-    out << R"({"name": "huge", "operation": "scoring", "rows": [1], "features": [1], "description": ")" << std::string(1100000, 'a') << "\"}";
+    out << R"({"name": "huge", "operation": "scoring", "rows": [1], "features": [1], "description": ")"
+        << std::string(1100000, 'a') << "\"}";
   }
   try {
     kstudy::load_experiment(path.string());
@@ -86,11 +87,12 @@ TEST(Experiments, RowsSweepExpandsTheSeedsDoublingRange) {
 }
 
 TEST(Experiments, DefaultsAndFingerprintFollowTheDefinition) {
-  const auto a = kstudy::parse_experiment(R"({"name": "a", "operation": "scoring", "rows": [8], "features": [3]})", "a.json");
+  const auto a =
+      kstudy::parse_experiment(R"({"name": "a", "operation": "scoring", "rows": [8], "features": [3]})", "a.json");
   EXPECT_EQ(a.kind, "sweep");
   EXPECT_EQ(a.block_sizes, std::vector<std::int64_t>{0});
-  const auto b = kstudy::parse_experiment(R"({"name": "a", "operation": "scoring", "rows": [8], "features": [3], "protocol": {"trials": 3}})",
-                                          "b.json");
+  const auto b = kstudy::parse_experiment(
+      R"({"name": "a", "operation": "scoring", "rows": [8], "features": [3], "protocol": {"trials": 3}})", "b.json");
   EXPECT_NE(a.fingerprint(), b.fingerprint());
 }
 
@@ -108,7 +110,8 @@ TEST(Experiments, ShapesReplaceTheGridInOrder) {
   // The shapes are part of the definition (and so of the fingerprint); the grid form expands the same way.
   EXPECT_NE(e.definition_json.find("\"shapes\":[[64,16],[8,256]]"), std::string::npos) << e.definition_json;
   EXPECT_EQ(kstudy::parse_experiment(e.definition_json, "again").fingerprint(), e.fingerprint());
-  const auto grid = kstudy::parse_experiment(R"({"name": "g", "operation": "scoring", "rows": [8, 64], "features": [16, 256]})", "g.json");
+  const auto grid = kstudy::parse_experiment(
+      R"({"name": "g", "operation": "scoring", "rows": [8, 64], "features": [16, 256]})", "g.json");
   EXPECT_EQ(grid.points, (std::vector<std::vector<std::int64_t>>{{8, 16}, {8, 256}, {64, 16}, {64, 256}}));
 }
 
@@ -135,7 +138,8 @@ namespace {
 // "cache": warm by default and then absent from the definition (older archives keep their fingerprint);
 // "cold" or both modes, every point timed in each mode in turn; `run --cache` overrides it.
 TEST(Experiments, CacheModesParseExpandAndOverride) {
-  const auto warm = kstudy::parse_experiment(R"({"name": "c", "operation": "scoring", "rows": [8], "features": [4]})", "w.json");
+  const auto warm =
+      kstudy::parse_experiment(R"({"name": "c", "operation": "scoring", "rows": [8], "features": [4]})", "w.json");
   EXPECT_EQ(warm.cache, std::vector<kstudy::cache_mode>{kstudy::cache_mode::warm});
   EXPECT_EQ(warm.definition_json.find("cache"), std::string::npos) << warm.definition_json;
   const auto cold = kstudy::parse_experiment(
@@ -144,7 +148,8 @@ TEST(Experiments, CacheModesParseExpandAndOverride) {
   EXPECT_NE(cold.fingerprint(), warm.fingerprint());
   EXPECT_EQ(kstudy::parse_experiment(cold.definition_json, "again").fingerprint(), cold.fingerprint());
   const auto both = kstudy::parse_experiment(
-      R"({"name": "c", "operation": "scoring", "rows": [8, 16], "features": [4], "cache": ["warm", "cold"]})", "b.json");
+      R"({"name": "c", "operation": "scoring", "rows": [8, 16], "features": [4], "cache": ["warm", "cold"]})",
+      "b.json");
   const auto points = kstudy::sweep_points(both);
   ASSERT_EQ(points.size(), 4u);
   EXPECT_EQ(points[0].cache, kstudy::cache_mode::warm);
@@ -153,14 +158,16 @@ TEST(Experiments, CacheModesParseExpandAndOverride) {
   EXPECT_EQ(points[3].index, 3);
   kstudy::run_request request;
   request.cache = "cold";
-  EXPECT_EQ(kstudy::prepare_experiment("quick", request).cache, std::vector<kstudy::cache_mode>{kstudy::cache_mode::cold});
+  EXPECT_EQ(kstudy::prepare_experiment("quick", request).cache,
+            std::vector<kstudy::cache_mode>{kstudy::cache_mode::cold});
   EXPECT_EQ(kstudy::prepare_experiment("launch_overhead", request).definition_json.find("cache"), std::string::npos);
   request.cache = "lukewarm";
   try {
     kstudy::prepare_experiment("quick", request);
     ADD_FAILURE() << "--cache lukewarm was accepted";
   } catch (const kstudy::experiment_error& e) {
-    EXPECT_NE(std::string(e.what()).find("field 'cache': unknown cache mode 'lukewarm'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("field 'cache': unknown cache mode 'lukewarm'"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -97,7 +97,8 @@ std::string quoted_list(const std::vector<std::string>& names) {
 // A small scoring experiment over four points.
 void write_experiment(const fs::path& path, const std::vector<std::string>& variants, const std::string& rows) {
   std::ofstream(path) << R"({"name": "faults", "operation": "scoring", "rows": )" << rows << R"(, "features": [16],
- "variants": [)" << quoted_list(variants) << R"(],
+ "variants": [)" << quoted_list(variants)
+                      << R"(],
  "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],
  "protocol": {"warmups": 1, "trials": 3, "replications": 2, "seed": 11, "threads": 2, "shuffle": true}})";
 }
@@ -209,9 +210,12 @@ TEST(Faults, DeviceTrapStopsCleanlyAndResumeCompletes) {
   std::vector<const sample_record*> aborted;
   for (const auto& s : samples) {
     EXPECT_EQ(s.replication, 0) << "the run went on after the context was lost";
-    if (starts_with(s.status, "aborted: ")) aborted.push_back(&s);
-    else if (s.status == "ok") ok_variants[s.point].insert(s.variant);
-    else ADD_FAILURE() << s.variant << " point " << s.point << ": " << s.status;
+    if (starts_with(s.status, "aborted: "))
+      aborted.push_back(&s);
+    else if (s.status == "ok")
+      ok_variants[s.point].insert(s.variant);
+    else
+      ADD_FAILURE() << s.variant << " point " << s.point << ": " << s.status;
   }
   ASSERT_EQ(aborted.size(), 1u);
   EXPECT_EQ(aborted[0]->variant, faulted);
@@ -224,7 +228,7 @@ TEST(Faults, DeviceTrapStopsCleanlyAndResumeCompletes) {
   EXPECT_EQ(ok_variants.count(2), 0u);
   EXPECT_EQ(ok_variants.count(3), 0u);
   EXPECT_TRUE(read_summaries(archive, "faults").empty());  // written only by a complete run
-  EXPECT_EQ(read_health(archive, "faults").size(), 3u);     // points 0, 1 and the aborted 2
+  EXPECT_EQ(read_health(archive, "faults").size(), 3u);    // points 0, 1 and the aborted 2
 
   // --resume (no fault now) runs point 2 again and completes the archive: every key once.
   const auto resumed = run_kstudy(dir, "", "run faults.json --resume --out faults.h5 -q");
@@ -325,7 +329,8 @@ TEST(Faults, PointTooBigForMemoryIsSkippedWithTheReason) {
     EXPECT_EQ(s.trial, -1);
     EXPECT_EQ(s.gate, gate_verdict::not_gated);  // nothing was run to gate
     const bool device = s.variant.find("@cuda") != std::string::npos;
-    EXPECT_NE(s.status.find(device ? " device bytes, " : " host bytes, "), std::string::npos) << s.variant << ": " << s.status;
+    EXPECT_NE(s.status.find(device ? " device bytes, " : " host bytes, "), std::string::npos)
+        << s.variant << ": " << s.status;
     EXPECT_TRUE(skipped.insert(s.variant).second) << s.variant << " skipped twice";
   }
   EXPECT_EQ(skipped, measured);  // every variant: measured at the small point, one skip row at the huge one

@@ -135,7 +135,8 @@ void fill_product(const gemm_data& p, summation how, input_rounding r, output& o
     for (std::int64_t l = 0; l < k; ++l) bt[std::size_t(j * k + l)] = round_input(p.b_at(l, j), r);
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) out.at(p, i, j) = dot(&a[std::size_t(i * k)], &bt[std::size_t(j * k)], k, how, skip);
+    for (std::int64_t j = 0; j < n; ++j)
+      out.at(p, i, j) = dot(&a[std::size_t(i * k)], &bt[std::size_t(j * k)], k, how, skip);
 }
 
 void element_reference(const gemm_data& p, std::int64_t i, std::int64_t j, double& value, double& scale) {
@@ -203,7 +204,8 @@ TEST(GemmOperation, GeneratorIsDeterministicLayoutIndependentWithOutliers) {
     const auto a = generate(precision, m, n, k), b = generate(precision, m, n, k);
     const auto c = generate(precision, m, n, k, table_layout::row_major, k_seed + 1);
     const auto left = generate(precision, m, n, k, table_layout::feature_major);
-    const auto relaid = op_of(precision).relayout(*a, op_of(precision).shape({m, n, k}, table_layout::feature_major, 0));
+    const auto relaid =
+        op_of(precision).relayout(*a, op_of(precision).shape({m, n, k}, table_layout::feature_major, 0));
     std::int64_t zeros = 0, outliers = 0, differ = 0;
     double sum = 0.0;
     for (std::int64_t i = 0; i < m; ++i)
@@ -267,7 +269,7 @@ struct accepted_case {
 // The gate accepts float32 products of every plausible accumulation order; prints the largest
 // |error| / (u S) measured, the margin the tolerance model (operation.cpp) is set against.
 TEST(GemmGate, AcceptsFloat32ProductsInEveryOrder) {
-  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1},     {1, 33, 7},     {37, 29, 263},
+  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1},      {1, 33, 7},    {37, 29, 263},
                                                          {64, 48, 8192}, {8, 8, 65536}, {520, 260, 1000}};
   const std::vector<accepted_case> float_cases = {{summation::serial, input_rounding::none, "serial"},
                                                   {summation::fma_chain, input_rounding::none, "fma chain"},
@@ -279,7 +281,8 @@ TEST(GemmGate, AcceptsFloat32ProductsInEveryOrder) {
       cases.push_back({summation::truncated_blocks8, input_rounding::none, "truncated 8-blocks"});
     if (precision == gemm_precision::tf32) {
       cases.push_back({summation::serial, input_rounding::tf32_nearest, "tf32 nearest, serial"});
-      cases.push_back({summation::truncated_blocks8, input_rounding::tf32_truncated, "tf32 truncated, truncated 8-blocks"});
+      cases.push_back(
+          {summation::truncated_blocks8, input_rounding::tf32_truncated, "tf32 truncated, truncated 8-blocks"});
     }
     const auto& op = op_of(precision);
     for (const auto& e : shapes) {
@@ -376,7 +379,8 @@ TEST(GemmGate, RejectsADroppedTermAnUnwrittenTileAndAWrongUnsampledElement) {
         const auto& p = typed(*problem);
         const auto reference = op.reference(p);
         output out(p);
-        const std::string where = op.info().name + " k=" + std::to_string(k) + " " + std::string(kstudy::to_string(layout));
+        const std::string where =
+            op.info().name + " k=" + std::to_string(k) + " " + std::string(kstudy::to_string(layout));
         fill_product(p, summation::serial, input_rounding::none, out, /*skip=*/k - 1);
         const auto dropped = op.check(p, *reference, out.spans());
         EXPECT_FALSE(dropped.passed) << where;
@@ -439,8 +443,8 @@ using kstudy::test::variant_test_name;
 class GemmVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(GemmVariants, PassesTheGateAtOddShapes) {
-  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1}, {1, 33, 7}, {37, 29, 263}, {130, 67, 129},
-                                                         {257, 131, 65}};
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {1, 1, 1}, {1, 33, 7}, {37, 29, 263}, {130, 67, 129}, {257, 131, 65}};
   for (const auto& e : shapes)
     kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1] * 7 + e[2]));
 }
@@ -461,10 +465,10 @@ TEST_P(GemmVariants, RejectsAnotherOperationsProblemAndLayout) {
   auto impl = entry().make();
   EXPECT_THROW(impl->prepare(*problem, {}), std::invalid_argument);
   const auto own = kstudy::gemm::operation_name(gemm_precision::fp32) == entry().info.operation ? gemm_precision::fp32
-                   : entry().info.operation == "gemm_tf32"                                       ? gemm_precision::tf32
-                                                                                                 : gemm_precision::bf16;
-  const auto wrong_layout = entry().info.layout == table_layout::row_major ? table_layout::feature_major
-                                                                           : table_layout::row_major;
+                   : entry().info.operation == "gemm_tf32"                                      ? gemm_precision::tf32
+                                                                                                : gemm_precision::bf16;
+  const auto wrong_layout =
+      entry().info.layout == table_layout::row_major ? table_layout::feature_major : table_layout::row_major;
   const auto swapped = generate(own, 4, 8, 16, wrong_layout);
   auto again = entry().make();
   EXPECT_THROW(again->prepare(*swapped, {}), std::invalid_argument);
@@ -478,7 +482,8 @@ TEST_P(GemmVariants, MetadataIsComplete) {
   ASSERT_TRUE(static_cast<bool>(info.traffic));
   const auto shape = op().shape({4096, 4096, 4096}, info.layout, 0);
   EXPECT_GE(info.traffic(shape).total(), op().essential_traffic(shape).total());
-  if (info.implementation == kstudy::implementation::kokkos || info.implementation == kstudy::implementation::kokkos_kernels) {
+  if (info.implementation == kstudy::implementation::kokkos ||
+      info.implementation == kstudy::implementation::kokkos_kernels) {
     EXPECT_EQ(info.rung, 0);
   }
 }
@@ -489,10 +494,10 @@ INSTANTIATE_TEST_SUITE_P(Gemm, GemmVariants, ::testing::ValuesIn(gemm_variant_id
 TEST(GemmVariantRegistry, EveryBackendHasTheKokkosVariantsInBothLayouts) {
   std::set<std::string> names;
   for (const auto& id : gemm_variant_ids()) names.insert(kstudy::variant_registry::instance().find(id)->info.name);
-  for (const char* name : {"gemm_kokkos_tiled", "gemm_kokkos_tiled_feature_major", "gemm_kokkos_naive",
-                           "gemm_kokkos_naive_feature_major", "gemm_kokkos_kernels", "gemm_kokkos_kernels_feature_major",
-                           "gemm_bf16_kokkos_tiled", "gemm_bf16_kokkos_tiled_feature_major", "gemm_bf16_kokkos_naive",
-                           "gemm_bf16_kokkos_naive_feature_major"})
+  for (const char* name :
+       {"gemm_kokkos_tiled", "gemm_kokkos_tiled_feature_major", "gemm_kokkos_naive", "gemm_kokkos_naive_feature_major",
+        "gemm_kokkos_kernels", "gemm_kokkos_kernels_feature_major", "gemm_bf16_kokkos_tiled",
+        "gemm_bf16_kokkos_tiled_feature_major", "gemm_bf16_kokkos_naive", "gemm_bf16_kokkos_naive_feature_major"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 

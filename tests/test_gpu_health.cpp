@@ -183,8 +183,8 @@ TEST(GpuHealth, FillHealthKeepsBothReadingsAndFlagsEitherSide) {
 
 TEST(GpuHealth, GuardFlagsEverySampleOfAThrottledPointOnly) {
   // Point 0: idle before and after. Point 1: a power cap after. Point 2: HW slowdown before. Point 3: clean.
-  scripted_source source({reading(0x1), reading(0x1), reading(0x0), reading(0x4), reading(0x8), reading(0x0),
-                          reading(0x2), reading(0x0)});
+  scripted_source source(
+      {reading(0x1), reading(0x1), reading(0x0), reading(0x4), reading(0x8), reading(0x0), reading(0x2), reading(0x0)});
   recording_sink inner;
   health_guarded_sink guard(inner, source);
   for (std::int64_t point = 0; point < 4; ++point) run_point(guard, point);
@@ -278,7 +278,8 @@ TEST(GpuHealth, ArchiveStoresTheFlagsAndTheHealthTable) {
 // where CMake built it.
 std::string fake_nvml() {
   std::error_code ec;
-  const auto beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "lib" / fs::path(KSTUDY_FAKE_NVML).filename();
+  const auto beside =
+      fs::read_symlink("/proc/self/exe", ec).parent_path() / "lib" / fs::path(KSTUDY_FAKE_NVML).filename();
   if (!ec && fs::is_regular_file(beside)) return beside.string();
   return KSTUDY_FAKE_NVML;
 }
@@ -291,12 +292,16 @@ class scoped_env {
       m_old = old;
       m_had = true;
     }
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~scoped_env() {
-    if (m_had) setenv(m_name, m_old.c_str(), 1);
-    else unsetenv(m_name);
+    if (m_had)
+      setenv(m_name, m_old.c_str(), 1);
+    else
+      unsetenv(m_name);
   }
   scoped_env(const scoped_env&) = delete;
   scoped_env& operator=(const scoped_env&) = delete;
@@ -396,9 +401,9 @@ TEST(GpuHealth, RealNvmlOnTheDeviceInUse) {
   EXPECT_GT(r.temperature_c, 0);
   EXPECT_GT(r.power_mw, 0);
   EXPECT_GE(r.throttle_reasons, 0);
-  std::cout << "[ health   ] " << source->device() << ": SM " << r.sm_clock_mhz << " MHz, memory "
-            << r.memory_clock_mhz << " MHz, " << r.temperature_c << " C, " << r.power_mw << " mW, reasons 0x"
-            << std::hex << r.throttle_reasons << std::dec << " (" << throttle_reason_names(r.throttle_reasons) << ")\n";
+  std::cout << "[ health   ] " << source->device() << ": SM " << r.sm_clock_mhz << " MHz, memory " << r.memory_clock_mhz
+            << " MHz, " << r.temperature_c << " C, " << r.power_mw << " mW, reasons 0x" << std::hex
+            << r.throttle_reasons << std::dec << " (" << throttle_reason_names(r.throttle_reasons) << ")\n";
 #endif
 }
 

@@ -125,8 +125,8 @@ TEST(LayernormOperation, TwoOperationsOnRowsAndHidden) {
     const auto& info = op.info();
     EXPECT_EQ(info.axes, (std::vector<std::string>{"rows", "hidden"})) << info.name;
     EXPECT_EQ(info.layouts, std::vector<table_layout>{table_layout::row_major}) << info.name;
-    EXPECT_EQ(info.outputs, kind == layernorm_kind::plain ? std::vector<std::string>{"y"}
-                                                          : (std::vector<std::string>{"y", "h"}));
+    EXPECT_EQ(info.outputs,
+              kind == layernorm_kind::plain ? std::vector<std::string>{"y"} : (std::vector<std::string>{"y", "h"}));
     EXPECT_FALSE(info.bench_points.empty());
     EXPECT_EQ(info.cuda_families.size(), 1u);
     const auto shape = op.shape({37, 4099}, table_layout::row_major, 0);
@@ -254,7 +254,8 @@ TEST(LayernormGate, RejectsOnePassVarianceOnOffsetRows) {
       // It fails on the offset rows (about half; residual rows whose r has an outlier have a variance large
       // enough to hide it), by far more than the bound.
       EXPECT_GT(g.value_failures, kind == layernorm_kind::plain ? n : 0) << op.info().name << " n=" << n;
-      EXPECT_GT(g.max_relative_error, (kind == layernorm_kind::plain ? 10 : 1) * g.rtol) << op.info().name << " n=" << n;
+      EXPECT_GT(g.max_relative_error, (kind == layernorm_kind::plain ? 10 : 1) * g.rtol)
+          << op.info().name << " n=" << n;
     }
   }
 }
@@ -285,9 +286,8 @@ TEST(LayernormGate, RejectsAnotherOperationsProblem) {
 // Every registered layernorm and residual_layernorm variant of this build
 
 std::vector<std::string> layernorm_variant_ids() {
-  return kstudy::test::variant_ids([](const kstudy::variant_info& i) {
-    return i.operation == "layernorm" || i.operation == "residual_layernorm";
-  });
+  return kstudy::test::variant_ids(
+      [](const kstudy::variant_info& i) { return i.operation == "layernorm" || i.operation == "residual_layernorm"; });
 }
 using kstudy::test::variant_test_name;
 
@@ -295,7 +295,7 @@ class LayernormVariants : public kstudy::test::registered_variant_test {};
 
 TEST_P(LayernormVariants, PassesTheGateAtOddShapes) {
   // Odd shapes of the brief, a float4 shape (768, 8192) and a row past the register and scratch limits.
-  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1},     {1, 33},  {7, 1},    {37, 4099},
+  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1},      {1, 33},   {7, 1},   {37, 4099},
                                                          {257, 1031}, {3, 8192}, {5, 768}, {2, 12288}};
   for (const auto& e : shapes)
     kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 131 + e[1]));
@@ -356,7 +356,7 @@ class LayernormTunedVariant : public kstudy::test::registered_variant_test {};
 
 TEST_P(LayernormTunedVariant, PassesTheGateOnEveryPath) {
   const std::vector<std::vector<std::int64_t>> shapes = {
-      {3, 1},    {7, 3},    {9, 8},    {13, 16},  {5, 32},    {2, 33},    {3, 36},    {13, 100},  {4, 1024},
+      {3, 1},    {7, 3},    {9, 8},    {13, 16},  {5, 32},    {2, 33},    {3, 36},    {13, 100}, {4, 1024},
       {3, 1025}, {2, 1028}, {2, 4096}, {2, 4097}, {1, 16384}, {1, 16388}, {1, 20000}, {2, 20004}};
   for (const auto& e : shapes)
     kstudy::test::expect_gate_passes(op(), entry(), e, k_seed + std::uint64_t(e[0] * 7919 + e[1]));
@@ -389,7 +389,9 @@ TEST(LayernormVariantRegistry, EveryBackendHasKokkosAndTheCudaLadder) {
   for (const char* name : {"layernorm_cuda_two_pass", "layernorm_cuda_welford", "layernorm_cuda_registers",
                            "residual_layernorm_cuda_unfused", "residual_layernorm_cuda_fused"})
     EXPECT_TRUE(names.count(name)) << name;
-  const auto rung = [](const char* name) { return kstudy::variant_registry::instance().find(std::string(name) + "@cuda")->info.rung; };
+  const auto rung = [](const char* name) {
+    return kstudy::variant_registry::instance().find(std::string(name) + "@cuda")->info.rung;
+  };
   EXPECT_EQ(rung("layernorm_cuda_two_pass"), 1);
   EXPECT_EQ(rung("layernorm_cuda_welford"), 2);
   EXPECT_EQ(rung("layernorm_cuda_registers"), 3);

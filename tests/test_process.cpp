@@ -123,7 +123,8 @@ TEST(Process, WritesOutputToFiles) {
 TEST(Process, OverridesTheEnvironmentAndInheritsTheRest) {
   ASSERT_EQ(::setenv("KSTUDY_PROCESS_TEST_INHERITED", "kept", 1), 0);
   ASSERT_EQ(::setenv("KSTUDY_PROCESS_TEST_REPLACED", "ours", 1), 0);
-  auto options = shell("echo \"$KSTUDY_PROCESS_TEST_REPLACED $KSTUDY_PROCESS_TEST_INHERITED $KSTUDY_PROCESS_TEST_NEW\"");
+  auto options =
+      shell("echo \"$KSTUDY_PROCESS_TEST_REPLACED $KSTUDY_PROCESS_TEST_INHERITED $KSTUDY_PROCESS_TEST_NEW\"");
   options.env = {{"KSTUDY_PROCESS_TEST_REPLACED", "C"}, {"KSTUDY_PROCESS_TEST_NEW", "new"}};
   options.stdout_target = stream_target::capture;
   EXPECT_EQ(run_process(options).output, "C kept new\n");

@@ -84,8 +84,8 @@ TEST(NcuCsv, ParsesTheRawPage) {
   EXPECT_FALSE(ncu::is_kokkos_kernel(launches[10].name));  // cuBLAS gemv
 }
 
-// A real recording: ncu 2025.3.1 on the H200 (the retired data/h200-2026-11-30-s2 dataset), point 0 of profile_layouts: seven
-// variants, each call preceded by the marker kernel. Every field the profile table needs is present.
+// A real recording: ncu 2025.3.1 on the H200 (the retired data/h200-2026-11-30-s2 dataset), point 0 of profile_layouts:
+// seven variants, each call preceded by the marker kernel. Every field the profile table needs is present.
 TEST(NcuCsv, ParsesAnH200Recording) {
   const auto table = ncu::parse_raw_csv(fixture_text("ncu_h200_profile_layouts_point0.csv"));
   const auto launches = ncu::kernel_launches(table, ncu::first_choices());
@@ -182,8 +182,8 @@ TEST(NcuMetrics, RefusedMetricsFallBackThenDrop) {
             std::vector<std::string>{"dram__throughput.avg.pct_of_peak_sustained_elapsed"});
   EXPECT_EQ(choice.at("dram_throughput_pct"), "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed");
   EXPECT_EQ(choice.at("dram_bytes_read"), "dram__bytes_read.sum");  // untouched
-  EXPECT_EQ(ncu::drop_refused_metrics("==ERROR== Failed to find metric gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                                      choice),
+  EXPECT_EQ(ncu::drop_refused_metrics(
+                "==ERROR== Failed to find metric gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", choice),
             std::vector<std::string>{"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"});
   EXPECT_EQ(choice.count("dram_throughput_pct"), 0u);  // no candidate left: dropped
   // A chip or ncu without the bank-conflict metric: that field alone is dropped.

@@ -55,10 +55,19 @@ class VariantCorrectness : public ::testing::TestWithParam<std::string> {
 
 TEST_P(VariantCorrectness, MatchesReferenceOverShapes) {
   KSTUDY_REQUIRE_KOKKOS();
-  const std::int64_t shapes[][2] = {{1, 1},    {1, 16},    {37, 1},   {1000, 16}, {1023, 17},
-                                    {4099, 33}, {333, 256}, {65, 513}, {20000, 7}, {3, 5000},
-                                    // enough rows (a multiple of 4) for the feature-major kernels' four-rows-per-thread path
-                                    {1048580, 11}};
+  const std::int64_t shapes[][2] = {
+      {1, 1},
+      {1, 16},
+      {37, 1},
+      {1000, 16},
+      {1023, 17},
+      {4099, 33},
+      {333, 256},
+      {65, 513},
+      {20000, 7},
+      {3, 5000},
+      // enough rows (a multiple of 4) for the feature-major kernels' four-rows-per-thread path
+      {1048580, 11}};
   std::uint64_t seed = 1;
   for (const auto& s : shapes) {
     kstudy::dataset_options options;
@@ -91,10 +100,10 @@ TEST_P(VariantCorrectness, EdgeValues) {
   const auto shape = data.shape();
   auto& x = data.x();
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  x[shape.offset(3, 2)] = nan;    // row 3: NaN score, flag 0
-  x[shape.offset(10, 0)] = inf;   // clips to +clip
-  x[shape.offset(11, 8)] = -inf;  // clips to -clip
-  x[shape.offset(12, 4)] = 1e30f; // huge but finite
+  x[shape.offset(3, 2)] = nan;     // row 3: NaN score, flag 0
+  x[shape.offset(10, 0)] = inf;    // clips to +clip
+  x[shape.offset(11, 8)] = -inf;   // clips to -clip
+  x[shape.offset(12, 4)] = 1e30f;  // huge but finite
   const auto gate = run_gated(data);
   EXPECT_TRUE(gate.passed) << gate.message;
 

@@ -30,7 +30,8 @@ TEST(Shard, ParsesKOverN) {
   EXPECT_EQ(s.count, 8);
   EXPECT_EQ(s.text(), "2/8");
   EXPECT_EQ(parse_shard("0/1").count, 1);
-  for (const char* bad : {"", "3", "3/3", "4/3", "-1/3", "1/0", "a/b", "1/", "/2", "1/2/3", "1.5/3", " 1/3", "1/9999999"})
+  for (const char* bad :
+       {"", "3", "3/3", "4/3", "-1/3", "1/0", "a/b", "1/", "/2", "1/2/3", "1.5/3", " 1/3", "1/9999999"})
     EXPECT_THROW(parse_shard(bad), std::invalid_argument) << bad;
 }
 
@@ -58,10 +59,11 @@ TEST(Shard, UnitsPartitionAcrossShards) {
 }
 
 TEST(Shard, PointCountsFollowTheAxes) {
-  auto e = parse_experiment(R"({"name": "s", "operation": "scoring", "rows": [10, 20, 30], "features": [4, 8], "block_sizes": [0, 64],
+  auto e = parse_experiment(
+      R"({"name": "s", "operation": "scoring", "rows": [10, 20, 30], "features": [4, 8], "block_sizes": [0, 64],
                                 "variants": ["cpu_reference"], "timers": ["host_wall"],
                                 "protocol": {"replications": 3}})",
-                            "s.json");
+      "s.json");
   EXPECT_EQ(point_count(e), 12);
   EXPECT_EQ(shard_units(e, {}), 36);
   std::int64_t total = 0;
@@ -82,7 +84,8 @@ class scratch_dir : public kstudy::test::scratch_dir {
 };
 
 constexpr int k_points = 4, k_replications = 3, k_trials = 2;
-const std::string k_definition = R"({"name": "merge_test", "operation": "scoring", "rows": [100, 200, 300, 400], "features": [8],
+const std::string k_definition =
+    R"({"name": "merge_test", "operation": "scoring", "rows": [100, 200, 300, 400], "features": [8],
   "variants": ["cpu_reference"], "timers": ["host_wall"], "protocol": {"trials": 2, "replications": 3}})";
 
 struct shard_options {
@@ -116,12 +119,19 @@ std::string write_shard(const scratch_dir& dir, int index, int count, const shar
   const auto path = dir.file("shard-" + std::to_string(index) + ".h5");
   const auto e = parse_experiment(options.definition, "merge_test.json");
   run_metadata m;
-  m.root = {{"kstudy_version", "0.1.0"}, {"git_commit", options.git_commit}, {"git_dirty", "false"},
-            {"flavour", "cpu"}, {"host", "node" + std::to_string(index)}, {"created_utc", "2026-11-30T00:00:00Z"},
-            {"command_line", "kstudy run --shard"}, {"shard_index", std::to_string(index)},
-            {"shard_count", std::to_string(count)}, {"slurm_array_job_id", "77"}};
+  m.root = {{"kstudy_version", "0.1.0"},
+            {"git_commit", options.git_commit},
+            {"git_dirty", "false"},
+            {"flavour", "cpu"},
+            {"host", "node" + std::to_string(index)},
+            {"created_utc", "2026-11-30T00:00:00Z"},
+            {"command_line", "kstudy run --shard"},
+            {"shard_index", std::to_string(index)},
+            {"shard_count", std::to_string(count)},
+            {"slurm_array_job_id", "77"}};
   if (options.complete) m.root["complete"] = "true";
-  m.environment = {{"kokkos_version", "3.4.1"}, {"cpu_model", "Test CPU"}, {"openmp_threads", std::to_string(index + 1)}};
+  m.environment = {
+      {"kokkos_version", "3.4.1"}, {"cpu_model", "Test CPU"}, {"openmp_threads", std::to_string(index + 1)}};
   std::vector<sample_record> samples;
   std::vector<gate_record> gates;
   std::vector<variant_record> variants;

@@ -97,8 +97,8 @@ TEST(SoftmaxOperation, GeneratorIsDeterministicWithRowClasses) {
       lo = std::min(lo, x[k]);
       hi = std::max(hi, x[k]);
     }
-    overflowing += hi > 88.8f;           // exp(max) overflows float without the max subtraction
-    underflowing += hi < -104.0f;        // every exp(x) underflows to 0 without it
+    overflowing += hi > 88.8f;     // exp(max) overflows float without the max subtraction
+    underflowing += hi < -104.0f;  // every exp(x) underflows to 0 without it
     huge += hi - lo > 1000.0f && hi > -1000.0f;
   }
   EXPECT_GT(overflowing, rows / 5);
@@ -277,9 +277,23 @@ std::vector<std::string> softmax_tuned_ids() {
 class SoftmaxTunedVariant : public kstudy::test::registered_variant_test {};
 
 TEST_P(SoftmaxTunedVariant, PassesTheGateOnEveryPath) {
-  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-           {3, 1}, {7, 3}, {9, 8}, {13, 16}, {5, 32}, {2, 33}, {3, 36}, {13, 100}, {4, 1024}, {3, 1025}, {2, 1028},
-           {2, 4096}, {2, 4097}, {1, 16384}, {1, 16388}, {1, 20000}, {2, 20004}}) {
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 1},
+                                                                                     {7, 3},
+                                                                                     {9, 8},
+                                                                                     {13, 16},
+                                                                                     {5, 32},
+                                                                                     {2, 33},
+                                                                                     {3, 36},
+                                                                                     {13, 100},
+                                                                                     {4, 1024},
+                                                                                     {3, 1025},
+                                                                                     {2, 1028},
+                                                                                     {2, 4096},
+                                                                                     {2, 4097},
+                                                                                     {1, 16384},
+                                                                                     {1, 16388},
+                                                                                     {1, 20000},
+                                                                                     {2, 20004}}) {
     kstudy::test::expect_gate_passes(op(), entry(), {rows, cols}, k_seed + std::uint64_t(rows * 7919 + cols));
   }
 }

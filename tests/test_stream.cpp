@@ -34,7 +34,9 @@ const stream_kind k_kinds[] = {stream_kind::copy, stream_kind::scale, stream_kin
                                stream_kind::dot};
 constexpr std::uint64_t k_seed = 20261130;
 
-const operation& op_of(stream_kind kind) { return kstudy::test::registered_operation(kstudy::stream::operation_name(kind)); }
+const operation& op_of(stream_kind kind) {
+  return kstudy::test::registered_operation(kstudy::stream::operation_name(kind));
+}
 
 std::unique_ptr<kstudy::problem_data> generate(stream_kind kind, std::int64_t n, std::uint64_t seed = k_seed) {
   const auto& op = op_of(kind);
@@ -359,7 +361,8 @@ TEST_P(StreamVariants, MetadataIsComplete) {
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(StreamVariants);
 INSTANTIATE_TEST_SUITE_P(Stream, StreamVariants, ::testing::ValuesIn(stream_variant_ids()), variant_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(StreamTunableVariants);
-INSTANTIATE_TEST_SUITE_P(Stream, StreamTunableVariants, ::testing::ValuesIn(stream_variant_ids(true)), variant_test_name);
+INSTANTIATE_TEST_SUITE_P(Stream, StreamTunableVariants, ::testing::ValuesIn(stream_variant_ids(true)),
+                         variant_test_name);
 
 TEST(StreamVariantRegistry, KokkosFamiliesCoverEveryKind) {
   std::set<std::string> names;

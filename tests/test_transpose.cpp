@@ -92,8 +92,8 @@ TEST(TransposeOperation, GeneratorIsDeterministic) {
 
 TEST(TransposeGate, BitwiseExact) {
   KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
-  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-           {1, 1}, {1, 37}, {37, 1}, {33, 65}, {257, 1031}}) {
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {1, 37}, {37, 1}, {33, 65}, {257, 1031}}) {
     const auto problem = generate(rows, cols);
     const auto& p = typed(*problem);
     const auto reference = op().reference(*problem);

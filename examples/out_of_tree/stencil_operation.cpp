@@ -180,9 +180,9 @@ class stencil_operation final : public kstudy::operation {
       double ref, scale;
       reference_at(x, n, first_bad, ref, scale);
       g.message = "stencil3: y[" + std::to_string(first_bad) + "] = " + g9(y[first_bad]) +
-                  " but the float64 reference is " + g9(ref) + " (|error| " + g9(std::fabs(double(y[first_bad]) - ref)) +
-                  ", bound " + g9(rtol * scale) + "); " + std::to_string(failures) + " of " + std::to_string(n) +
-                  " elements fail";
+                  " but the float64 reference is " + g9(ref) + " (|error| " +
+                  g9(std::fabs(double(y[first_bad]) - ref)) + ", bound " + g9(rtol * scale) + "); " +
+                  std::to_string(failures) + " of " + std::to_string(n) + " elements fail";
     }
     return g;
   }

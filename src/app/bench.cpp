@@ -172,9 +172,12 @@ int main(int argc, char** argv) {
   std::string shapes_text, operations_text;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--shapes=", 9) == 0) shapes_text = argv[i] + 9;
-    else if (std::strncmp(argv[i], "--operations=", 13) == 0) operations_text = argv[i] + 13;
-    else rest.push_back(argv[i]);
+    if (std::strncmp(argv[i], "--shapes=", 9) == 0)
+      shapes_text = argv[i] + 9;
+    else if (std::strncmp(argv[i], "--operations=", 13) == 0)
+      operations_text = argv[i] + 13;
+    else
+      rest.push_back(argv[i]);
   }
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());
@@ -184,7 +187,8 @@ int main(int argc, char** argv) {
     shapes = parse_shapes(shapes_text);
     for (const auto& name : split(operations_text, ',')) {
       const auto* op = kstudy::operation_registry::instance().find(name);
-      if (op == nullptr) throw std::invalid_argument("--operations: unknown operation '" + name + "' (see kstudy list)");
+      if (op == nullptr)
+        throw std::invalid_argument("--operations: unknown operation '" + name + "' (see kstudy list)");
       operations.push_back(op);
     }
     if (operations.empty()) operations = kstudy::operation_registry::instance().all();

@@ -59,8 +59,8 @@ int list_command() {
     const auto& o = op->info();
     std::string axes;
     for (const auto& a : o.axes) axes += (axes.empty() ? "" : " x ") + a;
-    std::vector<std::int64_t> at = o.bench_points.empty() ? std::vector<std::int64_t>(o.axes.size(), 1024)
-                                                          : o.bench_points.front();
+    std::vector<std::int64_t> at =
+        o.bench_points.empty() ? std::vector<std::int64_t>(o.axes.size(), 1024) : o.bench_points.front();
     std::string at_text;
     for (const auto x : at) at_text += (at_text.empty() ? "" : "x") + std::to_string(x);
     std::cout << "\n" << o.name << " (" << axes << "): " << o.description << "\n";
@@ -127,7 +127,8 @@ int merge_command(kstudy::merge_request request) {
   for (const auto& w : report.warnings) std::cerr << "kstudy merge: warning (--force): " << w << "\n";
   const int n = report.shard_count;
   if (!report.missing.empty())
-    std::cerr << "kstudy merge: missing shards of 0.." << n - 1 << ": " << join(report.missing) << " (no archive given)\n";
+    std::cerr << "kstudy merge: missing shards of 0.." << n - 1 << ": " << join(report.missing)
+              << " (no archive given)\n";
   if (!report.incomplete.empty())
     std::cerr << "kstudy merge: incomplete shards: " << join(report.incomplete)
               << " (interrupted, failed or still running: not marked complete)\n";
@@ -139,8 +140,11 @@ int merge_command(kstudy::merge_request request) {
   }
   std::cout << "merged shards " << join(report.merged) << " of " << n << " into " << request.out << ": "
             << report.samples << " samples"
-            << (report.duplicate_samples ? ", " + std::to_string(report.duplicate_samples) + " duplicate samples dropped" : "")
-            << (report.missing.empty() && report.incomplete.empty() ? ", complete" : ", PARTIAL (recorded in the archive)")
+            << (report.duplicate_samples
+                    ? ", " + std::to_string(report.duplicate_samples) + " duplicate samples dropped"
+                    : "")
+            << (report.missing.empty() && report.incomplete.empty() ? ", complete"
+                                                                    : ", PARTIAL (recorded in the archive)")
             << "\n";
   return 0;
 }
@@ -163,9 +167,10 @@ void add_profile_options(CLI::App& app, kstudy::profile_request& request) {
 // `kstudy profile`: parsed and checked before Kokkos starts, so a machine without a GPU gets a clear
 // error instead of a CUDA initialisation failure; run_profile initialises Kokkos once the checks pass.
 int profile_command(int argc, char** argv) {
-  CLI::App app{"kstudy profile: per-kernel hardware counters (Nsight Compute) of the device variants at "
-               "representative points of scoring experiments, stored as each experiment's profile table",
-               "kstudy profile"};
+  CLI::App app{
+      "kstudy profile: per-kernel hardware counters (Nsight Compute) of the device variants at "
+      "representative points of scoring experiments, stored as each experiment's profile table",
+      "kstudy profile"};
   kstudy::profile_request request;
   add_profile_options(app, request);
   try {
@@ -328,8 +333,8 @@ int wait_for_archive_release(const std::string& archive, bool resume) {
     if (std::chrono::steady_clock::now() > deadline) {
       std::cerr << "kstudy: error: archive '" << archive << "' is still held after " << wait_seconds << " s"
                 << (leaving ? " by " + describe(*leaving) : std::string(" (its lock)")) << "; stop "
-                << (leaving ? "it (kill " + std::to_string(leaving->pid) + ")" : std::string("its holder"))
-                << ", then " << then << "\n";
+                << (leaving ? "it (kill " + std::to_string(leaving->pid) + ")" : std::string("its holder")) << ", then "
+                << then << "\n";
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -337,7 +342,8 @@ int wait_for_archive_release(const std::string& archive, bool resume) {
 }
 
 void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& shard_text) {
-  run->add_option("experiments", request.experiments, "Built-in experiment names or paths to experiment JSON files")->required();
+  run->add_option("experiments", request.experiments, "Built-in experiment names or paths to experiment JSON files")
+      ->required();
   request.out = "kstudy-results.h5";
   run->add_option("-o,--out", request.out, "Archive to write")->capture_default_str();
   run->add_option("--trials", request.trials, "Measured trials per point (overrides the experiment)");
@@ -361,15 +367,17 @@ void add_submit_options(CLI::App* submit, kstudy::submit_request& submit_request
   submit->add_option("--array", submit_request.array, "Number of shards N (array tasks 0..N-1)");
   submit->add_option("--partition", submit_request.partition, "Slurm partition (#SBATCH --partition)");
   submit->add_option("--time", submit_request.time, "Time limit per task (#SBATCH --time), e.g. 01:00:00");
-  submit->add_option("--stop-before", submit_request.stop_before,
-                     "SIGTERM each task this many seconds before its time limit, so it stops cleanly (0: never)")
+  submit
+      ->add_option("--stop-before", submit_request.stop_before,
+                   "SIGTERM each task this many seconds before its time limit, so it stops cleanly (0: never)")
       ->capture_default_str();
   submit->add_option("--gpus-per-task", submit_request.gpus_per_task,
                      "GPUs per task; 1 runs one shard per GPU, Slurm binding each task's GPU (CUDA_VISIBLE_DEVICES)");
   submit->add_option("--cpus-per-task", submit_request.cpus_per_task,
                      "CPUs per task (default: the experiment's OpenMP thread count)");
-  submit->add_option("--out-dir", submit_request.out_dir, "Folder for the shard archives, logs and job script "
-                                                          "(default ./<experiment>-shards)");
+  submit->add_option("--out-dir", submit_request.out_dir,
+                     "Folder for the shard archives, logs and job script "
+                     "(default ./<experiment>-shards)");
   submit->add_option("--sbatch-option", submit_request.sbatch_options,
                      "Extra #SBATCH line, e.g. --sbatch-option=--account=abc (repeatable)");
   submit->add_flag("--dry-run", submit_request.dry_run, "Print the job script; write and submit nothing");
@@ -379,7 +387,6 @@ void add_submit_options(CLI::App* submit, kstudy::submit_request& submit_request
   submit->add_option("--replications", submit_request.overrides.replications, "Passed on to every task's run");
   submit->add_option("--warmups", submit_request.overrides.warmups, "Passed on to every task's run");
   submit->add_option("--variants", submit_request.overrides.variants, "Passed on to every task's run");
-
 }
 
 void add_merge_options(CLI::App* merge, kstudy::merge_request& merge_request) {
@@ -403,10 +410,12 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
   if (int rc = 0; run_hidden_child(argc, argv, rc)) return rc;
 
-  CLI::App app{"kstudy: correctness-gated Kokkos/CUDA performance studies with HDF5 archives.\n"
-               "Typical use: `kstudy list`, `kstudy run quick --out quick.h5`, `kstudy info`."};
+  CLI::App app{
+      "kstudy: correctness-gated Kokkos/CUDA performance studies with HDF5 archives.\n"
+      "Typical use: `kstudy list`, `kstudy run quick --out quick.h5`, `kstudy info`."};
   app.require_subcommand(1);
-  auto* list = app.add_subcommand("list", "List operations with their variants, experiment kinds, built-in experiments and backends");
+  auto* list = app.add_subcommand(
+      "list", "List operations with their variants, experiment kinds, built-in experiments and backends");
   auto* info = app.add_subcommand("info", "Print the environment: Kokkos configuration, compiler, GPU, CPU");
   auto* run = app.add_subcommand("run", "Run experiments (built-in names or JSON files) into an HDF5 archive");
   kstudy::run_request request;
@@ -431,15 +440,18 @@ int main(int argc, char** argv) {
   salvage->add_flag("--overwrite", salvage_overwrite, "Replace an existing output archive");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
-  app.add_subcommand("compare", "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: Kokkos versions");
-  app.add_subcommand("history", "Results across commits: history add ARCHIVE... | show --variant V [--plot PNG] | list");
+  app.add_subcommand("compare",
+                     "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: "
+                     "Kokkos versions");
+  app.add_subcommand("history",
+                     "Results across commits: history add ARCHIVE... | show --variant V [--plot PNG] | list");
   app.add_subcommand("advise",
                      "Which variant for your shape, layout, host memory and reuse, predicted from archives: advise "
                      "ARCHIVE... --shape 3000000x48 [--layout row-major] [--memory pinned] [--reuse 20]");
   // Listed for --help; main() runs it before Kokkos starts (profile_command).
   kstudy::profile_request unused;
-  add_profile_options(*app.add_subcommand("profile", "Per-kernel GPU hardware counters (Nsight Compute) into an archive"),
-                      unused);
+  add_profile_options(
+      *app.add_subcommand("profile", "Per-kernel GPU hardware counters (Nsight Compute) into an archive"), unused);
 
   // Only the commands that measure start Kokkos (a cuda build's Kokkos cannot start without a GPU), and
   // only after the command line parsed: the others run on a login node without one.

@@ -14,10 +14,14 @@ namespace kstudy {
 
 const char* to_string(open_mode mode) {
   switch (mode) {
-    case open_mode::create: return "create";
-    case open_mode::overwrite: return "overwrite";
-    case open_mode::append: return "append";
-    case open_mode::resume: return "resume";
+    case open_mode::create:
+      return "create";
+    case open_mode::overwrite:
+      return "overwrite";
+    case open_mode::append:
+      return "append";
+    case open_mode::resume:
+      return "resume";
   }
   throw std::invalid_argument("kstudy: open_mode value " + std::to_string(static_cast<int>(mode)) + " has no name");
 }

@@ -155,8 +155,9 @@ void console_sink::end_experiment(const std::string&) {
   m_out << '\n';
   // 0 throttled samples is a finding too, but only where the GPU was actually watched.
   if (m_health_available > 0)
-    m_out << " GPU health: " << m_throttled << " of " << m_samples << " samples taken while the GPU reported throttling ("
-          << m_health_available << " of " << m_health_rows << " points monitored on " << m_health_device << ")\n";
+    m_out << " GPU health: " << m_throttled << " of " << m_samples
+          << " samples taken while the GPU reported throttling (" << m_health_available << " of " << m_health_rows
+          << " points monitored on " << m_health_device << ")\n";
   else if (m_health_rows > 0)
     m_out << " GPU health: not monitored (" << m_health_device << "); throttling unknown\n";
   else
@@ -175,16 +176,16 @@ void console_sink::print_pending() {
     // A bandwidth roof has bytes, a compute roof flops: each row fills its own columns.
     table t{{"ceiling", "clock", "bytes", "median", "GB/s", "TFLOP/s"}, {false, false, true, true, true, true}, {}};
     for (const auto& c : m_ceilings)
-      t.rows.push_back({c.name, to_string(c.clock), c.flops > 0 ? "-" : std::to_string(c.bytes), format_seconds(c.seconds),
-                        c.flops > 0 ? "-" : format("%.1f", c.bytes_per_second / 1e9),
+      t.rows.push_back({c.name, to_string(c.clock), c.flops > 0 ? "-" : std::to_string(c.bytes),
+                        format_seconds(c.seconds), c.flops > 0 ? "-" : format("%.1f", c.bytes_per_second / 1e9),
                         c.flops > 0 ? format("%.1f", c.flops_per_second / 1e12) : "-"});
     t.print(m_out);
     m_out << '\n';
     m_ceilings.clear();
   }
   if (!m_summaries.empty()) {
-    const bool blocks = std::any_of(m_summaries.begin(), m_summaries.end(),
-                                    [](const summary_record& s) { return s.block_size != 0; });
+    const bool blocks =
+        std::any_of(m_summaries.begin(), m_summaries.end(), [](const summary_record& s) { return s.block_size != 0; });
     table t{{"variant", "layout", "extents"}, {false, false, true}, {}};
     if (blocks) {
       t.header.push_back("block");
@@ -194,8 +195,9 @@ void console_sink::print_pending() {
     const bool memory = std::any_of(m_summaries.begin(), m_summaries.end(), [](const summary_record& s) {
       return s.memory_kind == "pageable" || s.memory_kind == "pinned";
     });
-    const std::vector<std::pair<const char*, bool>> columns{{"timer", false}, {"host memory", false}, {"median", true},
-                                                           {"GB/s", true}, {"% of roof", true}, {"samples", true}};
+    const std::vector<std::pair<const char*, bool>> columns{{"timer", false},    {"host memory", false},
+                                                            {"median", true},    {"GB/s", true},
+                                                            {"% of roof", true}, {"samples", true}};
     for (const auto& [name, right] : columns) {
       if (!memory && std::string(name) == "host memory") continue;
       t.header.push_back(name);
@@ -210,8 +212,8 @@ void console_sink::print_pending() {
       row.push_back(s.bytes_per_second > 0 ? format("%.1f", s.bytes_per_second / 1e9) : "-");
       // Above the roof of its own run and clock the roof is understated: said so, never printed as 102%.
       row.push_back(roof_exceeded(s.fraction_of_roof) ? "roof exceeded"
-                    : s.fraction_of_roof > 0 ? format("%.1f%%", std::min(s.fraction_of_roof, 1.0) * 100.0)
-                                             : "-");
+                    : s.fraction_of_roof > 0          ? format("%.1f%%", std::min(s.fraction_of_roof, 1.0) * 100.0)
+                                                      : "-");
       row.push_back(std::to_string(s.samples));
       t.rows.push_back(std::move(row));
     }

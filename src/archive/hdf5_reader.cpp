@@ -175,17 +175,16 @@ h5_handle open_archive(const std::string& path) {
     throw std::runtime_error("kstudy: '" + path + "' is an HDF5 file but not a kstudy archive (no schema_version)");
   const std::string version = read_string_attribute(file.get(), "schema_version", path);
   if (!archive_schema_readable(version))
-    throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version + "; this kstudy reads 1 to " +
-                             archive_schema_version);
+    throw std::runtime_error("kstudy: archive '" + path + "' has schema_version " + version +
+                             "; this kstudy reads 1 to " + archive_schema_version);
   return file;
 }
 
 h5_handle open_experiment(hid_t file, const std::string& path, const std::string& experiment) {
   check_experiment_name(experiment);
-  const bool found =
-      link_exists(file, "experiments", path) && link_exists(open_group(file, "experiments", path).get(), experiment, path);
-  if (!found)
-    throw std::runtime_error("kstudy: archive '" + path + "' has no experiment '" + experiment + "'");
+  const bool found = link_exists(file, "experiments", path) &&
+                     link_exists(open_group(file, "experiments", path).get(), experiment, path);
+  if (!found) throw std::runtime_error("kstudy: archive '" + path + "' has no experiment '" + experiment + "'");
   return open_group(file, "experiments/" + experiment, path);
 }
 
@@ -230,7 +229,8 @@ bool without_in_point_readings(const std::string& version) {
 void verify_archive(const std::string& path) { open_archive(path); }
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "9" || version == "8" || version == "7" || version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
+  return version == archive_schema_version || version == "9" || version == "8" || version == "7" || version == "6" ||
+         version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {
@@ -273,8 +273,7 @@ std::vector<sample_record> read_samples(const std::string& path, const std::stri
   // Versions 1 to 3 stored a bool, gate_passed, with calibration samples as passed: read as passed / failed.
   const auto version = read_string_attribute(file.get(), "schema_version", path);
   if (version == "1" || version == "2" || version == "3") {
-    const auto passed =
-        read_uint8_field(group.get(), record_table<sample_record>::dataset, "gate_passed", path);
+    const auto passed = read_uint8_field(group.get(), record_table<sample_record>::dataset, "gate_passed", path);
     for (std::size_t i = 0; i < samples.size(); ++i)
       samples[i].gate = passed[i] ? gate_verdict::passed : gate_verdict::failed;
   }

@@ -57,7 +57,7 @@ void check_schema_version(hid_t file, const std::string& path) {
 
 struct hdf5_sink::state {
   std::string path;
-  h5_handle file;              // declared first: destroyed after the groups inside it
+  h5_handle file;  // declared first: destroyed after the groups inside it
   h5_handle experiments;
   h5_handle experiment_group;  // the open experiment, if any
   std::string experiment;
@@ -224,7 +224,8 @@ void hdf5_sink::write_profile(const std::vector<profile_record>& profile,
   ensure_dataset<profile_record>(s.experiment_group.get(), s.path);
   s.append("write_profile", profile);
   const char* name = record_table<profile_record>::dataset;
-  h5_handle dataset = dataset_handle(H5Dopen2(s.experiment_group.get(), name, H5P_DEFAULT), "H5Dopen2(profile)", s.path);
+  h5_handle dataset =
+      dataset_handle(H5Dopen2(s.experiment_group.get(), name, H5P_DEFAULT), "H5Dopen2(profile)", s.path);
   for (const auto& [key, value] : attributes) {
     if (key == "units") throw std::invalid_argument("kstudy: the profile table's units attribute is the schema's");
     write_string_attribute(dataset.get(), key, value, s.path);

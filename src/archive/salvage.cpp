@@ -175,8 +175,9 @@ bool salvage_experiment(hid_t experiments, const std::string& name, const std::s
   std::vector<sample_record> samples;
   const char* table = record_table<sample_record>::dataset;
   if (!keep_units) {
-    report.lost.push_back(name + ": every sample left out (a table keyed by its points is damaged); --resume runs "
-                                 "them again");
+    report.lost.push_back(name +
+                          ": every sample left out (a table keyed by its points is damaged); --resume runs "
+                          "them again");
   } else if (link_exists(group.get(), table, path)) {
     samples = read_sample_ranges(group.get(), path, partial, lost_rows);
     if (lost_rows == 0 && !intact(group.get(), table, true, path)) {
@@ -200,7 +201,9 @@ bool salvage_experiment(hid_t experiments, const std::string& name, const std::s
       shapes.insert({s.rows, s.features, s.depth});
     }
   const auto shape_kept = [&](const auto& r) { return shapes.count({r.rows, r.features, r.depth}) > 0; };
-  const auto drop = [](auto& rows, auto keep) { rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const auto& r) { return !keep(r); }), rows.end()); };
+  const auto drop = [](auto& rows, auto keep) {
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const auto& r) { return !keep(r); }), rows.end());
+  };
   drop(e.gates, shape_kept);
   drop(e.attribution, shape_kept);
   drop(e.variants, shape_kept);
@@ -254,7 +257,8 @@ salvage_report salvage_archive(const std::string& damaged, const std::string& ou
     const auto version = root.find("schema_version");
     if (version == root.end()) refuse("it is not a kstudy archive (no schema_version)");
     if (version->second != archive_schema_version)
-      refuse("it has schema_version " + version->second + "; salvage (like --resume) handles " + archive_schema_version);
+      refuse("it has schema_version " + version->second + "; salvage (like --resume) handles " +
+             archive_schema_version);
     run_metadata metadata;
     metadata.root = root;
     metadata.root.erase(digest_attribute);

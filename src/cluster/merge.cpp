@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // Provenance that must agree for the shards to be one run of one build on one kind of machine.
-const char* const k_build_root_keys[] = {"schema_version", "kstudy_version", "git_commit", "git_dirty",
-                                         "git_diff_sha256", "flavour"};
+const char* const k_build_root_keys[] = {"schema_version", "kstudy_version",  "git_commit",
+                                         "git_dirty",      "git_diff_sha256", "flavour"};
 const char* const k_build_environment_keys[] = {"kokkos_version", "kokkos_gpu_arch", "backends", "compiler",
                                                 "build_type"};
 const char* const k_hardware_keys[] = {"cpu_model", "gpu_name"};
@@ -74,8 +74,9 @@ shard_input read_input(const std::string& path) {
   const auto& root = in.metadata.root;
   const auto index = root.find("shard_index"), count = root.find("shard_count");
   if (index == root.end() || count == root.end())
-    throw std::runtime_error(path + " is not a shard archive (no shard_index/shard_count; kstudy run --shard K/N "
-                                    "writes them)");
+    throw std::runtime_error(path +
+                             " is not a shard archive (no shard_index/shard_count; kstudy run --shard K/N "
+                             "writes them)");
   in.shard.index = parse_index(index->second, path, "shard_index");
   in.shard.count = parse_index(count->second, path, "shard_count");
   if (in.shard.count < 1 || in.shard.index >= in.shard.count)
@@ -95,8 +96,10 @@ std::map<std::string, std::string> agreed(const std::vector<const std::map<std::
   for (const auto& [k, v] : values) {
     bool everywhere = true;
     for (const auto* m : maps) everywhere = everywhere && m->count(k);
-    if (everywhere && v.size() == 1) out[k] = *v.begin();
-    else out[k] = differs;
+    if (everywhere && v.size() == 1)
+      out[k] = *v.begin();
+    else
+      out[k] = differs;
   }
   return out;
 }
@@ -132,7 +135,7 @@ struct merged_experiment {
   std::vector<gate_record> gates;
   std::vector<variant_record> variants;
   std::vector<attribution_record> attribution;
-  std::vector<health_record> health;  // one row per (point, replication): kept with its unit
+  std::vector<health_record> health;                  // one row per (point, replication): kept with its unit
   std::vector<std::vector<ceiling_record>> ceilings;  // per shard
 };
 
@@ -161,13 +164,14 @@ std::vector<shard_input> read_inputs(const merge_request& request) {
       throw std::runtime_error(path + " is given twice (as " + seen_paths[canonical] + ")");
     inputs.push_back(read_input(path));
   }
-  std::stable_sort(inputs.begin(), inputs.end(), [](const auto& a, const auto& b) { return a.shard.index < b.shard.index; });
+  std::stable_sort(inputs.begin(), inputs.end(),
+                   [](const auto& a, const auto& b) { return a.shard.index < b.shard.index; });
   return inputs;
 }
 
 // The shard count, and each index once; returns the paths per shard index.
 std::map<int, std::vector<std::string>> check_sharding(const std::vector<shard_input>& inputs, merge_report& report,
-                                                      std::vector<std::string>& problems) {
+                                                       std::vector<std::string>& problems) {
   std::set<int> counts;
   for (const auto& in : inputs) counts.insert(in.shard.count);
   report.shard_count = *counts.rbegin();
@@ -214,7 +218,8 @@ void check_experiments(const std::vector<shard_input>& inputs, std::vector<std::
     for (const auto& name : names)
       if (std::find(in.experiments.begin(), in.experiments.end(), name) == in.experiments.end())
         problems.push_back(in.path + " has no experiment '" + name + "' (another shard has)");
-    for (const auto& name : in.experiments) fingerprints[name][read_experiment(in.path, name).fingerprint].push_back(in.path);
+    for (const auto& name : in.experiments)
+      fingerprints[name][read_experiment(in.path, name).fingerprint].push_back(in.path);
   }
   for (const auto& [name, prints] : fingerprints)
     if (prints.size() > 1) {
@@ -256,7 +261,8 @@ class row_collector {
     for (auto& a : read_attribution(in.path, name)) {
       bool drop = false;
       for (const auto& shape : dropped_shapes)
-        drop = drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features && std::get<2>(shape) == a.depth);
+        drop =
+            drop || (std::get<0>(shape) == a.rows && std::get<1>(shape) == a.features && std::get<2>(shape) == a.depth);
       if (!drop) m.attribution.push_back(std::move(a));
     }
     for (auto& h : read_health(in.path, name))
@@ -275,15 +281,17 @@ class row_collector {
 
  private:
   // Claims the units of this shard's samples that no earlier (lower-index) shard gave; returns the others.
-  std::set<unit_key> claim_units(const shard_input& in, const std::string& name, const std::vector<sample_record>& samples,
-                                 int replications) {
+  std::set<unit_key> claim_units(const shard_input& in, const std::string& name,
+                                 const std::vector<sample_record>& samples, int replications) {
     std::set<unit_key> dropped, mine;
     for (const auto& s : samples) {
       const unit_key key{name, s.point, s.replication};
       if (!in_shard(in.shard, s.point, s.replication, replications)) ++m_outside[in.path];
       if (mine.count(key)) continue;
-      if (m_unit_owner.count(key)) dropped.insert(key);
-      else mine.insert(key);
+      if (m_unit_owner.count(key))
+        dropped.insert(key);
+      else
+        mine.insert(key);
     }
     for (const auto& key : mine) m_unit_owner[key] = in.path;
     return dropped;
@@ -399,7 +407,8 @@ merge_report merge_shards(const merge_request& request) {
   std::error_code ec;
   const auto directory = fs::absolute(request.out, ec).parent_path();
   const auto temporary =
-      (directory / ("." + fs::path(request.out).filename().string() + ".merging-" + std::to_string(::getpid()))).string();
+      (directory / ("." + fs::path(request.out).filename().string() + ".merging-" + std::to_string(::getpid())))
+          .string();
   try {
     hdf5_sink sink(temporary, open_mode::overwrite);
     sink.begin(metadata);

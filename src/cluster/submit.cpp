@@ -45,8 +45,7 @@ std::string find_on_path(const std::string& program) {
 // stderr goes to ours, so sbatch's warnings reach the user and cannot be mistaken for the job id).
 // Not die_with_parent: sbatch and squeue are short client calls, and an sbatch killed half way with
 // kstudy could leave a job array submitted whose id nobody was told; letting it finish costs nothing.
-int capture(const std::string& program, const std::vector<std::string>& args, std::string& output,
-            bool with_stderr) {
+int capture(const std::string& program, const std::vector<std::string>& args, std::string& output, bool with_stderr) {
   platform::spawn_options options;
   options.argv.push_back(program);
   options.argv.insert(options.argv.end(), args.begin(), args.end());
@@ -93,8 +92,8 @@ shard_state inspect(const std::string& path, int k, int count, const experiment&
   const auto& root = metadata.root;
   const auto index = root.find("shard_index"), total = root.find("shard_count");
   const std::string want = std::to_string(k) + "/" + std::to_string(count);
-  const std::string got =
-      index == root.end() || total == root.end() ? "not a shard archive" : "shard " + index->second + "/" + total->second;
+  const std::string got = index == root.end() || total == root.end() ? "not a shard archive"
+                                                                     : "shard " + index->second + "/" + total->second;
   if (got != "shard " + want)
     throw std::runtime_error(path + " is " + got + ", not shard " + want +
                              ": another run's archives are in this directory (choose another --out-dir)");
@@ -137,7 +136,8 @@ std::vector<std::string> active_jobs(const fs::path& dir, const std::string& squ
     if (id.empty()) continue;
     std::string out;
     const int rc = capture(squeue, {"-h", "-j", id, "-o", "%i %T"}, out, true);
-    if (rc == 0 && !trim(out).empty()) active.push_back(id + " (" + trim(out).substr(0, 200) + ")");
+    if (rc == 0 && !trim(out).empty())
+      active.push_back(id + " (" + trim(out).substr(0, 200) + ")");
     else if (rc != 0 && out.find("Invalid job id") == std::string::npos)
       throw std::runtime_error("cannot ask Slurm whether job " + id + " still runs (squeue: " + trim(out) + ")");
   }
@@ -256,8 +256,10 @@ shard_plan plan_shards(const submit_request& request, const experiment& e, const
     if (!request.resume && state != shard_state::missing)
       throw std::runtime_error(dir.string() + " already holds shard archives (" + shard_path(dir, k) +
                                "): pass --resume to complete that set, or choose another --out-dir");
-    if (state == shard_state::complete) ++plan.complete;
-    else plan.shards.push_back(k);
+    if (state == shard_state::complete)
+      ++plan.complete;
+    else
+      plan.shards.push_back(k);
     if (state == shard_state::incomplete) plan.incomplete.push_back(k);
     if (state == shard_state::unreadable) plan.unreadable.push_back(k);
   }
@@ -288,8 +290,9 @@ void refuse_active_jobs(const submit_request& request, const fs::path& dir) {
 std::string slurm_client(const submit_request& request) {
   const std::string sbatch = find_on_path("sbatch");
   if (request.dry_run || !sbatch.empty()) return sbatch;
-  throw std::runtime_error("sbatch not found on PATH: kstudy submit needs Slurm's client commands (run it on a "
-                           "login node), or pass --dry-run to print the job script");
+  throw std::runtime_error(
+      "sbatch not found on PATH: kstudy submit needs Slurm's client commands (run it on a "
+      "login node), or pass --dry-run to print the job script");
 }
 
 // The job array's script: array task K runs shard K/N into its own archive, resuming it if it exists.
@@ -338,7 +341,8 @@ std::string job_script(const submit_request& request, const experiment& e, const
   script << "echo \"kstudy: shard $shard/" << n << " of " << e.name
          << " on $(hostname), attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 )), "
             "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}\"\n"
-         << "# --resume: a fresh archive if there is none, else the completion of an interrupted one (requeue, --resume).\n"
+         << "# --resume: a fresh archive if there is none, else the completion of an interrupted one (requeue, "
+            "--resume).\n"
          << "# exec: kstudy replaces this shell, so the signals Slurm sends the batch shell reach it (it passes them\n"
          << "# on to its replication process), and its exit status is the task's.\n"
          << "export KSTUDY_QUIET=1  # no carriage-return progress line in the log\n"
@@ -381,8 +385,8 @@ std::string submit_script(const std::string& sbatch, const std::string& script, 
     throw std::runtime_error("sbatch " + script_path.string() + " failed (exit " + std::to_string(rc) +
                              (trim(output).empty() ? std::string(")") : "): " + trim(output)) +
                              "; see sbatch's message above");
-  std::ofstream(dir / "kstudy-submit.jobs", std::ios::app) << job << " shards=" << array_list(plan.shards)
-                                                            << " of=" << count << " " << utc_now() << "\n";
+  std::ofstream(dir / "kstudy-submit.jobs", std::ios::app)
+      << job << " shards=" << array_list(plan.shards) << " of=" << count << " " << utc_now() << "\n";
   return job;
 }
 
@@ -434,8 +438,8 @@ int submit_study(const submit_request& request, const std::string& self_exe) {
   std::cout << "submitted job array " << job << ": experiment " << e.name << ", shards " << array_list(plan.shards)
             << " of " << count;
   if (request.resume) std::cout << " (" << plan.complete << " complete, " << plan.incomplete.size() << " resumed)";
-  std::cout << "\n  script: " << script_path.string() << "\n  watch:  squeue -j " << job << "\n  then:   "
-            << merge_command << "\n";
+  std::cout << "\n  script: " << script_path.string() << "\n  watch:  squeue -j " << job
+            << "\n  then:   " << merge_command << "\n";
   return 0;
 }
 

@@ -33,21 +33,25 @@ std::int64_t positive_integer(const json& v, const std::string& source, const st
     fail(source, field, "value " + v.dump() + " does not fit in 64 bits");
   const std::int64_t n = v.get<std::int64_t>();
   if (n < 0 || (n == 0 && !allow_zero))
-    fail(source, field, std::string("expected a ") + (allow_zero ? "non-negative" : "positive") + " integer, got " + v.dump());
+    fail(source, field,
+         std::string("expected a ") + (allow_zero ? "non-negative" : "positive") + " integer, got " + v.dump());
   return n;
 }
 
-std::vector<std::int64_t> integer_axis(const json& v, const std::string& source, const std::string& field, bool allow_zero) {
+std::vector<std::int64_t> integer_axis(const json& v, const std::string& source, const std::string& field,
+                                       bool allow_zero) {
   std::vector<std::int64_t> out;
   if (v.is_object()) {
     for (const auto& [key, _] : v.items())
-      if (key != "from" && key != "to" && key != "factor") fail(source, field + "." + key, "unknown key (expected from, to, factor)");
+      if (key != "from" && key != "to" && key != "factor")
+        fail(source, field + "." + key, "unknown key (expected from, to, factor)");
     if (!v.contains("from") || !v.contains("to")) fail(source, field, "a range needs 'from' and 'to'");
     const std::int64_t from = positive_integer(v["from"], source, field + ".from");
     const std::int64_t to = positive_integer(v["to"], source, field + ".to");
     const std::int64_t factor = v.contains("factor") ? positive_integer(v["factor"], source, field + ".factor") : 2;
     if (factor < 2) fail(source, field + ".factor", "must be at least 2");
-    if (to < from) fail(source, field, "'to' (" + std::to_string(to) + ") is below 'from' (" + std::to_string(from) + ")");
+    if (to < from)
+      fail(source, field, "'to' (" + std::to_string(to) + ") is below 'from' (" + std::to_string(from) + ")");
     for (std::int64_t x = from; x <= to; x *= factor) {
       out.push_back(x);
       if (x > std::numeric_limits<std::int64_t>::max() / factor) break;
@@ -91,14 +95,15 @@ void parse_cache_field(const json& doc, experiment& e, json& normalised) {
     fail(e.source, "cache", std::string("expected \"warm\", \"cold\" or a list of them, got ") + type_name(v));
   if (v.is_string() && !modes.count(v.get<std::string>()))
     fail(e.source, "cache", "unknown cache mode '" + v.get<std::string>() + "' (expected warm or cold)");
-  const auto names = v.is_string() ? std::vector<std::string>{v.get<std::string>()} : string_axis(v, e.source, "cache", modes);
+  const auto names =
+      v.is_string() ? std::vector<std::string>{v.get<std::string>()} : string_axis(v, e.source, "cache", modes);
   e.cache.clear();
   for (const auto& name : names) e.cache.push_back(parse_cache_mode(name));
   normalised["cache"] = v.is_string() ? json(names.front()) : json(names);
 }
 
 const std::set<std::string>& operation_field_keys() {
-  static const std::set<std::string> keys = {"operation", "shapes", "variants", "memory",
+  static const std::set<std::string> keys = {"operation",   "shapes",      "variants", "memory",
                                              "block_sizes", "row_padding", "timers"};
   return keys;
 }
@@ -114,17 +119,20 @@ std::string operation_names() {
 // "operation": a name or a list of names, every one registered, all with the same axes.
 void parse_operations(const json& doc, experiment& e) {
   const auto& source = e.source;
-  if (!doc.contains("operation")) fail(source, "operation", "required (registered operations: " + operation_names() + ")");
+  if (!doc.contains("operation"))
+    fail(source, "operation", "required (registered operations: " + operation_names() + ")");
   const auto& v = doc["operation"];
   e.operations = v.is_string() ? std::vector<std::string>{v.get<std::string>()} : string_axis(v, source, "operation");
   for (std::size_t i = 0; i < e.operations.size(); ++i) {
     const auto* op = operation_registry::instance().find(e.operations[i]);
     if (op == nullptr)
       fail(source, "operation", "unknown operation '" + e.operations[i] + "' (registered: " + operation_names() + ")");
-    if (i == 0) e.axes = op->info().axes;
+    if (i == 0)
+      e.axes = op->info().axes;
     else if (op->info().axes != e.axes)
-      fail(source, "operation", "operations '" + e.operations[0] + "' and '" + e.operations[i] +
-                                    "' have different axes; an experiment's operations share their axes");
+      fail(source, "operation",
+           "operations '" + e.operations[0] + "' and '" + e.operations[i] +
+               "' have different axes; an experiment's operations share their axes");
   }
 }
 
@@ -180,7 +188,8 @@ void parse_operation_fields(const json& doc, experiment& e, json& normalised) {
   if (doc.contains("block_sizes")) {
     e.block_sizes = integer_axis(doc["block_sizes"], source, "block_sizes", true);
     for (std::size_t i = 0; i < e.block_sizes.size(); ++i)
-      if (e.block_sizes[i] > 1024) fail(source, "block_sizes[" + std::to_string(i) + "]", "at most 1024 threads per block");
+      if (e.block_sizes[i] > 1024)
+        fail(source, "block_sizes[" + std::to_string(i) + "]", "at most 1024 threads per block");
   }
   if (doc.contains("row_padding")) e.row_padding = positive_integer(doc["row_padding"], source, "row_padding", true);
   if (doc.contains("variants")) e.variants = string_axis(doc["variants"], source, "variants");
@@ -207,7 +216,8 @@ void parse_operation_fields(const json& doc, experiment& e, json& normalised) {
       }
     }
   normalised["operation"] = e.operations;
-  if (doc.contains("shapes")) normalised["shapes"] = e.points;
+  if (doc.contains("shapes"))
+    normalised["shapes"] = e.points;
   else
     for (const auto& axis : e.axes) normalised[axis] = integer_axis(doc[axis], source, axis);
   normalised["block_sizes"] = e.block_sizes;
@@ -240,7 +250,9 @@ void parse_protocol(const json& doc, experiment& e) {
     if (!pk.count(key)) fail(source, "protocol." + key, "unknown key");
   const auto small = [&](const char* key, int lo, int hi) {
     const auto v = positive_integer(p[key], source, std::string("protocol.") + key, lo == 0);
-    if (v < lo || v > hi) fail(source, std::string("protocol.") + key, "must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (v < lo || v > hi)
+      fail(source, std::string("protocol.") + key,
+           "must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return static_cast<int>(v);
   };
   if (p.contains("warmups")) e.protocol.warmups = small("warmups", 0, 1000);
@@ -271,12 +283,14 @@ void check_keys(const json& doc, const experiment_kind& kind, const experiment& 
   if (kind.takes_operations && doc.contains("operation")) {
     const auto& v = doc["operation"];
     std::vector<std::string> names;
-    if (v.is_string()) names.push_back(v.get<std::string>());
+    if (v.is_string())
+      names.push_back(v.get<std::string>());
     else if (v.is_array())
       for (const auto& n : v)
         if (n.is_string()) names.push_back(n.get<std::string>());
     for (const auto& n : names)
-      if (const auto* op = operation_registry::instance().find(n)) axes.insert(op->info().axes.begin(), op->info().axes.end());
+      if (const auto* op = operation_registry::instance().find(n))
+        axes.insert(op->info().axes.begin(), op->info().axes.end());
   }
   for (const auto& [key, _] : doc.items())
     if (!common.count(key) && !kind.keys.count(key) && !axes.count(key))
@@ -292,7 +306,8 @@ experiment_kind_registry& experiment_kind_registry::instance() {
 
 void experiment_kind_registry::add(experiment_kind kind) {
   if (kind.name.empty() || !kind.parse || !kind.point_count || !kind.run)
-    throw std::logic_error("experiment kind registration " + kind.name + " needs a name, a parser, a point count and a runner");
+    throw std::logic_error("experiment kind registration " + kind.name +
+                           " needs a name, a parser, a point count and a runner");
   if (find(kind.name) != nullptr) throw std::logic_error("experiment kind " + kind.name + " registered twice");
   m_kinds.push_back(std::move(kind));
 }
@@ -353,9 +368,9 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
   kind->parse(doc, e, norm);
   if (kind->takes_operations) check_keys(doc, *kind, e);
   parse_protocol(doc, e);
-  norm["protocol"] = {{"warmups", e.protocol.warmups}, {"trials", e.protocol.trials},
+  norm["protocol"] = {{"warmups", e.protocol.warmups},           {"trials", e.protocol.trials},
                       {"replications", e.protocol.replications}, {"seed", e.protocol.seed},
-                      {"threads", e.protocol.threads}, {"shuffle", e.protocol.shuffle}};
+                      {"threads", e.protocol.threads},           {"shuffle", e.protocol.shuffle}};
   e.definition_json = norm.dump();
   return e;
 }
@@ -374,7 +389,8 @@ experiment load_experiment(const std::string& path) {
   if (!fs::is_regular_file(path, ec)) throw experiment_error(path + ": no such experiment file");
   const auto size = fs::file_size(path, ec);
   if (!ec && size > std::uintmax_t(max_file_bytes))
-    throw experiment_error(path + ": file is " + std::to_string(size) + " bytes; experiment files are limited to 1 MiB");
+    throw experiment_error(path + ": file is " + std::to_string(size) +
+                           " bytes; experiment files are limited to 1 MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw experiment_error(path + ": cannot be read");
   std::stringstream ss;

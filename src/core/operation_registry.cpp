@@ -32,8 +32,8 @@ table_shape operation::shape(const std::vector<std::int64_t>& extents, table_lay
   return shape;
 }
 
-std::unique_ptr<one_shot_pipeline> operation::make_pipeline(const registered_variant&, const problem_data&,
-                                                            host_memory, const run_options&) const {
+std::unique_ptr<one_shot_pipeline> operation::make_pipeline(const registered_variant&, const problem_data&, host_memory,
+                                                            const run_options&) const {
   return nullptr;
 }
 

@@ -10,7 +10,9 @@ point_inputs::point_inputs(const operation& op, std::vector<std::int64_t> extent
                            std::uint64_t seed)
     : m_operation(&op), m_extents(std::move(extents)), m_row_padding(row_padding), m_seed(seed) {}
 
-table_shape point_inputs::shape(table_layout layout) const { return m_operation->shape(m_extents, layout, m_row_padding); }
+table_shape point_inputs::shape(table_layout layout) const {
+  return m_operation->shape(m_extents, layout, m_row_padding);
+}
 
 const problem_data& point_inputs::data(table_layout layout) {
   auto& slot = m_data[layout];

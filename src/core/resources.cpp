@@ -33,7 +33,7 @@ std::vector<fs::path> resource_dirs(resource_kind kind) {
   std::error_code ec;
   const auto exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    dirs.push_back(exe.parent_path() / folder_name(kind));                                 // bundle layout
+    dirs.push_back(exe.parent_path() / folder_name(kind));                              // bundle layout
     dirs.push_back(exe.parent_path() / ".." / "share" / "kstudy" / folder_name(kind));  // install layout
   }
   return dirs;

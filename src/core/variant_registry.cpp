@@ -9,22 +9,33 @@ namespace kstudy {
 
 std::string_view to_string(implementation kind) {
   switch (kind) {
-    case implementation::kokkos: return "kokkos";
-    case implementation::kokkos_kernels: return "kokkos_kernels";
-    case implementation::handwritten_cuda: return "handwritten_cuda";
-    case implementation::vendor_library: return "vendor_library";
-    case implementation::reference: return "reference";
-    case implementation::mixed: return "mixed";
-    case implementation::kokkos_mixed: return "kokkos_mixed";
+    case implementation::kokkos:
+      return "kokkos";
+    case implementation::kokkos_kernels:
+      return "kokkos_kernels";
+    case implementation::handwritten_cuda:
+      return "handwritten_cuda";
+    case implementation::vendor_library:
+      return "vendor_library";
+    case implementation::reference:
+      return "reference";
+    case implementation::mixed:
+      return "mixed";
+    case implementation::kokkos_mixed:
+      return "kokkos_mixed";
   }
-  throw std::invalid_argument("kstudy: implementation value " + std::to_string(static_cast<int>(kind)) + " has no name");
+  throw std::invalid_argument("kstudy: implementation value " + std::to_string(static_cast<int>(kind)) +
+                              " has no name");
 }
 
 std::string_view to_string(fusion_level level) {
   switch (level) {
-    case fusion_level::none: return "none";
-    case fusion_level::partial: return "partial";
-    case fusion_level::full: return "full";
+    case fusion_level::none:
+      return "none";
+    case fusion_level::partial:
+      return "partial";
+    case fusion_level::full:
+      return "full";
   }
   throw std::invalid_argument("kstudy: fusion_level value " + std::to_string(static_cast<int>(level)) + " has no name");
 }

@@ -70,9 +70,12 @@ std::int64_t run_fp32_fma_probe() {
 
 const char* gemm_roof_name(gemm_roof_precision precision) {
   switch (precision) {
-    case gemm_roof_precision::tf32: return "cublas_tf32_gemm";
-    case gemm_roof_precision::bf16: return "cublas_bf16_gemm";
-    case gemm_roof_precision::fp32: break;
+    case gemm_roof_precision::tf32:
+      return "cublas_tf32_gemm";
+    case gemm_roof_precision::bf16:
+      return "cublas_bf16_gemm";
+    case gemm_roof_precision::fp32:
+      break;
   }
   return "cublas_fp32_gemm";
 }
@@ -92,7 +95,8 @@ struct cublas_gemm_probe::state {
   }
 };
 
-cublas_gemm_probe::cublas_gemm_probe(gemm_roof_precision precision, std::int64_t n) : m_state(std::make_unique<state>()) {
+cublas_gemm_probe::cublas_gemm_probe(gemm_roof_precision precision, std::int64_t n)
+    : m_state(std::make_unique<state>()) {
   auto& s = *m_state;
   s.precision = precision;
   s.n = n;
@@ -125,8 +129,8 @@ void cublas_gemm_probe::run() {
   const cublasComputeType_t compute =
       s.precision == gemm_roof_precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const int n = static_cast<int>(s.n);
-  KSTUDY_CUBLAS_CHECK(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, s.a, input, n, s.b, input,
-                                   n, &beta, s.c, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT));
+  KSTUDY_CUBLAS_CHECK(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, s.a, input, n, s.b, input, n,
+                                   &beta, s.c, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 std::int64_t cublas_gemm_probe::flops() const { return 2 * m_state->n * m_state->n * m_state->n; }

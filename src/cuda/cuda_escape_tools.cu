@@ -19,8 +19,7 @@ std::string where(const char* call, const char* file, int line) {
 }
 
 void check_nvrtc(nvrtcResult result, const char* call, const char* file, int line) {
-  if (result != NVRTC_SUCCESS)
-    throw std::runtime_error(where(call, file, line) + ": " + nvrtcGetErrorString(result));
+  if (result != NVRTC_SUCCESS) throw std::runtime_error(where(call, file, line) + ": " + nvrtcGetErrorString(result));
 }
 
 #define KSTUDY_NVRTC_CHECK(call) check_nvrtc((call), #call, __FILE__, __LINE__)
@@ -69,7 +68,8 @@ class nvrtc_program {
 
 std::vector<char> compile_fresh(const runtime_source& source, int compute_capability, double& seconds) {
   if (compute_capability < 10) throw std::invalid_argument("compute capability is major * 10 + minor, e.g. 90");
-  if (source.text == nullptr || source.name == nullptr) throw std::invalid_argument("runtime_source without text or name");
+  if (source.text == nullptr || source.name == nullptr)
+    throw std::invalid_argument("runtime_source without text or name");
   const auto start = std::chrono::steady_clock::now();
   nvrtc_program program(source);
   auto cubin = program.compile(compute_capability);
@@ -226,8 +226,10 @@ void read_buffer(const float* data, std::int64_t count, int loads_in_flight) {
   const int blocks = multiprocessor_count() * 8;
   const long long count4 = count / 4;  // the tail of a buffer not a multiple of 4 floats is not read
   const auto* data4 = reinterpret_cast<const float4*>(data);
-  if (loads_in_flight == 8) read_sum_kernel<8><<<blocks, 256>>>(data4, count4, sink);
-  else read_sum_kernel<4><<<blocks, 256>>>(data4, count4, sink);
+  if (loads_in_flight == 8)
+    read_sum_kernel<8><<<blocks, 256>>>(data4, count4, sink);
+  else
+    read_sum_kernel<4><<<blocks, 256>>>(data4, count4, sink);
   KSTUDY_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -237,8 +239,10 @@ void copy_buffer(const float* from, float* to, std::int64_t count, int loads_in_
   const long long count4 = count / 4;  // the tail of a buffer not a multiple of 4 floats is not copied
   const auto* from4 = reinterpret_cast<const float4*>(from);
   auto* to4 = reinterpret_cast<float4*>(to);
-  if (loads_in_flight == 8) copy_kernel<8><<<blocks, 256>>>(from4, to4, count4);
-  else copy_kernel<4><<<blocks, 256>>>(from4, to4, count4);
+  if (loads_in_flight == 8)
+    copy_kernel<8><<<blocks, 256>>>(from4, to4, count4);
+  else
+    copy_kernel<4><<<blocks, 256>>>(from4, to4, count4);
   KSTUDY_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -249,7 +253,7 @@ void copy_buffer_memcpy(const float* from, float* to, std::int64_t count) {
 
 void inject_invalid_launch(void* stream) {
   empty_kernel<<<1, 4096, 0, static_cast<cudaStream_t>(stream)>>>();  // the limit is 1024 threads per block
-  const cudaError_t launch = cudaGetLastError();  // reports the failed launch once and clears it
+  const cudaError_t launch = cudaGetLastError();                      // reports the failed launch once and clears it
   if (launch == cudaSuccess) throw std::logic_error("injected fault (launch): a 4096-thread block was accepted");
   throw std::runtime_error(std::string("injected fault (launch): kernel launch failed: ") + cudaGetErrorName(launch) +
                            ": " + cudaGetErrorString(launch));

@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/cuda_escape.hpp"
 #endif
@@ -19,12 +18,18 @@ namespace kstudy {
 
 const char* to_string(fault_kind kind) {
   switch (kind) {
-    case fault_kind::host_exception: return "throw";
-    case fault_kind::invalid_launch: return "launch";
-    case fault_kind::device_trap: return "trap";
-    case fault_kind::corrupt_output: return "corrupt";
-    case fault_kind::late_corrupt_output: return "corrupt_late";
-    case fault_kind::slow_down: return "slow";
+    case fault_kind::host_exception:
+      return "throw";
+    case fault_kind::invalid_launch:
+      return "launch";
+    case fault_kind::device_trap:
+      return "trap";
+    case fault_kind::corrupt_output:
+      return "corrupt";
+    case fault_kind::late_corrupt_output:
+      return "corrupt_late";
+    case fault_kind::slow_down:
+      return "slow";
   }
   return "?";
 }
@@ -45,11 +50,16 @@ fault_plan parse_fault_plan(const std::string& value) {
   fault_plan plan;
   plan.pattern = parts[0];
   const std::string& kind = parts[1];
-  if (kind == "throw") plan.kind = fault_kind::host_exception;
-  else if (kind == "launch") plan.kind = fault_kind::invalid_launch;
-  else if (kind == "trap") plan.kind = fault_kind::device_trap;
-  else if (kind == "corrupt") plan.kind = fault_kind::corrupt_output;
-  else if (kind == "corrupt_late") plan.kind = fault_kind::late_corrupt_output;
+  if (kind == "throw")
+    plan.kind = fault_kind::host_exception;
+  else if (kind == "launch")
+    plan.kind = fault_kind::invalid_launch;
+  else if (kind == "trap")
+    plan.kind = fault_kind::device_trap;
+  else if (kind == "corrupt")
+    plan.kind = fault_kind::corrupt_output;
+  else if (kind == "corrupt_late")
+    plan.kind = fault_kind::late_corrupt_output;
   else if (kind == "slow" || kind.rfind("slow=", 0) == 0) {
     plan.kind = fault_kind::slow_down;
     plan.slowdown = 2.0;
@@ -84,8 +94,8 @@ fault_plan parse_fault_plan(const std::string& value) {
       throw std::invalid_argument(where + "kind '" + kind + "' needs the cuda flavour");
 #else
       if (v->info.backend != "cuda")
-        throw std::invalid_argument(where + "kind '" + kind + "' needs a variant on the CUDA device; " +
-                                    v->info.id() + " is not (name one, e.g. " + v->info.name + "@cuda)");
+        throw std::invalid_argument(where + "kind '" + kind + "' needs a variant on the CUDA device; " + v->info.id() +
+                                    " is not (name one, e.g. " + v->info.name + "@cuda)");
 #endif
     }
     plan.variant_ids.insert(v->info.id());
@@ -99,9 +109,12 @@ std::optional<fault_plan> fault_plan_from_environment() {
   return parse_fault_plan(value);
 }
 
-fault_injecting_variant::fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id,
-                                                 const operation& op, double slowdown)
-    : m_inner(std::move(inner)), m_kind(kind), m_variant_id(std::move(variant_id)), m_operation(&op),
+fault_injecting_variant::fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind,
+                                                 std::string variant_id, const operation& op, double slowdown)
+    : m_inner(std::move(inner)),
+      m_kind(kind),
+      m_variant_id(std::move(variant_id)),
+      m_operation(&op),
       m_slowdown(slowdown) {}
 
 void fault_injecting_variant::prepare(const problem_data& problem, const run_options& options) {
@@ -167,8 +180,10 @@ void fault_injecting_variant::fire_if_armed() {
     case fault_kind::invalid_launch:
     case fault_kind::device_trap:
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
-      if (m_kind == fault_kind::invalid_launch) cuda_escape::inject_invalid_launch(m_inner->stream());
-      else cuda_escape::inject_trap(m_inner->stream());
+      if (m_kind == fault_kind::invalid_launch)
+        cuda_escape::inject_invalid_launch(m_inner->stream());
+      else
+        cuda_escape::inject_trap(m_inner->stream());
 #endif
       throw std::logic_error(std::string("injected fault (") + to_string(m_kind) + ") did not fail in " + m_variant_id);
   }

@@ -25,10 +25,14 @@ bool shows_slowdown(const gpu_reading& reading) {
 std::string throttle_reason_names(std::int64_t mask) {
   if (mask <= 0) return "";
   static const std::pair<std::uint64_t, const char*> names[] = {
-      {throttle_reason::gpu_idle, "gpu_idle"},         {throttle_reason::applications_clocks, "applications_clocks"},
-      {throttle_reason::sw_power_cap, "sw_power_cap"}, {throttle_reason::hw_slowdown, "hw_slowdown"},
-      {throttle_reason::sync_boost, "sync_boost"},     {throttle_reason::sw_thermal, "sw_thermal"},
-      {throttle_reason::hw_thermal, "hw_thermal"},     {throttle_reason::hw_power_brake, "hw_power_brake"},
+      {throttle_reason::gpu_idle, "gpu_idle"},
+      {throttle_reason::applications_clocks, "applications_clocks"},
+      {throttle_reason::sw_power_cap, "sw_power_cap"},
+      {throttle_reason::hw_slowdown, "hw_slowdown"},
+      {throttle_reason::sync_boost, "sync_boost"},
+      {throttle_reason::sw_thermal, "sw_thermal"},
+      {throttle_reason::hw_thermal, "hw_thermal"},
+      {throttle_reason::hw_power_brake, "hw_power_brake"},
       {throttle_reason::display_clocks, "display_clocks"}};
   std::uint64_t rest = static_cast<std::uint64_t>(mask);
   std::string out;
@@ -91,7 +95,8 @@ reading_summary summarise_readings(It first, It last) {
       power_sum += double(r.power_mw);
       ++power_count;
     }
-    if (r.throttle_reasons >= 0) out.throttle_reasons = std::max<std::int64_t>(out.throttle_reasons, 0) | r.throttle_reasons;
+    if (r.throttle_reasons >= 0)
+      out.throttle_reasons = std::max<std::int64_t>(out.throttle_reasons, 0) | r.throttle_reasons;
   }
   if (power_count > 0) out.mean_power_mw = power_sum / double(power_count);
   return out;
@@ -173,10 +178,12 @@ class nvml_health_source final : public gpu_health_source {
       return;
     }
     char name[96] = {};  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-    if (m_name == nullptr || m_name(m_device, name, sizeof name) != nvml_success) std::snprintf(name, sizeof name, "GPU");
+    if (m_name == nullptr || m_name(m_device, name, sizeof name) != nvml_success)
+      std::snprintf(name, sizeof name, "GPU");
     m_device_name = std::string(name) + " (" + (pci_bus_id.empty() ? std::string("NVML index 0") : pci_bus_id) + ")";
     unsigned long long energy = 0;
-    if (m_energy == nullptr) m_energy_status = "unavailable: NVML has no symbol nvmlDeviceGetTotalEnergyConsumption";
+    if (m_energy == nullptr)
+      m_energy_status = "unavailable: NVML has no symbol nvmlDeviceGetTotalEnergyConsumption";
     else if (const int energy_rc = m_energy(m_device, &energy); energy_rc != nvml_success)
       m_energy_status = "unavailable: nvmlDeviceGetTotalEnergyConsumption failed: " + error(energy_rc);
     else
@@ -229,14 +236,15 @@ class nvml_health_source final : public gpu_health_source {
     symbol(m_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons", false);
     if (m_reasons == nullptr) symbol(m_reasons, "nvmlDeviceGetCurrentClocksEventReasons", false);
     if (m_reasons == nullptr) {
-      m_device_name = "unavailable: NVML has neither nvmlDeviceGetCurrentClocksThrottleReasons nor "
-                      "nvmlDeviceGetCurrentClocksEventReasons";
+      m_device_name =
+          "unavailable: NVML has neither nvmlDeviceGetCurrentClocksThrottleReasons nor "
+          "nvmlDeviceGetCurrentClocksEventReasons";
       return false;
     }
     return symbol(m_init, "nvmlInit_v2") && symbol(m_shutdown, "nvmlShutdown") &&
-           symbol(m_by_pci, "nvmlDeviceGetHandleByPciBusId_v2") && symbol(m_by_index, "nvmlDeviceGetHandleByIndex_v2") &&
-           symbol(m_clock, "nvmlDeviceGetClockInfo") && symbol(m_temperature, "nvmlDeviceGetTemperature") &&
-           symbol(m_power, "nvmlDeviceGetPowerUsage");
+           symbol(m_by_pci, "nvmlDeviceGetHandleByPciBusId_v2") &&
+           symbol(m_by_index, "nvmlDeviceGetHandleByIndex_v2") && symbol(m_clock, "nvmlDeviceGetClockInfo") &&
+           symbol(m_temperature, "nvmlDeviceGetTemperature") && symbol(m_power, "nvmlDeviceGetPowerUsage");
   }
 
   std::string error(int rc) const {
@@ -424,9 +432,9 @@ void health_guarded_sink::flush() {
     // A slowdown during the point counts as one before or after it: every sample of the point is flagged.
     if (mask_shows_slowdown(seen.throttle_reasons)) health.throttled = true;
     if (seen.throttle_reasons > 0)
-      health.reasons = throttle_reason_names(std::max<std::int64_t>(health.before_throttle_reasons, 0) |
-                                             std::max<std::int64_t>(health.after_throttle_reasons, 0) |
-                                             seen.throttle_reasons);
+      health.reasons =
+          throttle_reason_names(std::max<std::int64_t>(health.before_throttle_reasons, 0) |
+                                std::max<std::int64_t>(health.after_throttle_reasons, 0) | seen.throttle_reasons);
     for (auto& s : m_samples) s.throttled = s.throttled || health.throttled;
     // Cleared before the writes: a write that throws (no room) must not leave them to a later flush.
     const auto samples = std::move(m_samples);

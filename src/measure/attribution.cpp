@@ -88,7 +88,8 @@ std::vector<attribution_record> attribute_kernels(variant& variant, const std::s
   std::vector<attribution_record> out;
   double inside = 0.0;
   for (const auto& [label, t] : totals) {
-    out.push_back({experiment, variant_id, shape.rows, shape.features, shape.depth, label, t.calls / runs, t.seconds / runs});
+    out.push_back(
+        {experiment, variant_id, shape.rows, shape.features, shape.depth, label, t.calls / runs, t.seconds / runs});
     inside += t.seconds;
   }
   out.push_back({experiment, variant_id, shape.rows, shape.features, shape.depth, "(outside Kokkos kernels)", 0,

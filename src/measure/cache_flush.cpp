@@ -33,16 +33,21 @@ std::int64_t parse_cache_size(const std::string& text) {
   const long long value = std::strtoll(text.c_str(), &end, 10);
   if (end == text.c_str() || value <= 0) return 0;
   switch (*end) {
-    case 'K': return std::int64_t(value) << 10;
-    case 'M': return std::int64_t(value) << 20;
-    case 'G': return std::int64_t(value) << 30;
-    default: return std::int64_t(value);
+    case 'K':
+      return std::int64_t(value) << 10;
+    case 'M':
+      return std::int64_t(value) << 20;
+    case 'G':
+      return std::int64_t(value) << 30;
+    default:
+      return std::int64_t(value);
   }
 }
 
 #ifdef KOKKOS_ENABLE_CUDA
 void check_cuda(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) throw std::runtime_error(std::string("flushing the L2: ") + what + ": " + cudaGetErrorString(rc));
+  if (rc != cudaSuccess)
+    throw std::runtime_error(std::string("flushing the L2: ") + what + ": " + cudaGetErrorString(rc));
 }
 #endif
 
@@ -110,9 +115,9 @@ cache_flush cache_flusher::flush(bool host, bool device, [[maybe_unused]] void* 
     unsigned char* buffer = m_host_buffer;
     // Every host thread writes a part: the cores the host variants run on hold the inputs in their own
     // caches as well as in the shared one.
-    Kokkos::parallel_for(
-        "kstudy_cache_flush_host", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, m_host_bytes),
-        [=](std::int64_t i) { buffer[i] = value; });
+    Kokkos::parallel_for("kstudy_cache_flush_host",
+                         Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, m_host_bytes),
+                         [=](std::int64_t i) { buffer[i] = value; });
     Kokkos::DefaultHostExecutionSpace().fence();
     done.bytes += m_host_bytes;
   }

@@ -131,8 +131,8 @@ void measure_compute_roofs(const ceiling_options& options, std::vector<ceiling_r
     for (const std::int64_t extent : {options.gemm_roof_extent, options.gemm_roof_extent / 2}) {
       try {
         cuda_escape::cublas_gemm_probe probe(precision, extent);
-        probes.push_back(timed_compute(name + "_" + std::to_string(extent), probe.flops(), options.trials,
-                                       [&] { probe.run(); }));
+        probes.push_back(
+            timed_compute(name + "_" + std::to_string(extent), probe.flops(), options.trials, [&] { probe.run(); }));
       } catch (const std::exception& ex) {
         std::cerr << "kstudy: the " << name << " roof at " << extent << "^3 could not be measured (" << ex.what()
                   << ")\n";
@@ -186,8 +186,7 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
   // The device probes also run at large_factor times the size, where two such buffers take at most half of
   // the free device memory.
   std::int64_t n_large = 0;
-  if (options.large_factor > 1 &&
-      2 * options.large_factor * options.device_bytes <= probes::device_memory_free() / 2)
+  if (options.large_factor > 1 && 2 * options.large_factor * options.device_bytes <= probes::device_memory_free() / 2)
     n_alloc = n_large = options.large_factor * n_device;
 #endif
   {
@@ -206,8 +205,8 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
       const auto base = timed_on_device(name, bytes_per_float * n_device, options.trials, [&] { enqueue(n_device); });
       into.push_back(base);
       if (n_large == 0) return;
-      auto large = timed_on_device(name + "_large", bytes_per_float * n_large, options.trials,
-                                   [&] { enqueue(n_large); });
+      auto large =
+          timed_on_device(name + "_large", bytes_per_float * n_large, options.trials, [&] { enqueue(n_large); });
       into.push_back(large);
       into.push_back(marginal(base, large));
     };
@@ -255,7 +254,8 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
 #endif
   {
     const std::int64_t n_host = options.host_bytes / std::int64_t(sizeof(float));
-    Kokkos::View<float*, Kokkos::HostSpace> h(Kokkos::view_alloc("kstudy::ceiling_host", Kokkos::WithoutInitializing), n_host);
+    Kokkos::View<float*, Kokkos::HostSpace> h(Kokkos::view_alloc("kstudy::ceiling_host", Kokkos::WithoutInitializing),
+                                              n_host);
     Kokkos::deep_copy(h, 1.0f);
     host_space space;
     out.push_back(timed("host_read", options.host_bytes, options.trials,
@@ -276,19 +276,19 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
     // What bounds a one-shot from pageable memory through pinned staging (the pipelined strategy): host
     // threads copying pageable memory into page-locked chunks, in 64 KiB pieces as the pipeline gathers
     // them. bytes = bytes copied (each is read once and written once).
-    host_buffer source(host_memory::pageable, options.transfer_bytes), staging(host_memory::pinned, options.transfer_bytes);
+    host_buffer source(host_memory::pageable, options.transfer_bytes),
+        staging(host_memory::pinned, options.transfer_bytes);
     std::fill(source.data(), source.data() + options.transfer_bytes, std::byte{1});
     std::fill(staging.data(), staging.data() + options.transfer_bytes, std::byte{0});
     out.push_back(timed("host_stage_pageable_to_pinned", options.transfer_bytes, options.trials, [&] {
       const std::byte* from = source.data();
       std::byte* to = staging.data();
       const std::int64_t bytes = options.transfer_bytes, piece = std::int64_t(1) << 16;
-      Kokkos::parallel_for(
-          "kstudy::ceiling::host_stage", Kokkos::RangePolicy<host_space>(0, (bytes + piece - 1) / piece),
-          [=](const std::int64_t p) {
-            const std::int64_t begin = p * piece;
-            std::memcpy(to + begin, from + begin, std::size_t(std::min(piece, bytes - begin)));
-          });
+      Kokkos::parallel_for("kstudy::ceiling::host_stage",
+                           Kokkos::RangePolicy<host_space>(0, (bytes + piece - 1) / piece), [=](const std::int64_t p) {
+                             const std::int64_t begin = p * piece;
+                             std::memcpy(to + begin, from + begin, std::size_t(std::min(piece, bytes - begin)));
+                           });
       host_space().fence();
     }));
   }

@@ -60,12 +60,11 @@ void describe_run(std::map<std::string, std::string>& root, int argc, char** arg
   gethostname(host, sizeof host - 1);
   root["host"] = host;
   // Under Slurm: the job and array task that measured this archive (kstudy submit).
-  const std::pair<const char*, const char*> slurm[] = {
-      {"SLURM_JOB_ID", "slurm_job_id"}, {"SLURM_ARRAY_JOB_ID", "slurm_array_job_id"},
-      {"SLURM_ARRAY_TASK_ID", "slurm_array_task_id"}};
+  const std::pair<const char*, const char*> slurm[] = {{"SLURM_JOB_ID", "slurm_job_id"},
+                                                       {"SLURM_ARRAY_JOB_ID", "slurm_array_job_id"},
+                                                       {"SLURM_ARRAY_TASK_ID", "slurm_array_task_id"}};
   for (const auto& [variable, key] : slurm)
     if (const char* value = std::getenv(variable)) root[key] = value;
-
 }
 
 // The Kokkos build: version, configuration, backends and the GPU architecture it was compiled for.
@@ -75,8 +74,10 @@ void describe_kokkos(std::map<std::string, std::string>& env) {
   std::ostringstream config;
   // print_configuration needs an initialised Kokkos (a CUDA build's queries the devices and throws
   // without one, 3.4 and 4.x alike): `kstudy info` on a machine without a GPU describes the build only.
-  if (Kokkos::is_initialized()) Kokkos::print_configuration(config, true);
-  else config << "  (Kokkos not started in this process: its runtime configuration is not known)\n";
+  if (Kokkos::is_initialized())
+    Kokkos::print_configuration(config, true);
+  else
+    config << "  (Kokkos not started in this process: its runtime configuration is not known)\n";
   env["kokkos_configuration"] = config.str();
   env["kokkos_dir"] = build_info::kokkos_dir;
   std::string backends;

@@ -99,8 +99,10 @@ std::vector<double> time_transfers(std::int64_t bytes, host_memory kind, bool ho
   Kokkos::View<std::byte*> d(Kokkos::view_alloc("kstudy::probe::transfer", Kokkos::WithoutInitializing), bytes);
   std::fill(host.data(), host.data() + bytes, std::byte{1});  // first touch outside the timed region
   return repeat(warmups, trials, [&] {
-    if (host_to_device) Kokkos::deep_copy(d, h);
-    else Kokkos::deep_copy(h, d);
+    if (host_to_device)
+      Kokkos::deep_copy(d, h);
+    else
+      Kokkos::deep_copy(h, d);
     Kokkos::fence();
   });
 #else
@@ -109,9 +111,7 @@ std::vector<double> time_transfers(std::int64_t bytes, host_memory kind, bool ho
 #endif
 }
 
-const char* to_string(pin_call call) {
-  return call == pin_call::host_alloc ? "cudaHostAlloc" : "cudaHostRegister";
-}
+const char* to_string(pin_call call) { return call == pin_call::host_alloc ? "cudaHostAlloc" : "cudaHostRegister"; }
 
 pin_call parse_pin_call(const std::string& name) {
   if (name == "host_alloc") return pin_call::host_alloc;
@@ -229,8 +229,8 @@ std::int64_t count_mismatches(const Space& space, const A& a, const B& b) {
 }
 
 std::vector<double> time_layout_conversion(std::int64_t rows, std::int64_t features, int warmups, int trials) {
-  Kokkos::View<float**, Kokkos::LayoutRight> source(Kokkos::view_alloc("kstudy::probe::row_major", Kokkos::WithoutInitializing),
-                                                    rows, features);
+  Kokkos::View<float**, Kokkos::LayoutRight> source(
+      Kokkos::view_alloc("kstudy::probe::row_major", Kokkos::WithoutInitializing), rows, features);
   Kokkos::View<float**, Kokkos::LayoutLeft> destination(
       Kokkos::view_alloc("kstudy::probe::feature_major", Kokkos::WithoutInitializing), rows, features);
   Kokkos::DefaultExecutionSpace space;

@@ -33,11 +33,13 @@ device_event_timer::~device_event_timer() {
 }
 
 void device_event_timer::start() {
-  if (m_start) check(cudaEventRecord(static_cast<cudaEvent_t>(m_start), static_cast<cudaStream_t>(m_stream)), "cudaEventRecord");
+  if (m_start)
+    check(cudaEventRecord(static_cast<cudaEvent_t>(m_start), static_cast<cudaStream_t>(m_stream)), "cudaEventRecord");
 }
 
 void device_event_timer::stop() {
-  if (m_stop) check(cudaEventRecord(static_cast<cudaEvent_t>(m_stop), static_cast<cudaStream_t>(m_stream)), "cudaEventRecord");
+  if (m_stop)
+    check(cudaEventRecord(static_cast<cudaEvent_t>(m_stop), static_cast<cudaStream_t>(m_stream)), "cudaEventRecord");
 }
 
 double device_event_timer::seconds() {

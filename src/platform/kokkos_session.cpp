@@ -16,10 +16,14 @@ kokkos_device_settings g_settings;
 #ifdef KOKKOS_ENABLE_CUDA
 const char* cache_config_name(cudaFuncCache config) {
   switch (config) {
-    case cudaFuncCachePreferNone: return "prefer_none";
-    case cudaFuncCachePreferShared: return "prefer_shared";
-    case cudaFuncCachePreferL1: return "prefer_l1";
-    case cudaFuncCachePreferEqual: return "prefer_equal";
+    case cudaFuncCachePreferNone:
+      return "prefer_none";
+    case cudaFuncCachePreferShared:
+      return "prefer_shared";
+    case cudaFuncCachePreferL1:
+      return "prefer_l1";
+    case cudaFuncCachePreferEqual:
+      return "prefer_equal";
   }
   return "unknown";
 }

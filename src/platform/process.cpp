@@ -71,11 +71,16 @@ enum class child_step : int { pdeathsig, affinity, redirect_stdout, redirect_std
 
 const char* describe(child_step step) {
   switch (step) {
-    case child_step::pdeathsig: return "prctl(PR_SET_PDEATHSIG)";
-    case child_step::affinity: return "sched_setaffinity (resetting the CPU affinity)";
-    case child_step::redirect_stdout: return "dup2 of stdout";
-    case child_step::redirect_stderr: return "dup2 of stderr";
-    case child_step::exec: return "execve";
+    case child_step::pdeathsig:
+      return "prctl(PR_SET_PDEATHSIG)";
+    case child_step::affinity:
+      return "sched_setaffinity (resetting the CPU affinity)";
+    case child_step::redirect_stdout:
+      return "dup2 of stdout";
+    case child_step::redirect_stderr:
+      return "dup2 of stderr";
+    case child_step::exec:
+      return "execve";
   }
   return "an unknown step";
 }
@@ -138,7 +143,8 @@ cpu_set_t every_cpu(const std::string& program) {
   CPU_ZERO(&all_cpus);
   const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
   if (cpus < 1)
-    throw std::runtime_error("cannot start " + program + ": sysconf(_SC_NPROCESSORS_CONF) failed: " + std::strerror(errno));
+    throw std::runtime_error("cannot start " + program +
+                             ": sysconf(_SC_NPROCESSORS_CONF) failed: " + std::strerror(errno));
   for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all_cpus);
   return all_cpus;
 }
@@ -154,7 +160,8 @@ struct child_streams {
 void open_streams(const spawn_options& options, const std::string& program, child_streams& streams) {
   const auto check_target = [&](stream_target target, const std::string& path, const char* stream) {
     if (target == stream_target::file && path.empty())
-      throw std::invalid_argument(std::string("run_process: ") + stream + " of " + program + " goes to a file without a path");
+      throw std::invalid_argument(std::string("run_process: ") + stream + " of " + program +
+                                  " goes to a file without a path");
   };
   check_target(options.stdout_target, options.stdout_path, "stdout");
   check_target(options.stderr_target, options.stderr_path, "stderr");
@@ -165,8 +172,8 @@ void open_streams(const spawn_options& options, const std::string& program, chil
     return fd;
   };
   if (options.stdout_target == stream_target::file) streams.stdout_file = fd_guard(open_output(options.stdout_path));
-  if (options.stderr_target == stream_target::file && !(options.stdout_target == stream_target::file &&
-                                                         options.stderr_path == options.stdout_path))
+  if (options.stderr_target == stream_target::file &&
+      !(options.stdout_target == stream_target::file && options.stderr_path == options.stdout_path))
     streams.stderr_file = fd_guard(open_output(options.stderr_path));
   streams.capturing =
       options.stdout_target == stream_target::capture || options.stderr_target == stream_target::capture;
@@ -214,8 +221,10 @@ bool read_child_failure(int report_fd, child_failure& failure) {
   std::size_t got = 0;
   while (got < sizeof failure) {
     const ssize_t n = ::read(report_fd, reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
-    if (n > 0) got += static_cast<std::size_t>(n);
-    else if (n == 0 || errno != EINTR) break;
+    if (n > 0)
+      got += static_cast<std::size_t>(n);
+    else if (n == 0 || errno != EINTR)
+      break;
   }
   return got == sizeof failure;
 }
@@ -225,10 +234,14 @@ int capture_output(int fd, pid_t pid, const std::string& program, std::string& o
   char buffer[4096];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n > 0) output.append(buffer, static_cast<std::size_t>(n));
-    else if (n == 0) return 0;
-    else if (errno == EINTR) pass_on_stop(pid, program);
-    else return errno;
+    if (n > 0)
+      output.append(buffer, static_cast<std::size_t>(n));
+    else if (n == 0)
+      return 0;
+    else if (errno == EINTR)
+      pass_on_stop(pid, program);
+    else
+      return errno;
   }
 }
 
@@ -263,7 +276,7 @@ std::string read_whole(const std::string& path) {
 bool holds(int pid, dev_t device, ino_t inode) {
   const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
   for (const int fd : numeric_entries(fd_dir)) {
-    struct stat st{};
+    struct stat st {};
     if (::stat((fd_dir + "/" + std::to_string(fd)).c_str(), &st) == 0 && st.st_dev == device && st.st_ino == inode)
       return true;
   }
@@ -307,7 +320,7 @@ file_holder describe_holder(int pid) {
 }  // namespace
 
 std::vector<file_holder> processes_holding(const std::string& path) {
-  struct stat target{};
+  struct stat target {};
   if (::stat(path.c_str(), &target) != 0) return {};
   std::vector<file_holder> out;
   const int self = static_cast<int>(::getpid());
@@ -360,8 +373,8 @@ process_result run_process(const spawn_options& options) {
   child_failure failure{};
   if (read_child_failure(report.read.get(), failure)) {
     reap(pid, program);
-    throw std::runtime_error("cannot start " + program + ": " + describe(failure.step) + " failed: " +
-                             std::strerror(failure.error));
+    throw std::runtime_error("cannot start " + program + ": " + describe(failure.step) +
+                             " failed: " + std::strerror(failure.error));
   }
   process_result result;
   int read_error = 0;

@@ -236,11 +236,12 @@ raw_table parse_raw_csv(const std::string& text) {
     }
     if (!header || !is_integer(trim(cells.front()))) continue;
     if (cells.size() != table.columns.size())
-      throw format_error("ncu CSV: launch " + cells.front() + " has " + std::to_string(cells.size()) + " cells, the header " +
-                         std::to_string(table.columns.size()));
+      throw format_error("ncu CSV: launch " + cells.front() + " has " + std::to_string(cells.size()) +
+                         " cells, the header " + std::to_string(table.columns.size()));
     table.rows.push_back(cells);
   }
-  if (!header) throw format_error("ncu CSV: no header row with \"ID\" and \"Kernel Name\" (not ncu --csv --page raw output)");
+  if (!header)
+    throw format_error("ncu CSV: no header row with \"ID\" and \"Kernel Name\" (not ncu --csv --page raw output)");
   return table;
 }
 
@@ -265,18 +266,21 @@ double to_base_units(double value, const std::string& raw_unit, quantity kind) {
       return refuse("a percentage");
     case quantity::seconds: {
       // No unit (a raw page without its units row): ncu's base unit for durations, the nanosecond.
-      static const std::map<std::string, double> scale{
-          {"second", 1.0},   {"s", 1.0},     {"msecond", 1e-3}, {"ms", 1e-3}, {"usecond", 1e-6},
-          {"us", 1e-6},      {"nsecond", 1e-9}, {"ns", 1e-9},   {"", 1e-9}};
+      static const std::map<std::string, double> scale{{"second", 1.0},   {"s", 1.0},        {"msecond", 1e-3},
+                                                       {"ms", 1e-3},      {"usecond", 1e-6}, {"us", 1e-6},
+                                                       {"nsecond", 1e-9}, {"ns", 1e-9},      {"", 1e-9}};
       const auto it = scale.find(unit);
       return it != scale.end() ? value * it->second : refuse("a time");
     }
     case quantity::bytes: {
       std::string prefix;
       if (unit.empty()) return value;  // no units row: ncu's base unit, the byte
-      if (unit.size() >= 4 && unit.compare(unit.size() - 4, 4, "byte") == 0) prefix = unit.substr(0, unit.size() - 4);
-      else if (!unit.empty() && unit.back() == 'B') prefix = unit.substr(0, unit.size() - 1);
-      else return refuse("a byte count");
+      if (unit.size() >= 4 && unit.compare(unit.size() - 4, 4, "byte") == 0)
+        prefix = unit.substr(0, unit.size() - 4);
+      else if (!unit.empty() && unit.back() == 'B')
+        prefix = unit.substr(0, unit.size() - 1);
+      else
+        return refuse("a byte count");
       const double f = decimal_prefix(prefix);
       return f > 0 ? value * f : refuse("a byte count");
     }
@@ -360,7 +364,8 @@ child_report parse_child_report(const std::string& json_text) {
       c.status = v.at("status").get<std::string>();
       c.gate_passed = v.at("gate_passed").get<bool>();
       c.marker = v.at("marker").get<int>();
-      for (const auto& e : v.at("events")) c.events.emplace_back(e.at(0).get<std::string>(), e.at(1).get<std::string>());
+      for (const auto& e : v.at("events"))
+        c.events.emplace_back(e.at(0).get<std::string>(), e.at(1).get<std::string>());
       report.variants.push_back(std::move(c));
     }
   } catch (const json::exception& e) {
@@ -374,13 +379,17 @@ std::vector<profile_record> point_records(const point_context& point, const chil
   // Split ncu's launches at the markers: segment k holds what ran after marker k.
   std::vector<std::vector<const kernel_launch*>> segments;
   for (const auto& k : launches) {
-    if (is_marker(k.name)) segments.emplace_back();
-    else if (segments.empty()) throw format_error("ncu profiled '" + k.name + "' before the first marker kernel");
-    else segments.back().push_back(&k);
+    if (is_marker(k.name))
+      segments.emplace_back();
+    else if (segments.empty())
+      throw format_error("ncu profiled '" + k.name + "' before the first marker kernel");
+    else
+      segments.back().push_back(&k);
   }
   if (static_cast<int>(segments.size()) != report.markers)
-    throw format_error("ncu profiled " + std::to_string(segments.size()) + " marker kernels, the profiling child launched " +
-                       std::to_string(report.markers) + "; the launches cannot be attributed to variants");
+    throw format_error("ncu profiled " + std::to_string(segments.size()) +
+                       " marker kernels, the profiling child launched " + std::to_string(report.markers) +
+                       "; the launches cannot be attributed to variants");
 
   std::vector<profile_record> out;
   for (const auto& v : report.variants) {
@@ -395,10 +404,11 @@ std::vector<profile_record> point_records(const point_context& point, const chil
     base.point = point.point;
     base.status = v.status;
     base.gate_passed = v.gate_passed;
-    for (double* d : {&base.profiled_duration_s, &base.dram_bytes_read, &base.dram_bytes_written, &base.dram_throughput_pct,
-                      &base.achieved_occupancy_pct, &base.theoretical_occupancy_pct, &base.global_load_sectors,
-                      &base.global_load_requests, &base.global_store_sectors, &base.global_store_requests,
-                      &base.shared_bank_conflicts_load, &base.shared_bank_conflicts_store, &base.l2_hit_rate_pct})
+    for (double* d :
+         {&base.profiled_duration_s, &base.dram_bytes_read, &base.dram_bytes_written, &base.dram_throughput_pct,
+          &base.achieved_occupancy_pct, &base.theoretical_occupancy_pct, &base.global_load_sectors,
+          &base.global_load_requests, &base.global_store_sectors, &base.global_store_requests,
+          &base.shared_bank_conflicts_load, &base.shared_bank_conflicts_store, &base.l2_hit_rate_pct})
       *d = nan;
     if (v.marker < 0 || v.marker >= static_cast<int>(segments.size())) {
       if (v.marker >= 0) base.status = "failed: its marker kernel was not profiled";
@@ -459,7 +469,8 @@ std::string find_ncu(const std::string& explicit_path) {
     return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
   };
   if (!explicit_path.empty()) return executable(explicit_path) ? explicit_path : std::string();
-  if (const char* env = std::getenv("KSTUDY_NCU"); env && *env) return executable(env) ? std::string(env) : std::string();
+  if (const char* env = std::getenv("KSTUDY_NCU"); env && *env)
+    return executable(env) ? std::string(env) : std::string();
   if (const char* path = std::getenv("PATH")) {
     std::istringstream dirs(path);
     std::string dir;

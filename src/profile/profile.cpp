@@ -131,9 +131,19 @@ class ncu_runner {
     const std::string base = (fs::path(m_folder) / name).string();
     const std::string result = base + ".json", log = base + ".log";
     for (const auto& stale : {result, base + ".ncu-rep", base + ".csv"}) std::remove(stale.c_str());
-    std::vector<std::string> args{m_ncu,     "--clock-control",   "none", "--profile-from-start", "off", "--metrics",
-                                  ncu::metrics_argument(m_choice), "--export", base, "--force-overwrite",
-                                  m_self,    "__profile_point",   result};
+    std::vector<std::string> args{m_ncu,
+                                  "--clock-control",
+                                  "none",
+                                  "--profile-from-start",
+                                  "off",
+                                  "--metrics",
+                                  ncu::metrics_argument(m_choice),
+                                  "--export",
+                                  base,
+                                  "--force-overwrite",
+                                  m_self,
+                                  "__profile_point",
+                                  result};
     args.insert(args.end(), child_args.begin(), child_args.end());
     if (m_first_command.empty() && !child_args.empty() && child_args.size() > 5) m_first_command = command_text(args);
     point_result r;
@@ -274,11 +284,14 @@ void print_summary(std::ostream& os, const std::vector<profile_record>& rows) {
   }
   os << std::left << std::setw(36) << "variant" << std::setw(20) << "point" << std::right << std::setw(8) << "kernels"
      << std::setw(11) << "DRAM GB/s" << std::setw(8) << "% peak" << std::setw(14) << "occ ach/theo" << std::setw(6)
-     << "regs" << std::setw(10) << "sect/req" << "  status\n";
+     << "regs" << std::setw(10) << "sect/req"
+     << "  status\n";
   const auto fixed = [](double v, int digits) {
     std::ostringstream s;
-    if (std::isnan(v)) s << "n/a";
-    else s << std::fixed << std::setprecision(digits) << v;
+    if (std::isnan(v))
+      s << "n/a";
+    else
+      s << std::fixed << std::setprecision(digits) << v;
     return s.str();
   };
   for (const auto& t : totals) {
@@ -286,9 +299,8 @@ void print_summary(std::ostream& os, const std::vector<profile_record>& rows) {
        << std::setw(11) << fixed(safe_ratio(t.bytes, t.duration) / 1e9, 0) << std::setw(8)
        << fixed(safe_ratio(t.pct_weighted, t.duration), 1) << std::setw(14)
        << (std::isnan(t.achieved) && std::isnan(t.theoretical) ? "n/a"
-                                                                 : fixed(t.achieved, 0) + "/" + fixed(t.theoretical, 0))
-       << std::setw(6)
-       << (t.registers >= 0 ? std::to_string(t.registers) : "n/a") << std::setw(10)
+                                                               : fixed(t.achieved, 0) + "/" + fixed(t.theoretical, 0))
+       << std::setw(6) << (t.registers >= 0 ? std::to_string(t.registers) : "n/a") << std::setw(10)
        << fixed(safe_ratio(t.ld_sectors, t.ld_requests), 2) << "  " << t.status << "\n";
   }
 }
@@ -357,7 +369,8 @@ void launch_marker() {
 std::int64_t parse_int(const std::string& text, const char* what) {
   std::size_t used = 0;
   const long long v = std::stoll(text, &used);
-  if (used != text.size() || v < 0) throw std::invalid_argument(std::string("__profile_point: bad ") + what + " '" + text + "'");
+  if (used != text.size() || v < 0)
+    throw std::invalid_argument(std::string("__profile_point: bad ") + what + " '" + text + "'");
   return v;
 }
 
@@ -418,7 +431,8 @@ int run_profile_point(const std::vector<std::string>& args) {
   const std::string result_path = args[0];
   const std::vector<std::string> ids(args.begin() + 6, args.end());
   const auto* op = operation_registry::instance().find(args[1]);
-  if (op == nullptr && !ids.empty()) throw std::invalid_argument("__profile_point: unknown operation '" + args[1] + "'");
+  if (op == nullptr && !ids.empty())
+    throw std::invalid_argument("__profile_point: unknown operation '" + args[1] + "'");
   std::vector<std::int64_t> extents;
   std::stringstream list(args[2]);
   for (std::string item; std::getline(list, item, ',');) extents.push_back(parse_int(item, "extent"));
@@ -457,8 +471,10 @@ std::vector<experiment> profile_experiments(const profile_request& request) {
   for (const auto& name : request.experiments) {
     auto e = prepare_experiment(name, variants_only);
     if (e.kind != "sweep")
-      throw experiment_error(e.source + ": field 'kind': kstudy profile runs sweep experiments (their variants' kernels), "
-                                        "not kind '" + e.kind + "'");
+      throw experiment_error(e.source +
+                             ": field 'kind': kstudy profile runs sweep experiments (their variants' kernels), "
+                             "not kind '" +
+                             e.kind + "'");
     if (!names.insert(e.name).second) throw experiment_error(e.source + ": experiment '" + e.name + "' is given twice");
     experiments.push_back(std::move(e));
   }
@@ -475,8 +491,9 @@ std::vector<planned_point> plan_points(const std::vector<experiment>& experiment
     for (const auto* v : select_variants(e))
       if (v->info.on_device || host_test) device.push_back(v);
     if (device.empty())
-      throw experiment_error(e.source + ": field 'variants': none of its variants runs on a GPU in this build; "
-                                        "kstudy profile profiles device variants only");
+      throw experiment_error(e.source +
+                             ": field 'variants': none of its variants runs on a GPU in this build; "
+                             "kstudy profile profiles device variants only");
     const auto points = sweep_points(e);
     for (const auto i : spread_points(static_cast<std::int64_t>(points.size()), request.points)) {
       planned_point p{&e, points[static_cast<std::size_t>(i)], {}};
@@ -506,7 +523,8 @@ std::vector<profile_record> profile_point(const planned_point& p, ncu_runner& ru
                 << result.errors;
     return ncu::point_records(context, result.report, result.launches);
   } catch (const ncu_failure& failure) {
-    throw std::runtime_error("ncu failed at " + p.e->name + " point " + std::to_string(pt.index) + ": " + failure.what());
+    throw std::runtime_error("ncu failed at " + p.e->name + " point " + std::to_string(pt.index) + ": " +
+                             failure.what());
   } catch (const std::exception& ex) {  // this point's variants are recorded as failed; the others go on
     for (const auto& id : p.variants) {
       profile_record r;
@@ -530,8 +548,8 @@ std::vector<profile_record> profile_point(const planned_point& p, ncu_runner& ru
 }
 
 // Written once, complete, under a temporary name, then renamed: never a partial archive.
-void write_profile_archive(const std::string& out, const run_metadata& metadata, const std::vector<experiment>& experiments,
-                           const std::vector<planned_point>& plan,
+void write_profile_archive(const std::string& out, const run_metadata& metadata,
+                           const std::vector<experiment>& experiments, const std::vector<planned_point>& plan,
                            std::map<std::string, std::vector<profile_record>>& records,
                            const std::map<std::string, std::string>& attributes) {
   const std::string partial = out + ".partial";
@@ -587,8 +605,8 @@ class report_folder {
 
 // The profile table's attributes: how ncu was run and which metrics it gave.
 std::map<std::string, std::string> profile_attributes(ncu_runner& runner, const std::string& ncu_version,
-                                                      const std::string& ncu_path, const std::vector<std::string>& refused,
-                                                      int points) {
+                                                      const std::string& ncu_path,
+                                                      const std::vector<std::string>& refused, int points) {
   json metrics = json::object();
   for (const auto& [field, metric] : runner.choice()) metrics[field] = metric;
   std::string refused_text;
@@ -600,8 +618,9 @@ std::map<std::string, std::string> profile_attributes(ncu_runner& runner, const 
           {"metrics", metrics.dump()},
           {"refused_metrics", refused_text},
           {"points_per_experiment", points == 0 ? "all" : std::to_string(points)},
-          {"note", "profiled_duration_s is the kernel's duration under Nsight Compute (replayed, counters on): it puts "
-                   "the counters in proportion and is never a timing; timings come from kstudy run archives"}};
+          {"note",
+           "profiled_duration_s is the kernel's duration under Nsight Compute (replayed, counters on): it puts "
+           "the counters in proportion and is never a timing; timings come from kstudy run archives"}};
 }
 
 }  // namespace
@@ -610,8 +629,9 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
   // Everything that can be wrong is found before the GPU is touched: no archive on any of these.
   const bool host_test = host_test_mode();
   if (!build_has_cuda && !host_test)
-    throw std::runtime_error("kstudy profile needs the cuda flavour: this kstudy was built without a CUDA backend, so it has "
-                             "no GPU kernel to profile (cmake --preset cuda && cmake --build --preset cuda)");
+    throw std::runtime_error(
+        "kstudy profile needs the cuda flavour: this kstudy was built without a CUDA backend, so it has "
+        "no GPU kernel to profile (cmake --preset cuda && cmake --build --preset cuda)");
   if (request.points < 0) throw std::runtime_error("--points must be 0 (every point) or positive");
   const auto experiments = profile_experiments(request);
   const auto plan = plan_points(experiments, request, host_test);
@@ -645,7 +665,9 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
   if (host_test) metadata.root["profile_test_mode"] = "host variants under a stand-in ncu: not a measurement";
 
   const auto started = std::chrono::steady_clock::now();
-  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   ncu_runner runner(ncu_path, self_exe, folder);
   if (!request.quiet) std::cerr << "kstudy profile: " << ncu_version << " (" << ncu_path << "); checking its metrics\n";
   const auto refused = settle_metrics(runner, ncu_path);
@@ -661,15 +683,16 @@ int run_profile(const profile_request& request, const std::string& self_exe, int
     for (const auto& r : rows) {
       kernels += r.launch >= 0;
       if (r.status.rfind("failed", 0) == 0) {
-        std::cerr << "kstudy profile: " << r.variant << " at " << shape_text(r.rows, r.features, r.depth, r.block_size) << ": "
-                  << r.status << "\n";
+        std::cerr << "kstudy profile: " << r.variant << " at " << shape_text(r.rows, r.features, r.depth, r.block_size)
+                  << ": " << r.status << "\n";
         ++failed;
       }
     }
     if (!request.quiet)
       std::cerr << "kstudy profile: point " << (i + 1) << " of " << plan.size() << " (" << p.e->name << " "
-                << shape_text(shape.rows, shape.features, shape.depth, pt.block_size) << "): " << p.variants.size() << " variants, "
-                << kernels << " kernels profiled, " << std::fixed << std::setprecision(1) << elapsed() << " s\n";
+                << shape_text(shape.rows, shape.features, shape.depth, pt.block_size) << "): " << p.variants.size()
+                << " variants, " << kernels << " kernels profiled, " << std::fixed << std::setprecision(1) << elapsed()
+                << " s\n";
     auto& mine = records[p.e->name];
     mine.insert(mine.end(), rows.begin(), rows.end());
   }

@@ -77,8 +77,8 @@ int run_replication(const std::string& archive, const std::string& definition_fi
   health_guarded_sink sink(checked, *health, gpu_sampling_period());
   detail::set_open_archive(&sink, archive, e.name);
   sink.begin_experiment({e.name, e.definition_json, "", e.fingerprint()});
-  replication_context ctx{e, replication, sink, done, faults ? &*faults : nullptr,
-                          std::getenv("KSTUDY_QUIET") != nullptr, self_exe};
+  replication_context ctx{
+      e, replication, sink, done, faults ? &*faults : nullptr, std::getenv("KSTUDY_QUIET") != nullptr, self_exe};
   try {
     kind.run(ctx);
   } catch (const detail::out_of_room& room) {
@@ -97,7 +97,8 @@ int run_replication(const std::string& archive, const std::string& definition_fi
   sink.finish();
   if (platform::stop_requested()) {
     std::cerr << "kstudy: stopped by signal " << platform::stop_requested()
-              << " after the current point; finished points are in " << archive << " (kstudy run --resume completes it)\n";
+              << " after the current point; finished points are in " << archive
+              << " (kstudy run --resume completes it)\n";
     return 130;
   }
   return 0;

@@ -27,8 +27,8 @@ void ensure_room(const std::string& archive, std::int64_t bytes) {
   if (statvfs(directory.c_str(), &st) == 0) {
     const std::int64_t available = std::int64_t(st.f_bavail) * std::int64_t(st.f_frsize);
     if (available < needed)
-      throw out_of_room(directory.string() + " has " + std::to_string(available) + " bytes free; the next write needs " +
-                        std::to_string(needed) + " (with margin)");
+      throw out_of_room(directory.string() + " has " + std::to_string(available) +
+                        " bytes free; the next write needs " + std::to_string(needed) + " (with margin)");
   }
   struct rlimit limit {};
   if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {

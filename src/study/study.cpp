@@ -184,7 +184,8 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
   return parse_experiment(doc.dump(), path);
 }
 
-std::vector<summary_record> summarise(const std::vector<sample_record>& samples, const std::vector<ceiling_record>& ceilings) {
+std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
+                                      const std::vector<ceiling_record>& ceilings) {
   // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
   // A warm and a cold run of the same point are two distributions.
   using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,
@@ -230,11 +231,14 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     const ceiling_record* roof = nullptr;
     // Only a roof timed on the timer's own clock (kstudy/ceilings.hpp): none, and no fraction, otherwise.
     const timer_kind clock = clock_of(r.timer);
-    if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events) roof = roof_for(ceilings, true, clock);
-    else if (r.timer == timer_kind::host_wall) roof = roof_for(ceilings, false, clock);
+    if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events)
+      roof = roof_for(ceilings, true, clock);
+    else if (r.timer == timer_kind::host_wall)
+      roof = roof_for(ceilings, false, clock);
     else if (r.timer == timer_kind::transfer)
       roof = find_ceiling(ceilings, r.direction + "_" + r.memory_kind, clock);
-    else if (r.timer == timer_kind::layout_conversion) roof = find_ceiling(ceilings, "device_copy", clock);
+    else if (r.timer == timer_kind::layout_conversion)
+      roof = find_ceiling(ceilings, "device_copy", clock);
     if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;
     out.push_back(r);
   }
@@ -251,7 +255,8 @@ std::vector<experiment> checked_experiments(const run_request& request) {
   fault_plan_from_environment();  // a malformed KSTUDY_INJECT_FAULT is refused here, not in every child
   const bool exists = fs::exists(request.out);
   if (exists && !request.resume && !request.overwrite)
-    throw std::runtime_error(request.out + " already exists: pass --resume to complete it or --overwrite to replace it");
+    throw std::runtime_error(request.out +
+                             " already exists: pass --resume to complete it or --overwrite to replace it");
   if (!exists || request.overwrite) hdf5_sink::check_writable(request.out);
   if (request.resume && exists) {
     // A shard archive is completed only as the same shard: another slice would mix two shardings.
@@ -272,8 +277,9 @@ std::vector<experiment> checked_experiments(const run_request& request) {
 
 // A resumed archive keeps its ceilings (and must hold the same definitions); a new one gets provenance and
 // the ceilings measured now, before any replication.
-std::vector<ceiling_record> ceilings_and_provenance(const run_request& request, const std::vector<experiment>& experiments,
-                                                   bool resuming, int argc, char** argv) {
+std::vector<ceiling_record> ceilings_and_provenance(const run_request& request,
+                                                    const std::vector<experiment>& experiments, bool resuming, int argc,
+                                                    char** argv) {
   std::vector<ceiling_record> ceilings;
   if (resuming) {
     for (const auto& e : experiments) {
@@ -327,7 +333,8 @@ int run_replications(const run_request& request, const std::string& self_exe, co
 #else
     const std::string threads_flag = "--kokkos-threads=" + std::to_string(threads);
 #endif
-    const int child = detail::spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
+    const int child =
+        detail::spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
     if (child != 0) {
       std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
       rc = child;
@@ -341,7 +348,7 @@ int run_replications(const run_request& request, const std::string& self_exe, co
 // Summaries over everything the archive holds for the experiment, written once: an interrupted run leaves
 // none (its resume writes them), and a completed archive keeps the ones it has. Returns them either way.
 std::vector<summary_record> write_summaries(const run_request& request, const experiment& e,
-                                           const std::vector<ceiling_record>& ceilings, int& rc) {
+                                            const std::vector<ceiling_record>& ceilings, int& rc) {
   auto summaries = summarise(read_samples(request.out, e.name), ceilings);
   if (platform::stop_requested() || rc != 0 || !read_summaries(request.out, e.name).empty()) return summaries;
   hdf5_sink archive_sink(request.out, open_mode::append);
@@ -397,14 +404,15 @@ void print_console(const run_request& request, const std::vector<experiment>& ex
 int closing_message(const run_request& request, int rc) {
   std::cout << "results: " << fs::absolute(request.out).string() << "\n";
   if (platform::stop_requested()) {
-    std::cerr << "kstudy: interrupted; finished points are kept. Complete with: kstudy run --resume --out " << request.out
-              << " ...\n";
+    std::cerr << "kstudy: interrupted; finished points are kept. Complete with: kstudy run --resume --out "
+              << request.out << " ...\n";
     return 130;
   }
   if (rc == exit_device_lost)
-    std::cerr << "kstudy: stopped: the GPU's CUDA context was lost (see above); finished points are kept. Check the GPU "
-                 "(nvidia-smi), then complete with: kstudy run --resume --out "
-              << request.out << " ...\n";
+    std::cerr
+        << "kstudy: stopped: the GPU's CUDA context was lost (see above); finished points are kept. Check the GPU "
+           "(nvidia-smi), then complete with: kstudy run --resume --out "
+        << request.out << " ...\n";
   return rc;
 }
 

@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fake_device { int unused; } fake_device;
+typedef struct fake_device {
+  int unused;
+} fake_device;
 static fake_device the_device;
 static unsigned long long reason_calls;
 static unsigned long long energy_calls;
@@ -49,13 +51,20 @@ int nvmlShutdown(void) {
 
 const char* nvmlErrorString(int result) {
   switch (result) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -116,9 +125,12 @@ int nvmlDeviceGetCurrentClocksThrottleReasons(fake_device* device, unsigned long
 
 int nvmlDeviceGetClockInfo(fake_device* device, int type, unsigned* clock) {
   if (device != &the_device || !clock) return NVML_ERROR_INVALID_ARGUMENT;
-  if (type == 1) *clock = 1980u - (unsigned)reason_calls; /* NVML_CLOCK_SM */
-  else if (type == 2) *clock = 2619u;                      /* NVML_CLOCK_MEM */
-  else return NVML_ERROR_INVALID_ARGUMENT;
+  if (type == 1)
+    *clock = 1980u - (unsigned)reason_calls; /* NVML_CLOCK_SM */
+  else if (type == 2)
+    *clock = 2619u; /* NVML_CLOCK_MEM */
+  else
+    return NVML_ERROR_INVALID_ARGUMENT;
   return NVML_SUCCESS;
 }
 

@@ -21,12 +21,17 @@ class axes_only_operation : public kstudy::operation {
   }
   const kstudy::operation_info& info() const override { return m_info; }
   std::unique_ptr<kstudy::problem_data> generate(const kstudy::table_shape&, std::uint64_t) const override { no(); }
-  std::unique_ptr<kstudy::problem_data> relayout(const kstudy::problem_data&, const kstudy::table_shape&) const override { no(); }
+  std::unique_ptr<kstudy::problem_data> relayout(const kstudy::problem_data&,
+                                                 const kstudy::table_shape&) const override {
+    no();
+  }
   std::unique_ptr<kstudy::reference_data> reference(const kstudy::problem_data&) const override { no(); }
   std::vector<std::int64_t> output_bytes(const kstudy::table_shape&) const override { no(); }
   void poison(const std::vector<kstudy::host_span>&) const override { no(); }
   kstudy::gate_result check(const kstudy::problem_data&, const kstudy::reference_data&,
-                            const std::vector<kstudy::host_span>&) const override { no(); }
+                            const std::vector<kstudy::host_span>&) const override {
+    no();
+  }
   void corrupt(const kstudy::problem_data&, const std::vector<kstudy::host_span>&) const override { no(); }
   kstudy::traffic_model essential_traffic(const kstudy::table_shape&) const override { no(); }
   std::int64_t essential_flops(const kstudy::table_shape&) const override { no(); }

@@ -91,8 +91,8 @@ __device__ __forceinline__ void store_probability(std::uint16_t* p, std::int64_t
 }
 
 template <class Out>
-__global__ void __launch_bounds__(softmax_threads) textbook_softmax(float* s, Out* p, std::int64_t rows,
-                                                                    std::int64_t cols, std::int64_t p_pitch) {
+__global__ void __launch_bounds__(softmax_threads)
+    textbook_softmax(float* s, Out* p, std::int64_t rows, std::int64_t cols, std::int64_t p_pitch) {
   __shared__ float slots[32];
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* sr = s + row * cols;
@@ -127,7 +127,7 @@ constexpr int f32_rows = 64, f32_keys = 64, f32_threads = 128;
 template <int DMAX>
 struct f32_tiles {
   static_assert(DMAX % 32 == 0 && DMAX <= max_head_dim, "DMAX: 32, 64, 96 or 128");
-  static constexpr int pitch = DMAX + 4;      // Q, K, V tiles
+  static constexpr int pitch = DMAX + 4;        // Q, K, V tiles
   static constexpr int p_pitch = f32_keys + 4;  // P, over the K tile
   static constexpr int q_floats = f32_rows * pitch;
   static constexpr int kp_floats = f32_keys * (pitch > p_pitch ? pitch : p_pitch);
@@ -138,8 +138,8 @@ struct f32_tiles {
 // Rows [row0, row0 + 64) of a tokens x head_dim matrix into a tile of pitch `pitch`: zero beyond tokens
 // and beyond head_dim. float4 global loads when head_dim % 4 == 0 (then every row is 16-byte aligned).
 template <int DMAX>
-__device__ __forceinline__ void load_f32_tile(float* tile, int pitch, const float* __restrict__ src,
-                                              std::int64_t row0, std::int64_t tokens, int head_dim, bool vec4) {
+__device__ __forceinline__ void load_f32_tile(float* tile, int pitch, const float* __restrict__ src, std::int64_t row0,
+                                              std::int64_t tokens, int head_dim, bool vec4) {
   constexpr int chunks = DMAX / 4;
   static_assert(f32_rows * chunks % f32_threads == 0, "whole float4s per thread");
   // Two float4s in flight per thread: unrolled further, the K and V loads would all be hoisted and hold 64
@@ -168,7 +168,9 @@ __device__ __forceinline__ void load_f32_tile(float* tile, int pitch, const floa
 // Blocks per SM: DMAX = 64 takes 51 KiB of shared memory and, capped for three blocks, 168 registers
 // (at four blocks' 128 it spilled ~100 bytes); DMAX = 32 fits four at 128; DMAX = 128 two (99 KiB).
 template <int DMAX>
-__global__ void __launch_bounds__(f32_threads, DMAX <= 32 ? 4 : DMAX <= 64 ? 3 : 2)
+__global__ void __launch_bounds__(f32_threads, DMAX <= 32   ? 4
+                                               : DMAX <= 64 ? 3
+                                                            : 2)
     attention_fused_f32(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                         float* __restrict__ o, std::int64_t tokens, int head_dim, std::int64_t query_tiles,
                         float scale) {
@@ -307,8 +309,7 @@ __global__ void __launch_bounds__(f32_threads, DMAX <= 32 ? 4 : DMAX <= 64 ? 3 :
     for (int dd = 0; dd < dq; ++dd) {
       const int d = 32 * dd + 4 * cg;
       if (d >= head_dim) continue;
-      const float4 r = make_float4(acc[i][dd][0] * inv, acc[i][dd][1] * inv, acc[i][dd][2] * inv,
-                                   acc[i][dd][3] * inv);
+      const float4 r = make_float4(acc[i][dd][0] * inv, acc[i][dd][1] * inv, acc[i][dd][2] * inv, acc[i][dd][3] * inv);
       if (vec4) {
         *reinterpret_cast<float4*>(orow + d) = r;
       } else {
@@ -335,15 +336,15 @@ constexpr int bf16_rows = 128, bf16_keys = 64, bf16_threads = 256;
 template <int DMAX>
 struct bf16_tiles {
   static_assert(DMAX % 32 == 0 && DMAX <= max_head_dim, "DMAX: 32, 64, 96 or 128");
-  static constexpr int k_pitch = DMAX + 8;        // K tile and Q staging, bf16 elements
-  static constexpr int v_pitch = bf16_keys + 8;   // transposed V tile
+  static constexpr int k_pitch = DMAX + 8;       // K tile and Q staging, bf16 elements
+  static constexpr int v_pitch = bf16_keys + 8;  // transposed V tile
   static constexpr int k_elems = bf16_keys * k_pitch;
   static constexpr int v_elems = DMAX * v_pitch;
   static constexpr int q_elems = bf16_rows * k_pitch;
   static constexpr int elems = q_elems > k_elems + v_elems ? q_elems : k_elems + v_elems;
   static constexpr std::size_t smem_bytes = sizeof(std::uint16_t) * std::size_t(elems);
-  static constexpr int chunks = DMAX / 8;                                   // uint4 per tile row
-  static constexpr int loads = bf16_keys * chunks / bf16_threads;          // per thread per K or V tile
+  static constexpr int chunks = DMAX / 8;                          // uint4 per tile row
+  static constexpr int loads = bf16_keys * chunks / bf16_threads;  // per thread per K or V tile
   static_assert(bf16_keys * chunks % bf16_threads == 0, "whole chunks per thread");
 };
 
@@ -569,7 +570,8 @@ __device__ __forceinline__ void cp_async_wait() {
 // Q, K, V (and O, stored by float4 in the fp32 kernel) 16-byte aligned.
 __device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c, const void* d) {
   return ((reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
-           reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(d)) & 15u) == 0;
+           reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(d)) &
+          15u) == 0;
 }
 
 // Rung 3, fp32: rung 2's thread mapping and register tiles, with the tile copies taken off the critical
@@ -586,8 +588,7 @@ struct f32_pipe_tiles {
 
 template <int DMAX>
 __device__ __forceinline__ void load_f32_tile_async(float* tile, int pitch, const float* __restrict__ src,
-                                                    std::int64_t row0, std::int64_t tokens, int head_dim,
-                                                    bool vec4) {
+                                                    std::int64_t row0, std::int64_t tokens, int head_dim, bool vec4) {
   constexpr int chunks = DMAX / 4, per_thread = f32_rows * chunks / f32_threads;
   if (vec4) {
 #pragma unroll 2
@@ -606,9 +607,9 @@ __device__ __forceinline__ void load_f32_tile_async(float* tile, int pitch, cons
 // Shared memory (DMAX = 64): Q + 3 buffers of 64 x 68 floats = 68 KiB, three blocks per SM as rung 2.
 template <int DMAX>
 __global__ void __launch_bounds__(f32_threads, DMAX <= 64 ? 3 : 1)
-    attention_pipelined_f32(const float* __restrict__ q, const float* __restrict__ k,
-                            const float* __restrict__ v, float* __restrict__ o, std::int64_t tokens, int head_dim,
-                            std::int64_t query_tiles, float scale) {
+    attention_pipelined_f32(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                            float* __restrict__ o, std::int64_t tokens, int head_dim, std::int64_t query_tiles,
+                            float scale) {
   using tiles = f32_pipe_tiles<DMAX>;
   constexpr int pitch = f32_tiles<DMAX>::pitch, p_pitch = f32_tiles<DMAX>::p_pitch, dq = DMAX / 32;
   extern __shared__ float4 f32_pipe_smem[];
@@ -760,8 +761,7 @@ __global__ void __launch_bounds__(f32_threads, DMAX <= 64 ? 3 : 1)
     for (int dd = 0; dd < dq; ++dd) {
       const int d = 32 * dd + 4 * cg;
       if (d >= head_dim) continue;
-      const float4 r = make_float4(acc[i][dd][0] * inv, acc[i][dd][1] * inv, acc[i][dd][2] * inv,
-                                   acc[i][dd][3] * inv);
+      const float4 r = make_float4(acc[i][dd][0] * inv, acc[i][dd][1] * inv, acc[i][dd][2] * inv, acc[i][dd][3] * inv);
       if (vec4) {
         *reinterpret_cast<float4*>(orow + d) = r;
       } else {
@@ -797,8 +797,7 @@ struct bf16_pipe_tiles {
 
 template <int DMAX, int Rows>
 __device__ __forceinline__ void load_bf16_tile_async(std::uint16_t* tile, const std::uint16_t* __restrict__ src,
-                                                     std::int64_t row0, std::int64_t tokens, int head_dim,
-                                                     bool vec8) {
+                                                     std::int64_t row0, std::int64_t tokens, int head_dim, bool vec8) {
   constexpr int chunks = DMAX / 8, pitch = bf16_pipe_tiles<DMAX>::pitch;
   static_assert(Rows * chunks % bf16p_threads == 0, "whole chunks per thread");
 #pragma unroll
@@ -833,8 +832,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const s
 template <int DMAX>
 __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
     attention_pipelined_bf16(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
-                             const std::uint16_t* __restrict__ v, std::uint16_t* __restrict__ o,
-                             std::int64_t tokens, int head_dim, std::int64_t query_tiles, float scale_log2) {
+                             const std::uint16_t* __restrict__ v, std::uint16_t* __restrict__ o, std::int64_t tokens,
+                             int head_dim, std::int64_t query_tiles, float scale_log2) {
   using tiles = bf16_pipe_tiles<DMAX>;
   constexpr int pitch = tiles::pitch, kt_steps = DMAX / 16, key_tiles8 = bf16p_keys / 8, d_tiles8 = DMAX / 8;
   static_assert(kt_steps % 2 == 0 && d_tiles8 % 2 == 0, "ldmatrix.x4 covers two k-steps / two n-tiles");
@@ -884,8 +883,8 @@ __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
     if (key0 + bf16p_keys < tokens) {
       std::uint16_t* next = ring + (stage ^ 1) * 2 * tiles::tile_elems;
       load_bf16_tile_async<DMAX, bf16p_keys>(next, k + base, key0 + bf16p_keys, tokens, head_dim, vec8);
-      load_bf16_tile_async<DMAX, bf16p_keys>(next + tiles::tile_elems, v + base, key0 + bf16p_keys, tokens,
-                                             head_dim, vec8);
+      load_bf16_tile_async<DMAX, bf16p_keys>(next + tiles::tile_elems, v + base, key0 + bf16p_keys, tokens, head_dim,
+                                             vec8);
       cp_async_commit();
     }
     const std::uint16_t* ks = ring + stage * 2 * tiles::tile_elems;
@@ -1001,16 +1000,14 @@ struct bf16_tuned_tiles {
   static constexpr int pitch = DMAX + 8;  // as rung 3: conflict-free ldmatrix rows
   static constexpr int q_elems = rows * pitch;
   static constexpr int tile_elems = keys * pitch;
-  static constexpr std::size_t smem_bytes =
-      sizeof(std::uint16_t) * std::size_t(q_elems + 2 * Stages * tile_elems);
+  static constexpr std::size_t smem_bytes = sizeof(std::uint16_t) * std::size_t(q_elems + 2 * Stages * tile_elems);
   // 128 registers per thread (the 64 K of an SM over 16 warps) for DMAX <= 64; DMAX = 128 takes twice that.
   static constexpr int min_blocks = (DMAX <= 64 ? 16 : 8) / Warps;
 };
 
 template <int DMAX, int Rows, int Threads>
 __device__ __forceinline__ void load_bf16_tile_tuned(std::uint16_t* tile, const std::uint16_t* __restrict__ src,
-                                                     std::int64_t row0, std::int64_t tokens, int head_dim,
-                                                     bool vec8) {
+                                                     std::int64_t row0, std::int64_t tokens, int head_dim, bool vec8) {
   constexpr int chunks = DMAX / 8, pitch = DMAX + 8;
   static_assert(Rows * chunks % Threads == 0, "whole chunks per thread");
 #pragma unroll
@@ -1279,21 +1276,20 @@ class attention_textbook final : public attention_cuda_base<P> {
     // Column-major view: a row-major tokens x head_dim matrix is head_dim x tokens with ld head_dim, and S
     // (row-major tokens x tokens) is S^T. S^T = K_cm^T Q_cm, then O_cm = V_cm P^T_cm.
     if constexpr (P == attention_precision::fp32) {
-      KSTUDY_CUBLAS_CHECK(cublasSgemmStridedBatched(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k,
-                                                    d, td, this->m_q, d, td, &zero, m_scores, t, tt, heads));
+      KSTUDY_CUBLAS_CHECK(cublasSgemmStridedBatched(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k, d,
+                                                    td, this->m_q, d, td, &zero, m_scores, t, tt, heads));
       launch_softmax(m_scores, t);
-      KSTUDY_CUBLAS_CHECK(cublasSgemmStridedBatched(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, d,
-                                                    td, m_scores, t, tt, &zero, this->m_o, d, td, heads));
+      KSTUDY_CUBLAS_CHECK(cublasSgemmStridedBatched(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, d, td,
+                                                    m_scores, t, tt, &zero, this->m_o, d, td, heads));
     } else {
       KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k, CUDA_R_16BF, d, td, this->m_q,
-          CUDA_R_16BF, d, td, &zero, m_scores, CUDA_R_32F, t, tt, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k, CUDA_R_16BF, d, td, this->m_q, CUDA_R_16BF, d,
+          td, &zero, m_scores, CUDA_R_32F, t, tt, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       auto* probabilities = reinterpret_cast<std::uint16_t*>(m_scores);  // row pitch 2 * tokens bf16
       launch_softmax(probabilities, 2 * static_cast<std::int64_t>(t));
       KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, CUDA_R_16BF, d, td, probabilities,
-          CUDA_R_16BF, 2 * t, 2 * tt, &zero, this->m_o, CUDA_R_16BF, d, td, heads, CUBLAS_COMPUTE_32F,
-          CUBLAS_GEMM_DEFAULT));
+          m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, CUDA_R_16BF, d, td, probabilities, CUDA_R_16BF,
+          2 * t, 2 * tt, &zero, this->m_o, CUDA_R_16BF, d, td, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
   }
 
@@ -1331,8 +1327,8 @@ class attention_textbook final : public attention_cuda_base<P> {
   void launch_softmax(Out* probabilities, std::int64_t p_pitch) {
     const std::int64_t rows = this->m_heads * this->m_tokens;
     const unsigned int grid = static_cast<unsigned int>(std::min(rows, max_grid));
-    textbook_softmax<Out><<<grid, softmax_threads, 0, this->m_stream>>>(m_scores, probabilities, rows,
-                                                                        this->m_tokens, p_pitch);
+    textbook_softmax<Out>
+        <<<grid, softmax_threads, 0, this->m_stream>>>(m_scores, probabilities, rows, this->m_tokens, p_pitch);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -1351,9 +1347,13 @@ struct fused_kernels<attention_precision::fp32> {
   using kernel_t = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, std::int64_t, float);
   static constexpr int rows = f32_rows, threads = f32_threads;
   template <int DMAX>
-  static kernel_t kernel() { return attention_fused_f32<DMAX>; }
+  static kernel_t kernel() {
+    return attention_fused_f32<DMAX>;
+  }
   template <int DMAX>
-  static std::size_t smem() { return f32_tiles<DMAX>::smem_bytes; }
+  static std::size_t smem() {
+    return f32_tiles<DMAX>::smem_bytes;
+  }
   static float scale_argument(float scale) { return scale; }  // expf on scale * (q . k)
 };
 template <>
@@ -1363,9 +1363,13 @@ struct fused_kernels<attention_precision::bf16> {
                             std::int64_t, int, std::int64_t, float);
   static constexpr int rows = bf16_rows, threads = bf16_threads;
   template <int DMAX>
-  static kernel_t kernel() { return attention_fused_bf16<DMAX>; }
+  static kernel_t kernel() {
+    return attention_fused_bf16<DMAX>;
+  }
   template <int DMAX>
-  static std::size_t smem() { return bf16_tiles<DMAX>::smem_bytes; }
+  static std::size_t smem() {
+    return bf16_tiles<DMAX>::smem_bytes;
+  }
   static float scale_argument(float scale) { return scale * log2_e; }  // exp2f in the log2 domain
 };
 
@@ -1375,17 +1379,25 @@ struct pipelined_kernels;
 template <>
 struct pipelined_kernels<attention_precision::fp32> : fused_kernels<attention_precision::fp32> {
   template <int DMAX>
-  static kernel_t kernel() { return attention_pipelined_f32<DMAX>; }
+  static kernel_t kernel() {
+    return attention_pipelined_f32<DMAX>;
+  }
   template <int DMAX>
-  static std::size_t smem() { return f32_pipe_tiles<DMAX>::smem_bytes; }
+  static std::size_t smem() {
+    return f32_pipe_tiles<DMAX>::smem_bytes;
+  }
 };
 template <>
 struct pipelined_kernels<attention_precision::bf16> : fused_kernels<attention_precision::bf16> {
   static constexpr int rows = bf16p_rows, threads = bf16p_threads;
   template <int DMAX>
-  static kernel_t kernel() { return attention_pipelined_bf16<DMAX>; }
+  static kernel_t kernel() {
+    return attention_pipelined_bf16<DMAX>;
+  }
   template <int DMAX>
-  static std::size_t smem() { return bf16_pipe_tiles<DMAX>::smem_bytes; }
+  static std::size_t smem() {
+    return bf16_pipe_tiles<DMAX>::smem_bytes;
+  }
 };
 
 // Rungs 2 and 3 (Kernels: fused_kernels or pipelined_kernels).
@@ -1397,8 +1409,8 @@ class attention_fused final : public attention_cuda_base<P> {
  public:
   void enqueue_run() override {
     m_kernel<<<m_grid, kernels::threads, m_smem, this->m_stream>>>(
-        this->m_q, this->m_k, this->m_v, this->m_o, this->m_tokens, static_cast<int>(this->m_head_dim),
-        m_query_tiles, kernels::scale_argument(this->m_scale));
+        this->m_q, this->m_k, this->m_v, this->m_o, this->m_tokens, static_cast<int>(this->m_head_dim), m_query_tiles,
+        kernels::scale_argument(this->m_scale));
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -1514,8 +1526,8 @@ class attention_bf16_autotuned final : public attention_cuda_base<attention_prec
   void check_shape(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) const override {
     base::check_shape(heads, tokens, head_dim);
     if (head_dim > max_head_dim)
-      throw std::invalid_argument("attention_bf16_fused_autotuned: head_dim " + std::to_string(head_dim) +
-                                  " is over " + std::to_string(max_head_dim));
+      throw std::invalid_argument("attention_bf16_fused_autotuned: head_dim " + std::to_string(head_dim) + " is over " +
+                                  std::to_string(max_head_dim));
     const std::int64_t tiles = (tokens + bf16p_rows - 1) / bf16p_rows;  // rung 3's blocks always fit
     if (heads > INT_MAX / tiles)
       throw std::invalid_argument("attention_bf16_fused_autotuned: too many blocks for one grid");
@@ -1552,8 +1564,8 @@ class attention_bf16_autotuned final : public attention_cuda_base<attention_prec
   }
   template <int DMAX, int Warps, int Stages>
   void add() {
-    m_candidates.push_back({attention_tuned_bf16<DMAX, Warps, Stages>, Warps, Stages,
-                            bf16_tuned_tiles<DMAX, Warps, Stages>::smem_bytes});
+    m_candidates.push_back(
+        {attention_tuned_bf16<DMAX, Warps, Stages>, Warps, Stages, bf16_tuned_tiles<DMAX, Warps, Stages>::smem_bytes});
   }
 
   void launch(const bf16_candidate& c) const {
@@ -1613,7 +1625,8 @@ void register_cuda(attention_precision precision, const std::string& name, int r
       "matrix",
       false);
   register_cuda<attention_textbook<bf16>>(
-      bf16, "attention_bf16_textbook", 1, fusion_level::none, /*kernels_launched=*/3,  // GemmEx S, textbook_softmax, GemmEx O
+      bf16, "attention_bf16_textbook", 1, fusion_level::none,
+      /*kernels_launched=*/3,  // GemmEx S, textbook_softmax, GemmEx O
       "the textbook in bf16: S = scale Q K^T float32 by cublasGemmStridedBatchedEx (bf16 in, fp32 compute), a "
       "block-per-row softmax writing bf16 P over S, O = P V by a second GemmEx with bf16 output",
       true);
@@ -1629,7 +1642,8 @@ void register_cuda(attention_precision precision, const std::string& name, int r
       "registers; same 4 x 8 register tiles, 3 blocks per SM",
       false);
   register_cuda<attention_fused<bf16, pipelined_kernels<bf16>>>(
-      bf16, "attention_bf16_fused_pipelined", 3, fusion_level::full, /*kernels_launched=*/1,  // attention_pipelined_bf16
+      bf16, "attention_bf16_fused_pipelined", 3, fusion_level::full,
+      /*kernels_launched=*/1,  // attention_pipelined_bf16
       "rung 2 with a copy pipeline and ldmatrix: K/V tiles by 16-byte cp.async into a 2-stage shared-memory ring "
       "(tile j + 1 in flight during tile j's math, one barrier per tile), V kept row-major and read with "
       "ldmatrix.x4.trans instead of transposing stores, Q and K fragments by ldmatrix.x4, padded rows",

@@ -65,8 +65,8 @@ KOKKOS_INLINE_FUNCTION void store_value(std::uint16_t& out, float x) {
 // One key tile's online-softmax step for a query row: rescales what the earlier tiles accumulated in orow
 // and row_sum to the new running maximum, then adds the tile's weights exp(s - max) and their values.
 // scores: the tile's scaled scores; tile_max: their maximum; values: the tile's V rows (dim apart).
-KOKKOS_INLINE_FUNCTION void accumulate_tile(const float* scores, float tile_max, const float* values, int keys,
-                                            int dim, float* orow, float& row_max, float& row_sum) {
+KOKKOS_INLINE_FUNCTION void accumulate_tile(const float* scores, float tile_max, const float* values, int keys, int dim,
+                                            float* orow, float& row_max, float& row_sum) {
   const float m_old = row_max, m_new = m_old > tile_max ? m_old : tile_max;
   float l = row_sum;
   if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
@@ -259,8 +259,8 @@ class attention_kokkos_fused final : public detail::kokkos_queued_variant<Execut
   }
   void enqueue_download(const std::vector<host_span>& outputs) override {
     using host_view = Kokkos::View<storage*, Kokkos::HostSpace, unmanaged>;
-    Kokkos::deep_copy(m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)),
-                      m_body.o);
+    Kokkos::deep_copy(
+        m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)), m_body.o);
   }
   void launch() override {
     const int team_size = on_host ? 1 : m_body.tiles.block_q;  // one thread per query row on a device
@@ -316,10 +316,10 @@ class attention_kokkos_fused final : public detail::kokkos_queued_variant<Execut
 #define KSTUDY_ATTENTION_UNROLL_4
 #endif
 
-constexpr int tiled_rows = 64;          // query rows per team
-constexpr int tiled_threads = 128;      // threads per team on a device
+constexpr int tiled_rows = 64;      // query rows per team
+constexpr int tiled_threads = 128;  // threads per team on a device
 constexpr int tiled_max_head_dim = 128;
-constexpr int tiled_host_keys = 64;     // keys per tile on a host
+constexpr int tiled_host_keys = 64;  // keys per tile on a host
 
 template <int DMAX>
 struct device_tiles {
@@ -329,7 +329,7 @@ struct device_tiles {
   static constexpr int p_pitch = keys + 8;  // P rows
   static constexpr int dq = DMAX / 32;      // quads of O columns per thread
   static constexpr int q_floats = tiled_rows * pitch;
-  static constexpr int kp_floats = keys * pitch > tiled_rows * p_pitch ? keys * pitch : tiled_rows * p_pitch;
+  static constexpr int kp_floats = keys * pitch > tiled_rows* p_pitch ? keys* pitch : tiled_rows* p_pitch;
   static constexpr int v_floats = keys * pitch;
   static constexpr int part_floats = tiled_rows * 8;  // per row, one partial per thread of the row
   static constexpr int q_level = DMAX <= 64 ? 0 : 1;
@@ -730,8 +730,8 @@ class attention_kokkos_tiled final : public detail::kokkos_queued_variant<Execut
   }
   void enqueue_download(const std::vector<host_span>& outputs) override {
     using host_view = Kokkos::View<storage*, Kokkos::HostSpace, unmanaged>;
-    Kokkos::deep_copy(m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)),
-                      m_o);
+    Kokkos::deep_copy(m_space,
+                      host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)), m_o);
   }
   void launch() override {
     if constexpr (on_host) {

@@ -107,9 +107,11 @@ std::vector<host_span> attention_data::streamed_inputs() const {
   // The runner copies from these spans and never writes through them.
   const std::int64_t bytes = elements() * element_bytes(m_precision);
   if (m_precision == attention_precision::fp32)
-    return {{const_cast<float*>(m_q.get()), bytes}, {const_cast<float*>(m_k.get()), bytes},
+    return {{const_cast<float*>(m_q.get()), bytes},
+            {const_cast<float*>(m_k.get()), bytes},
             {const_cast<float*>(m_v.get()), bytes}};
-  return {{const_cast<std::uint16_t*>(m_q_bf16.get()), bytes}, {const_cast<std::uint16_t*>(m_k_bf16.get()), bytes},
+  return {{const_cast<std::uint16_t*>(m_q_bf16.get()), bytes},
+          {const_cast<std::uint16_t*>(m_k_bf16.get()), bytes},
           {const_cast<std::uint16_t*>(m_v_bf16.get()), bytes}};
 }
 
@@ -203,8 +205,8 @@ void generate_floats(std::uint64_t seed, std::int64_t heads, std::int64_t tokens
       const double qv = q_amplitude * symmetric(hash(seed, q_array, i)) + q_bias * u_hd;
       q[i] = static_cast<float>(peaked ? peak_factor * qv : qv);
       const std::uint64_t hk = hash(seed, k_array, i);
-      k[i] = static_cast<float>(sink ? sink_amplitude * u_hd + sink_noise * symmetric(hk)
-                                     : k_amplitude * symmetric(hk));
+      k[i] =
+          static_cast<float>(sink ? sink_amplitude * u_hd + sink_noise * symmetric(hk) : k_amplitude * symmetric(hk));
       const std::uint64_t hv = hash(seed, v_array, i), hv2 = splitmix64(hv);
       if (unit_double(hv2) < v_outlier_fraction) {
         const double magnitude = 8.0 + 24.0 * unit_double(splitmix64(hv2));
@@ -337,11 +339,13 @@ class attention_operation final : public operation {
     ref->perturbation.assign(elements, 0.0);
     ref->row_perturbation.assign(static_cast<std::size_t>(count), 0.0);
     const double scale = 1.0 / std::sqrt(double(dim));
-    const double score_roundoff = unit_roundoff * (P == attention_precision::fp32 ? double(dim + 2) : double(2 * dim + 2));
+    const double score_roundoff =
+        unit_roundoff * (P == attention_precision::fp32 ? double(dim + 2) : double(2 * dim + 2));
     const double u = unit_roundoff;
 #pragma omp parallel
     {
-      std::vector<double> s(static_cast<std::size_t>(tokens)), r(static_cast<std::size_t>(tokens)), q(static_cast<std::size_t>(dim));
+      std::vector<double> s(static_cast<std::size_t>(tokens)), r(static_cast<std::size_t>(tokens)),
+          q(static_cast<std::size_t>(dim));
 #pragma omp for schedule(dynamic)
       for (std::int64_t k = 0; k < count; ++k) {
         const std::int64_t row = ref->rows[static_cast<std::size_t>(k)], h = row / tokens;
@@ -567,13 +571,22 @@ class attention_operation final : public operation {
   // Element i of Q, K or V as the float the computation starts from; the precision is known here, so the
   // reference's inner loops index the arrays directly.
   static float q_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.q()[i]; else return widen_bf16(p.q_bf16()[i]);
+    if constexpr (P == attention_precision::fp32)
+      return p.q()[i];
+    else
+      return widen_bf16(p.q_bf16()[i]);
   }
   static float k_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.k()[i]; else return widen_bf16(p.k_bf16()[i]);
+    if constexpr (P == attention_precision::fp32)
+      return p.k()[i];
+    else
+      return widen_bf16(p.k_bf16()[i]);
   }
   static float v_of(const attention_data& p, std::int64_t i) {
-    if constexpr (P == attention_precision::fp32) return p.v()[i]; else return widen_bf16(p.v_bf16()[i]);
+    if constexpr (P == attention_precision::fp32)
+      return p.v()[i];
+    else
+      return widen_bf16(p.v_bf16()[i]);
   }
 
   static double hull_tolerance(std::int64_t tokens) {
@@ -629,7 +642,7 @@ class attention_operation final : public operation {
       return std::uint64_t(b);
     };
     const std::uint64_t salt = splitmix64(bits(q_of(p, 0)) ^ (bits(k_of(p, p.elements() - 1)) << 32) ^
-                                   splitmix64(bits(v_of(p, p.elements() / 2))));
+                                          splitmix64(bits(v_of(p, p.elements() / 2))));
     std::set<std::int64_t> chosen;
     for (std::int64_t h = 0; h < heads; ++h) {
       std::vector<std::int64_t> t_rows = {0, tokens - 1};
@@ -668,13 +681,13 @@ class attention_operation final : public operation {
     if (P == attention_precision::bf16) bound += bf16_term * (w + std::fabs(o));
   }
 
-  std::string describe_failure(const attention_data& p, const attention_reference& ref, const void* o,
-                               std::int64_t i, std::int64_t failures) const {
+  std::string describe_failure(const attention_data& p, const attention_reference& ref, const void* o, std::int64_t i,
+                               std::int64_t failures) const {
     const std::int64_t tokens = p.tokens(), dim = p.head_dim();
     const std::int64_t row = i / dim, h = row / tokens, t = row % tokens, d = i % dim;
     const double value = output_at(o, i);
-    std::string text = m_info.name + ": o[" + std::to_string(h) + ", " + std::to_string(t) + ", " +
-                       std::to_string(d) + "] = " + format_g9(value);
+    std::string text = m_info.name + ": o[" + std::to_string(h) + ", " + std::to_string(t) + ", " + std::to_string(d) +
+                       "] = " + format_g9(value);
     const auto found = std::lower_bound(ref.rows.begin(), ref.rows.end(), row);
     const auto c = static_cast<std::size_t>(h * dim + d);
     const double slack = hull_tolerance(tokens) * ref.v_abs_max[c] + absolute_tolerance;

@@ -78,15 +78,17 @@ inline bool quad_aligned(const void* p) { return reinterpret_cast<std::uintptr_t
 // (RandomAccess is left off: without the LDG intrinsic, Kokkos 3.4 maps it on CUDA to texture objects, which
 // need Kokkos-allocated memory, abort on these unmanaged views and cap a 1-D texture below 2^28 elements.)
 template <class ExecutionSpace, int Vec>
-using input_view = Kokkos::View<const vec_t<Vec>*, Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>,
-                                Kokkos::MemoryTraits<Kokkos::Unmanaged | Kokkos::Restrict>>;
+using input_view =
+    Kokkos::View<const vec_t<Vec>*, Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>,
+                 Kokkos::MemoryTraits<Kokkos::Unmanaged | Kokkos::Restrict>>;
 template <class ExecutionSpace, int Vec>
 using output_view = Kokkos::View<vec_t<Vec>*, Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>,
                                  Kokkos::MemoryTraits<Kokkos::Unmanaged | Kokkos::Restrict>>;
 
 template <class ExecutionSpace, int Vec>
 input_view<ExecutionSpace, Vec> as_input(const float* p, std::int64_t floats) {
-  return input_view<ExecutionSpace, Vec>(reinterpret_cast<const vec_t<Vec>*>(p), static_cast<std::size_t>(floats / Vec));
+  return input_view<ExecutionSpace, Vec>(reinterpret_cast<const vec_t<Vec>*>(p),
+                                         static_cast<std::size_t>(floats / Vec));
 }
 template <class ExecutionSpace, int Vec>
 output_view<ExecutionSpace, Vec> as_output(float* p, std::int64_t floats) {
@@ -97,9 +99,12 @@ enum class shape { vector_rows, team_rows, team_rows_streamed };
 
 inline const char* shape_name(shape s) {
   switch (s) {
-    case shape::vector_rows: return "vector_rows";
-    case shape::team_rows: return "team_rows";
-    default: return "team_rows_streamed";
+    case shape::vector_rows:
+      return "vector_rows";
+    case shape::team_rows:
+      return "team_rows";
+    default:
+      return "team_rows_streamed";
   }
 }
 
@@ -168,21 +173,33 @@ void dispatch(const plan& p, F&& f) {
     case shape::vector_rows:
       if (p.vec == 4) {
         switch (p.items) {
-          case 1: return f(vector_c{}, v4{}, std::integral_constant<int, 1>{});
-          case 2: return f(vector_c{}, v4{}, std::integral_constant<int, 2>{});
-          case 4: return f(vector_c{}, v4{}, std::integral_constant<int, 4>{});
-          case 8: return f(vector_c{}, v4{}, std::integral_constant<int, 8>{});
-          default: throw items_error();
+          case 1:
+            return f(vector_c{}, v4{}, std::integral_constant<int, 1>{});
+          case 2:
+            return f(vector_c{}, v4{}, std::integral_constant<int, 2>{});
+          case 4:
+            return f(vector_c{}, v4{}, std::integral_constant<int, 4>{});
+          case 8:
+            return f(vector_c{}, v4{}, std::integral_constant<int, 8>{});
+          default:
+            throw items_error();
         }
       }
       switch (p.items) {
-        case 1: return f(vector_c{}, v1{}, std::integral_constant<int, 1>{});
-        case 2: return f(vector_c{}, v1{}, std::integral_constant<int, 2>{});
-        case 4: return f(vector_c{}, v1{}, std::integral_constant<int, 4>{});
-        case 8: return f(vector_c{}, v1{}, std::integral_constant<int, 8>{});
-        case 16: return f(vector_c{}, v1{}, std::integral_constant<int, 16>{});
-        case 32: return f(vector_c{}, v1{}, std::integral_constant<int, 32>{});
-        default: throw items_error();
+        case 1:
+          return f(vector_c{}, v1{}, std::integral_constant<int, 1>{});
+        case 2:
+          return f(vector_c{}, v1{}, std::integral_constant<int, 2>{});
+        case 4:
+          return f(vector_c{}, v1{}, std::integral_constant<int, 4>{});
+        case 8:
+          return f(vector_c{}, v1{}, std::integral_constant<int, 8>{});
+        case 16:
+          return f(vector_c{}, v1{}, std::integral_constant<int, 16>{});
+        case 32:
+          return f(vector_c{}, v1{}, std::integral_constant<int, 32>{});
+        default:
+          throw items_error();
       }
     case shape::team_rows:
       if constexpr (Device) {

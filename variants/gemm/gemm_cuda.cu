@@ -67,7 +67,7 @@ constexpr int small_tile = 32;
 
 // Rung 1: thread (tx, ty) of block (bx, by) computes C(bx * 32 + tx, by * 32 + ty). Consecutive lanes take
 // consecutive rows: their A reads are k floats apart and their C writes n floats apart.
-__global__ void __launch_bounds__(small_tile * small_tile)
+__global__ void __launch_bounds__(small_tile* small_tile)
     gemm_naive_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m, int n,
                       int k) {
   const int row = blockIdx.x * small_tile + threadIdx.x;
@@ -79,9 +79,9 @@ __global__ void __launch_bounds__(small_tile * small_tile)
 }
 
 // Rung 2: the same with the two index lines swapped: consecutive lanes take consecutive columns.
-__global__ void __launch_bounds__(small_tile * small_tile)
-    gemm_coalesced_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m,
-                          int n, int k) {
+__global__ void __launch_bounds__(small_tile* small_tile)
+    gemm_coalesced_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m, int n,
+                          int k) {
   const int col = blockIdx.x * small_tile + threadIdx.x;
   const int row = blockIdx.y * small_tile + threadIdx.y;
   if (row >= m || col >= n) return;
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(small_tile * small_tile)
 // Rung 3: block (bx, by) computes the 32 x 32 tile of C at row by * 32, column bx * 32; per 32-deep k slice
 // each thread stages one element of A and one of B (zero outside the matrices, so the products add 0).
 // Reads of a_tile[ty][l] are broadcasts, of b_tile[l][tx] 32 consecutive banks.
-__global__ void __launch_bounds__(small_tile * small_tile)
+__global__ void __launch_bounds__(small_tile* small_tile)
     gemm_smem_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m, int n,
                      int k) {
   __shared__ float a_tile[small_tile][small_tile];
@@ -140,9 +140,9 @@ __device__ __forceinline__ bool interior(int row0, int col0, int bm, int bn, int
 // B(k0 + t / 128 + 2 i, c0 + t % 128), i < 4 (coalesced). Fragment reads: a_tile[tr * 8 + i][l] and
 // b_tile[l][tc * 8 + j], which conflict (lanes 8 floats apart share banks): the seed's bank conflicts.
 template <bool Guard>
-__device__ __forceinline__ void regtile_load(float (*a_tile)[rt_bk], float (*b_tile)[rt_bn], const float* __restrict__ a,
-                                             const float* __restrict__ b, int m, int n, int k, int row0, int col0,
-                                             int k0) {
+__device__ __forceinline__ void regtile_load(float (*a_tile)[rt_bk], float (*b_tile)[rt_bn],
+                                             const float* __restrict__ a, const float* __restrict__ b, int m, int n,
+                                             int k, int row0, int col0, int k0) {
   const int t = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -282,9 +282,11 @@ __global__ void __launch_bounds__(rt_threads)
 #pragma unroll
     for (int l = 0; l < rt_bk; ++l) {
 #pragma unroll
-      for (int i = 0; i < rt_tm; i += 4) unpack4(*reinterpret_cast<const float4*>(&a_tile[l][tr * rt_tm + i]), a_frag + i);
+      for (int i = 0; i < rt_tm; i += 4)
+        unpack4(*reinterpret_cast<const float4*>(&a_tile[l][tr * rt_tm + i]), a_frag + i);
 #pragma unroll
-      for (int j = 0; j < rt_tn; j += 4) unpack4(*reinterpret_cast<const float4*>(&b_tile[l][tc * rt_tn + j]), b_frag + j);
+      for (int j = 0; j < rt_tn; j += 4)
+        unpack4(*reinterpret_cast<const float4*>(&b_tile[l][tc * rt_tn + j]), b_frag + j);
 #pragma unroll
       for (int i = 0; i < rt_tm; ++i)
 #pragma unroll
@@ -463,8 +465,8 @@ __device__ __forceinline__ void warptile_compute(const float* __restrict__ a_lan
 
 template <class Cfg, bool Async, bool Aligned>
 __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
-    gemm_warptile_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m,
-                         int n, int k) {
+    gemm_warptile_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m, int n,
+                         int k) {
   static_assert(!Async || Cfg::stages >= 2, "cp.async overlaps only with a second stage");
   extern __shared__ __align__(16) float smem[];
   float* const a_stages = smem;
@@ -744,10 +746,10 @@ std::vector<warptile_kernels> tuning_candidates() {
       warptile_kernels_of<warptile_config<128, 128, 16, 32, 64, 8, 8, 3>, true>(),  // a third stage
       warptile_kernels_of<warptile_config<128, 128, 16, 64, 32, 8, 8, 2>, true>(),  // 8 x 4 lanes per warp
       warptile_kernels_of<warptile_config<128, 128, 16, 64, 32, 8, 8, 3>, true>(),
-      warptile_kernels_of<warptile_config<64, 128, 8, 32, 32, 8, 4, 3>, true>(),    // small tiles: more blocks
+      warptile_kernels_of<warptile_config<64, 128, 8, 32, 32, 8, 4, 3>, true>(),  // small tiles: more blocks
       warptile_kernels_of<warptile_config<64, 128, 16, 32, 32, 8, 4, 3>, true>(),
       warptile_kernels_of<warptile_config<128, 64, 16, 32, 32, 8, 4, 3>, true>(),
-      warptile_kernels_of<warptile_config<64, 64, 16, 32, 32, 8, 4, 4>, true>(),    // 128 threads, 4 stages
+      warptile_kernels_of<warptile_config<64, 64, 16, 32, 32, 8, 4, 4>, true>(),  // 128 threads, 4 stages
       // cuBLAS's regime: 128 outputs a thread (8 x 16 or 16 x 8), one block of 8 warps per SM, <= 255
       // registers; 64 x 64 warp tiles (8 x 4 lanes, or 4 x 8 for 16 x 8) or 32 x 128 (4 x 8 lanes).
       warptile_kernels_of<warptile_config<128, 256, 8, 64, 64, 8, 16, 3, 1>, true>(),
@@ -861,11 +863,11 @@ class gemm_cublas : public gemm_cuda_base {
   void enqueue_run() override {
     const float alpha = 1.0f, beta = 0.0f;
     if (m_layout == table_layout::row_major)
-      KSTUDY_CUBLAS_CHECK(cublasSgemm_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m_n, m_m, m_k, &alpha, m_b, m_n, m_a,
-                                         m_k, &beta, m_c, m_n));
+      KSTUDY_CUBLAS_CHECK(cublasSgemm_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m_n, m_m, m_k, &alpha, m_b, m_n, m_a, m_k,
+                                         &beta, m_c, m_n));
     else
-      KSTUDY_CUBLAS_CHECK(cublasSgemm_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m_m, m_n, m_k, &alpha, m_a, m_m, m_b,
-                                         m_k, &beta, m_c, m_m));
+      KSTUDY_CUBLAS_CHECK(cublasSgemm_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m_m, m_n, m_k, &alpha, m_a, m_m, m_b, m_k,
+                                         &beta, m_c, m_m));
   }
 
  protected:

@@ -374,7 +374,8 @@ void register_layout() {
 
   auto naive = variant_info_for(P, prefix + "_kokkos_naive" + suffix, "gemm_kokkos",
                                 "RangePolicy, one thread per element of C, float32 dot product over k from global "
-                                "memory" + widen + ", own instance",
+                                "memory" +
+                                    widen + ", own instance",
                                 layout);
   naive.kernels_launched = 1;  // gemm_naive
   // Each thread reads its row of A and column of B: m n k of each (caches aside), C once.
@@ -411,9 +412,8 @@ void register_space() {
   register_layout<Space, Kokkos::LayoutLeft, gemm_precision::bf16>();
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
-  register_space<typename decltype(tag)::type>();
-});
+[[maybe_unused]] const int registered =
+    detail::for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
 
 }  // namespace
 }  // namespace kstudy::gemm

@@ -908,10 +908,16 @@ class gemm_mma_tuned final : public gemm_tc_base<P> {
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
     const auto& c = m_candidates[m_chosen];
     const bool first = m_chosen == 0 && m_group_m == raster_groups[0];
-    return {{"block_m", c.block_m},       {"block_n", c.block_n}, {"block_k", block_k},
-            {"warp_m", c.warp_m},         {"warp_n", c.warp_n},   {"stages", c.stages},
-            {"blocks_per_sm", c.min_blocks}, {"raster_group_m", m_group_m},
-            {"candidates", m_timed},      {"same_as_rung", first ? FirstCandidateRung : 0}};
+    return {{"block_m", c.block_m},
+            {"block_n", c.block_n},
+            {"block_k", block_k},
+            {"warp_m", c.warp_m},
+            {"warp_n", c.warp_n},
+            {"stages", c.stages},
+            {"blocks_per_sm", c.min_blocks},
+            {"raster_group_m", m_group_m},
+            {"candidates", m_timed},
+            {"same_as_rung", first ? FirstCandidateRung : 0}};
   }
 
  protected:
@@ -940,17 +946,17 @@ class gemm_mma_tuned final : public gemm_tc_base<P> {
 // the comments (2 blocks must fit in the SM's 228 KB).
 using gemm_tf32_mma_variant =
     gemm_mma_tuned<gemm_precision::tf32, /*FirstCandidateRung=*/0,  // rung 2 is WMMA: no earlier mma configuration
-                   mma_config<gemm_precision::tf32, 128, 128, 2, 4, 3, 2>,  // 64 x 32 warps, 105 KB
-                   mma_config<gemm_precision::tf32, 128, 128, 2, 2, 3, 2>,  // 64 x 64 warps, 4 warps, 105 KB
-                   mma_config<gemm_precision::tf32, 128, 256, 2, 4, 3, 1>,  // 64 x 64 warps, 153 KB
+                   mma_config<gemm_precision::tf32, 128, 128, 2, 4, 3, 2>,   // 64 x 32 warps, 105 KB
+                   mma_config<gemm_precision::tf32, 128, 128, 2, 2, 3, 2>,   // 64 x 64 warps, 4 warps, 105 KB
+                   mma_config<gemm_precision::tf32, 128, 256, 2, 4, 3, 1>,   // 64 x 64 warps, 153 KB
                    mma_config<gemm_precision::tf32, 256, 128, 4, 2, 3, 1>>;  // 64 x 64 warps, 159 KB
 using gemm_bf16_mma_autotuned_variant =
     gemm_mma_tuned<gemm_precision::bf16, /*FirstCandidateRung=*/3,  // rung 3's block tile, warps, stages and order
-                   mma_config<gemm_precision::bf16, 128, 256, 2, 4, 4, 1>,  // rung 3's tiles, 106 KB
-                   mma_config<gemm_precision::bf16, 128, 256, 2, 4, 3, 1>,  // 80 KB
-                   mma_config<gemm_precision::bf16, 128, 128, 2, 4, 4, 2>,  // 64 x 32 warps, 74 KB
-                   mma_config<gemm_precision::bf16, 128, 128, 2, 2, 4, 2>,  // 64 x 64 warps, 4 warps, 74 KB
-                   mma_config<gemm_precision::bf16, 256, 128, 4, 2, 4, 1>,  // 114 KB
+                   mma_config<gemm_precision::bf16, 128, 256, 2, 4, 4, 1>,   // rung 3's tiles, 106 KB
+                   mma_config<gemm_precision::bf16, 128, 256, 2, 4, 3, 1>,   // 80 KB
+                   mma_config<gemm_precision::bf16, 128, 128, 2, 4, 4, 2>,   // 64 x 32 warps, 74 KB
+                   mma_config<gemm_precision::bf16, 128, 128, 2, 2, 4, 2>,   // 64 x 64 warps, 4 warps, 74 KB
+                   mma_config<gemm_precision::bf16, 256, 128, 4, 2, 4, 1>,   // 114 KB
                    mma_config<gemm_precision::bf16, 256, 128, 4, 2, 3, 1>>;  // 86 KB
 
 template <gemm_precision P, table_layout Layout>
@@ -1047,8 +1053,9 @@ void register_precision(const char* naive_description, const char* smem_descript
                            ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
                            : "cublasGemmEx_64, CUDA_R_32F A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32";
   {
-    auto info = cuda_info(P, op + "_cublas_row_major", "cublas",
-                          std::string(vendor) + " (row-major as column-major C^T = B^T A^T)", table_layout::row_major, 0);
+    auto info =
+        cuda_info(P, op + "_cublas_row_major", "cublas",
+                  std::string(vendor) + " (row-major as column-major C^T = B^T A^T)", table_layout::row_major, 0);
     info.kernels_launched = 1;  // one cuBLAS call (its kernel count is cuBLAS's choice; one at these shapes)
     variant_registration<gemm_cublas<P, table_layout::row_major>>{std::move(info)};
   }

@@ -94,7 +94,11 @@ std::int64_t essential_flops(std::int64_t m, std::int64_t n, std::int64_t k) { r
 gemm_data::gemm_data(gemm_precision precision, const table_shape& shape, std::unique_ptr<float[]> a,
                      std::unique_ptr<float[]> b, std::unique_ptr<std::uint16_t[]> a_bf16,
                      std::unique_ptr<std::uint16_t[]> b_bf16)
-    : m_precision(precision), m_shape(shape), m_a(std::move(a)), m_b(std::move(b)), m_a_bf16(std::move(a_bf16)),
+    : m_precision(precision),
+      m_shape(shape),
+      m_a(std::move(a)),
+      m_b(std::move(b)),
+      m_a_bf16(std::move(a_bf16)),
       m_b_bf16(std::move(b_bf16)) {}
 
 std::vector<host_span> gemm_data::streamed_inputs() const {
@@ -299,8 +303,8 @@ double sign_of(std::uint64_t salt, std::int64_t i) {
 class gemm_reference final : public reference_data {
  public:
   std::int64_t m = 0, n = 0, k = 0;
-  std::uint64_t salt = 0;                // of the projection vectors
-  std::vector<std::int64_t> rows, cols;  // sampled (rows: every row when checking everything; cols then empty)
+  std::uint64_t salt = 0;                    // of the projection vectors
+  std::vector<std::int64_t> rows, cols;      // sampled (rows: every row when checking everything; cols then empty)
   std::vector<double> row_value, row_scale;  // rows.size() x n: ref and S of each sampled row's elements
   std::vector<double> col_value, col_scale;  // cols.size() x m
   std::vector<double> right, right_scale;    // m x blocks: A (B V_b) and |A| (|B| 1_b), row-major
@@ -312,9 +316,12 @@ constexpr double absolute_tolerance = 0x1.0p-126;
 
 double input_roundoff(gemm_precision precision) {
   switch (precision) {
-    case gemm_precision::fp32: return unit_roundoff;
-    case gemm_precision::tf32: return 0x1.0p-10;
-    case gemm_precision::bf16: return 0.0;
+    case gemm_precision::fp32:
+      return unit_roundoff;
+    case gemm_precision::tf32:
+      return 0x1.0p-10;
+    case gemm_precision::bf16:
+      return 0.0;
   }
   return unit_roundoff;
 }
@@ -339,12 +346,11 @@ class gemm_operation final : public operation {
  public:
   gemm_operation() {
     m_info.name = operation_name(P);
-    m_info.description =
-        std::string("C = A B, A m x k and B k x n ") +
-        (P == gemm_precision::fp32   ? "float32, float32 multiply"
-         : P == gemm_precision::tf32 ? "float32 multiplied as TF32 (tensor cores)"
-                                     : "bfloat16, exact products") +
-        ", C float32 (2 m n k flops)";
+    m_info.description = std::string("C = A B, A m x k and B k x n ") +
+                         (P == gemm_precision::fp32   ? "float32, float32 multiply"
+                          : P == gemm_precision::tf32 ? "float32 multiplied as TF32 (tensor cores)"
+                                                      : "bfloat16, exact products") +
+                         ", C float32 (2 m n k flops)";
     m_info.axes = {"m", "n", "k"};
     m_info.layouts = {table_layout::row_major, table_layout::feature_major};
     m_info.outputs = {"c"};
@@ -467,8 +473,10 @@ class gemm_operation final : public operation {
         if (!std::isfinite(got)) continue;
         const double err = std::fabs(double(got) - value[t]);
         max_abs = std::max(max_abs, err);
-        if (scale[t] > 0) max_rel = std::max(max_rel, err / scale[t]);
-        else if (err > absolute_tolerance) max_rel = INFINITY;
+        if (scale[t] > 0)
+          max_rel = std::max(max_rel, err / scale[t]);
+        else if (err > absolute_tolerance)
+          max_rel = INFINITY;
         if (!(err <= rtol * scale[t] + absolute_tolerance)) {
           // A sampled row and a sampled column may share the element: count it once, on the row.
           if (!is_row && std::binary_search(ref.rows.begin(), ref.rows.end(), i)) continue;
@@ -709,7 +717,8 @@ class gemm_operation final : public operation {
     ref->m = m;
     ref->n = n;
     ref->k = k;
-    std::uint64_t salt = splitmix64(splitmix64(sample_salt) ^ std::uint64_t(m)) ^ splitmix64(std::uint64_t(n) * 31 + std::uint64_t(k));
+    std::uint64_t salt =
+        splitmix64(splitmix64(sample_salt) ^ std::uint64_t(m)) ^ splitmix64(std::uint64_t(n) * 31 + std::uint64_t(k));
     for (const float v : {p.a_at(0, 0), p.b_at(0, 0), p.a_at(m - 1, k - 1), p.b_at(k - 1, n - 1)}) {
       std::uint32_t bits;
       std::memcpy(&bits, &v, sizeof bits);

@@ -272,11 +272,11 @@ struct row_arguments {
 template <int Vectors, bool Residual>
 void launch_registers_with(const row_arguments& a) {
   if (a.hidden % 4 == 0)
-    layernorm_registers<Vectors, true, Residual><<<a.rows, register_threads, 0, a.stream>>>(
-        a.x, a.r, a.gamma, a.beta, a.y, a.h, a.hidden, epsilon);
+    layernorm_registers<Vectors, true, Residual>
+        <<<a.rows, register_threads, 0, a.stream>>>(a.x, a.r, a.gamma, a.beta, a.y, a.h, a.hidden, epsilon);
   else
-    layernorm_registers<Vectors, false, Residual><<<a.rows, register_threads, 0, a.stream>>>(
-        a.x, a.r, a.gamma, a.beta, a.y, a.h, a.hidden, epsilon);
+    layernorm_registers<Vectors, false, Residual>
+        <<<a.rows, register_threads, 0, a.stream>>>(a.x, a.r, a.gamma, a.beta, a.y, a.h, a.hidden, epsilon);
 }
 
 template <bool Residual>
@@ -336,7 +336,8 @@ class layernorm_cuda final : public kstudy::detail::cuda_stream_variant<> {
     if constexpr (A == algorithm::add_then_registers) {
       int per_sm = 0;
       KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_add, add_threads, 0));
-      const std::int64_t resident = std::int64_t(std::max(per_sm, 1)) * device_attribute(cudaDevAttrMultiProcessorCount);
+      const std::int64_t resident =
+          std::int64_t(std::max(per_sm, 1)) * device_attribute(cudaDevAttrMultiProcessorCount);
       const std::int64_t work = std::max<std::int64_t>(1, (data.elements() / 4 + add_threads - 1) / add_threads);
       m_add_grid = static_cast<int>(std::min(resident, work));
     }
@@ -364,7 +365,7 @@ class layernorm_cuda final : public kstudy::detail::cuda_stream_variant<> {
       KSTUDY_CUDA_CHECK(cudaMemcpyAsync(h_output(outputs), m_h, bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
   void enqueue_run() override {
-    row_arguments a{m_x, m_r, m_gamma, m_beta, m_y, m_h, static_cast<int>(m_rows), static_cast<int>(m_hidden),
+    row_arguments a{m_x,     m_r, m_gamma, m_beta, m_y, m_h, static_cast<int>(m_rows), static_cast<int>(m_hidden),
                     m_stream};
     if constexpr (A == algorithm::two_pass) {
       layernorm_two_pass<<<a.rows, stats_threads, 0, m_stream>>>(m_x, m_gamma, m_beta, m_y, a.hidden, epsilon);

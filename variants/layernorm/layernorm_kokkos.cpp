@@ -49,8 +49,8 @@ bool stages_row(std::int64_t hidden) {
 // Normalises the rows of v (v = x, or x + r when `residual`, also written to h) into y: one team per row.
 // Public helper of the variants below (nvcc refuses extended lambdas in private member functions).
 template <class ExecutionSpace, bool Residual, class Matrix, class Vector>
-void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, const Vector& gamma,
-                 const Vector& beta, const Matrix& y, const Matrix& h, std::int64_t rows, std::int64_t hidden) {
+void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, const Vector& gamma, const Vector& beta,
+                 const Matrix& y, const Matrix& h, std::int64_t rows, std::int64_t hidden) {
   using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
   using member_type = typename policy_type::member_type;
   using scratch_view = scratch_row<ExecutionSpace>;
@@ -184,8 +184,7 @@ class residual_layernorm_kokkos_fused final : public layernorm_kokkos_base<Execu
 };
 
 template <class ExecutionSpace>
-class residual_layernorm_kokkos_unfused final
-    : public layernorm_kokkos_base<ExecutionSpace, layernorm_kind::residual> {
+class residual_layernorm_kokkos_unfused final : public layernorm_kokkos_base<ExecutionSpace, layernorm_kind::residual> {
  public:
   void launch() override {
     const auto x = this->m_x, r = this->m_r, h = this->m_h;
@@ -207,16 +206,21 @@ int team_kernel_reads(std::int64_t hidden) {
 
 template <class Space>
 void register_space() {
-  const std::string team = "TeamPolicy, one team per row; row staged in team scratch, mean and variance by two team "
-                           "reductions over it (two-pass), own instance";
+  const std::string team =
+      "TeamPolicy, one team per row; row staged in team scratch, mean and variance by two team "
+      "reductions over it (two-pass), own instance";
   auto plain = variant_info_for(layernorm_kind::plain, "layernorm_kokkos", "layernorm_kokkos", team, 1, 1);
-  plain.traffic = [](const table_shape& s) { return pass_traffic(s.rows, s.features, team_kernel_reads<Space>(s.features), 1); };
+  plain.traffic = [](const table_shape& s) {
+    return pass_traffic(s.rows, s.features, team_kernel_reads<Space>(s.features), 1);
+  };
   plain.kernels_launched = 1;  // layernorm_rows
   detail::register_kokkos_variant<layernorm_kokkos<Space>>(std::move(plain));
 
-  auto fused = variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_fused",
-                                "residual_layernorm_kokkos", "one TeamPolicy kernel: h = x + r staged in team scratch "
-                                "and written, y from the staged row (4 passes)", 2, 2);
+  auto fused =
+      variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_fused", "residual_layernorm_kokkos",
+                       "one TeamPolicy kernel: h = x + r staged in team scratch "
+                       "and written, y from the staged row (4 passes)",
+                       2, 2);
   fused.traffic = [](const table_shape& s) {
     // Long rows re-read h (written by the same kernel) in passes 2 and 3.
     const int extra = team_kernel_reads<Space>(s.features) == 1 ? 0 : 2;
@@ -226,9 +230,11 @@ void register_space() {
   fused.kernels_launched = 1;  // residual_layernorm_rows
   detail::register_kokkos_variant<residual_layernorm_kokkos_fused<Space>>(std::move(fused));
 
-  auto unfused = variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_unfused",
-                                  "residual_layernorm_kokkos", "RangePolicy add kernel writing h, then the "
-                                  "layernorm_kokkos team kernel on h (5 passes)", 3, 2);
+  auto unfused =
+      variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_unfused", "residual_layernorm_kokkos",
+                       "RangePolicy add kernel writing h, then the "
+                       "layernorm_kokkos team kernel on h (5 passes)",
+                       3, 2);
   unfused.traffic = [](const table_shape& s) {
     return pass_traffic(s.rows, s.features, 2 + team_kernel_reads<Space>(s.features), 2);
   };
@@ -237,9 +243,8 @@ void register_space() {
   detail::register_kokkos_variant<residual_layernorm_kokkos_unfused<Space>>(std::move(unfused));
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
-  register_space<typename decltype(tag)::type>();
-});
+[[maybe_unused]] const int registered =
+    detail::for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
 
 }  // namespace
 }  // namespace kstudy::layernorm

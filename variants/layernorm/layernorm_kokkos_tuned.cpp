@@ -236,8 +236,7 @@ class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<Execut
     m_rows = data.rows();
     m_hidden = data.hidden();
     if (m_rows > std::numeric_limits<int>::max())
-      throw std::invalid_argument(std::string(operation_name(K)) +
-                                  ": more rows than a Kokkos league holds (2^31 - 1)");
+      throw std::invalid_argument(std::string(operation_name(K)) + ": more rows than a Kokkos league holds (2^31 - 1)");
     const auto elements = static_cast<std::size_t>(data.elements()), hidden = static_cast<std::size_t>(m_hidden);
     const auto alloc = [](const std::string& label) { return Kokkos::view_alloc(label, Kokkos::WithoutInitializing); };
     m_x = vector_type(alloc("kstudy::layernorm::x"), elements);
@@ -290,9 +289,9 @@ class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<Execut
                                      decltype(items_c)::value>;
       const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
                                                m_plan.vector_length);
-      Kokkos::parallel_for(std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" +
-                               rows::shape_name(m_plan.shape),
-                           policy, make_functor<functor>());
+      Kokkos::parallel_for(
+          std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" + rows::shape_name(m_plan.shape), policy,
+          make_functor<functor>());
     });
   }
 
@@ -356,15 +355,17 @@ void register_space() {
       "(Chan): one reduction per row, no team scratch; the row in registers up to 16,384 cols (float4 loads "
       "through unmanaged Restrict Views of a 16-byte struct when hidden % 4 == 0), longer rows streamed twice";
   auto plain = variant_info_for(layernorm_kind::plain, "layernorm_kokkos_tuned", "layernorm_kokkos", kokkos, 1, 1);
-  plain.traffic = [](const table_shape& s) { return pass_traffic(s.rows, s.features, row_reads<Space>(s.features), 1); };
+  plain.traffic = [](const table_shape& s) {
+    return pass_traffic(s.rows, s.features, row_reads<Space>(s.features), 1);
+  };
   plain.rung = 1;
   plain.implementation = implementation::kokkos;
   plain.kernels_launched = 1;  // the row kernel of the plan's shape
   detail::register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::plain>>(std::move(plain));
 
-  auto fused = variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_tuned",
-                                "residual_layernorm_kokkos",
-                                kokkos + "; x and r loaded together, h = x + r written on the load (4 passes)", 2, 2);
+  auto fused =
+      variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_tuned", "residual_layernorm_kokkos",
+                       kokkos + "; x and r loaded together, h = x + r written on the load (4 passes)", 2, 2);
   // Streamed rows read h back (written by the same kernel) in the second pass.
   fused.traffic = [](const table_shape& s) {
     return pass_traffic(s.rows, s.features, 1 + row_reads<Space>(s.features), 2);
@@ -376,9 +377,8 @@ void register_space() {
   detail::register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::residual>>(std::move(fused));
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
-  register_space<typename decltype(tag)::type>();
-});
+[[maybe_unused]] const int registered =
+    detail::for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
 
 }  // namespace
 }  // namespace kstudy::layernorm

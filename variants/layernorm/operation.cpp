@@ -93,10 +93,8 @@ const layernorm_data& layernorm_problem(const problem_data& problem, layernorm_k
   const std::string name = operation_name(expected);
   if (data == nullptr || data->kind() != expected)
     throw std::invalid_argument("a " + name + " variant was given another operation's problem");
-  if (data->rows() < 1 || data->hidden() < 1)
-    throw std::invalid_argument(name + ": rows and hidden must be positive");
-  if (data->shape().layout != table_layout::row_major)
-    throw std::invalid_argument(name + ": inputs must be row-major");
+  if (data->rows() < 1 || data->hidden() < 1) throw std::invalid_argument(name + ": rows and hidden must be positive");
+  if (data->shape().layout != table_layout::row_major) throw std::invalid_argument(name + ": inputs must be row-major");
   if (data->x() == nullptr || data->gamma() == nullptr || data->beta() == nullptr ||
       (has_residual(expected) && data->r() == nullptr))
     throw std::invalid_argument(name + ": an input array is missing");
@@ -397,9 +395,7 @@ class layernorm_operation final : public operation {
   }
 
   // u K: the relative factor of the bound's dominant terms (the file's comment).
-  static double rtol(std::int64_t n) {
-    return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 2.0);
-  }
+  static double rtol(std::int64_t n) { return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 2.0); }
 
  private:
   void check_shape(const table_shape& shape) const {

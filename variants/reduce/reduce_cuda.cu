@@ -40,7 +40,7 @@ namespace {
 using kstudy::detail::device_alloc;
 using kstudy::detail::device_free;
 
-constexpr int block_size = 256;      // every rung; a power of two for rung 2's tree
+constexpr int block_size = 256;          // every rung; a power of two for rung 2's tree
 constexpr int elements_per_thread = 16;  // rungs 2 and 3: the grid they launch
 constexpr std::int64_t max_spread_blocks = 65535;
 

@@ -69,6 +69,7 @@ class reduce_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> 
   void enqueue_download(const std::vector<host_span>& outputs) override {
     Kokkos::deep_copy(m_space, Kokkos::View<double, Kokkos::HostSpace, unmanaged>(s_output(outputs)), m_s);
   }
+
  protected:
   using kokkos_base::m_instance;
   using kokkos_base::m_space;
@@ -165,7 +166,7 @@ class reduce_kokkos_team_wave final : public reduce_kokkos_base<ExecutionSpace> 
                                "through an unmanaged Restrict View (4 loads in flight per thread, grid stride; a "
                                "contiguous block on a host), float running sums folded into float64, team partials "
                                "by parallel_reduce(TeamThreadRange) and single(PerTeam), one kernel");
-  wave.rung = 1;  // the portable ladder: reduce_sum_kokkos (0) is the first attempt
+  wave.rung = 1;              // the portable ladder: reduce_sum_kokkos (0) is the first attempt
   wave.kernels_launched = 1;  // the parallel_reduce: Kokkos combines the teams' values inside it
   detail::register_kokkos_variant<reduce_kokkos_team_wave<space>>(std::move(wave));
 });

@@ -42,10 +42,12 @@ class composed final : public detail::queued_kokkos_variant<ExecutionSpace, Layo
 
  protected:
   void allocate_workspace() override {
-    m_standardized = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::standardized", this->m_shape);
+    m_standardized =
+        make_table<Layout, typename base::memory_space, Value>("kstudy::composed::standardized", this->m_shape);
     m_clipped = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::clipped", this->m_shape);
     m_weighted = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::weighted", this->m_shape);
-    m_ones = Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::composed::ones", this->m_shape.features);
+    m_ones =
+        Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::composed::ones", this->m_shape.features);
     Kokkos::deep_copy(m_ones, Value(1));
   }
 

@@ -21,15 +21,17 @@ using detail::clamp_nan_through;
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-std::int64_t score_rows(const float* x, std::int64_t pitch, std::int64_t begin, std::int64_t end,
-                        std::int64_t features, const float* mean, const float* inv_std, const float* weight,
-                        float clip, float threshold, float* score, std::uint8_t* flag) {
+std::int64_t
+score_rows(const float* x, std::int64_t pitch, std::int64_t begin, std::int64_t end, std::int64_t features,
+           const float* mean, const float* inv_std, const float* weight, float clip, float threshold, float* score,
+           std::uint8_t* flag) {
   std::int64_t count = 0;
   for (std::int64_t r = begin; r < end; ++r) {
     const float* row = x + r * pitch;
     float sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (std::int64_t f = 0; f < features; ++f) sum += clamp_nan_through((row[f] - mean[f]) * inv_std[f], clip) * weight[f];
+    for (std::int64_t f = 0; f < features; ++f)
+      sum += clamp_nan_through((row[f] - mean[f]) * inv_std[f], clip) * weight[f];
     score[r] = sum;
     const bool flagged_row = sum > threshold;
     flag[r] = flagged_row;

@@ -18,9 +18,7 @@ std::uint64_t mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-std::uint64_t hash3(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
-  return mix(mix(seed ^ mix(a)) + b);
-}
+std::uint64_t hash3(std::uint64_t seed, std::uint64_t a, std::uint64_t b) { return mix(mix(seed ^ mix(a)) + b); }
 
 // Uniform in (0, 1].
 double unit(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53; }
@@ -83,7 +81,8 @@ host_dataset::host_dataset(const table_shape& shape, const dataset_options& opti
   if (s.layout == table_layout::feature_major) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (std::int64_t f = 0; f < features; ++f)
-      for (std::int64_t r = 0; r < rows; ++r) x[s.offset(r, f)] = value_from(seed, r, f, location[f], scale[f], outliers);
+      for (std::int64_t r = 0; r < rows; ++r)
+        x[s.offset(r, f)] = value_from(seed, r, f, location[f], scale[f], outliers);
   } else {
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r)
@@ -179,8 +178,8 @@ void scoring_problem::validate() const {
   const auto check = [&](const const_float_span& v, const char* name) {
     if (v.data == nullptr) throw std::invalid_argument(std::string(name) + " is null");
     if (v.size != shape.features)
-      throw std::invalid_argument(std::string(name) + " has " + std::to_string(v.size) +
-                                  " entries but x has " + std::to_string(shape.features) + " features");
+      throw std::invalid_argument(std::string(name) + " has " + std::to_string(v.size) + " entries but x has " +
+                                  std::to_string(shape.features) + " features");
   };
   check(mean, "mean");
   check(inv_std, "inv_std");

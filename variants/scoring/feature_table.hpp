@@ -21,8 +21,8 @@ feature_vectors<MemorySpace> upload_feature_vectors(const scoring_problem& probl
   problem.validate();
   feature_vectors<MemorySpace> v;
   const auto upload = [&](const const_float_span& src, const char* label) {
-    Kokkos::View<float*, MemorySpace> dst(Kokkos::view_alloc(std::string("kstudy::") + label, Kokkos::WithoutInitializing),
-                                          src.size);
+    Kokkos::View<float*, MemorySpace> dst(
+        Kokkos::view_alloc(std::string("kstudy::") + label, Kokkos::WithoutInitializing), src.size);
     Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(src.data, src.size);
     Kokkos::deep_copy(dst, host);
     return dst;

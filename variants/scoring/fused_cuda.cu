@@ -35,9 +35,12 @@ kernel_fn kernel_for(table_layout layout, kernel_kind kind) {
   if (kind == kernel_kind::tiled) return fused_cuda_row_major_tiled;
   if (kind == kernel_kind::plain) return plain_cuda_feature_major;
   switch (layout) {
-    case table_layout::feature_major: return fused_cuda_feature_major;
-    case table_layout::padded_row_major: return fused_cuda_padded;
-    case table_layout::row_major: break;
+    case table_layout::feature_major:
+      return fused_cuda_feature_major;
+    case table_layout::padded_row_major:
+      return fused_cuda_padded;
+    case table_layout::row_major:
+      break;
   }
   return fused_cuda_row_major;
 }
@@ -99,8 +102,8 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
     prefer_l1(kernel, block, 0);
     g.grid = static_cast<int>((shape.rows + block - 1) / block);
     prefer_l1(kstudy_count_flags, 256, 0);
-    const std::int64_t count_resident =
-        std::int64_t(resident_blocks_per_sm(kstudy_count_flags, 256, 0)) * device_attribute(cudaDevAttrMultiProcessorCount);
+    const std::int64_t count_resident = std::int64_t(resident_blocks_per_sm(kstudy_count_flags, 256, 0)) *
+                                        device_attribute(cudaDevAttrMultiProcessorCount);
     g.count_grid = static_cast<int>(std::max<std::int64_t>(1, std::min(count_resident, (shape.rows + 255) / 256)));
     return g;
   }
@@ -120,8 +123,7 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
   if (tiled) {
     const kstudy_tile_plan plan = kstudy_plan_tile(shape.features, block, true);  // cudaMalloc: 256-byte aligned
     g.smem_bytes = plan.smem_bytes;
-    const std::int64_t rows_per_step =
-        plan.mode == kstudy_global_rows ? block / 32 * kstudy_warp_rows : plan.tile_rows;
+    const std::int64_t rows_per_step = plan.mode == kstudy_global_rows ? block / 32 * kstudy_warp_rows : plan.tile_rows;
     work_blocks = (shape.rows + rows_per_step - 1) / rows_per_step;
   }
   prefer_l1(kernel, block, g.smem_bytes);
@@ -139,7 +141,8 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
 template <table_layout L, kernel_kind Kind = kernel_kind::strided>
 class fused_cuda final : public scoring_variant {
   static_assert(Kind != kernel_kind::tiled || L == table_layout::row_major, "the tiled kernel reads row-major tables");
-  static_assert(Kind != kernel_kind::plain || L == table_layout::feature_major, "the plain kernel reads feature-major tables");
+  static_assert(Kind != kernel_kind::plain || L == table_layout::feature_major,
+                "the plain kernel reads feature-major tables");
 
  public:
   fused_cuda() = default;
@@ -328,8 +331,8 @@ const variant_registration<fused_cuda<table_layout::feature_major>> register_fus
 const variant_registration<fused_cuda<table_layout::padded_row_major>> register_fused_cuda_padded{
     cuda_info("fused_cuda_padded", "handwritten CUDA, one thread per row over a padded row pitch",
               table_layout::padded_row_major)};
-const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::plain>> register_plain_cuda_feature_major{
-    [] {
+const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::plain>>
+    register_plain_cuda_feature_major{[] {
       auto info = cuda_info("plain_cuda_feature_major",
                             "the seed's plain kernel: one thread per row, ceil(rows / block) blocks, a loop over the "
                             "features",

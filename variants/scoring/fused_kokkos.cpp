@@ -71,10 +71,11 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
 
   // Queues the kernel; its flagged count lands in m_count_host.
   void launch() override {
-
     if constexpr (on_host) {
-      if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) run_host_feature_major();
-      else run_row_per_thread("kstudy::fused_kokkos<row_major,host>");
+      if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>)
+        run_host_feature_major();
+      else
+        run_row_per_thread("kstudy::fused_kokkos<row_major,host>");
     } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight>) {
       run_device_row_major_tiled();
     } else if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) {
@@ -108,8 +109,9 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t quads = this->m_shape.rows / 4, features = this->m_shape.features;
     const int team_size = feature_major_team;
-    const std::int64_t teams = detail::balanced_teams((quads + team_size - 1) / team_size,
-                                                      detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
+    const std::int64_t teams = detail::balanced_teams(
+        (quads + team_size - 1) / team_size,
+        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<feature_major,4 rows per thread>",
         detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
@@ -163,8 +165,9 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int team_size = feature_major_team;
-    const std::int64_t teams = detail::balanced_teams((rows + team_size - 1) / team_size,
-                                                      detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
+    const std::int64_t teams = detail::balanced_teams(
+        (rows + team_size - 1) / team_size,
+        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         label, detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
@@ -181,7 +184,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
         this->m_count_host);
   }
 
- // Public: CUDA extended lambdas may not live in private member functions.
+  // Public: CUDA extended lambdas may not live in private member functions.
   // One row per work item; features eight at a time so the loads are independent.
   void run_row_per_thread(const char* label) {
     const auto x = this->m_x;
@@ -256,7 +259,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     using member_type = typename policy_type::member_type;
     using chunk_type = chunk<Value, Width>;
     constexpr int lane_chunks = max_loads / Width;  // chunks a lane keeps in flight while copying
-    constexpr int scratch_floats = 8192;  // 32 KiB, leaving Kokkos room for its reduction in shared memory
+    constexpr int scratch_floats = 8192;            // 32 KiB, leaving Kokkos room for its reduction in shared memory
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int row_chunks = static_cast<int>(features / Width);
     int group = 1;  // lanes per row: each takes at most lane_chunks chunks of it
@@ -271,7 +274,8 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const int rows_per_team = static_cast<int>(tile_rows);
     const int team_size = threads / group;
     const std::int64_t tiles = (rows + rows_per_team - 1) / rows_per_team;
-    const std::int64_t teams = detail::balanced_teams(tiles, detail::guaranteed_resident_teams(this->m_space, threads, 1024));
+    const std::int64_t teams =
+        detail::balanced_teams(tiles, detail::guaranteed_resident_teams(this->m_space, threads, 1024));
     const Value* x = this->m_x.data();
     const Value *mean_g = this->m_vectors.mean.data(), *inv_std_g = this->m_vectors.inv_std.data(),
                 *weight_g = this->m_vectors.weight.data();
@@ -283,7 +287,8 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const auto body = KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
       // Aligned for 16-byte chunk stores: plain get_shmem gave an 8-byte-aligned address after Kokkos'
       // own reduction space (compute-sanitizer: misaligned __shared__ writes).
-      chunk_type* smem = static_cast<chunk_type*>(team.team_shmem().get_shmem_aligned(scratch_bytes, alignof(chunk_type)));
+      chunk_type* smem =
+          static_cast<chunk_type*>(team.team_shmem().get_shmem_aligned(scratch_bytes, alignof(chunk_type)));
       chunk_type* mean = smem;
       chunk_type* inv_std = smem + vector_chunks;
       chunk_type* weight = smem + 2 * vector_chunks;
@@ -349,15 +354,17 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
                 Kokkos::ThreadVectorRange(team, i < n_rows ? row_chunks : 0),
                 [&](const int c, Value& partial) {
                   const chunk_type xv = row[c], mv = mean[c], sv = inv_std[c], wv = weight[c];
-                  for (int j = 0; j < Width; ++j) partial += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
+                  for (int j = 0; j < Width; ++j)
+                    partial += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
                 },
                 sum);
-            if (i < n_rows) Kokkos::single(Kokkos::PerThread(team), [&]() {
-              score(r0 + i) = sum;
-              const bool flagged_row = sum > threshold;
-              flag(r0 + i) = flagged_row;
-              count += flagged_row;
-            });
+            if (i < n_rows)
+              Kokkos::single(Kokkos::PerThread(team), [&]() {
+                score(r0 + i) = sum;
+                const bool flagged_row = sum > threshold;
+                flag(r0 + i) = flagged_row;
+                count += flagged_row;
+              });
           }
         }
         team.team_barrier();  // the next tile overwrites this one
@@ -424,8 +431,9 @@ variant_info fused_info(const char* name, table_layout layout, const char* descr
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutLeft>>(fused_info(
-      "fused_kokkos_feature_major", table_layout::feature_major, "one kernel, one row per thread, coalesced across rows"));
+  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutLeft>>(
+      fused_info("fused_kokkos_feature_major", table_layout::feature_major,
+                 "one kernel, one row per thread, coalesced across rows"));
   auto row_major = fused_info("fused_kokkos_row_major", table_layout::row_major,
                               "one kernel; device: coalesced tile copy to team scratch + vector-lane row reduction");
   row_major.tunable_block_size = !detail::is_host_space_v<space>;  // the team size of the tile kernel

@@ -75,8 +75,8 @@ gate_result scoring_gate_result::generic() const {
   return g;
 }
 
-scoring_gate_result check_results(const scoring_problem& problem, const reference_result& reference,
-                                  const float* score, const std::uint8_t* flag, std::int64_t flagged_count) {
+scoring_gate_result check_results(const scoring_problem& problem, const reference_result& reference, const float* score,
+                                  const std::uint8_t* flag, std::int64_t flagged_count) {
   scoring_gate_result g;
   const std::int64_t rows = problem.shape.rows;
   g.rows = rows;

@@ -35,9 +35,9 @@ struct scoring_gate_result {
   double max_relative_error = 0.0;  // |s - ref| / (sum_f |z_f w_f| + atol), the tolerance's own scale
   double rtol = 0.0;
   double atol = 0.0;
-  std::int64_t score_failures = 0;  // rows outside the tolerance (or not written: poison left)
-  std::int64_t flag_mismatches = 0; // non-ambiguous rows whose flag differs
-  std::int64_t ambiguous_rows = 0;  // reference within tolerance of the threshold
+  std::int64_t score_failures = 0;       // rows outside the tolerance (or not written: poison left)
+  std::int64_t flag_mismatches = 0;      // non-ambiguous rows whose flag differs
+  std::int64_t ambiguous_rows = 0;       // reference within tolerance of the threshold
   std::int64_t flagged_count_error = 0;  // |variant count - reference count| beyond ambiguous rows
   std::int64_t rows = 0;
   std::string message;  // empty when passed; otherwise the first failing row and why
@@ -52,7 +52,7 @@ constexpr double gate_atol = 1e-6;
 // The bound check_results allows row's score: rtol * sum_f |z_f w_f| + atol, from the problem's inputs.
 double score_tolerance(const scoring_problem& problem, std::int64_t row);
 
-scoring_gate_result check_results(const scoring_problem& problem, const reference_result& reference,
-                                  const float* score, const std::uint8_t* flag, std::int64_t flagged_count);
+scoring_gate_result check_results(const scoring_problem& problem, const reference_result& reference, const float* score,
+                                  const std::uint8_t* flag, std::int64_t flagged_count);
 
 }  // namespace kstudy

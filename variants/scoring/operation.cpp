@@ -28,7 +28,8 @@ namespace kstudy {
 
 traffic_model scoring_essential_traffic(const table_shape& shape) {
   traffic_model t;
-  t.bytes_read = shape.rows * shape.features * std::int64_t(sizeof(float)) + 3 * shape.features * std::int64_t(sizeof(float));
+  t.bytes_read =
+      shape.rows * shape.features * std::int64_t(sizeof(float)) + 3 * shape.features * std::int64_t(sizeof(float));
   t.bytes_written = shape.rows * std::int64_t(sizeof(float) + sizeof(std::uint8_t));
   return t;
 }
@@ -79,8 +80,9 @@ class scoring_pipeline final : public one_shot_pipeline {
                    const run_options& options)
       : m_pipeline(entry, problem, memory, options) {}
   void run(const std::vector<host_span>& inputs, const std::vector<host_span>& outputs) override {
-    *outputs.at(flagged_output).as<std::int64_t>() = m_pipeline.run(
-        inputs.at(0).as<const float>(), outputs.at(score_output).as<float>(), outputs.at(flag_output).as<std::uint8_t>());
+    *outputs.at(flagged_output).as<std::int64_t>() =
+        m_pipeline.run(inputs.at(0).as<const float>(), outputs.at(score_output).as<float>(),
+                       outputs.at(flag_output).as<std::uint8_t>());
   }
 
  private:

@@ -35,8 +35,10 @@ class partial_fusion final : public detail::queued_kokkos_variant<ExecutionSpace
 
  protected:
   void allocate_workspace() override {
-    m_weighted = make_table<Layout, typename base::memory_space, Value>("kstudy::partial_fusion::weighted", this->m_shape);
-    m_ones = Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::partial_fusion::ones", this->m_shape.features);
+    m_weighted =
+        make_table<Layout, typename base::memory_space, Value>("kstudy::partial_fusion::weighted", this->m_shape);
+    m_ones = Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::partial_fusion::ones",
+                                                                       this->m_shape.features);
     Kokkos::deep_copy(m_ones, Value(1));
   }
 

@@ -25,20 +25,20 @@ void gather_chunk(const table_shape& whole, const float* x, std::int64_t r0, std
   // Kokkos' host threads rather than a raw OpenMP region: the process's OpenMP pool belongs to Kokkos.
   using host_policy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
   if (whole.layout == table_layout::feature_major) {
-    Kokkos::parallel_for(
-        "kstudy::pipeline::gather_feature_major", host_policy(0, whole.features), [=](const std::int64_t f) {
-          std::memcpy(chunk + f * n, x + f * whole.rows + r0, std::size_t(n) * sizeof(float));
-        });
+    Kokkos::parallel_for("kstudy::pipeline::gather_feature_major", host_policy(0, whole.features),
+                         [=](const std::int64_t f) {
+                           std::memcpy(chunk + f * n, x + f * whole.rows + r0, std::size_t(n) * sizeof(float));
+                         });
   } else {
     const std::int64_t pitch = whole.layout == table_layout::padded_row_major ? whole.pitch : whole.features;
     const std::int64_t elements = n * pitch;
     const std::int64_t block = std::int64_t(1) << 16;
     const float* src = x + r0 * pitch;
-    Kokkos::parallel_for(
-        "kstudy::pipeline::gather_rows", host_policy(0, (elements + block - 1) / block), [=](const std::int64_t b) {
-          const std::int64_t begin = b * block, count = std::min(block, elements - begin);
-          std::memcpy(chunk + begin, src + begin, std::size_t(count) * sizeof(float));
-        });
+    Kokkos::parallel_for("kstudy::pipeline::gather_rows", host_policy(0, (elements + block - 1) / block),
+                         [=](const std::int64_t b) {
+                           const std::int64_t begin = b * block, count = std::min(block, elements - begin);
+                           std::memcpy(chunk + begin, src + begin, std::size_t(count) * sizeof(float));
+                         });
   }
   Kokkos::DefaultHostExecutionSpace().fence();
 }
@@ -52,8 +52,7 @@ pipelined_one_shot::pipelined_one_shot(const registered_variant& entry, const sc
   problem.validate();
   if (pipeline.chunk_rows < 0 || pipeline.slots <= 0)
     throw std::invalid_argument("pipelined one-shot needs a positive chunk size (or 0: automatic) and slot count");
-  m_chunk_rows = pipeline.chunk_rows > 0 ? pipeline.chunk_rows
-                                         : std::max<std::int64_t>(65536, (m_shape.rows + 7) / 8);
+  m_chunk_rows = pipeline.chunk_rows > 0 ? pipeline.chunk_rows : std::max<std::int64_t>(65536, (m_shape.rows + 7) / 8);
   const std::int64_t chunk = std::min(m_chunk_rows, m_shape.rows);
   const std::int64_t full_chunks = m_shape.rows / chunk;
   const std::int64_t tail = m_shape.rows - full_chunks * chunk;
@@ -136,8 +135,10 @@ std::int64_t pipelined_one_shot::run(const float* host_x, float* score, std::uin
       s.variant->enqueue_upload_table(host_x + r0 * pitch);  // pinned, contiguous rows: straight from the caller
     }
     s.variant->enqueue_run();
-    if (s.score.bytes() > 0) s.variant->enqueue_download_scores(s.score.as<float>(), s.flag.as<std::uint8_t>());
-    else s.variant->enqueue_download_scores(score + r0, flag + r0);
+    if (s.score.bytes() > 0)
+      s.variant->enqueue_download_scores(s.score.as<float>(), s.flag.as<std::uint8_t>());
+    else
+      s.variant->enqueue_download_scores(score + r0, flag + r0);
     s.busy = true;
   }
   // Drain in chunk order.

@@ -31,7 +31,8 @@ class plain_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t features = this->m_shape.features;
     Kokkos::parallel_reduce(
-        "kstudy::plain_kokkos<feature_major>", Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
+        "kstudy::plain_kokkos<feature_major>",
+        Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
         KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& count) {
           Value sum = 0;
           for (std::int64_t f = 0; f < features; ++f)

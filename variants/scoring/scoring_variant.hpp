@@ -42,7 +42,9 @@ class scoring_variant : public variant {
 
   // Queued typed pieces for the scoring operation's pipelined one-shot (see variant::enqueue_run).
   virtual void enqueue_upload_table(const float* host_x) { upload_table(host_x); }
-  virtual void enqueue_download_scores(float* host_score, std::uint8_t* host_flag) { download_scores(host_score, host_flag); }
+  virtual void enqueue_download_scores(float* host_score, std::uint8_t* host_flag) {
+    download_scores(host_score, host_flag);
+  }
   // A feature-major variant on a device may take its chunk of a larger feature-major host table
   // straight from page-locked memory as one strided copy: column f of the chunk is first[f * source_rows
   // ...]. Where it cannot (can_upload_columns() false), the pipeline gathers the chunk on the host first.

@@ -82,8 +82,7 @@ std::vector<host_span> softmax_data::streamed_inputs() const {
 const softmax_data& softmax_problem(const problem_data& problem) {
   const auto* data = dynamic_cast<const softmax_data*>(&problem);
   if (data == nullptr) throw std::invalid_argument("a softmax variant was given another operation's problem");
-  if (data->rows() < 1 || data->cols() < 1)
-    throw std::invalid_argument("softmax: rows and cols must be positive");
+  if (data->rows() < 1 || data->cols() < 1) throw std::invalid_argument("softmax: rows and cols must be positive");
   if (data->x() == nullptr) throw std::invalid_argument("softmax: the input matrix is missing");
   return *data;
 }
@@ -116,9 +115,9 @@ std::int64_t ticks_in(std::uint64_t h, std::int64_t lo, std::int64_t hi) {
 }
 
 struct row_class {
-  std::int64_t offset = 0;    // c_r in ticks
+  std::int64_t offset = 0;     // c_r in ticks
   std::int64_t huge_col = -1;  // column of the huge outlier, or -1
-  std::int64_t huge = 0;      // its value in ticks
+  std::int64_t huge = 0;       // its value in ticks
   std::uint64_t elements = 0;  // the hash the row's elements derive from
 };
 
@@ -285,8 +284,10 @@ class softmax_operation final : public operation {
           first_bad = std::min(first_bad, i);
         }
         max_abs = std::max(max_abs, err);
-        if (expected >= absolute_tolerance) max_rel = std::max(max_rel, err / expected);
-        else if (err > absolute_tolerance) max_rel = INFINITY;
+        if (expected >= absolute_tolerance)
+          max_rel = std::max(max_rel, err / expected);
+        else if (err > absolute_tolerance)
+          max_rel = INFINITY;
       }
     }
     g.value_failures = failures;
@@ -297,10 +298,10 @@ class softmax_operation final : public operation {
       const std::int64_t r = first_bad / cols, c = first_bad % cols;
       double expected, bound;
       element_reference(p, ref, r, c, expected, bound);
-      g.message = m_info.name + ": y[" + std::to_string(r) + ", " + std::to_string(c) + "] = " +
-                  format_g9(y[first_bad]) + " but the float64 reference is " + format_g9(expected) + " (|error| " +
-                  format_g9(std::fabs(double(y[first_bad]) - expected)) + ", bound " + format_g9(bound) + "); " +
-                  std::to_string(failures) + " of " + std::to_string(n) + " elements fail";
+      g.message = m_info.name + ": y[" + std::to_string(r) + ", " + std::to_string(c) +
+                  "] = " + format_g9(y[first_bad]) + " but the float64 reference is " + format_g9(expected) +
+                  " (|error| " + format_g9(std::fabs(double(y[first_bad]) - expected)) + ", bound " + format_g9(bound) +
+                  "); " + std::to_string(failures) + " of " + std::to_string(n) + " elements fail";
     }
     return g;
   }

@@ -99,8 +99,8 @@ __device__ void block_combine(float& m, float& s, float* slots_m, float* slots_s
 // Kernels
 
 // Rung 1: three passes over the row in global memory, one block per row.
-__global__ void __launch_bounds__(1024) softmax_three_pass(const float* __restrict__ x, float* __restrict__ y,
-                                                           std::int64_t rows, std::int64_t cols) {
+__global__ void __launch_bounds__(1024)
+    softmax_three_pass(const float* __restrict__ x, float* __restrict__ y, std::int64_t rows, std::int64_t cols) {
   __shared__ float slots[32];
   const int warps = blockDim.x >> 5;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -117,8 +117,8 @@ __global__ void __launch_bounds__(1024) softmax_three_pass(const float* __restri
 }
 
 // Rung 2: the max and the sum in one online pass, then the normalising pass.
-__global__ void __launch_bounds__(1024) softmax_online(const float* __restrict__ x, float* __restrict__ y,
-                                                       std::int64_t rows, std::int64_t cols) {
+__global__ void __launch_bounds__(1024)
+    softmax_online(const float* __restrict__ x, float* __restrict__ y, std::int64_t rows, std::int64_t cols) {
   __shared__ float slots_m[32], slots_s[32];
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * cols;
@@ -173,7 +173,8 @@ __global__ void __launch_bounds__(1024) softmax_registers(const float* __restric
   const int lane = threadIdx.x % group, which = threadIdx.x / group;
   const std::int64_t vectors = cols / VEC;  // cols % VEC == 0
   // The loop's bounds depend on the block alone: every thread reaches every group_all_reduce.
-  for (std::int64_t first = std::int64_t(blockIdx.x) * groups; first < rows; first += std::int64_t(gridDim.x) * groups) {
+  for (std::int64_t first = std::int64_t(blockIdx.x) * groups; first < rows;
+       first += std::int64_t(gridDim.x) * groups) {
     const std::int64_t row = first + which;
     const bool active = row < rows;
     const auto* xr = reinterpret_cast<const vec_t*>(x + (active ? row : 0) * cols);
@@ -303,7 +304,8 @@ class softmax_block_per_row final : public softmax_cuda_base {
   void plan(const run_options& options) override {
     m_block = options.block_size == 0 ? default_block_size : options.block_size;
     m_grid = static_cast<int>(std::min(m_rows, max_grid));
-    m_kernel = Online ? reinterpret_cast<const void*>(softmax_online) : reinterpret_cast<const void*>(softmax_three_pass);
+    m_kernel =
+        Online ? reinterpret_cast<const void*>(softmax_online) : reinterpret_cast<const void*>(softmax_three_pass);
   }
 };
 
@@ -346,21 +348,43 @@ class softmax_registers_variant final : public softmax_cuda_base {
     m_launch = nullptr;
     if (vec == 4) {
       switch (items) {
-        case 1: choose<4, 1>(); break;
-        case 2: choose<4, 2>(); break;
-        case 4: choose<4, 4>(); break;
-        case 8: choose<4, 8>(); break;
-        default: break;
+        case 1:
+          choose<4, 1>();
+          break;
+        case 2:
+          choose<4, 2>();
+          break;
+        case 4:
+          choose<4, 4>();
+          break;
+        case 8:
+          choose<4, 8>();
+          break;
+        default:
+          break;
       }
     } else {
       switch (items) {
-        case 1: choose<1, 1>(); break;
-        case 2: choose<1, 2>(); break;
-        case 4: choose<1, 4>(); break;
-        case 8: choose<1, 8>(); break;
-        case 16: choose<1, 16>(); break;
-        case 32: choose<1, 32>(); break;
-        default: break;
+        case 1:
+          choose<1, 1>();
+          break;
+        case 2:
+          choose<1, 2>();
+          break;
+        case 4:
+          choose<1, 4>();
+          break;
+        case 8:
+          choose<1, 8>();
+          break;
+        case 16:
+          choose<1, 16>();
+          break;
+        case 32:
+          choose<1, 32>();
+          break;
+        default:
+          break;
       }
     }
     if (m_launch == nullptr) {  // too long for registers: rung 2's kernel, a block of 1,024 per row

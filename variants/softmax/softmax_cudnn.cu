@@ -58,7 +58,8 @@ const cudnn_api& cudnn() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::vector<std::string> candidates;
-    if (const char* env = std::getenv("KSTUDY_CUDNN_LIBRARY"); env != nullptr && *env != '\0') candidates.push_back(env);
+    if (const char* env = std::getenv("KSTUDY_CUDNN_LIBRARY"); env != nullptr && *env != '\0')
+      candidates.push_back(env);
     candidates.push_back("libcudnn.so.9");
     if (*KSTUDY_CUDNN_CONFIGURED_LIBRARY != '\0') candidates.push_back(KSTUDY_CUDNN_CONFIGURED_LIBRARY);
     std::string tried;
@@ -116,16 +117,16 @@ class softmax_cudnn final : public kstudy::detail::cuda_stream_variant<> {
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     // cuDNN's legacy tensor descriptors take int dimensions and strides (the element count included).
     if (data.elements() > std::numeric_limits<int>::max())
-      throw std::invalid_argument("softmax_cudnn: " + std::to_string(data.rows()) + " x " + std::to_string(data.cols()) +
-                                  " exceeds cuDNN's 32-bit tensor extents");
+      throw std::invalid_argument("softmax_cudnn: " + std::to_string(data.rows()) + " x " +
+                                  std::to_string(data.cols()) + " exceeds cuDNN's 32-bit tensor extents");
     const auto& api = cudnn();
     release();
     create_stream();
     if (m_handle == nullptr) KSTUDY_CUDNN_CHECK(api.create(&m_handle));
     KSTUDY_CUDNN_CHECK(api.set_stream(m_handle, m_stream));
     if (m_descriptor == nullptr) KSTUDY_CUDNN_CHECK(api.create_tensor(&m_descriptor));
-    KSTUDY_CUDNN_CHECK(api.set_tensor_4d(m_descriptor, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(data.rows()),
-                                         static_cast<int>(data.cols()), 1, 1));
+    KSTUDY_CUDNN_CHECK(api.set_tensor_4d(m_descriptor, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                         static_cast<int>(data.rows()), static_cast<int>(data.cols()), 1, 1));
     m_bytes = static_cast<std::size_t>(data.elements()) * sizeof(float);
     void* p = nullptr;
     KSTUDY_CUDA_CHECK(cudaMalloc(&p, m_bytes));

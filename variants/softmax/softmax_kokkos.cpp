@@ -186,8 +186,9 @@ class softmax_kokkos final : public detail::kokkos_queued_variant<ExecutionSpace
 
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
-    Kokkos::deep_copy(m_space, m_x,
-                      Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.size()));
+    Kokkos::deep_copy(
+        m_space, m_x,
+        Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.size()));
   }
   void enqueue_download(const std::vector<host_span>& outputs) override {
     Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(y_output(outputs), m_y.size()), m_y);
@@ -196,7 +197,8 @@ class softmax_kokkos final : public detail::kokkos_queued_variant<ExecutionSpace
     const policy_type policy = policy_type(m_space, static_cast<int>(m_rows), m_team)
                                    .set_scratch_size(0, Kokkos::PerTeam(slots_type::shmem_size(m_team)));
     if (fits_registers(m_team))
-      Kokkos::parallel_for("kstudy::softmax_kokkos_registers", policy, registers_body<ExecutionSpace>{m_x, m_y, m_cols});
+      Kokkos::parallel_for("kstudy::softmax_kokkos_registers", policy,
+                           registers_body<ExecutionSpace>{m_x, m_y, m_cols});
     else
       Kokkos::parallel_for("kstudy::softmax_kokkos_two_pass", policy, two_pass_body<ExecutionSpace>{m_x, m_y, m_cols});
   }

@@ -75,8 +75,8 @@ struct softmax_rows {
     const int slices = team ? member.team_size() * vector_length : vector_length;
     const std::int64_t base = row * vectors;
     const float minus_infinity = -INFINITY;  // the macro: numeric_limits is host-only in device code
-    float v[Items][Vec] = {};         // the lane's elements, then their exp(x - lane_max)
-    float lane_max = minus_infinity;  // -inf on a lane without elements
+    float v[Items][Vec] = {};                // the lane's elements, then their exp(x - lane_max)
+    float lane_max = minus_infinity;         // -inf on a lane without elements
     max_sum total;
     rows::reduce_slices<team>(
         member, vector_length,
@@ -258,8 +258,9 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
 
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
-    Kokkos::deep_copy(m_space, m_x,
-                      Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.size()));
+    Kokkos::deep_copy(
+        m_space, m_x,
+        Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.size()));
   }
   void enqueue_download(const std::vector<host_span>& outputs) override {
     Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(y_output(outputs), m_y.size()), m_y);
@@ -267,8 +268,8 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
 
   void launch() override {
     rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-      using functor = softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value,
-                                   decltype(items_c)::value>;
+      using functor =
+          softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
       const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
                                                m_plan.vector_length);
       Kokkos::parallel_for(std::string("kstudy::softmax_kokkos_tuned_") + rows::shape_name(m_plan.shape), policy,
@@ -281,16 +282,16 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
   Functor make_functor() const {
     constexpr int vec = Functor::vec;
     const auto n = static_cast<std::int64_t>(m_x.size());
-    return Functor{rows::as_input<ExecutionSpace, vec>(m_x.data(), n), rows::as_output<ExecutionSpace, vec>(m_y.data(), n),
-                   m_rows, m_cols / vec, m_plan.vector_length};
+    return Functor{rows::as_input<ExecutionSpace, vec>(m_x.data(), n),
+                   rows::as_output<ExecutionSpace, vec>(m_y.data(), n), m_rows, m_cols / vec, m_plan.vector_length};
   }
 
   // The planned team must launch: LaunchBounds<1024, 1> caps the kernels at 64 registers, so 1,024 threads
   // always fit; this says so if a compiler or a Kokkos version disagrees.
   void check_team_size() const {
     rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-      using functor = softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value,
-                                   decltype(items_c)::value>;
+      using functor =
+          softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
       const policy_type<ExecutionSpace> probe(m_space, 1, 1, m_plan.vector_length);
       const int limit = probe.team_size_max(make_functor<functor>(), Kokkos::ParallelForTag());
       if (limit < m_plan.team_size)

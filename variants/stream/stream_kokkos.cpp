@@ -106,6 +106,7 @@ class stream_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> 
           m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(z_output(outputs), static_cast<std::size_t>(m_n)),
           m_z);
   }
+
  protected:
   using kokkos_base::m_instance;
   using kokkos_base::m_space;
@@ -113,7 +114,6 @@ class stream_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> 
   float m_q = 0.0f;
   vector_type m_x, m_y, m_z;
   result_type m_d;
-
 };
 
 // stream_kokkos: one RangePolicy kernel on the variant's own instance.
@@ -193,10 +193,14 @@ class stream_kokkos_strided final : public stream_kokkos_base<ExecutionSpace, K>
             (void)y;
             (void)z;
             for (std::int64_t i = begin; i < end; i += step) {
-              if constexpr (K == stream_kind::copy) z(i) = x(i);
-              else if constexpr (K == stream_kind::scale) z(i) = q * x(i);
-              else if constexpr (K == stream_kind::add) z(i) = x(i) + y(i);
-              else z(i) = x(i) + q * y(i);
+              if constexpr (K == stream_kind::copy)
+                z(i) = x(i);
+              else if constexpr (K == stream_kind::scale)
+                z(i) = q * x(i);
+              else if constexpr (K == stream_kind::add)
+                z(i) = x(i) + y(i);
+              else
+                z(i) = x(i) + q * y(i);
             }
           });
     }
@@ -459,7 +463,7 @@ void register_kind() {
   // only rung 0 Kokkos variants as the portable side of the comparison.
   auto tuned = variant_info_for(K, K == stream_kind::dot ? "kokkos_team_wave" : "kokkos_float4", "stream_kokkos_tuned",
                                 kokkos_tuned_description<K>());
-  tuned.rung = 1;  // the portable ladder: the RangePolicy variants (0) are the first attempt
+  tuned.rung = 1;              // the portable ladder: the RangePolicy variants (0) are the first attempt
   tuned.kernels_launched = 1;  // the parallel_for (tail included), or the parallel_reduce
   detail::register_kokkos_variant<stream_kokkos_tuned<Space, K>>(std::move(tuned));
 }

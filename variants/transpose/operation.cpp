@@ -159,8 +159,8 @@ class transpose_operation final : public operation {
     if (!g.passed) {
       const std::int64_t c = first_bad / rows, r = first_bad % rows;
       g.message = "transpose: t(" + std::to_string(c) + ", " + std::to_string(r) + ") = t[" +
-                  std::to_string(first_bad) + "] = " + format_g9(t[first_bad]) + " but x(" + std::to_string(r) +
-                  ", " + std::to_string(c) + ") = " + format_g9(x[r * cols + c]) +
+                  std::to_string(first_bad) + "] = " + format_g9(t[first_bad]) + " but x(" + std::to_string(r) + ", " +
+                  std::to_string(c) + ") = " + format_g9(x[r * cols + c]) +
                   " (bound 0: a transpose must be bitwise exact); " + std::to_string(failures) + " of " +
                   std::to_string(rows * cols) + " elements fail";
     }

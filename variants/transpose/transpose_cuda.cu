@@ -123,9 +123,8 @@ constexpr int tile64 = 64, tile64_threads = 256;
 // l % (32/V) of tile row (l / (32/V)) in its warp's V rows; stores likewise over t's rows with W. Every
 // thread moves 16 elements per phase.
 template <int V, int W>
-__global__ void __launch_bounds__(tile64_threads) transpose_tile64_kernel(const float* __restrict__ x,
-                                                                          float* __restrict__ t, std::int64_t rows,
-                                                                          std::int64_t cols) {
+__global__ void __launch_bounds__(tile64_threads)
+    transpose_tile64_kernel(const float* __restrict__ x, float* __restrict__ t, std::int64_t rows, std::int64_t cols) {
   __shared__ float tile[tile64][tile64 + 1];
   using load_t = typename vec<V>::type;
   using store_t = typename vec<W>::type;
@@ -265,8 +264,7 @@ class transpose_tile64_vector final : public transpose_cuda_base {
  private:
   template <int V, int W>
   void launch() {
-    transpose_tile64_kernel<V, W>
-        <<<grid(tile64, tile64), tile64_threads, 0, m_stream>>>(m_x, m_t, m_rows, m_cols);
+    transpose_tile64_kernel<V, W><<<grid(tile64, tile64), tile64_threads, 0, m_stream>>>(m_x, m_t, m_rows, m_cols);
   }
   template <int V>
   void launch_with_store_width() {
@@ -298,8 +296,8 @@ class transpose_cublas final : public transpose_cuda_base {
   }
   void enqueue_run() override {
     const float alpha = 1.0f, beta = 0.0f;
-    KSTUDY_CUBLAS_CHECK(cublasSgeam_64(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, m_rows, m_cols, &alpha, m_x, m_cols,
-                                       &beta, m_x, m_rows, m_t, m_rows));
+    KSTUDY_CUBLAS_CHECK(cublasSgeam_64(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, m_rows, m_cols, &alpha, m_x, m_cols, &beta,
+                                       m_x, m_rows, m_t, m_rows));
   }
 
  protected:
@@ -316,8 +314,7 @@ class transpose_cublas final : public transpose_cuda_base {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
-variant_info cuda_info(const std::string& suffix, const std::string& family, const std::string& description,
-                       int rung) {
+variant_info cuda_info(const std::string& suffix, const std::string& family, const std::string& description, int rung) {
   auto info = variant_info_for(suffix, family, description);
   info.backend = "cuda";
   info.on_device = true;
@@ -331,15 +328,14 @@ variant_info cuda_info(const std::string& suffix, const std::string& family, con
   variant_registration<transpose_naive>{cuda_info(
       "naive", "transpose_cuda", "one element per thread, 32 x 8 blocks: coalesced reads, strided writes", 1)};
   variant_registration<transpose_tile32<32>>{cuda_info(
-      "tiled", "transpose_cuda", "32 x 32 shared-memory tile [32][32]: coalesced both ways, 32-way bank conflicts",
-      2)};
+      "tiled", "transpose_cuda", "32 x 32 shared-memory tile [32][32]: coalesced both ways, 32-way bank conflicts", 2)};
   variant_registration<transpose_tile32<33>>{
       cuda_info("padded", "transpose_cuda", "32 x 32 shared-memory tile padded to [32][33]: no bank conflicts", 3)};
   variant_registration<transpose_tile64_vector>{cuda_info(
       "tile64_vector", "transpose_cuda",
       "64 x 64 tile [64][65], 256 threads x 16 elements, float4/float2 loads and stores where cols/rows allow", 4)};
-  variant_registration<transpose_cublas>{cuda_info(
-      "cublas", "cublas", "cublasSgeam_64, C = A^T (column-major: A cols x rows, C rows x cols), beta 0", 0)};
+  variant_registration<transpose_cublas>{
+      cuda_info("cublas", "cublas", "cublasSgeam_64, C = A^T (column-major: A cols x rows, C rows x cols), beta 0", 0)};
   return 0;
 }();
 

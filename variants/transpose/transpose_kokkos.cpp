@@ -64,14 +64,15 @@ class transpose_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpac
 
   void enqueue_upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != 1) throw std::invalid_argument("transpose: expected one input array");
-    Kokkos::deep_copy(m_space, m_x,
-                      Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(),
-                                                                               m_x.extent(0)));
+    Kokkos::deep_copy(
+        m_space, m_x,
+        Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.extent(0)));
   }
   void enqueue_download(const std::vector<host_span>& outputs) override {
     Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(t_output(outputs), m_t.extent(0)),
                       m_t);
   }
+
  protected:
   using kokkos_base::m_instance;
   using kokkos_base::m_space;
@@ -312,7 +313,7 @@ class transpose_kokkos_tile64 final : public transpose_kokkos_base<ExecutionSpac
                                  "TeamThreadRange x ThreadVectorRange (1 x 1 on a host), 16 elements per thread per "
                                  "phase, float4_t loads where cols % 4 == 0 and stores where rows % 4 == 0 through "
                                  "unmanaged Restrict Views, team_barrier between the phases");
-  tile64.rung = 1;  // the portable ladder: transpose_kokkos_team / _mdrange (0) are the first attempt
+  tile64.rung = 1;              // the portable ladder: transpose_kokkos_team / _mdrange (0) are the first attempt
   tile64.kernels_launched = 1;  // the parallel_for
   detail::register_kokkos_variant<transpose_kokkos_tile64<space>>(std::move(tile64));
   auto tiled = variant_info_for("kokkos_mdrange_tiled", "transpose_kokkos_tuned",

@@ -74,10 +74,10 @@ class sha256 {
     }
     auto s = m_state;
     for (int i = 0; i < 64; ++i) {
-      const std::uint32_t t1 = s[7] + (rotr(s[4], 6) ^ rotr(s[4], 11) ^ rotr(s[4], 25)) +
-                               ((s[4] & s[5]) ^ (~s[4] & s[6])) + k[i] + w[i];
-      const std::uint32_t t2 = (rotr(s[0], 2) ^ rotr(s[0], 13) ^ rotr(s[0], 22)) +
-                               ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
+      const std::uint32_t t1 =
+          s[7] + (rotr(s[4], 6) ^ rotr(s[4], 11) ^ rotr(s[4], 25)) + ((s[4] & s[5]) ^ (~s[4] & s[6])) + k[i] + w[i];
+      const std::uint32_t t2 =
+          (rotr(s[0], 2) ^ rotr(s[0], 13) ^ rotr(s[0], 22)) + ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
       for (int j = 7; j > 0; --j) s[j] = s[j - 1];
       s[4] += t1;
       s[0] = t1 + t2;
@@ -101,7 +101,8 @@ void collect_objects(hid_t group, const std::string& name, std::vector<archive_o
                      int depth) {
   // The schema nests four deep (/shards/K/environment); a cycle of hard links in a damaged file must not
   // recurse for ever.
-  if (depth > 16) throw std::runtime_error("kstudy: archive '" + path + "' is damaged: groups nest deeper than any archive's");
+  if (depth > 16)
+    throw std::runtime_error("kstudy: archive '" + path + "' is damaged: groups nest deeper than any archive's");
   out.push_back({name, false});
   std::vector<std::string> children;
   hsize_t index = 0;

@@ -134,8 +134,7 @@ h5_handle open_or_create_group(hid_t parent, const std::string& name, const std:
                       "H5Gcreate2(" + name + ")", path);
 }
 
-void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
-                            const std::string& path) {
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value, const std::string& path) {
   const std::string what = "(attribute " + name + ")";
   if (check_tri(H5Aexists(object, name.c_str()), "H5Aexists" + what, path))
     check(H5Adelete(object, name.c_str()), "H5Adelete" + what, path);
@@ -177,8 +176,7 @@ namespace {
 std::vector<std::string> attribute_names(hid_t object, const std::string& path) {
   std::vector<std::string> names;
   hsize_t index = 0;
-  check(H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, &index, collect_attribute_name, &names), "H5Aiterate2",
-        path);
+  check(H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, &index, collect_attribute_name, &names), "H5Aiterate2", path);
   return names;
 }
 }  // namespace

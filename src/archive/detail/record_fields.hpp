@@ -55,16 +55,33 @@ struct record_table<sample_record> {
       "clocks-event reason bitmask (-1 = no reading); flush_bytes: B; flush_seconds: s";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
-        {"experiment", &R::experiment}, {"variant", &R::variant},         {"layout", &R::layout},
-        {"memory_kind", &R::memory_kind}, {"direction", &R::direction},   {"rows", &R::rows},
-        {"features", &R::features},     {"depth", &R::depth},             {"pitch", &R::pitch},             {"block_size", &R::block_size},
-        {"bytes", &R::bytes},           {"point", &R::point},             {"replication", &R::replication},
-        {"trial", &R::trial},           {"timer", &R::timer},             {"seconds", &R::seconds},
-        {"gate", &R::gate},             {"throttled", &R::throttled},     {"status", &R::status},
+        {"experiment", &R::experiment},
+        {"variant", &R::variant},
+        {"layout", &R::layout},
+        {"memory_kind", &R::memory_kind},
+        {"direction", &R::direction},
+        {"rows", &R::rows},
+        {"features", &R::features},
+        {"depth", &R::depth},
+        {"pitch", &R::pitch},
+        {"block_size", &R::block_size},
+        {"bytes", &R::bytes},
+        {"point", &R::point},
+        {"replication", &R::replication},
+        {"trial", &R::trial},
+        {"timer", &R::timer},
+        {"seconds", &R::seconds},
+        {"gate", &R::gate},
+        {"throttled", &R::throttled},
+        {"status", &R::status},
         {"occupancy", &R::occupancy},
-        {"energy_joules", &R::energy_joules}, {"power_watts", &R::power_watts},
-        {"min_sm_clock_mhz", &R::min_sm_clock_mhz}, {"throttle_reasons", &R::throttle_reasons},
-        {"cache", &R::cache},           {"flush_bytes", &R::flush_bytes}, {"flush_seconds", &R::flush_seconds},
+        {"energy_joules", &R::energy_joules},
+        {"power_watts", &R::power_watts},
+        {"min_sm_clock_mhz", &R::min_sm_clock_mhz},
+        {"throttle_reasons", &R::throttle_reasons},
+        {"cache", &R::cache},
+        {"flush_bytes", &R::flush_bytes},
+        {"flush_seconds", &R::flush_seconds},
     };
     return table;
   }
@@ -109,12 +126,9 @@ struct record_table<ceiling_record> {
       "clock: the timer whose clock timed it (device_events, host_wall)";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
-        {"name", &R::name},
-        {"bytes", &R::bytes},
-        {"seconds", &R::seconds},
-        {"bytes_per_second", &R::bytes_per_second},
-        {"flops", &R::flops},
-        {"flops_per_second", &R::flops_per_second},
+        {"name", &R::name},       {"bytes", &R::bytes},
+        {"seconds", &R::seconds}, {"bytes_per_second", &R::bytes_per_second},
+        {"flops", &R::flops},     {"flops_per_second", &R::flops_per_second},
         {"clock", &R::clock},
     };
     return table;
@@ -161,8 +175,8 @@ struct record_table<attribution_record> {
   static constexpr const char* units = "seconds: s (total over calls)";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
-        {"experiment", &R::experiment}, {"variant", &R::variant}, {"rows", &R::rows},       {"features", &R::features}, {"depth", &R::depth},
-        {"kernel", &R::kernel},         {"calls", &R::calls},     {"seconds", &R::seconds},
+        {"experiment", &R::experiment}, {"variant", &R::variant}, {"rows", &R::rows},   {"features", &R::features},
+        {"depth", &R::depth},           {"kernel", &R::kernel},   {"calls", &R::calls}, {"seconds", &R::seconds},
     };
     return table;
   }
@@ -224,7 +238,8 @@ struct record_table<profile_record> {
       "theoretical_occupancy_pct: %; global_load_sectors, global_store_sectors: sectors (32 B); "
       "global_load_requests, global_store_requests: requests; shared_bank_conflicts_load, "
       "shared_bank_conflicts_store: bank conflicts (extra shared-memory wavefronts); l2_hit_rate_pct: %; "
-      "registers_per_thread: registers; grid_size: blocks; launch_block_size, block_size: threads; NaN or -1: not reported";
+      "registers_per_thread: registers; grid_size: blocks; launch_block_size, block_size: threads; NaN or -1: not "
+      "reported";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment},
@@ -299,12 +314,11 @@ struct record_table<variant_record> {
 
 // The dataset names of an experiment group, in the order the schema lists them.
 inline const std::vector<const char*>& dataset_names() {
-  static const std::vector<const char*> names{record_table<sample_record>::dataset, record_table<gate_record>::dataset,
-                                              record_table<ceiling_record>::dataset,
-                                              record_table<summary_record>::dataset,
-                                              record_table<attribution_record>::dataset,
-                                              record_table<health_record>::dataset,
-                                              record_table<variant_record>::dataset};
+  static const std::vector<const char*> names{
+      record_table<sample_record>::dataset,      record_table<gate_record>::dataset,
+      record_table<ceiling_record>::dataset,     record_table<summary_record>::dataset,
+      record_table<attribution_record>::dataset, record_table<health_record>::dataset,
+      record_table<variant_record>::dataset};
   return names;
 }
 

@@ -23,9 +23,9 @@ namespace kstudy {
 // mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the in-point readings of health.
 inline constexpr const char* archive_schema_version = "10";
 // Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
-// (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as 0 (1 to 5), depth as 1
-// and peak_device_bytes as -1 (1 to 6); samples and health read energy and power as NaN, clocks and reasons
-// as -1 and the cache mode as warm (1 to 8).
+// (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as
+// 0 (1 to 5), depth as 1 and peak_device_bytes as -1 (1 to 6); samples and health read energy and power as NaN, clocks
+// and reasons as -1 and the cache mode as warm (1 to 8).
 bool archive_schema_readable(const std::string& version);
 
 enum class open_mode {
@@ -126,7 +126,7 @@ std::vector<summary_record> read_summaries(const std::string& path, const std::s
 std::vector<attribution_record> read_attribution(const std::string& path, const std::string& experiment);
 // The /shards records of a merged archive, by index (empty for any other archive).
 std::vector<shard_record> read_shards(const std::string& path);
-std::vector<health_record> read_health(const std::string& path, const std::string& experiment);  // none before v3
+std::vector<health_record> read_health(const std::string& path, const std::string& experiment);     // none before v3
 std::vector<variant_record> read_variants(const std::string& path, const std::string& experiment);  // none before v4
 // The profile table and its attributes (units, ncu version, command line, ...); empty where the experiment
 // has no profile table (every archive `kstudy run` writes).
@@ -195,13 +195,13 @@ class console_sink : public result_sink {
   std::int64_t m_samples = 0;
   std::int64_t m_rejected = 0;
   std::int64_t m_gate_failures = 0;
-  std::int64_t m_failed = 0;      // samples whose variant threw or hit a CUDA error (status failed/aborted)
-  std::int64_t m_skipped = 0;     // points a variant could not run (status skipped, e.g. out of memory)
-  std::int64_t m_throttled = 0;   // samples taken while the GPU reported a slowdown reason
+  std::int64_t m_failed = 0;     // samples whose variant threw or hit a CUDA error (status failed/aborted)
+  std::int64_t m_skipped = 0;    // points a variant could not run (status skipped, e.g. out of memory)
+  std::int64_t m_throttled = 0;  // samples taken while the GPU reported a slowdown reason
   std::int64_t m_health_rows = 0;
   std::int64_t m_health_available = 0;
   std::string m_first_failure;
-  std::string m_health_device;    // a device name, or why NVML was unavailable
+  std::string m_health_device;  // a device name, or why NVML was unavailable
 };
 
 }  // namespace kstudy

@@ -10,9 +10,9 @@
 namespace kstudy {
 
 struct ceiling_options {
-  std::int64_t device_bytes = std::int64_t(1) << 30;   // per buffer for the device read / copy roofs
+  std::int64_t device_bytes = std::int64_t(1) << 30;  // per buffer for the device read / copy roofs
   int large_factor = 4;  // the device probes again at this multiple of device_bytes (their marginal bandwidth)
-  std::int64_t host_bytes = std::int64_t(1) << 30;     // host read roof
+  std::int64_t host_bytes = std::int64_t(1) << 30;  // host read roof
   std::int64_t transfer_bytes = std::int64_t(256) << 20;
   // The compute roofs (CUDA flavour): device_fp32_fma and a cuBLAS GEMM of this extent per input precision.
   bool compute_roofs = true;

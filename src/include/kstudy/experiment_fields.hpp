@@ -15,7 +15,8 @@ namespace kstudy::experiment_fields {
 using json = nlohmann::json;
 
 [[noreturn]] void fail(const std::string& source, const std::string& field, const std::string& problem);
-std::int64_t positive_integer(const json& v, const std::string& source, const std::string& field, bool allow_zero = false);
+std::int64_t positive_integer(const json& v, const std::string& source, const std::string& field,
+                              bool allow_zero = false);
 // A list of integers, or {"from", "to", "factor"} for a geometric sweep.
 std::vector<std::int64_t> integer_axis(const json& v, const std::string& source, const std::string& field,
                                        bool allow_zero = false);

@@ -25,11 +25,11 @@ struct fault_plan;
 struct replication_context {
   const experiment& definition;
   int replication = 0;
-  health_guarded_sink& sink;            // every point is written through the GPU health guard
-  const std::set<std::int64_t>& done;   // points to skip: already archived (resume) or another shard's
-  const fault_plan* faults = nullptr;   // KSTUDY_INJECT_FAULT, if set
+  health_guarded_sink& sink;           // every point is written through the GPU health guard
+  const std::set<std::int64_t>& done;  // points to skip: already archived (resume) or another shard's
+  const fault_plan* faults = nullptr;  // KSTUDY_INJECT_FAULT, if set
   bool quiet = false;
-  std::string self_exe;                 // for kinds that start fresh processes (cold_compile)
+  std::string self_exe;  // for kinds that start fresh processes (cold_compile)
 };
 
 struct experiment_kind {

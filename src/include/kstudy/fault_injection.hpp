@@ -58,9 +58,10 @@ fault_plan parse_fault_plan(const std::string& value);
 std::optional<fault_plan> fault_plan_from_environment();
 
 // Forwards everything to the wrapped variant; after arm(), the next run() runs the variant and then
-// injects the fault (once). A slow_down wrapper needs no arming either: every run() is `slowdown` times as long. A corrupt_output wrapper needs no arming: it corrupts every download(), through
-// the operation's own corrupt() (just beyond the gate's tolerance in one output); a late_corrupt_output one
-// corrupts the downloads after its first armed run.
+// injects the fault (once). A slow_down wrapper needs no arming either: every run() is `slowdown` times as long. A
+// corrupt_output wrapper needs no arming: it corrupts every download(), through the operation's own corrupt() (just
+// beyond the gate's tolerance in one output); a late_corrupt_output one corrupts the downloads after its first armed
+// run.
 class fault_injecting_variant final : public variant {
  public:
   fault_injecting_variant(std::unique_ptr<variant> inner, fault_kind kind, std::string variant_id, const operation& op,

@@ -168,9 +168,9 @@ class health_guarded_sink : public result_sink {
   gpu_reading m_before;
   std::int64_t m_energy_before_mj = -1;
   wall_timer m_timer;
-  std::mutex m_source_mutex;        // one read of m_source at a time; guards m_readings too
+  std::mutex m_source_mutex;            // one read of m_source at a time; guards m_readings too
   std::vector<gpu_reading> m_readings;  // the point's, in order: sampler and window readings
-  std::size_t m_window_first = 0;   // index in m_readings of the open window's first reading
+  std::size_t m_window_first = 0;       // index in m_readings of the open window's first reading
   std::int64_t m_window_energy_mj = -1;
   std::thread m_sampler;
   std::mutex m_sampler_mutex;

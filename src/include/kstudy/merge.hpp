@@ -20,13 +20,13 @@ struct merge_request {
 
 struct merge_report {
   int shard_count = 0;
-  std::vector<int> merged;      // shard indices taken
-  std::vector<int> missing;     // of 0..N-1, no archive given
-  std::vector<int> incomplete;  // given, but not marked complete (interrupted, failed or still running)
-  std::vector<std::string> warnings;  // problems --force merged past
-  std::int64_t samples = 0;           // sample rows in OUT
-  std::int64_t duplicate_samples = 0; // rows of units that another shard also held (dropped; --force only)
-  bool written = false;               // false: missing/incomplete shards and no --partial; OUT untouched
+  std::vector<int> merged;             // shard indices taken
+  std::vector<int> missing;            // of 0..N-1, no archive given
+  std::vector<int> incomplete;         // given, but not marked complete (interrupted, failed or still running)
+  std::vector<std::string> warnings;   // problems --force merged past
+  std::int64_t samples = 0;            // sample rows in OUT
+  std::int64_t duplicate_samples = 0;  // rows of units that another shard also held (dropped; --force only)
+  bool written = false;                // false: missing/incomplete shards and no --partial; OUT untouched
 };
 
 // The set does not measure one thing (or cannot be read); every problem found, one per entry.

@@ -86,7 +86,7 @@ struct child_variant {
   std::string layout;
   std::string status;  // ok | rejected | failed: ... | skipped: ...
   bool gate_passed = false;
-  int marker = -1;     // index of the marker launched before its profiled call; -1: never profiled
+  int marker = -1;  // index of the marker launched before its profiled call; -1: never profiled
   // Kokkos events during the profiled call: ("kernel", label) per parallel dispatch, ("region", name) per
   // pushed profiling region (e.g. KokkosBlas::gemv around a cuBLAS kernel).
   std::vector<std::pair<std::string, std::string>> events;

@@ -85,8 +85,8 @@ struct operation_info {
   // Named extents of a problem, in order; a point gives one value per axis. The first maps to a shape's
   // rows, the second (if any) to its features, the third (if any) to its depth; missing ones are 1.
   std::vector<std::string> axes;
-  std::vector<table_layout> layouts;   // the layouts its inputs come in
-  std::vector<std::string> outputs;    // names of the host arrays download() fills, in order
+  std::vector<table_layout> layouts;  // the layouts its inputs come in
+  std::vector<std::string> outputs;   // names of the host arrays download() fills, in order
   // Points kstudy_bench times when no --shapes are given: one extent list per point.
   std::vector<std::vector<std::int64_t>> bench_points;
   // Families only a CUDA build has: an experiment naming them runs on a CPU build without them (with a

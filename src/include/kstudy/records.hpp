@@ -11,18 +11,18 @@ namespace kstudy {
 
 // The timing boundary a sample crossed (the seed's five timers, plus the launch-overhead probes).
 enum class timer_kind {
-  host_wall,      // CPU variants: host clock around the fenced run
-  resident_wall,  // device variants: host clock through the final fence, inputs already resident
-  device_events,  // CUDA events on the variant's stream around the same operation
-  one_shot,       // host input -> host-visible scores and flags, transfers included
-  one_shot_alloc, // one-shot including allocation of every device buffer
-  pipelined,      // one-shot through chunked, overlapped upload/kernel/download
-  cold,           // first call in a fresh process
-  compile,        // NVRTC compilation of the CUDA escape-path source, empty cache
-  launch,         // launch-overhead probes
-  transfer,       // transfer calibration copies
+  host_wall,          // CPU variants: host clock around the fenced run
+  resident_wall,      // device variants: host clock through the final fence, inputs already resident
+  device_events,      // CUDA events on the variant's stream around the same operation
+  one_shot,           // host input -> host-visible scores and flags, transfers included
+  one_shot_alloc,     // one-shot including allocation of every device buffer
+  pipelined,          // one-shot through chunked, overlapped upload/kernel/download
+  cold,               // first call in a fresh process
+  compile,            // NVRTC compilation of the CUDA escape-path source, empty cache
+  launch,             // launch-overhead probes
+  transfer,           // transfer calibration copies
   layout_conversion,  // resident row-major -> feature-major conversion of a table (kind layout_conversion)
-  pin,            // making host memory page-locked: cudaHostAlloc, or cudaHostRegister of an existing buffer
+  pin,                // making host memory page-locked: cudaHostAlloc, or cudaHostRegister of an existing buffer
 };
 const char* to_string(timer_kind kind);
 timer_kind parse_timer_kind(const std::string& name);
@@ -47,13 +47,13 @@ cache_mode parse_cache_mode(const std::string& name);
 // One measured trial.
 struct sample_record {
   std::string experiment;
-  std::string variant;     // variant id (name@backend), or a probe name for calibration samples
-  std::string layout;      // row_major | feature_major | padded_row_major | "" for probes
-  std::string memory_kind; // pageable | pinned | device | ""
-  std::string direction;   // h2d | d2h | "" (transfer calibration)
+  std::string variant;      // variant id (name@backend), or a probe name for calibration samples
+  std::string layout;       // row_major | feature_major | padded_row_major | "" for probes
+  std::string memory_kind;  // pageable | pinned | device | ""
+  std::string direction;    // h2d | d2h | "" (transfer calibration)
   std::int64_t rows = 0;
   std::int64_t features = 0;
-  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
+  std::int64_t depth = 1;  // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t pitch = 0;
   std::int64_t block_size = 0;  // 0 = variant default
   std::int64_t bytes = 0;       // bytes moved by the timed region (the variant's traffic model)
@@ -70,7 +70,7 @@ struct sample_record {
   // skipped: <reason> (e.g. the point does not fit memory) | aborted: <error text> (the CUDA context was
   // lost; the point is not counted as finished, so --resume runs it again)
   std::string status;
-  double occupancy = 0.0;       // calculated occupancy of the variant's kernel at this block size (0: n/a)
+  double occupancy = 0.0;  // calculated occupancy of the variant's kernel at this block size (0: n/a)
   // What the GPU did during this sample's timed region (NVML, read just outside it): energy from the device's
   // total-energy counter (J; NaN where not measured: no NVML, no counter, a host variant or a probe), and the
   // readings taken at its start, at its end and by the in-point sampler while it ran: mean power (W), lowest SM
@@ -98,7 +98,7 @@ struct gate_record {
   std::string layout;
   std::int64_t rows = 0;
   std::int64_t features = 0;
-  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
+  std::int64_t depth = 1;  // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;
   bool passed = false;
   double max_abs_error = 0.0;
@@ -138,7 +138,7 @@ struct summary_record {
   std::string direction;
   std::int64_t rows = 0;
   std::int64_t features = 0;
-  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
+  std::int64_t depth = 1;  // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;
   timer_kind timer = timer_kind::host_wall;
   cache_mode cache = cache_mode::warm;
@@ -159,10 +159,10 @@ struct attribution_record {
   std::string variant;
   std::int64_t rows = 0;
   std::int64_t features = 0;
-  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
-  std::string kernel;     // Kokkos kernel label
+  std::int64_t depth = 1;  // third extent of a three-axis operation (gemm: k); 1 otherwise
+  std::string kernel;      // Kokkos kernel label
   std::int64_t calls = 0;
-  double seconds = 0.0;   // total over calls
+  double seconds = 0.0;  // total over calls
 };
 
 // The GPU's state before and after one experiment point (NVML), one row per point run. Readings NVML
@@ -171,15 +171,15 @@ struct health_record {
   std::string experiment;
   std::int64_t point = 0;
   std::int32_t replication = 0;
-  std::int64_t rows = 0;          // point keys (0 / "" where the experiment kind has no such axis)
+  std::int64_t rows = 0;  // point keys (0 / "" where the experiment kind has no such axis)
   std::int64_t features = 0;
-  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
+  std::int64_t depth = 1;  // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;
   std::int64_t bytes = 0;
   std::string memory_kind;
   std::string direction;
-  std::string device;             // "<GPU name> (<PCI bus id>)" or "unavailable: <why>"
-  bool available = false;         // both readings came from NVML
+  std::string device;      // "<GPU name> (<PCI bus id>)" or "unavailable: <why>"
+  bool available = false;  // both readings came from NVML
   std::int64_t before_sm_clock_mhz = -1;
   std::int64_t before_memory_clock_mhz = -1;
   std::int64_t before_temperature_c = -1;
@@ -190,10 +190,10 @@ struct health_record {
   std::int64_t after_temperature_c = -1;
   std::int64_t after_power_mw = -1;
   std::int64_t after_throttle_reasons = -1;
-  double seconds = 0.0;           // wall time between the two readings
+  double seconds = 0.0;  // wall time between the two readings
   // A slowdown reason (power cap, thermal, HW slowdown / power brake) was set before, after or during the point.
   bool throttled = false;
-  std::string reasons;            // names of every reason bit seen at the point, e.g. "gpu_idle,sw_power_cap"
+  std::string reasons;  // names of every reason bit seen at the point, e.g. "gpu_idle,sw_power_cap"
   // During the point: energy between the two readings (J, the device's total-energy counter; NaN where it
   // is not available, environment gpu_energy says why), and what the in-point sampler and the readings around
   // timed regions saw: their number, the lowest SM clock, the mean power and every reason bit.
@@ -210,29 +210,29 @@ struct health_record {
 // Values ncu did not report are NaN (doubles) or -1 (integers).
 struct profile_record {
   std::string experiment;
-  std::string variant;      // variant id (name@backend)
+  std::string variant;  // variant id (name@backend)
   std::string layout;
   std::int64_t rows = 0;
   std::int64_t features = 0;
-  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
+  std::int64_t depth = 1;       // third extent of a three-axis operation (gemm: k); 1 otherwise
   std::int64_t block_size = 0;  // the point's block size (0 = variant default); launch_block_size: what ran
   std::int64_t point = 0;       // index of the experiment point
   std::string status;           // ok | rejected (gate failed; counters kept) | failed: <reason> | skipped: <reason>
   bool gate_passed = false;
-  std::int32_t launch = -1;     // order of the kernel within the profiled call, from 0 (-1: no kernel)
-  std::string kernel;           // kernel name as ncu reports it (demangled)
-  std::string label;            // Kokkos kernel label, or the Kokkos profiling region around a library kernel
-  std::int64_t grid_size = -1;            // blocks
-  std::int64_t launch_block_size = -1;    // threads per block
+  std::int32_t launch = -1;             // order of the kernel within the profiled call, from 0 (-1: no kernel)
+  std::string kernel;                   // kernel name as ncu reports it (demangled)
+  std::string label;                    // Kokkos kernel label, or the Kokkos profiling region around a library kernel
+  std::int64_t grid_size = -1;          // blocks
+  std::int64_t launch_block_size = -1;  // threads per block
   std::int64_t registers_per_thread = -1;
-  double profiled_duration_s = 0.0;       // gpu__time_duration.sum under ncu: instrumented, never a timing
-  double dram_bytes_read = 0.0;           // B
-  double dram_bytes_written = 0.0;        // B
-  double dram_throughput_pct = 0.0;       // % of the DRAM's peak sustained throughput over the kernel
-  double achieved_occupancy_pct = 0.0;    // active warps / maximum warps per SM, % (over active cycles)
-  double theoretical_occupancy_pct = 0.0; // the limit the launch configuration allows, %
-  double global_load_sectors = 0.0;       // 32-byte L1TEX sectors of global loads
-  double global_load_requests = 0.0;      // global load requests (one per warp-level instruction)
+  double profiled_duration_s = 0.0;        // gpu__time_duration.sum under ncu: instrumented, never a timing
+  double dram_bytes_read = 0.0;            // B
+  double dram_bytes_written = 0.0;         // B
+  double dram_throughput_pct = 0.0;        // % of the DRAM's peak sustained throughput over the kernel
+  double achieved_occupancy_pct = 0.0;     // active warps / maximum warps per SM, % (over active cycles)
+  double theoretical_occupancy_pct = 0.0;  // the limit the launch configuration allows, %
+  double global_load_sectors = 0.0;        // 32-byte L1TEX sectors of global loads
+  double global_load_requests = 0.0;       // global load requests (one per warp-level instruction)
   double global_store_sectors = 0.0;
   double global_store_requests = 0.0;
   // Shared-memory bank conflicts (extra wavefronts) of loads and stores, and the L2's hit rate over the
@@ -246,33 +246,33 @@ struct profile_record {
 // of what it moves and computes there, and the operation's own minimum of both. One row per (variant,
 // rows, features, block_size), written with the point's first replication.
 struct variant_record {
-  std::string variant;       // variant id (name@backend), as in sample_record::variant
-  std::string operation;     // the operation it implements (variant_info::operation): scoring, stream_triad, ...
+  std::string variant;    // variant id (name@backend), as in sample_record::variant
+  std::string operation;  // the operation it implements (variant_info::operation): scoring, stream_triad, ...
   // The ceiling its operation's flops are quoted against (operation_info::compute_ceiling): a compute-bound
   // operation names a compute roof of the run's ceilings; empty for bandwidth-bound ones (and before schema 7).
   std::string compute_ceiling;
-  std::string axes;          // the operation's axis names, comma-separated: rows,features | n | m,n,k (rows,
-                             // features, depth below are its extents in order; missing ones are 1)
-  std::string family;        // variant_info::family: cpu_reference, composed, partial_fusion, ...
-  std::string fusion_level;  // none | partial | full
+  std::string axes;            // the operation's axis names, comma-separated: rows,features | n | m,n,k (rows,
+                               // features, depth below are its extents in order; missing ones are 1)
+  std::string family;          // variant_info::family: cpu_reference, composed, partial_fusion, ...
+  std::string fusion_level;    // none | partial | full
   std::string implementation;  // kokkos | kokkos_kernels | handwritten_cuda | vendor_library | reference | mixed |
                                // kokkos_mixed
                                // (variant_info::implementation; empty in archives before version 6)
-  std::string layout;        // row_major | feature_major | padded_row_major
-  std::string backend;       // serial | openmp | cuda
-  bool on_device = false;    // its memory is not host-accessible: one-shot timings include transfers
+  std::string layout;          // row_major | feature_major | padded_row_major
+  std::string backend;         // serial | openmp | cuda
+  bool on_device = false;      // its memory is not host-accessible: one-shot timings include transfers
   std::int32_t kernels_launched = 0;  // per resident run
   // Position on its operation's kernel ladder (variant_info::rung): 1 the simplest, 0 not a rung (and every
   // variant of an archive before schema version 6).
   std::int32_t rung = 0;
   std::int64_t rows = 0;
   std::int64_t features = 0;
-  std::int64_t depth = 1;     // third extent of a three-axis operation (gemm: k); 1 otherwise
-  std::int64_t block_size = 0;             // the point's block size (0 = variant default)
-  std::int64_t modelled_bytes_read = 0;    // the variant's traffic model for one resident run at this shape
+  std::int64_t depth = 1;                // third extent of a three-axis operation (gemm: k); 1 otherwise
+  std::int64_t block_size = 0;           // the point's block size (0 = variant default)
+  std::int64_t modelled_bytes_read = 0;  // the variant's traffic model for one resident run at this shape
   std::int64_t modelled_bytes_written = 0;
-  std::int64_t essential_bytes = 0;        // the operation's minimum traffic at this shape (essential_traffic)
-  std::int64_t essential_flops = 0;        // the operation's arithmetic at this shape (essential_flops)
+  std::int64_t essential_bytes = 0;  // the operation's minimum traffic at this shape (essential_traffic)
+  std::int64_t essential_flops = 0;  // the operation's arithmetic at this shape (essential_flops)
   // Device memory the variant held at this point: the most in use (cudaMemGetInfo) after prepare and after
   // its gated run, less what was in use before prepare; buffers, library workspaces and scratch included.
   // -1 for host variants and archives before schema 7.

@@ -35,14 +35,14 @@ struct run_request {
   std::string out;                       // archive path
   int trials = 0;                        // overrides when > 0
   int replications = 0;
-  int warmups = -1;                      // override when >= 0
-  std::vector<std::string> variants;     // restricts every experiment's variant list when non-empty
-  std::string cache;                     // warm | cold: overrides the cache mode of the kinds that take one
+  int warmups = -1;                   // override when >= 0
+  std::vector<std::string> variants;  // restricts every experiment's variant list when non-empty
+  std::string cache;                  // warm | cold: overrides the cache mode of the kinds that take one
   bool resume = false;
   bool overwrite = false;
   bool quiet = false;
-  std::string json_out;                  // optional JSON copy of the results
-  shard_spec shard;                      // only this shard's (point, replication) units
+  std::string json_out;  // optional JSON copy of the results
+  shard_spec shard;      // only this shard's (point, replication) units
 };
 
 // Parent: returns the process exit code. argv0 is re-executed for replications.

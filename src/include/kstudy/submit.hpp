@@ -18,13 +18,13 @@ struct submit_request {
   // Seconds before the time limit at which Slurm sends the batch shell SIGTERM (#SBATCH --signal=B:TERM@N),
   // so that the run stops cleanly after its current point; 0: no early signal.
   int stop_before = 120;
-  int gpus_per_task = 0;   // > 0: Slurm binds that many GPUs to each task (CUDA_VISIBLE_DEVICES)
-  int cpus_per_task = 0;   // 0: the experiment's OpenMP thread count
-  std::string out_dir;     // default: ./<experiment name>-shards
+  int gpus_per_task = 0;                    // > 0: Slurm binds that many GPUs to each task (CUDA_VISIBLE_DEVICES)
+  int cpus_per_task = 0;                    // 0: the experiment's OpenMP thread count
+  std::string out_dir;                      // default: ./<experiment name>-shards
   std::vector<std::string> sbatch_options;  // extra `#SBATCH` lines, e.g. --account=abc or --exclusive
   bool dry_run = false;
   bool resume = false;
-  run_request overrides;   // trials, replications, warmups, variants: passed on to every task's kstudy run
+  run_request overrides;  // trials, replications, warmups, variants: passed on to every task's kstudy run
 };
 
 // Returns the exit code; prints the script (--dry-run) or what was submitted. Throws std::runtime_error

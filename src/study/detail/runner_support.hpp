@@ -45,7 +45,8 @@ class room_checked_sink : public result_sink {
   void write_attribution(const std::vector<attribution_record>& r) override { checked(r.size()).write_attribution(r); }
   void write_health(const std::vector<health_record>& r) override { checked(r.size()).write_health(r); }
   void write_variants(const std::vector<variant_record>& r) override { checked(r.size()).write_variants(r); }
-  void write_profile(const std::vector<profile_record>& r, const std::map<std::string, std::string>& attributes) override {
+  void write_profile(const std::vector<profile_record>& r,
+                     const std::map<std::string, std::string>& attributes) override {
     checked(r.size() + 1).write_profile(r, attributes);  // the attributes take about a record's room
   }
   void flush() override { m_inner.flush(); }

@@ -1,7 +1,8 @@
 // Kind `cold_compile`: every variant's first call in a fresh process (context creation, module load,
 // first launch) beside its warm second call and Kokkos' initialisation, one process per variant per
 // trial; and, where the operation has a kernel source compiled at run time in this build
-// (operation::has_runtime_compile), its compilation + module load with an empty cache. The child is `kstudy __first_call VARIANT EXTENT...` (run_first_call).
+// (operation::has_runtime_compile), its compilation + module load with an empty cache. The child is `kstudy
+// __first_call VARIANT EXTENT...` (run_first_call).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -41,8 +42,9 @@ int run_first_call(const std::string& variant_id, const std::vector<std::int64_t
   second.start();
   impl->run();
   const double second_seconds = second.seconds();
-  const nlohmann::json r = {{"variant", variant_id},     {"initialize", initialize_seconds}, {"first", first_seconds},
-                            {"second", second_seconds}, {"gate", gate.passed},               {"message", gate.message}};
+  const nlohmann::json r = {{"variant", variant_id},  {"initialize", initialize_seconds},
+                            {"first", first_seconds}, {"second", second_seconds},
+                            {"gate", gate.passed},    {"message", gate.message}};
   std::cout << r.dump() << std::endl;
   return 0;
 }
@@ -134,8 +136,8 @@ void run_cold(replication_context& ctx) {
       std::vector<variant_record> described;
       for (const auto* entry : select_variants(e))
         if (entry->info.operation == p.op->info().name)
-          described.push_back(describe_variant(
-              entry->info, p.op->shape(p.extents, entry->info.layout, k_first_call_row_padding), 0));
+          described.push_back(
+              describe_variant(entry->info, p.op->shape(p.extents, entry->info.layout, k_first_call_row_padding), 0));
       ctx.sink.write_variants(described);
     }
     std::vector<sample_record> samples;

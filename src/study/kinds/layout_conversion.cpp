@@ -19,7 +19,8 @@ void parse_layout_conversion(const nlohmann::json& doc, experiment& e, nlohmann:
   for (const auto r : e.rows)
     for (const auto f : e.features)
       if (f > std::numeric_limits<std::int64_t>::max() / 8 / r)
-        fail(e.source, "rows", std::to_string(r) + " rows x " + std::to_string(f) + " features overflows a 64-bit byte count");
+        fail(e.source, "rows",
+             std::to_string(r) + " rows x " + std::to_string(f) + " features overflows a 64-bit byte count");
   e.timers = {timer_kind::layout_conversion};
   normalised["rows"] = e.rows;
   normalised["features"] = e.features;
@@ -48,7 +49,8 @@ void run_layout_conversion(replication_context& ctx) {
       keys.features = features;
       keys.bytes = base.bytes;
       ctx.sink.begin_point(keys);
-      detail::write_probe_point(ctx.sink, base, probes::time_layout_conversion(rows, features, e.protocol.warmups, e.protocol.trials));
+      detail::write_probe_point(ctx.sink, base,
+                                probes::time_layout_conversion(rows, features, e.protocol.warmups, e.protocol.trials));
     }
 }
 

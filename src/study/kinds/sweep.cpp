@@ -37,7 +37,9 @@ namespace {
 
 using detail::stop_if_device_lost;
 
-bool wants(const experiment& e, timer_kind t) { return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end(); }
+bool wants(const experiment& e, timer_kind t) {
+  return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end();
+}
 
 std::int64_t device_bytes_free() {
 #ifdef KOKKOS_ENABLE_CUDA
@@ -145,8 +147,10 @@ class sweep_point_run {
       v.bytes = entry->info.traffic(v.shape).total();
       std::string failure;
       const auto shortfall = memory_shortfall(*entry, v.shape, m_inputs);
-      if (!shortfall.empty()) failure = "skipped: " + shortfall;
-      else failure = gate(v);
+      if (!shortfall.empty())
+        failure = "skipped: " + shortfall;
+      else
+        failure = gate(v);
       if (!failure.empty()) {
         auto s = base_sample(v);
         s.status = failure;  // gate: not_gated, the variant never got that far
@@ -174,8 +178,8 @@ class sweep_point_run {
       if (on_device) v.peak_device_bytes = std::max<std::int64_t>(0, free_before - device_bytes_free());
       v.gate = g.passed ? gate_verdict::passed : gate_verdict::failed;
       m_gates.push_back({m_e.name, id, std::string(to_string(v.shape.layout)), v.shape.rows, v.shape.features,
-                         v.shape.depth, m_point.block_size, g.passed, g.max_abs_error, g.max_relative_error, g.rtol, g.atol,
-                         g.value_failures, g.discrete_mismatches, g.ambiguous, g.message});
+                         v.shape.depth, m_point.block_size, g.passed, g.max_abs_error, g.max_relative_error, g.rtol,
+                         g.atol, g.value_failures, g.discrete_mismatches, g.ambiguous, g.message});
       if (!g.passed)
         std::cerr << "\nkstudy: gate FAILED for " << id << " at point " << m_point.index << ": " << g.message << "\n";
       return "";
@@ -248,7 +252,8 @@ class sweep_point_run {
       for (const auto kind : m_memory_kinds) {
         current.memory_kind = std::string(to_string(kind));
         if (wants(m_e, timer_kind::one_shot)) time_one_shot(v, base, kind, current);
-        if (wants(m_e, timer_kind::pipelined) && v.impl->queues_asynchronously()) time_pipelined(i, base, kind, current);
+        if (wants(m_e, timer_kind::pipelined) && v.impl->queues_asynchronously())
+          time_pipelined(i, base, kind, current);
         if (wants(m_e, timer_kind::one_shot_alloc)) time_one_shot_alloc(v, base, kind, current);
       }
     } catch (const std::exception& ex) {

@@ -42,24 +42,24 @@ struct kstudy_fused_args {
 #define KSTUDY_TILE_LOADS 16           // floats each thread keeps in flight while copying a tile
 
 enum kstudy_tile_mode {
-  kstudy_tile_shared = 0,          // tile in shared memory, G lanes per row
+  kstudy_tile_shared = 0,  // tile in shared memory, G lanes per row
   kstudy_global_rows = 1,  // a row does not fit the tile: warps reduce rows straight from global memory
 };
 
 struct kstudy_tile_plan {
   int mode;
-  int width;        // floats per chunk: 4 or 1
-  int group;        // lanes per row
-  int tile_rows;    // rows per tile
-  int tile_pitch;   // chunks between tile rows in shared memory
-  int smem_bytes;   // dynamic shared memory per block: mean, inv_std, weight, then the tile
+  int width;       // floats per chunk: 4 or 1
+  int group;       // lanes per row
+  int tile_rows;   // rows per tile
+  int tile_pitch;  // chunks between tile rows in shared memory
+  int smem_bytes;  // dynamic shared memory per block: mean, inv_std, weight, then the tile
 };
 
 __host__ __device__ inline kstudy_tile_plan kstudy_plan_tile(long long features, int block, bool x_aligned16) {
   kstudy_tile_plan p;
   p.width = (x_aligned16 && features % 4 == 0) ? 4 : 1;
-  const long long chunks = features / p.width;                 // per row
-  const long long lane_chunks = KSTUDY_TILE_LOADS / p.width;   // per lane, per row and per copy
+  const long long chunks = features / p.width;                // per row
+  const long long lane_chunks = KSTUDY_TILE_LOADS / p.width;  // per lane, per row and per copy
   int group = 1;
   while (group < 32 && group * lane_chunks < chunks) group *= 2;
   p.group = group;

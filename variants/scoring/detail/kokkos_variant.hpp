@@ -63,7 +63,8 @@ class kokkos_variant : public scoring_variant {
     m_threshold = static_cast<Value>(problem.threshold);
     m_x = make_table<Layout, memory_space, Value>("kstudy::x", m_shape);
     m_vectors = upload_feature_vectors<memory_space>(problem);
-    m_score = Kokkos::View<Value*, memory_space>(Kokkos::view_alloc("kstudy::score", Kokkos::WithoutInitializing), m_shape.rows);
+    m_score = Kokkos::View<Value*, memory_space>(Kokkos::view_alloc("kstudy::score", Kokkos::WithoutInitializing),
+                                                 m_shape.rows);
     m_flag = Kokkos::View<std::uint8_t*, memory_space>(Kokkos::view_alloc("kstudy::flag", Kokkos::WithoutInitializing),
                                                        m_shape.rows);
     m_count_host = count_host_view("kstudy::flagged_count");
@@ -164,7 +165,6 @@ class kokkos_variant : public scoring_variant {
 #endif
   count_host_type m_count_host;
   static count_host_type count_host_view(const char* label) { return count_host_type(std::string(label)); }
-
 };
 
 // A Kokkos variant whose resident run is queued by launch(), which reduces the flagged count into
@@ -185,8 +185,10 @@ class queued_kokkos_variant : public kokkos_variant<ExecutionSpace, Layout, Valu
     this->m_flagged = this->m_count_host();
   }
   void enqueue_run() override {
-    if constexpr (is_host_space_v<ExecutionSpace>) run();
-    else launch();
+    if constexpr (is_host_space_v<ExecutionSpace>)
+      run();
+    else
+      launch();
   }
 
  protected:

@@ -19,8 +19,10 @@ template <class Layout, class Index>
 struct feature_of_element {
   Index rows, features;
   KOKKOS_INLINE_FUNCTION Index operator()(Index e) const {
-    if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) return e / rows;
-    else return e % features;
+    if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>)
+      return e / rows;
+    else
+      return e % features;
   }
 };
 
@@ -32,8 +34,8 @@ struct feature_of_element {
 // resident wave of teams striding over the table. The flat index is split into (row, feature) with
 // 32-bit arithmetic when the table allows it.
 template <class ExecutionSpace, class Layout, class Index, class Value, class Fn>
-void map_elements_indexed(const char* label, const ExecutionSpace& space, Index rows, Index features,
-                          const Value* in, Value* out, const Fn& fn) {
+void map_elements_indexed(const char* label, const ExecutionSpace& space, Index rows, Index features, const Value* in,
+                          Value* out, const Fn& fn) {
   const Index n = rows * features;
   const feature_of_element<Layout, Index> feature_of{rows, features};
   if constexpr (is_host_space_v<ExecutionSpace>) {
@@ -105,8 +107,8 @@ void threshold_step(const char* label, const ExecutionSpace& space, const Score&
         flagged);
   } else {
     constexpr int team_size = 256;
-    const int league = static_cast<int>(
-        std::max<std::int64_t>(1, std::min<std::int64_t>((rows + team_size - 1) / team_size, resident_teams(space, team_size))));
+    const int league = static_cast<int>(std::max<std::int64_t>(
+        1, std::min<std::int64_t>((rows + team_size - 1) / team_size, resident_teams(space, team_size))));
     using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
     Kokkos::parallel_reduce(
         label, light_weight(policy_type(space, league, team_size)),

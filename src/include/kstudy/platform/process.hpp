@@ -34,8 +34,8 @@ struct spawn_options {
 };
 
 struct process_result {
-  int exit_code = 0;  // when the child exited
-  int signal = 0;     // the signal that ended it, else 0
+  int exit_code = 0;   // when the child exited
+  int signal = 0;      // the signal that ended it, else 0
   std::string output;  // the captured stream(s)
   // The shell's convention: the exit code, or 128 + the signal.
   int status() const { return signal != 0 ? 128 + signal : exit_code; }

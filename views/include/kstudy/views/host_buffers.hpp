@@ -45,7 +45,9 @@ class host_buffer {
     return m_pageable.data();
   }
   template <class T>
-  T* as() const { return reinterpret_cast<T*>(data()); }
+  T* as() const {
+    return reinterpret_cast<T*>(data());
+  }
   std::int64_t bytes() const {
 #ifdef KOKKOS_ENABLE_CUDA
     if (m_kind == host_memory::pinned) return static_cast<std::int64_t>(m_pinned.extent(0));

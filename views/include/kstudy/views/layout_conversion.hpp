@@ -11,7 +11,8 @@ namespace kstudy {
 // Tiled transpose through team scratch so that both the reads (along rows) and the writes (along
 // columns) are contiguous. Fences `space` before returning.
 template <class ExecutionSpace, class SourceView, class DestinationView>
-void convert_to_feature_major(const ExecutionSpace& space, const SourceView& source, const DestinationView& destination) {
+void convert_to_feature_major(const ExecutionSpace& space, const SourceView& source,
+                              const DestinationView& destination) {
   static_assert(std::is_same_v<typename DestinationView::array_layout, Kokkos::LayoutLeft>,
                 "destination must be feature-major (LayoutLeft)");
   const std::int64_t rows = source.extent(0), features = source.extent(1);

@@ -33,16 +33,18 @@ struct table_shape {
   // Offset of element (r, f) in that allocation.
   std::int64_t offset(std::int64_t row, std::int64_t feature) const {
     switch (layout) {
-      case table_layout::feature_major: return feature * rows + row;
-      case table_layout::padded_row_major: return row * pitch + feature;
-      case table_layout::row_major: break;
+      case table_layout::feature_major:
+        return feature * rows + row;
+      case table_layout::padded_row_major:
+        return row * pitch + feature;
+      case table_layout::row_major:
+        break;
     }
     return row * features + feature;
   }
 };
 
 // A shape with the pitch filled in for the layout (padding elements added to each row when padded).
-table_shape make_shape(std::int64_t rows, std::int64_t features, table_layout layout,
-                       std::int64_t row_padding = 0);
+table_shape make_shape(std::int64_t rows, std::int64_t features, table_layout layout, std::int64_t row_padding = 0);
 
 }  // namespace kstudy

@@ -26,10 +26,13 @@ using padded_row_major_table = feature_table<Kokkos::LayoutStride, MemorySpace, 
 
 template <class Layout>
 constexpr table_layout layout_of() {
-  if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) return table_layout::feature_major;
-  else if constexpr (std::is_same_v<Layout, Kokkos::LayoutStride>) return table_layout::padded_row_major;
+  if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>)
+    return table_layout::feature_major;
+  else if constexpr (std::is_same_v<Layout, Kokkos::LayoutStride>)
+    return table_layout::padded_row_major;
   else {
-    static_assert(std::is_same_v<Layout, Kokkos::LayoutRight>, "feature tables are LayoutRight, LayoutLeft or LayoutStride");
+    static_assert(std::is_same_v<Layout, Kokkos::LayoutRight>,
+                  "feature tables are LayoutRight, LayoutLeft or LayoutStride");
     return table_layout::row_major;
   }
 }
