@@ -3,6 +3,7 @@
 # suite, the environment, the Google Benchmark targets, sanitizers, Nsight Compute and studies, every
 # output under $OUT.
 #   scripts/device_run.sh BUNDLE.tar.xz check              # info + tests + kstudy_bench
+#   scripts/device_run.sh BUNDLE.tar.xz tests              # info + tests (KSTUDY_TEST_FILTER narrows them)
 #   scripts/device_run.sh BUNDLE.tar.xz bench              # kstudy_bench alone (KSTUDY_BENCH_NAME names its JSON)
 #   scripts/device_run.sh BUNDLE.tar.xz kill_resume        # kill -9 part way through a study, --resume at once
 #   scripts/device_run.sh BUNDLE.tar.xz sanitize           # compute-sanitizer memcheck + racecheck on the CUDA variants
@@ -83,7 +84,7 @@ PY
   echo "gate rc=${PIPESTATUS[0]} (4: a point SLOWER beyond the gate; 2: not comparable; the run goes on)"
 }
 
-check() {
+tests() {
   step info
   "$bundle/kstudy" info > "$out/info.txt" 2>&1
   grep -E "HOPPER|KOKKOS_ENABLE_CUDA|gpu_name|Kokkos::OpenMP|kokkos_version" "$out/info.txt" | head -8
@@ -91,8 +92,8 @@ check() {
   timeout ${KSTUDY_TEST_SECONDS:-300} "$bundle/run_tests.sh" --gtest_brief=1 --gtest_filter="${KSTUDY_TEST_FILTER:-*}" \
     > "$out/tests.txt" 2>&1
   echo "tests rc=$?"; grep -E "FAILED|PASSED|SKIPPED|tests from" "$out/tests.txt" | tail -12
-  bench
 }
+check() { tests; bench; }
 
 # kstudy_bench alone into $OUT/${KSTUDY_BENCH_NAME:-bench}.json (KSTUDY_BENCH_FILTER picks the benchmarks).
 bench() {
@@ -276,6 +277,7 @@ echo "gpu before: $(gpu_state)" | tee "$out/gpu.txt"
 for mode in $modes; do
 case $mode in
   check) check ;;
+  tests) tests ;;
   bench) bench ;;
   kill_resume) kill_resume ;;
   faults) faults ;;
