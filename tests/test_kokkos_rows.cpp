@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,9 @@ struct expected_plan {
   std::int64_t league;
 };
 
+template <int LaneFloats = rows::team_floats>
 void expect_plan(const expected_plan& e, int vector_length, int max_team_size) {
-  const auto p = rows::plan_rows(e.rows, e.cols, e.vec4, vector_length, max_team_size);
+  const auto p = rows::plan_rows(e.rows, e.cols, e.vec4, vector_length, max_team_size, LaneFloats);
   const std::string at = std::to_string(e.rows) + " x " + std::to_string(e.cols) + (e.vec4 ? " (quads)" : "");
   EXPECT_EQ(p.shape, e.s) << at << ": " << rows::shape_name(p.shape);
   EXPECT_EQ(p.vec, e.vec) << at;
@@ -42,7 +44,7 @@ void expect_plan(const expected_plan& e, int vector_length, int max_team_size) {
   }
   // The kernel the plan names exists.
   bool dispatched = false;
-  rows::dispatch<true>(p, [&](auto shape_c, auto vec_c, auto items_c) {
+  rows::dispatch<true, LaneFloats>(p, [&](auto shape_c, auto vec_c, auto items_c) {
     dispatched = true;
     EXPECT_EQ(decltype(shape_c)::value, p.shape) << at;
     EXPECT_EQ(decltype(vec_c)::value, p.vec) << at;
@@ -73,6 +75,23 @@ TEST(KokkosRowsPlan, DeviceWarpPerRowThenTeamPerRowThenStreamed) {
   // A team limited to 8 warps streams what it cannot hold.
   expect_plan({2, 4096, true, shape::team_rows, 4, 4, 8, 2}, 32, 8);
   expect_plan({2, 4097, false, shape::team_rows_streamed, 1, 16, 8, 2}, 32, 8);
+}
+
+TEST(KokkosRowsPlan, ThirtyTwoFloatsALaneHalveTheTeam) {
+  // The LayerNorm and softmax kernels' choice (LaunchBounds<512, 2>: at most 16 warps a team).
+  expect_plan<32>({65536, 1024, true, shape::vector_rows, 4, 8, 8, 8192}, 32, 16);  // warp rows unchanged
+  expect_plan<32>({3, 1025, false, shape::team_rows, 1, 32, 2, 3}, 32, 16);
+  expect_plan<32>({65536, 4096, true, shape::team_rows, 4, 8, 4, 65536}, 32, 16);  // the CUDA rung's 128 threads
+  expect_plan<32>({65536, 8192, true, shape::team_rows, 4, 8, 8, 65536}, 32, 16);
+  expect_plan<32>({65536, 16384, true, shape::team_rows, 4, 8, 16, 65536}, 32, 16);
+  expect_plan<32>({2, 16388, true, shape::team_rows_streamed, 4, 8, 16, 2}, 32, 16);
+  expect_plan<32>({2, 20001, false, shape::team_rows_streamed, 1, 32, 16, 2}, 32, 16);
+}
+
+TEST(KokkosRowsPlan, DispatchRefusesAPlanOfAnotherLaneWidth) {
+  const auto p = rows::plan_rows(65536, 4096, true, 32, 32);  // 16 floats a lane
+  const auto dispatch_32 = [&p] { rows::dispatch<true, 32>(p, [](auto, auto, auto) {}); };
+  EXPECT_THROW(dispatch_32(), std::logic_error);
 }
 
 TEST(KokkosRowsPlan, HostRowPerTeamOfOneLane) {

@@ -109,7 +109,10 @@ inline const char* shape_name(shape s) {
 }
 
 // Floats a vector lane holds: up to 32 in vector_rows (a whole row per thread, no team reduction to amortise
-// a larger team over), 16 in the team shapes (and per chunk when streaming).
+// a larger team over); in the team shapes (and per chunk when streaming) a kernel's choice, team_floats by
+// default. More floats a lane means fewer warps a row, so a row's fixed cost (its reductions, Kokkos' team
+// bookkeeping) is shared by more elements and more of a row's bytes are in flight per thread; the price is
+// registers (a kernel choosing 32 declares LaunchBounds that allow them).
 constexpr int vector_rows_floats = 32;
 constexpr int team_floats = 16;
 // Threads of a vector_rows team on a device (8 warps, 8 rows): 256 threads, as the CUDA rungs' blocks.
@@ -131,8 +134,10 @@ inline int power_of_two_at_least(std::int64_t n) {
 }
 
 // The plan for rows x cols floats: vec4 when the arrays may be read as float4_t, vector_length 32 on CUDA
-// (1 on hosts), max_team_size the most threads of vector_length lanes a team may have (1 on hosts).
-inline plan plan_rows(std::int64_t rows, std::int64_t cols, bool vec4, int vector_length, int max_team_size) {
+// (1 on hosts), max_team_size the most threads of vector_length lanes a team may have (1 on hosts),
+// lane_floats the floats a lane holds in the team shapes (16 or 32: dispatch's TeamFloats).
+inline plan plan_rows(std::int64_t rows, std::int64_t cols, bool vec4, int vector_length, int max_team_size,
+                      int lane_floats = team_floats) {
   plan p;
   p.vec = vec4 ? 4 : 1;
   p.vector_length = vector_length;
@@ -145,20 +150,20 @@ inline plan plan_rows(std::int64_t rows, std::int64_t cols, bool vec4, int vecto
     p.league = (rows + p.team_size - 1) / p.team_size;
     return p;
   }
-  p.items = team_floats / p.vec;
+  p.items = lane_floats / p.vec;
   int team = 1;
-  while (team < max_team_size && std::int64_t(team) * vector_length * team_floats < cols) team *= 2;
+  while (team < max_team_size && std::int64_t(team) * vector_length * lane_floats < cols) team *= 2;
   team = std::min(team, max_team_size);
   p.team_size = team;
-  p.shape = std::int64_t(team) * vector_length * team_floats >= cols ? shape::team_rows : shape::team_rows_streamed;
+  p.shape = std::int64_t(team) * vector_length * lane_floats >= cols ? shape::team_rows : shape::team_rows_streamed;
   p.league = rows;
   return p;
 }
 
 // Calls f(shape_constant, vec_constant, items_constant) with the plan's kernel arguments as
 // std::integral_constant values. Device: whether team_rows is instantiated (a host never plans it: one
-// thread of one lane holds at most 32 floats, which vector_rows takes).
-template <bool Device, class F>
+// thread of one lane holds at most 32 floats, which vector_rows takes). TeamFloats: the plan's lane_floats.
+template <bool Device, int TeamFloats = team_floats, class F>
 void dispatch(const plan& p, F&& f) {
   using vector_c = std::integral_constant<shape, shape::vector_rows>;
   using team_c = std::integral_constant<shape, shape::team_rows>;
@@ -202,15 +207,17 @@ void dispatch(const plan& p, F&& f) {
           throw items_error();
       }
     case shape::team_rows:
+      if (p.items * p.vec != TeamFloats) throw items_error();
       if constexpr (Device) {
-        if (p.vec == 4) return f(team_c{}, v4{}, std::integral_constant<int, team_floats / 4>{});
-        return f(team_c{}, v1{}, std::integral_constant<int, team_floats>{});
+        if (p.vec == 4) return f(team_c{}, v4{}, std::integral_constant<int, TeamFloats / 4>{});
+        return f(team_c{}, v1{}, std::integral_constant<int, TeamFloats>{});
       } else {
         throw items_error();
       }
     default:
-      if (p.vec == 4) return f(streamed_c{}, v4{}, std::integral_constant<int, team_floats / 4>{});
-      return f(streamed_c{}, v1{}, std::integral_constant<int, team_floats>{});
+      if (p.items * p.vec != TeamFloats) throw items_error();
+      if (p.vec == 4) return f(streamed_c{}, v4{}, std::integral_constant<int, TeamFloats / 4>{});
+      return f(streamed_c{}, v1{}, std::integral_constant<int, TeamFloats>{});
   }
 }
 

@@ -4,17 +4,18 @@
 // the first attempt). The rows map onto a TeamPolicy as detail/kokkos_rows.hpp lays out (vector_length 32
 // on CUDA, a warp per row up to 1,024 columns, a team per row up to 16,384, then streamed; on hosts a team
 // of one thread and one lane per row).
-//  - In registers (vector_rows, team_rows): each lane loads its Items vectors of x once (float4 when
-//    hidden % 4 == 0; with the residual also r, writing h = x + r as it goes) and takes the exact two-pass
-//    statistics of its own elements: count, mean and M2 = sum (v - mean)^2. One reduction merges the
-//    lanes' triples with Chan et al.'s formula (the CUDA Welford rung's merge), so a row costs one
-//    ThreadVectorRange reduction (vector_rows: shuffles only) or one TeamThreadRange reduction (team_rows),
-//    and y = (v - mean) * rstd * gamma + beta is written from the registers: x (and r) read once.
-//  - Streamed (longer rows): each lane merges the statistics of its slice's chunks of 16 floats, one
-//    reduction merges the lanes, and a second pass re-reads the row (h with the residual) to write y.
-// Statistics are float on every backend: per-lane two-pass sums of at most 32 elements, then merges whose
-// count grows geometrically on a device and chunk by chunk on a host; no value is summed into a running
-// total of the whole row, which is what swamps a float row sum next to outliers.
+//  - In registers (vector_rows, team_rows; 32 floats a lane in a team, as the CUDA register rung): each lane
+//    loads its Items vectors of x once (float4 when hidden % 4 == 0; with the residual also r, writing
+//    h = x + r as it goes). Two Sum<float> reductions follow, as in the CUDA register rung: the row's sum,
+//    then the sum of squared deviations from its mean, both from the registers (the exact two-pass
+//    statistics); a ThreadVectorRange reduction each (vector_rows: shuffles only) or a TeamThreadRange one
+//    (team_rows), and y = (v - mean) * rstd * gamma + beta is written from the registers: x (and r) read once.
+//  - Streamed (longer rows): each lane merges the statistics of its slice's chunks with Chan et al.'s formula
+//    (count, mean, M2), one reduction merges the lanes, and a second pass re-reads the row (h with the
+//    residual) to write y.
+// Statistics are float on every backend: per-lane sums of at most 32 elements combined by a tree (shuffles,
+// then the team's warps), or merges whose count grows chunk by chunk; no value is summed into a running total
+// of the whole row, which is what swamps a float row sum next to outliers.
 #include <Kokkos_Core.hpp>
 
 #include <cmath>
@@ -39,14 +40,26 @@ using rows::moments;
 using rows::moments_combine;
 using moments_reducer = rows::struct_reducer<moments_combine>;
 
-template <class ExecutionSpace>
-using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
+// The team shapes' launch: LayerNorm holds 32 floats a lane (the CUDA register rung's 128 threads for a 4,096
+// row) under LaunchBounds<512, 2> (64 registers, no spill): 0.83x -> 0.94x of that rung at 65,536 x 4,096 on
+// the H200. The residual form, which also writes h, spills at 32 floats under 64 registers and ran 5% slower
+// than at 16 (performance note 46): it keeps 16 floats a lane under LaunchBounds<1024, 1>.
+template <bool Residual>
+struct launch_shape {
+  static constexpr int lane_floats = Residual ? 16 : 32;
+  static constexpr int max_threads = Residual ? 1024 : 512;
+  static constexpr int min_blocks = Residual ? 1 : 2;
+};
+template <class ExecutionSpace, bool Residual>
+using policy_type =
+    Kokkos::TeamPolicy<ExecutionSpace,
+                       Kokkos::LaunchBounds<launch_shape<Residual>::max_threads, launch_shape<Residual>::min_blocks>>;
 
 // One kernel of the plan: Shape, Vec floats per vector, Items vectors per lane (per chunk when streaming).
 // With Residual, v = x + r, also written to h.
 template <class ExecutionSpace, bool Residual, rows::shape Shape, int Vec, int Items>
 struct layernorm_rows {
-  using member_type = typename policy_type<ExecutionSpace>::member_type;
+  using member_type = typename policy_type<ExecutionSpace, Residual>::member_type;
   static constexpr int vec = Vec;
 
   rows::input_view<ExecutionSpace, Vec> x, r, gamma, beta;
@@ -120,6 +133,10 @@ struct layernorm_rows {
     return moments{count, mean, m2};
   }
 
+  // Two reductions of plain float sums, as the CUDA register rung: the row's sum (then its mean), then the
+  // sum of squared deviations from that mean, both from the registers. A sum's join is one addition, where a
+  // (count, mean, M2) merge costs a division per step: the first tuned version's single Chan reduction ran 4x
+  // the CUDA rung's instructions per element (Nsight Compute, H200, 65,536 x 4,096; performance note 46).
   KOKKOS_INLINE_FUNCTION void resident_row(const member_type& member, const std::int64_t row) const {
     constexpr bool team = Shape != rows::shape::vector_rows;  // else the row's slices are one thread's lanes
     const int slices = team ? member.team_size() * vector_length : vector_length;
@@ -127,26 +144,48 @@ struct layernorm_rows {
     // The lane's elements (0 past the row's end). Zeroed first, as the compiler cannot tell that the range
     // over the vector lanes runs once on every lane (without it, -Wmaybe-uninitialized).
     float v[Items][Vec] = {};
-    moments total;
+    int valid = 0;  // vectors of the row this lane holds: a prefix of v
+    float row_sum = 0.0f;
     rows::reduce_slices<team>(
         member, vector_length,
-        [&](const int s, moments& partial) {
-          int valid = 0;  // vectors of the row this lane holds: a prefix of v
+        [&](const int s, float& partial) {
+          float sum = 0.0f;
           KSTUDY_ROWS_UNROLL
           for (int k = 0; k < Items; ++k) {
             const std::int64_t q = s + std::int64_t(k) * slices;
             if (q < vectors) {
               load(base + q, v[k]);
               ++valid;
-            } else {
+            }
+            KSTUDY_ROWS_UNROLL
+            for (int j = 0; j < Vec; ++j) sum += v[k][j];  // the padding is 0
+          }
+          partial += sum;
+        },
+        Kokkos::Sum<float>(row_sum));
+    const float mean = row_sum / hidden;
+    // Kokkos 3.4's team reduction leaves its shared-memory slots without a closing barrier: the next one
+    // must not overwrite them while a warp still reads (a warp's own shuffles need none).
+    if constexpr (team) member.team_barrier();
+    float row_m2 = 0.0f;
+    rows::reduce_slices<team>(
+        member, vector_length,
+        [&](const int, float& partial) {
+          float m2 = 0.0f;
+          KSTUDY_ROWS_UNROLL
+          for (int k = 0; k < Items; ++k) {
+            if (k < valid) {
               KSTUDY_ROWS_UNROLL
-              for (int j = 0; j < Vec; ++j) v[k][j] = 0.0f;
+              for (int j = 0; j < Vec; ++j) {
+                const float d = v[k][j] - mean;
+                m2 += d * d;
+              }
             }
           }
-          moments_combine::join(partial, statistics(v, valid));
+          partial += m2;
         },
-        moments_reducer(total));
-    const float mean = total.mean, rstd = 1.0f / sqrtf(total.m2 / hidden + epsilon);
+        Kokkos::Sum<float>(row_m2));
+    const float rstd = 1.0f / sqrtf(row_m2 / hidden + epsilon);
     rows::for_slices<team>(member, vector_length, [&](const int s) {
       KSTUDY_ROWS_UNROLL
       for (int k = 0; k < Items; ++k) {
@@ -209,10 +248,12 @@ struct layernorm_rows {
 };
 
 // Registers hold a row of up to this many floats (else it is streamed, read twice): 32 on a host (one
-// lane), 16 floats on each of 1,024 threads on a device.
-template <class ExecutionSpace>
+// lane), 16,384 on a device (32 floats on each of 512 threads, or 16 on each of 1,024 with the residual).
+template <class ExecutionSpace, bool Residual>
 constexpr std::int64_t resident_hidden() {
-  return detail::is_host_space_v<ExecutionSpace> ? rows::vector_rows_floats : std::int64_t(1024) * rows::team_floats;
+  using shape = launch_shape<Residual>;
+  return detail::is_host_space_v<ExecutionSpace> ? rows::vector_rows_floats
+                                                 : std::int64_t(shape::max_threads) * shape::lane_floats;
 }
 
 template <class ExecutionSpace, layernorm_kind K>
@@ -255,10 +296,10 @@ class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<Execut
       vec4 = vec4 && rows::quad_aligned(p);  // a null (absent) array is aligned
     int vector_length = 1, max_team_size = 1;
     if constexpr (!on_host) {
-      vector_length = policy_type<ExecutionSpace>::vector_length_max();  // a warp on CUDA
-      max_team_size = std::max(1, 1024 / vector_length);                 // LaunchBounds<1024, 1>
+      vector_length = policy_type<ExecutionSpace, residual>::vector_length_max();  // a warp on CUDA
+      max_team_size = std::max(1, launch_shape<residual>::max_threads / vector_length);
     }
-    m_plan = rows::plan_rows(m_rows, m_hidden, vec4, vector_length, max_team_size);
+    m_plan = rows::plan_rows(m_rows, m_hidden, vec4, vector_length, max_team_size, launch_shape<residual>::lane_floats);
     if constexpr (!on_host) check_team_size();
     this->upload(data.streamed_inputs());
   }
@@ -284,15 +325,16 @@ class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<Execut
   }
 
   void launch() override {
-    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-      using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
-                                     decltype(items_c)::value>;
-      const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
-                                               m_plan.vector_length);
-      Kokkos::parallel_for(
-          std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" + rows::shape_name(m_plan.shape), policy,
-          make_functor<functor>());
-    });
+    rows::dispatch<!on_host, launch_shape<residual>::lane_floats>(
+        m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+          using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
+                                         decltype(items_c)::value>;
+          const policy_type<ExecutionSpace, residual> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
+                                                             m_plan.vector_length);
+          Kokkos::parallel_for(
+              std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" + rows::shape_name(m_plan.shape), policy,
+              make_functor<functor>());
+        });
   }
 
  private:
@@ -317,19 +359,20 @@ class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<Execut
     return f;
   }
 
-  // The planned team must launch: LaunchBounds<1024, 1> caps the kernels at 64 registers, so 1,024 threads
-  // always fit; this says so if a compiler or a Kokkos version disagrees.
+  // The planned team must launch: the LaunchBounds cap the kernels' registers so that max_threads always
+  // fit; this says so if a compiler or a Kokkos version disagrees.
   void check_team_size() const {
-    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-      using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
-                                     decltype(items_c)::value>;
-      const policy_type<ExecutionSpace> probe(m_space, 1, 1, m_plan.vector_length);
-      const int limit = probe.team_size_max(make_functor<functor>(), Kokkos::ParallelForTag());
-      if (limit < m_plan.team_size)
-        throw std::runtime_error(std::string(operation_name(K)) + "_kokkos_tuned: a team of " +
-                                 std::to_string(m_plan.team_size) + " threads does not launch (at most " +
-                                 std::to_string(limit) + ")");
-    });
+    rows::dispatch<!on_host, launch_shape<residual>::lane_floats>(
+        m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+          using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
+                                         decltype(items_c)::value>;
+          const policy_type<ExecutionSpace, residual> probe(m_space, 1, 1, m_plan.vector_length);
+          const int limit = probe.team_size_max(make_functor<functor>(), Kokkos::ParallelForTag());
+          if (limit < m_plan.team_size)
+            throw std::runtime_error(std::string(operation_name(K)) + "_kokkos_tuned: a team of " +
+                                     std::to_string(m_plan.team_size) + " threads does not launch (at most " +
+                                     std::to_string(limit) + ")");
+        });
   }
 
   using kokkos_base::m_instance;
@@ -340,23 +383,24 @@ class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<Execut
 };
 
 // Matrix reads of the kernel: once from registers, twice when the rows are streamed.
-template <class Space>
+template <class Space, bool Residual>
 int row_reads(std::int64_t hidden) {
-  return hidden <= resident_hidden<Space>() ? 1 : 2;
+  return hidden <= resident_hidden<Space, Residual>() ? 1 : 2;
 }
 
 template <class Space>
 void register_space() {
   const std::string kokkos =
-      "Kokkos hierarchical parallelism: TeamPolicy with LaunchBounds<1024,1> and vector_length 32 on a device (1 on "
-      "hosts); rows up to 1,024 cols one per team thread (8 per team) reduced across its vector lanes by a "
-      "ThreadVectorRange parallel_reduce (warp shuffles), longer rows one per team by a TeamThreadRange "
-      "parallel_reduce over nested ThreadVectorRange ones; a custom reducer merges per-lane (count, mean, M2) "
-      "(Chan): one reduction per row, no team scratch; the row in registers up to 16,384 cols (float4 loads "
-      "through unmanaged Restrict Views of a 16-byte struct when hidden % 4 == 0), longer rows streamed twice";
-  auto plain = variant_info_for(layernorm_kind::plain, "layernorm_kokkos_tuned", "layernorm_kokkos", kokkos, 1, 1);
+      "Kokkos hierarchical parallelism: TeamPolicy and vector_length 32 on a device (1 on hosts); rows up to 1,024 "
+      "cols one per team thread (8 per team) reduced across its vector lanes by ThreadVectorRange parallel_reduce "
+      "(warp shuffles), longer rows one per team by TeamThreadRange parallel_reduce over nested ThreadVectorRange "
+      "ones; two Sum<float> reductions per row (the sum, then the squared deviations from the registers), no team "
+      "scratch; the row in registers up to 16,384 cols (float4 loads through unmanaged Restrict Views of a 16-byte "
+      "struct when hidden % 4 == 0), longer rows streamed twice (Chan merges of the lanes' chunks)";
+  auto plain = variant_info_for(layernorm_kind::plain, "layernorm_kokkos_tuned", "layernorm_kokkos",
+                                kokkos + "; LaunchBounds<512,2>, 32 floats a lane in a team", 1, 1);
   plain.traffic = [](const table_shape& s) {
-    return pass_traffic(s.rows, s.features, row_reads<Space>(s.features), 1);
+    return pass_traffic(s.rows, s.features, row_reads<Space, false>(s.features), 1);
   };
   plain.rung = 1;
   plain.implementation = implementation::kokkos;
@@ -365,10 +409,13 @@ void register_space() {
 
   auto fused =
       variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_tuned", "residual_layernorm_kokkos",
-                       kokkos + "; x and r loaded together, h = x + r written on the load (4 passes)", 2, 2);
+                       kokkos +
+                           "; LaunchBounds<1024,1>, 16 floats a lane in a team; x and r loaded together, "
+                           "h = x + r written on the load (4 passes)",
+                       2, 2);
   // Streamed rows read h back (written by the same kernel) in the second pass.
   fused.traffic = [](const table_shape& s) {
-    return pass_traffic(s.rows, s.features, 1 + row_reads<Space>(s.features), 2);
+    return pass_traffic(s.rows, s.features, 1 + row_reads<Space, true>(s.features), 2);
   };
   fused.rung = 1;
   fused.implementation = implementation::kokkos;

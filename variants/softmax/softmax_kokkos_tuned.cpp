@@ -9,7 +9,7 @@
 //    online softmax's merge), so a row costs one ThreadVectorRange reduction (vector_rows: shuffles only)
 //    or one TeamThreadRange reduction (team_rows). Each lane then writes its exps times
 //    exp(m - row max) / row sum: one exp per element, the row read from memory once.
-//  - Streamed (longer rows) on a device: each lane folds its slice in chunks of 16 floats into a running
+//  - Streamed (longer rows) on a device: each lane folds its slice in chunks of 32 floats into a running
 //    (m, sum), one reduction combines the lanes, then a second pass re-reads the row (mostly from L2) and
 //    writes exp(x - max) / sum. On a host (rows over 32 columns): three passes, the last two from the core's
 //    cache, with one exp per element (host_row).
@@ -41,7 +41,12 @@ using rows::max_sum_combine;
 using max_sum_reducer = rows::struct_reducer<max_sum_combine>;
 
 template <class ExecutionSpace>
-using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
+using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<512, 2>>;
+// Floats a lane holds in a team shape: 32 (128 threads a 4,096 row), so a row's fixed cost (its reduction,
+// Kokkos' team bookkeeping) is shared by twice the elements of a 16-float lane; LaunchBounds<512, 2> leaves
+// 64 registers a thread for them (no spill).
+constexpr int lane_floats = 32;
+constexpr int max_threads = 512;
 
 // One kernel of the plan: Shape, Vec floats per vector, Items vectors per lane (per chunk when streaming).
 template <class ExecutionSpace, rows::shape Shape, int Vec, int Items>
@@ -244,9 +249,9 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
     int vector_length = 1, max_team_size = 1;
     if constexpr (!on_host) {
       vector_length = policy_type<ExecutionSpace>::vector_length_max();  // a warp on CUDA
-      max_team_size = std::max(1, 1024 / vector_length);                 // LaunchBounds<1024, 1>
+      max_team_size = std::max(1, max_threads / vector_length);          // LaunchBounds<512, 2>
     }
-    m_plan = rows::plan_rows(m_rows, m_cols, vec4, vector_length, max_team_size);
+    m_plan = rows::plan_rows(m_rows, m_cols, vec4, vector_length, max_team_size, lane_floats);
     if constexpr (!on_host) check_team_size();
     this->upload(data.streamed_inputs());
   }
@@ -267,7 +272,7 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
   }
 
   void launch() override {
-    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+    rows::dispatch<!on_host, lane_floats>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
       using functor =
           softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
       const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
@@ -286,10 +291,10 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
                    rows::as_output<ExecutionSpace, vec>(m_y.data(), n), m_rows, m_cols / vec, m_plan.vector_length};
   }
 
-  // The planned team must launch: LaunchBounds<1024, 1> caps the kernels at 64 registers, so 1,024 threads
+  // The planned team must launch: LaunchBounds<512, 2> caps the kernels at 64 registers, so 512 threads
   // always fit; this says so if a compiler or a Kokkos version disagrees.
   void check_team_size() const {
-    rows::dispatch<!on_host>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+    rows::dispatch<!on_host, lane_floats>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
       using functor =
           softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
       const policy_type<ExecutionSpace> probe(m_space, 1, 1, m_plan.vector_length);
@@ -311,10 +316,11 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
   using space = typename decltype(tag)::type;
   auto info = variant_info_for(
       "kokkos_tuned", "softmax_kokkos",
-      "Kokkos hierarchical parallelism: TeamPolicy with LaunchBounds<1024,1> and vector_length 32 on a device "
+      "Kokkos hierarchical parallelism: TeamPolicy with LaunchBounds<512,2> and vector_length 32 on a device "
       "(1 on hosts); rows up to 1,024 cols one per team thread (8 per team) reduced across its vector lanes by "
       "a ThreadVectorRange parallel_reduce (warp shuffles), longer rows one per team by a TeamThreadRange "
-      "parallel_reduce over nested ThreadVectorRange ones; a custom reducer merges (max, sum of exp) pairs: "
+      "parallel_reduce over nested ThreadVectorRange ones (32 floats a lane); a custom reducer merges (max, sum of "
+      "exp) pairs: "
       "one reduction per row, no team scratch; the row in registers up to 16,384 cols (float4 loads through "
       "an unmanaged Restrict View of a 16-byte struct when cols % 4 == 0), longer rows streamed twice");
   info.rung = 1;
