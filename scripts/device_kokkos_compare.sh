@@ -6,7 +6,8 @@
 #   tests    the test suite alone (KSTUDY_TEST_FILTER)
 #   study    `kstudy run $KSTUDY_COMPARE_STUDY` (default: the kokkos_costs_* experiments) into study.h5
 #   quick    the `quick` study into quick.h5
-#   profile  Nsight Compute counters of KSTUDY_PROFILE_VARIANTS (default fused_kokkos) in profile_layouts
+#   profile  Nsight Compute counters (`kstudy profile $KSTUDY_COMPARE_PROFILE`, default: profile_layouts --variants
+#            fused_kokkos) into profile.h5
 #   scripts/device_kokkos_compare.sh A.tar.xz TAG_A B.tar.xz TAG_B
 # A bundle may hold only the binaries (no lib/): it then runs with the first bundle's libraries, which is how two
 # builds fit one call's transfer limit (Kokkos is linked statically; the rest is the same).
@@ -22,19 +23,24 @@ work=$(mktemp -d)
 steps=${KSTUDY_COMPARE_STEPS:-check quick profile}
 study=${KSTUDY_COMPARE_STUDY:-kokkos_costs_vectors kokkos_costs_softmax kokkos_costs_layernorm kokkos_costs_transpose}
 first_lib=
-unpack() {  # tarball -> the bundle's folder (libraries borrowed from the first bundle when it has none)
+# Unpacks a tarball into $work and sets `bundle` to its folder; a bundle without lib/ gets the first bundle's
+# libraries. (Not called in a command substitution: first_lib must outlive the call.)
+unpack() {
   local dir; dir=$(mktemp -d -p "$work"); tar -xJf "$1" -C "$dir"
-  local bundle; bundle=$(dirname "$(find "$dir" -maxdepth 2 -name env.sh | head -1)")
-  if [[ -d $bundle/lib && -z $first_lib ]]; then first_lib=$bundle/lib; fi
-  if [[ ! -d $bundle/lib || -z $(ls "$bundle/lib") ]]; then rm -rf "$bundle/lib"; cp -r "$first_lib" "$bundle/lib"; fi
-  echo "$bundle"
+  bundle=$(dirname "$(find "$dir" -maxdepth 2 -name env.sh | head -1)")
+  if [[ -d $bundle/lib && -n $(ls "$bundle/lib") ]]; then
+    [[ -n $first_lib ]] || first_lib=$bundle/lib
+  else
+    [[ -n $first_lib ]] || { echo "device_kokkos_compare: $1 has no lib/ and no bundle before it does" >&2; exit 2; }
+    rm -rf "$bundle/lib"; cp -r "$first_lib" "$bundle/lib"
+  fi
 }
 measure() {
   local tarball=$1 tag=$2
   local dir=$work/$tag
   mkdir -p "$dir"
   echo "===== $tag ($(basename "$tarball"))"
-  local bundle; bundle=$(unpack "$tarball")
+  local bundle; unpack "$tarball"
   # device_run.sh unpacks its own copy; hand it a tarball of the completed bundle.
   local full=$work/$tag-full.tar.xz
   tar -cf - -C "$(dirname "$bundle")" "$(basename "$bundle")" | xz -0 -T0 > "$full"
@@ -55,8 +61,9 @@ measure() {
         echo "quick rc=$?"; grep -E "GATE|error|GPU health|results:" "$dir/quick.txt" | head -8 ;;
       profile)
         echo "== profile ($(date -u +%T))"
+        # shellcheck disable=SC2086
         OUT=$dir KSTUDY_PROFILE_SECONDS=${KSTUDY_PROFILE_SECONDS:-240} "$here/device_run.sh" "$full" profile \
-          profile_layouts --variants "${KSTUDY_PROFILE_VARIANTS:-fused_kokkos}" | grep -E "profile rc|error" | head -5 ;;
+          ${KSTUDY_COMPARE_PROFILE:-profile_layouts --variants fused_kokkos} | grep -E "profile rc|error|@cuda" | head -40 ;;
       *) echo "device_kokkos_compare: unknown step '$s'" >&2; exit 2 ;;
     esac
   done

@@ -6,6 +6,10 @@ Every comparison is inside one archive (one run, one clock): speed ratio = the r
 Kokkos variant's median time; "beats" / "loses" / "tie" by Mann-Whitney U (stats.versus); a target is judged from
 the per-sample ratios (met / missed / borderline: stats.target). The Kokkos version is the archive's own
 (environment.kokkos_version), never a label typed beside it.
+
+`kstudy profile` archives in the block add a column: the Nsight Compute counters of both kernels of a row (DRAM
+throughput, achieved and theoretical occupancy, registers; the longest kernel of a multi-kernel variant) from the
+profile archive of the same Kokkos version; where several hold a variant, the one named last wins.
 """
 import numpy as np
 
@@ -29,6 +33,37 @@ TARGETS = {"reduce_sum": (0.90, "cuda"), "softmax": (0.90, "cuda"), "layernorm":
 HOST_TARGET = 0.70  # of the host read roof, OpenMP variants of memory-bound operations at their largest point
 
 
+def is_profile(path):
+    """Whether the archive is `kstudy profile`'s (Nsight Compute counters, no timed samples)."""
+    a = S.archive(path)
+    return any(not e.profile.empty for e in a.experiments.values()) and \
+        all(e.accepted().empty for e in a.experiments.values())
+
+
+def counters(paths):
+    """{(kokkos_version, variant, rows, features, depth): the counters of its longest profiled kernel} of the
+    profile archives."""
+    out = {}
+    for path in paths:
+        a = S.archive(path)
+        version = a.environment.get("kokkos_version")
+        for e in a.experiments.values():
+            if e.profile.empty:
+                continue
+            ok = e.profile[e.profile.status == "ok"]
+            for key, rows in ok.groupby(["variant", "rows", "features", "depth"]):
+                longest = rows.sort_values("profiled_duration_s").iloc[-1]
+                out[(version,) + tuple(key[:1]) + tuple(int(k) for k in key[1:])] = longest
+    return out
+
+
+def counter_text(c):
+    if c is None:
+        return "–"
+    return (f"DRAM {c.dram_throughput_pct:.0f}%, occupancy {c.achieved_occupancy_pct:.0f}% "
+            f"of {c.theoretical_occupancy_pct:.0f}%, {int(c.registers_per_thread)} regs")
+
+
 def name(m):
     return f"`{m.variant.split('@')[0]}`" + (f" (rung {m.rung})" if m.rung > 0 else "")
 
@@ -37,7 +72,7 @@ def rate_text(m, compute):
     return f"{S.number(float(np.median(m.rate(compute))))} {'TFLOP/s' if compute else 'GB/s'}"
 
 
-def device_rows(path, version, notes):
+def device_rows(path, version, notes, profiled=None):
     s = S.samples(path)
     rows = []
     for operation in sorted(s.operation.dropna().unique()):
@@ -67,9 +102,14 @@ def device_rows(path, version, notes):
                 judged = ""
             else:
                 judged = f"≥ {target[0]:.2f}: {S.target(ratios, target[0])}"
-            rows.append(f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, compute)} | "
-                        f"{name(ref)} {rate_text(ref, compute)} | {S.ratio(float(np.median(ratios)))} | {verdict} | "
-                        f"{judged} |")
+            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, compute)} | "
+                   f"{name(ref)} {rate_text(ref, compute)} | {S.ratio(float(np.median(ratios)))} | {verdict} | "
+                   f"{judged} |")
+            if profiled is not None:
+                at = (int(k.rows), int(k.features), int(k.depth))
+                ck, cr = (profiled.get((version, m.variant) + at) for m in (k, ref))
+                row += f" {counter_text(ck)} / {counter_text(cr)} |"
+            rows.append(row)
     return rows
 
 
@@ -104,20 +144,26 @@ def A_share(fraction):
 def kokkos_costs(block):
     device, host, notes = [], [], set()
     versions = []
-    for path in block.paths:
+    profiles = [p for p in block.paths if is_profile(p)]
+    profiled = counters(profiles) if profiles else None
+    for path in [p for p in block.paths if p not in profiles]:
         a = S.archive(path)
         version = a.environment.get("kokkos_version")
         if not version:
             raise ResultsError(f"{path}: the archive records no kokkos_version")
         versions.append(version)
-        device += device_rows(path, version, notes)
+        device += device_rows(path, version, notes, profiled)
         host += host_rows(path, version)
     if not device:
         raise ResultsError(f"{', '.join(block.written)}: no operation with both a Kokkos and a handwritten CUDA "
                            "device variant at a headline point")
-    lines = ["| operation at point | Kokkos | best Kokkos variant | best handwritten CUDA (SGEMM: cuBLAS) | "
-             "Kokkos speed ÷ CUDA speed | Kokkos vs CUDA | target |",
-             "| --- | --- | --- | --- | --- | --- | --- |"] + device + [""]
+    head = ("| operation at point | Kokkos | best Kokkos variant | best handwritten CUDA (SGEMM: cuBLAS) | "
+            "Kokkos speed ÷ CUDA speed | Kokkos vs CUDA | target |")
+    rule = "| --- | --- | --- | --- | --- | --- | --- |"
+    if profiled is not None:  # Nsight Compute of the same build (kstudy profile), where the block names one
+        head += " Nsight Compute, Kokkos / CUDA (– not profiled) |"
+        rule += " --- |"
+    lines = [head, rule] + device + [""]
     if host:
         lines += ["OpenMP (the device host's cores) against the host read roof of the same run:", "",
                   "| operation at point | Kokkos | best OpenMP Kokkos variant | host read roof | share | target |",

@@ -1,0 +1,44 @@
+"""Cold against warm caches: per device variant and point of a sweep run with `"cache": ["warm", "cold"]`, the median
+time with the caches as the previous trial left them and after a write larger than the L2 (outside the timed
+region), their ratio and a Mann-Whitney verdict. Device variants on CUDA events; the flush size is the archive's."""
+import numpy as np
+
+from . import ResultsError, generator, stats as S
+
+TIMER = "device_events"
+
+
+def quartiles(seconds):
+    q1, q3 = np.quantile(seconds, [0.25, 0.75])
+    return f"{S.micro(q1)}–{S.micro(q3)}"
+
+
+@generator("cache_modes", "cold-cache against warm-cache medians per device variant and point")
+def cache_modes(block):
+    lines = []
+    for path in block.paths:
+        s = S.samples(path)
+        s = s[s.on_device & (s.timer == TIMER)]
+        if s.empty or set(s.cache.dropna().unique()) != {"warm", "cold"}:
+            raise ResultsError(f"{path}: no device variant timed on {TIMER} with both warm and cold caches")
+        flush = int(s[s.cache == "cold"].flush_bytes.max())
+        lines += [f"Caches cold: {flush / 2**20:,.0f} MiB written before every timed region (outside it); warm: as "
+                  "the previous trial left them. CUDA events, medians (IQR).", "",
+                  "| variant | point | input | warm | cold | cold ÷ warm | cold vs warm |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for (rows, features, depth), at in s.groupby(["rows", "features", "depth"]):
+            for variant in sorted(at.variant.unique()):
+                v = at[at.variant == variant]
+                warm = np.sort(v[v.cache == "warm"].seconds.to_numpy(dtype=float))
+                cold = np.sort(v[v.cache == "cold"].seconds.to_numpy(dtype=float))
+                if not len(warm) or not len(cold):
+                    continue
+                verdict, p = S.versus(cold, warm)
+                verdict = {"beats": "faster", "loses": "slower"}.get(verdict, verdict)
+                mib = float(v.essential_bytes.iloc[0]) / 2**20
+                lines.append(f"| `{variant.split('@')[0]}` | {int(rows):,}×{int(features)} | {mib:,.0f} MiB | "
+                             f"{S.micro(np.median(warm))} µs ({quartiles(warm)}) | "
+                             f"{S.micro(np.median(cold))} µs ({quartiles(cold)}) | "
+                             f"{S.ratio(np.median(cold) / np.median(warm))} | {verdict} (p = {p:.2g}) |")
+        lines.append("")
+    return lines[:-1]
