@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """scripts/results.py against itself, on a scratch copy: a block it wrote passes --check; a number edited inside the
 block, a block with its generated lines deleted, or prose changed inside a block fails --check with a unified diff
-naming the file; --write restores it; a marker naming an unknown generator or a missing archive exits 2 naming it.
+naming the file; --write restores it; a marker naming an unknown generator or a missing archive exits 2 naming it;
+the cache_modes and kokkos_costs generators on session 11's archives (a refusal, the counters column).
 
     tests/check_results.py scripts/results.py
 """
@@ -91,6 +92,30 @@ with tempfile.TemporaryDirectory() as scratch:
     page.write_text(PAGE.replace("<!-- kstudy:end -->\n", ""))
     code, _, err = run(str(page), "--check")
     check(code == 2 and "no <!-- kstudy:end --> line" in err, f"an unclosed block exits 2: {code} {err}")
+
+    # The generators of session 11's data: cold against warm needs both modes; kokkos_costs takes the Nsight
+    # Compute counters of a profile archive of the same Kokkos version into a column of its own.
+    s11 = "data/h200-2026-12-02-s11"
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"cache_modes archives={s11}/cache_modes.h5"))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    check(code == 0 and "| `fused_kokkos_row_major` | 1,048,576×16 |" in text and "cold ÷ warm" in text,
+          f"cache_modes writes a row per variant and point: {code} {err}\n{text}")
+    page.write_text(PAGE.replace("plain_baseline archives", "cache_modes archives"))
+    code, _, err = run(str(page), "--check")
+    check(code == 2 and "with both warm and cold caches" in err,
+          f"cache_modes refuses an archive of warm runs: {code} {err}")
+    costs = f"kokkos_costs archives={s11}/kokkos_costs_k46.h5"
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", costs))
+    run(str(page), "--write")
+    plain = page.read_text()
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"{costs},{s11}/profile_k46.h5"))
+    run(str(page), "--write")
+    profiled = page.read_text()
+    row = next((line for line in profiled.split("\n") if line.startswith("| softmax at 65,536×4096 | 4.6.1 |")), "")
+    check("Nsight Compute" not in plain and "Nsight Compute, Kokkos / CUDA" in profiled
+          and row.count("DRAM ") == 2 and "64 regs / DRAM" in row,
+          f"kokkos_costs adds both kernels' counters from the profile archive:\n{row}")
 
 print("check_results.py:", "FAILED: " + "; ".join(failures) if failures else "every case passed")
 sys.exit(1 if failures else 0)

@@ -1,11 +1,16 @@
-"""Cold against warm caches: per device variant and point of a sweep run with `"cache": ["warm", "cold"]`, the median
-time with the caches as the previous trial left them and after a write larger than the L2 (outside the timed
-region), their ratio and a Mann-Whitney verdict. Device variants on CUDA events; the flush size is the archive's."""
+"""Cold against warm caches: per variant and point of a sweep run with `"cache": ["warm", "cold"]`, the median time
+with the caches as the previous trial left them and after a write larger than the last-level cache (outside the
+timed region), their ratio and a Mann-Whitney verdict. Device variants on CUDA events, host variants on the host
+clock; the flush size is the archive's."""
 import numpy as np
 
 from . import ResultsError, generator, stats as S
 
-TIMER = "device_events"
+DEVICE_TIMER, HOST_TIMER = "device_events", "host_wall"
+
+
+def size(nbytes):
+    return f"{nbytes / 2**20:,.0f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:,.0f} KiB"
 
 
 def quartiles(seconds):
@@ -18,12 +23,15 @@ def cache_modes(block):
     lines = []
     for path in block.paths:
         s = S.samples(path)
-        s = s[s.on_device & (s.timer == TIMER)]
+        s = s[(s.on_device & (s.timer == DEVICE_TIMER)) | (~s.on_device & (s.timer == HOST_TIMER))]
         if s.empty or set(s.cache.dropna().unique()) != {"warm", "cold"}:
-            raise ResultsError(f"{path}: no device variant timed on {TIMER} with both warm and cold caches")
+            raise ResultsError(f"{path}: no variant timed with both warm and cold caches")
         flush = int(s[s.cache == "cold"].flush_bytes.max())
+        kinds = (("CUDA events (device variants)", s.on_device.any()),
+                 ("the host clock (host variants)", (~s.on_device).any()))
+        clocks = " and ".join(c for c, on in kinds if on)
         lines += [f"Caches cold: {flush / 2**20:,.0f} MiB written before every timed region (outside it); warm: as "
-                  "the previous trial left them. CUDA events, medians (IQR).", "",
+                  f"the previous trial left them. {clocks[0].upper() + clocks[1:]}, medians (IQR).", "",
                   "| variant | point | input | warm | cold | cold ÷ warm | cold vs warm |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for (rows, features, depth), at in s.groupby(["rows", "features", "depth"]):
@@ -35,8 +43,8 @@ def cache_modes(block):
                     continue
                 verdict, p = S.versus(cold, warm)
                 verdict = {"beats": "faster", "loses": "slower"}.get(verdict, verdict)
-                mib = float(v.essential_bytes.iloc[0]) / 2**20
-                lines.append(f"| `{variant.split('@')[0]}` | {int(rows):,}×{int(features)} | {mib:,.0f} MiB | "
+                lines.append(f"| `{variant.split('@')[0]}` | {int(rows):,}×{int(features)} | "
+                             f"{size(float(v.essential_bytes.iloc[0]))} | "
                              f"{S.micro(np.median(warm))} µs ({quartiles(warm)}) | "
                              f"{S.micro(np.median(cold))} µs ({quartiles(cold)}) | "
                              f"{S.ratio(np.median(cold) / np.median(warm))} | {verdict} (p = {p:.2g}) |")

@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""Reproduce the published numbers: every archive behind a generated table (the `<!-- kstudy:results ...
+archives=... -->` markers of README.md and docs/*.md) re-measured with the command that made it, then the tables
+regenerated from the new archives.
+
+    scripts/reproduce.py plan                      # the archives behind the tables, with the command of each
+    scripts/reproduce.py script > reproduce.sh     # a bash script for the GPU machine (no Python needed there)
+    KSTUDY=bundle/kstudy OUT=out SECONDS_LEFT=540 bash reproduce.sh
+                                                   # runs what OUT lacks; run it again to complete (it resumes)
+    scripts/reproduce.py adopt out --dataset data/h200-2026-12-24   # copy them in, point the markers at them,
+                                                   # regenerate every table (scripts/results.py --write)
+
+The command of an archive is the one it records (root attribute `command_line`): `kstudy run EXPERIMENT... [options]`
+or `kstudy profile ...`, with its --out replaced and `--resume` added when the output exists, so a run cut by a
+call's time limit is completed by the next call, and a complete one costs a second. Archives made by other programs
+(`kstudy_bench` JSON, an out-of-tree study) are listed with how to remake them, and left to the user.
+
+Exit codes: 0 done, 1 --check found a difference, 2 bad usage or a page/archive that cannot be read, 77 h5py missing.
+"""
+import argparse
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+try:
+    import h5py
+except ImportError:  # pragma: no cover - depends on the machine
+    print("reproduce.py: h5py is missing (Debian: apt-get install python3-h5py)", file=sys.stderr)
+    sys.exit(77)
+
+REPO = Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"<!-- kstudy:results (\S+) archives=(\S+)")
+# Options whose value is where the archive went, or a scratch folder: the script supplies its own.
+DROPPED_WITH_VALUE = {"--out", "-o", "--keep-ncu", "--json"}
+DROPPED = {"--overwrite", "--resume", "-q", "--quiet"}
+
+
+class Error(Exception):
+    pass
+
+
+def pages(root):
+    return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))] if p.exists()]
+
+
+def published(root):
+    """[(archive path relative to root, [pages naming it])] in first-seen order."""
+    found = {}
+    for page in pages(root):
+        for match in MARKER.finditer(page.read_text()):
+            for name in match.group(2).split(","):
+                found.setdefault(name, []).append(str(page.relative_to(root)))
+    return list(found.items())
+
+
+def command_of(path):
+    """(subcommand, arguments without output options) of a kstudy archive, or None with why."""
+    if path.suffix != ".h5":
+        return None, "not a kstudy archive (kstudy_bench JSON: scripts/device_run.sh BUNDLE bench; its dataset README)"
+    with h5py.File(path, "r") as f:
+        line = f.attrs.get("command_line")
+    if line is None:
+        return None, "the archive records no command line"
+    line = line.decode() if isinstance(line, bytes) else str(line)
+    words = shlex.split(line)
+    if len(words) < 2 or Path(words[0]).name != "kstudy" or words[1] not in ("run", "profile"):
+        return None, f"made by another program: {line}"
+    with h5py.File(path, "r") as f:
+        version = f["environment"].attrs.get("kokkos_version", "") if "environment" in f else ""
+    version = version.decode() if isinstance(version, bytes) else str(version)
+    kept, skip = [], False
+    for word in words[2:]:
+        if skip:
+            skip = False
+        elif word in DROPPED_WITH_VALUE:
+            skip = True
+        elif word in DROPPED or any(word.startswith(o + "=") for o in DROPPED_WITH_VALUE):
+            continue
+        else:
+            kept.append(word)
+    return (words[1], kept, version), None
+
+
+def plan(root):
+    rows = []
+    for name, where in published(root):
+        path = root / name
+        if not path.exists():
+            raise Error(f"{where[0]}: archive {name} does not exist")
+        command, why = command_of(path)
+        rows.append((name, where, command, why))
+    return rows
+
+
+def do_plan(args):
+    for name, where, command, why in plan(args.root):
+        print(f"{name}  ({', '.join(sorted(set(where)))})")
+        print(f"    kstudy {command[0]} {shlex.join(command[1])}   (Kokkos {command[2] or 'unrecorded'})" if command
+              else f"    left to the user: {why}")
+
+
+SCRIPT_HEAD = """#!/usr/bin/env bash
+# Made by scripts/reproduce.py script: re-measures the archives behind the published tables into $OUT, each with
+# the command it records. Needs KSTUDY (a kstudy of the cuda flavour) and OUT; an archive made under another Kokkos
+# version runs KSTUDY_KOKKOS_<version, dots as _> where set (e.g. KSTUDY_KOKKOS_4_6_1), else KSTUDY, and says so.
+# SECONDS_LEFT (default 540) bounds
+# the whole call: a command starts only with at least 30 s left and is stopped at the deadline; run the script
+# again to complete what was cut (kstudy run --resume). Exit 0 when every archive is complete, 3 when some wait.
+set -uo pipefail
+: "${KSTUDY:?set KSTUDY to the kstudy binary}" "${OUT:?set OUT to the output folder}"
+deadline=$(( $(date +%s) + ${SECONDS_LEFT:-540} ))
+waiting=0
+step() {  # step OUTPUT KOKKOS_VERSION SUBCOMMAND ARGS...: run it unless OUTPUT is complete; --resume where it exists
+  local out=$OUT/$1 version=$2 sub=$3; shift 3
+  local var=KSTUDY_KOKKOS_${version//./_} kstudy=$KSTUDY
+  if [[ -n $version && -n ${!var:-} ]]; then kstudy=${!var}
+  elif [[ -n $version ]]; then echo "note: $out was made under Kokkos $version; $var unset, running $KSTUDY"; fi
+  local left=$(( deadline - $(date +%s) ))
+  if [[ -f $out.done ]]; then echo "complete: $out"; return; fi
+  if (( left < 30 )); then echo "no time left for $out"; waiting=1; return; fi
+  mkdir -p "$(dirname "$out")"
+  local resume=()
+  [[ $sub == run && -f $out ]] && resume=(--resume)
+  [[ $sub == profile ]] && rm -f "$out"
+  echo "== $out: kstudy $sub $* ${resume[*]} ($left s left)"
+  if timeout "$left" "$kstudy" "$sub" "$@" "${resume[@]}" --out "$out" > "$out.log" 2>&1; then
+    touch "$out.done"; tail -3 "$out.log"
+  else
+    echo "   cut or failed (rc $?): $(tail -1 "$out.log")"; waiting=1
+  fi
+}
+"""
+
+
+def do_script(args):
+    lines = [SCRIPT_HEAD]
+    left = []
+    for name, _, command, why in plan(args.root):
+        if command is None:
+            left.append(f"# left to the user: {name}: {why}")
+            continue
+        out = str(Path(name).relative_to("data")) if name.startswith("data/") else name
+        lines.append(f"step {shlex.quote(out)} {shlex.quote(command[2])} {command[0]} {shlex.join(command[1])}")
+    lines += left + ['exit $(( waiting ? 3 : 0 ))', ""]
+    sys.stdout.write("\n".join(lines))
+
+
+def do_adopt(args):
+    source = Path(args.source)
+    dataset = Path(args.dataset)
+    if dataset.is_absolute() or not str(dataset).startswith("data/"):
+        raise Error(f"--dataset {dataset}: a folder under data/, relative to the repository")
+    mapping = {}
+    for name, _, command, _ in plan(args.root):
+        if command is None or not name.startswith("data/"):
+            continue
+        made = source / Path(name).relative_to("data")
+        if not made.exists() or not Path(str(made) + ".done").exists():
+            raise Error(f"{made}: missing or incomplete; run the script again on the GPU machine")
+        target = dataset / Path(name).relative_to("data").as_posix().replace("/", "__")
+        mapping[name] = str(target)
+    (args.root / dataset).mkdir(parents=True, exist_ok=True)
+    for old, new in mapping.items():
+        shutil.copyfile(source / Path(old).relative_to("data"), args.root / new)
+    readme = args.root / dataset / "README.md"
+    if not readme.exists():  # the dataset's own page: what each file re-measures; its commits come from the archives
+        rows = [f"| `{Path(new).name}` | `{old}` |" for old, new in mapping.items()]
+        readme.write_text(f"# {dataset.name}: the published archives, re-measured\n\n"
+                          "Made by `scripts/reproduce.py script` on the GPU machine and `scripts/reproduce.py adopt`; "
+                          "each file re-measures the archive beside it with the command that archive records.\n\n"
+                          "| file | re-measures |\n| --- | --- |\n" + "\n".join(rows) + "\n")
+    subprocess.call([sys.executable, str(Path(__file__).resolve().parent / "data_provenance.py"), "--write",
+                     "--data", str(args.root / "data")], stdout=subprocess.DEVNULL)
+    for page in pages(args.root):
+        text = page.read_text()
+
+        def remap(match):
+            names = [mapping.get(n, n) for n in match.group(2).split(",")]
+            return f"<!-- kstudy:results {match.group(1)} archives={','.join(names)}"
+        page.write_text(MARKER.sub(remap, text))
+    print(f"reproduce.py: {len(mapping)} archive(s) copied into {dataset}, markers pointed at them")
+    return subprocess.call([sys.executable, str(Path(__file__).resolve().parent / "results.py"),
+                            *[str(p) for p in pages(args.root)], "--write", "--root", str(args.root)])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=REPO, help="the repository (default: this script's)")
+    sub = parser.add_subparsers(dest="what", required=True)
+    sub.add_parser("plan", help="the archives behind the tables and their commands")
+    sub.add_parser("script", help="print the bash script that re-measures them")
+    adopt = sub.add_parser("adopt", help="copy re-measured archives in and regenerate the tables")
+    adopt.add_argument("source", help="the script's OUT folder, brought back")
+    adopt.add_argument("--dataset", required=True, help="the new dataset folder, data/...")
+    args = parser.parse_args()
+    args.root = args.root.resolve()
+    try:
+        return {"plan": do_plan, "script": do_script, "adopt": do_adopt}[args.what](args) or 0
+    except (Error, OSError) as error:
+        print(f"reproduce.py: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
