@@ -32,7 +32,7 @@ def cache_modes(block):
         clocks = " and ".join(c for c, on in kinds if on)
         lines += [f"Caches cold: {flush / 2**20:,.0f} MiB written before every timed region (outside it); warm: as "
                   f"the previous trial left them. {clocks[0].upper() + clocks[1:]}, medians (IQR).", "",
-                  "| variant | point | input | warm | cold | cold ÷ warm | cold vs warm |",
+                  "| variant | point | essential traffic | warm | cold | cold ÷ warm | cold vs warm |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for (rows, features, depth), at in s.groupby(["rows", "features", "depth"]):
             for variant in sorted(at.variant.unique()):
