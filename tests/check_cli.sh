@@ -216,6 +216,25 @@ if KSTUDY_LAST_LEVEL_CACHE_BYTES=32M "$kstudy" run "$cold_json" --cache cold --o
 else
   fail "run --cache cold failed: $(tail -3 "$work/cold.log")"
 fi
+# Timer energy: calls back to back through one region of at least the window (20 ms here), time per call; a
+# malformed window is refused before anything is measured, and no archive is left.
+energy_json=$work/energy.json
+sed -e 's/"name": "cold"/"name": "energy"/' -e 's/"timers": \[[^]]*\]/"timers": ["host_wall", "resident_wall", "energy"]/' \
+  "$cold_json" > "$energy_json"
+if KSTUDY_ENERGY_WINDOW_MS=20 "$kstudy" run "$energy_json" --out "$work/energy.h5" > "$work/energy.log" 2>&1; then
+  energy=$(/usr/bin/python3 "$src/tests/check_run_archive.py" energy "$work/energy.h5" energy 3 20) &&
+    pass "timer energy: $energy" || fail "timer energy: $energy"
+else
+  fail "run with timer energy failed: $(tail -3 "$work/energy.log")"
+fi
+if KSTUDY_ENERGY_WINDOW_MS=fast "$kstudy" run "$energy_json" --out "$work/energy_bad.h5" > "$work/energy_bad.log" 2>&1; then
+  fail "KSTUDY_ENERGY_WINDOW_MS=fast was accepted"
+elif grep -q "KSTUDY_ENERGY_WINDOW_MS='fast': expected a number of milliseconds" "$work/energy_bad.log" &&
+  [[ ! -e $work/energy_bad.h5 ]]; then
+  pass "a malformed energy window refused, no archive"
+else
+  fail "malformed energy window: $(tail -3 "$work/energy_bad.log")"
+fi
 "$kstudy" run "$tiny" --cache tepid --out "$work/tepid.h5" > "$work/tepid.log" 2>&1 &&
   fail "run --cache tepid was accepted" ||
   { grep -q "field 'cache': unknown cache mode 'tepid'" "$work/tepid.log" && pass "run --cache tepid refused" ||

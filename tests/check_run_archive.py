@@ -9,6 +9,11 @@
   check_run_archive.py attr ARCHIVE NAME VALUE           root attribute NAME is VALUE
   check_run_archive.py health ARCHIVE EXPERIMENT         a run under the stand-in NVML (check_cli.sh): odd
                                                          points throttled; prints "<throttled> of <samples>"
+  check_run_archive.py energy ARCHIVE EXPERIMENT TRIALS WINDOW_MS
+                                                         timer energy beside host_wall: one sample per trial, variant
+                                                         and point, accepted, its time per call within [1/10, 3] of
+                                                         the fenced single call's (host_wall, resident_wall) median,
+                                                         no energy for a host variant
   check_run_archive.py rejected ARCHIVE EXPERIMENT VARIANT POINT
                                                          VARIANT's output was corrupted at POINT (check_cli.sh,
                                                          KSTUDY_INJECT_FAULT=VARIANT:corrupt:POINT): rejected there
@@ -291,6 +296,36 @@ def cold(archive, experiment, trials):
     print(f"{len(timed)} cold samples, flush {int(timed.flush_bytes.iloc[0])} B")
 
 
+def energy(archive, experiment, trials, window_ms):
+    trials = int(trials)
+    with h5py.File(archive, "r") as f:
+        samples = frame(f, f"/experiments/{experiment}/samples")
+        summary = frame(f, f"/experiments/{experiment}/summary")
+    timed = samples[samples.trial >= 0]
+    batched = timed[timed.timer == "energy"]
+    per = batched.groupby(["variant", "point"]).size()
+    if batched.empty or not (per == trials).all():
+        fail(f"energy samples per variant and point: {sorted(set(per))}, expected {trials}")
+    if not ((batched.status == "ok") & (batched.gate == "passed") & (batched.seconds > 0)).all():
+        fail(f"energy samples not accepted: {sorted(set(batched.status))}")
+    host = batched[~batched.variant.str.endswith("@cuda")]
+    device = batched[batched.variant.str.endswith("@cuda")]
+    if host.empty or not host.energy_joules.isna().all() or set(host.memory_kind) != {"host"}:
+        fail("a host variant's energy samples carry energy, or a memory kind other than host")
+    if not device.empty and set(device.memory_kind) != {"device"}:
+        fail(f"device variants' energy samples: memory kinds {sorted(set(device.memory_kind))}")
+    # Back-to-back calls of a warm variant against a single fenced call (host_wall, resident_wall): faster per
+    # call, down to a quarter measured at 9,000 x 16 on OpenMP (a hot thread pool, warm caches, no poison between
+    # calls), never much slower. Within [1/10, 3].
+    wall = timed[timed.timer.isin(["host_wall", "resident_wall"])].groupby(["variant", "point"]).seconds.median()
+    ratio = batched.groupby(["variant", "point"]).seconds.median() / wall
+    if not ((ratio > 1 / 10) & (ratio < 3)).all():
+        fail(f"energy time per call against host_wall: {ratio.to_dict()}")
+    if "energy" not in set(summary.timer):
+        fail("no summary row for timer energy")
+    print(f"{len(batched)} energy samples, per call / host_wall {ratio.min():.2f}..{ratio.max():.2f}")
+
+
 def rejected(archive, experiment, variant, point):
     point = int(point)
     with h5py.File(archive, "r") as f:
@@ -345,6 +380,8 @@ if __name__ == "__main__":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "union":
         union(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif mode == "energy":
+        energy(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif mode == "rejected":
         rejected(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif mode == "attr":

@@ -12,7 +12,7 @@ namespace {
 template <class E, std::size_t N>
 using name_table = std::array<std::pair<E, const char*>, N>;
 
-constexpr name_table<timer_kind, 12> k_timer_names{{
+constexpr name_table<timer_kind, 13> k_timer_names{{
     {timer_kind::host_wall, "host_wall"},
     {timer_kind::resident_wall, "resident_wall"},
     {timer_kind::device_events, "device_events"},
@@ -25,6 +25,7 @@ constexpr name_table<timer_kind, 12> k_timer_names{{
     {timer_kind::transfer, "transfer"},
     {timer_kind::layout_conversion, "layout_conversion"},
     {timer_kind::pin, "pin"},
+    {timer_kind::energy, "energy"},
 }};
 
 constexpr name_table<gate_verdict, 3> k_gate_verdict_names{{

@@ -16,7 +16,8 @@
 //     "memory": ["pageable", "pinned"],    // host memory kinds for one-shot timers
 //     "block_sizes": [0],                  // 0 = the variant's default
 //     "row_padding": 3,                    // extra elements per row for padded tables
-//     "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],
+//     "timers": ["host_wall", "resident_wall", "device_events", "one_shot"],   // + "energy": calls back to
+//                                          // back over KSTUDY_ENERGY_WINDOW_MS, time and energy per call
 //     "cache": "warm",                     // or "cold" (caches flushed before every timed region), or both:
 //                                          // ["warm", "cold"] runs every point in each mode
 //     "protocol": {"warmups": 2, "trials": 7, "replications": 3, "seed": 20261130,

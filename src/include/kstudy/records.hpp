@@ -23,6 +23,8 @@ enum class timer_kind {
   transfer,           // transfer calibration copies
   layout_conversion,  // resident row-major -> feature-major conversion of a table (kind layout_conversion)
   pin,                // making host memory page-locked: cudaHostAlloc, or cudaHostRegister of an existing buffer
+  energy,             // resident calls back to back through one region of at least the energy window: wall time
+                      // and (device variants) NVML energy per call
 };
 const char* to_string(timer_kind kind);
 timer_kind parse_timer_kind(const std::string& name);

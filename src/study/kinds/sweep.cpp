@@ -5,11 +5,15 @@
 //   one_shot      host input -> host outputs through upload, run, download, per host memory kind
 //   pipelined     the operation's chunked, overlapped one-shot strategy (gated on its own outputs)
 //   one_shot_alloc  a fresh instance: allocation, upload, run, download
+//   energy        resident calls back to back through one region of at least the energy window
+//                 (KSTUDY_ENERGY_WINDOW_MS, default 100): time and, on a device, NVML energy per call
 // in shuffled order per trial; an attribution pass per multi-kernel variant follows the trials. In cache
 // mode cold every timed region starts from caches a flush evicted just before it, outside it. A device
 // variant's regions are bracketed by readings of the GPU (energy counter, power, SM clock, clocks-event
 // reasons), also outside them.
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -39,6 +43,25 @@ using detail::stop_if_device_lost;
 
 bool wants(const experiment& e, timer_kind t) {
   return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end();
+}
+
+// The energy window (timer energy): KSTUDY_ENERGY_WINDOW_MS, default 100 ms, a positive number of milliseconds up
+// to a minute; a malformed value is refused when the experiment is checked, before any measurement.
+double energy_window_seconds() {
+  const char* text = std::getenv("KSTUDY_ENERGY_WINDOW_MS");
+  if (text == nullptr || *text == '\0') return 0.1;
+  char* end = nullptr;
+  const double ms = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(ms > 0.0) || ms > 60000.0)
+    throw experiment_error(std::string("KSTUDY_ENERGY_WINDOW_MS='") + text +
+                           "': expected a number of milliseconds in (0, 60000]");
+  return ms / 1000.0;
+}
+
+// Calls back to back that span `window` seconds at `one` seconds a call: at least 1, at most 10 million.
+std::int64_t calls_for_window(double one, double window) {
+  const double calls = std::ceil(window / std::max(one, 1e-9));
+  return static_cast<std::int64_t>(std::clamp(calls, 1.0, 1e7));
 }
 
 std::int64_t device_bytes_free() {
@@ -82,6 +105,8 @@ struct prepared_variant {
   std::int64_t bytes = 0;  // its traffic model for one resident run
   // Device memory the prepared and gated variant holds (variant_record::peak_device_bytes); -1 on a host.
   std::int64_t peak_device_bytes = -1;
+  // Calls per energy region (timer energy), from one timed call in the variant's first trial at the point.
+  std::int64_t energy_calls = 0;
 };
 
 // Host arrays of one-shot calls per (layout, memory kind), and the pipelines per (variant, memory kind).
@@ -248,6 +273,7 @@ class sweep_point_run {
     sample_record current = base;  // what was being timed when an exception came, for the failed sample
     try {
       time_resident(v, base);
+      if (wants(m_e, timer_kind::energy)) time_energy(v, base);
       if (!v.entry->info.on_device) return;
       for (const auto kind : m_memory_kinds) {
         current.memory_kind = std::string(to_string(kind));
@@ -336,6 +362,31 @@ class sweep_point_run {
       add_sample(base, timer_kind::resident_wall, "device", wall_seconds);
     if (device && events.available() && wants(m_e, timer_kind::device_events))
       add_sample(base, timer_kind::device_events, "device", events.seconds());
+  }
+
+  // Energy: NVML's total-energy counter advances in steps of milliseconds, far coarser than one call (a region of
+  // 30 us saw it move in 10 of 288 samples on the H200), so one region holds enough calls back to back to span
+  // the energy window, and the sample is the region's wall time and energy divided by its calls. The outputs
+  // are poisoned once before the region (cold mode: flushed once), and the last call's outputs are re-checked
+  // after the trials like every timed run's.
+  void time_energy(prepared_variant& v, sample_record base) {
+    if (v.energy_calls == 0) {
+      wall_timer once;
+      once.start();
+      v.impl->run();
+      v.energy_calls = calls_for_window(once.seconds(), energy_window_seconds());
+    }
+    v.impl->poison();
+    flush_if_cold(v, base, false);
+    open_gpu_window(v);
+    wall_timer wall;
+    wall.start();
+    for (std::int64_t c = 0; c < v.energy_calls; ++c) v.impl->run();
+    const double seconds = wall.seconds();
+    close_gpu_window(v, base);
+    const auto calls = static_cast<double>(v.energy_calls);
+    base.energy_joules /= calls;  // NaN stays NaN: a host variant, or no energy counter
+    add_sample(base, timer_kind::energy, v.entry->info.on_device ? "device" : "host", seconds / calls);
   }
 
   one_shot_io& io_for(const prepared_variant& v, host_memory kind) {
@@ -517,7 +568,10 @@ experiment_kind sweep_kind() {
     experiment_fields::parse_cache_field(doc, e, normalised);
   };
   kind.point_count = [](const experiment& e) { return std::int64_t(sweep_points(e).size()); };
-  kind.check = [](const experiment& e) { select_variants(e); };
+  kind.check = [](const experiment& e) {
+    select_variants(e);
+    if (wants(e, timer_kind::energy)) energy_window_seconds();  // refuses a malformed window before measuring
+  };
   kind.run = run_sweep;
   return kind;
 }
