@@ -41,9 +41,10 @@ using rows::moments_combine;
 using moments_reducer = rows::struct_reducer<moments_combine>;
 
 // The team shapes' launch: LayerNorm holds 32 floats a lane (the CUDA register rung's 128 threads for a 4,096
-// row) under LaunchBounds<512, 2> (64 registers, no spill): 0.83x -> 0.94x of that rung at 65,536 x 4,096 on
-// the H200. The residual form, which also writes h, spills at 32 floats under 64 registers and ran 5% slower
-// than at 16 (performance note 46): it keeps 16 floats a lane under LaunchBounds<1024, 1>.
+// row) under LaunchBounds<512, 2> (64 registers, no spill): 0.78x -> 0.94x of that rung at 65,536 x 4,096 on the
+// H200 (an A/B of the two builds, 746 -> 620 us against 580). The residual form, which also writes h, spills at 32
+// floats under 64 registers and ran 5% slower than at 16 (performance note 46): it keeps 16 floats a lane under
+// LaunchBounds<1024, 1>.
 template <bool Residual>
 struct launch_shape {
   static constexpr int lane_floats = Residual ? 16 : 32;
