@@ -259,7 +259,8 @@ def check_vector_operations(out, sections, md, sp):
     check(len(energy) == len(VECTOR_OPERATIONS) * 2 * len(VECTOR_N) and set(energy.calls) == {5}, energy)
     check(np.allclose(energy.joules_per_call, VECTOR_JOULES), energy.joules_per_call.tolist())
     check(np.allclose(energy.GB_per_J, energy.essential_bytes / 1e9 / VECTOR_JOULES), energy.GB_per_J.tolist())
-    check("## Energy per call" in md and "mJ/call over 5 calls" in md, "report.md has no energy section")
+    check("## Energy per call" in md and "mJ/call (mean of 5 single-call regions)" in md,
+          "report.md has no energy section")
     vector = A.load([out.parent / "toy.h5"])[0].experiments["toy_vector"]
     check(vector.operations == list(VECTOR_OPERATIONS) and vector.axes == ["n"], (vector.operations, vector.axes))
     check(PER_OPERATION <= rendered(sections), f"per-operation sections not rendered: {sorted(rendered(sections))}")
@@ -297,9 +298,31 @@ def check_vector_operations(out, sections, md, sp):
           and "1.25×" in copy_line, copy_line)
 
 
+def check_energy_boundary():
+    """Where an experiment has timer `energy` samples, the section takes them (already per call: their median) and
+    not the single-call regions beside them (whose mean only estimates)."""
+    from types import SimpleNamespace
+    from kstudy_py.report.sections import energy
+    keys = {"variant": "v@cuda", "rows": 1 << 20, "features": 1, "depth": 1, "block_size": 0, "cache": "warm",
+            "power_watts": 300.0, "throttled": 0}
+    rows = [dict(keys, timer="resident_wall", seconds=1e-4, energy_joules=j) for j in (0.0, 0.0, 0.3)]
+    rows += [dict(keys, timer="energy", seconds=1e-4, energy_joules=j) for j in (0.031, 0.030, 0.032)]
+    e = SimpleNamespace(name="x", accepted=lambda: pd.DataFrame(rows), variants=pd.DataFrame())
+    df = energy.experiment_energy(SimpleNamespace(label="a"), e)
+    check(len(df) == 1 and df.boundary.iloc[0] == "energy" and math.isclose(df.joules_per_call.iloc[0], 0.031)
+          and df.calls.iloc[0] == 3, f"timer energy preferred, its median per call: {df.to_dict('records')}")
+    single = SimpleNamespace(name="x", accepted=lambda: pd.DataFrame(rows[:3]), variants=pd.DataFrame())
+    df = energy.experiment_energy(SimpleNamespace(label="a"), single)
+    check(df.boundary.iloc[0] == "resident_wall" and math.isclose(df.joules_per_call.iloc[0], 0.1),
+          f"without timer energy, the mean of the single-call regions: {df.to_dict('records')}")
+    check("mean of 3 single-call regions" in energy.line(next(df.assign(
+        GB_per_J=np.nan, GFLOP_per_J=np.nan, archive="a", experiment="x").itertuples())), "the line says which")
+
+
 def main():
     fixture = Path(sys.argv[1])
     check_registry()
+    check_energy_boundary()
     with tempfile.TemporaryDirectory(prefix="kstudy_report_sections_") as tmp:
         check_scoring_archive(fixture, Path(tmp) / "scoring")
         check_schema4_reading(Path(tmp))

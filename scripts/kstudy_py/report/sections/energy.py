@@ -1,16 +1,20 @@
-"""Energy per call: the GPU's total-energy counter read around each timed region of a device variant, as joules per
-call and as essential work per joule (GB/J for bandwidth-bound operations, GFLOP/J where the operation counts flops),
-beside the median time of the same samples."""
+"""Energy per call: the GPU's total-energy counter read around a device variant's timed regions, as joules per call
+and as essential work per joule (GB/J for bandwidth-bound operations, GFLOP/J where the operation counts flops),
+beside the median time of the same samples. Timer `energy` (calls back to back through one region of at least the
+energy window, already per call) where the archive has it; else the resident regions of single calls."""
 import numpy as np
 import pandas as pd
 
 from .. import section
 
 EXPLANATION = ("Energy is NVML's total-energy counter (millijoules, updated by the driver every few milliseconds) "
-               "read just before and just after each resident timed region; a call much shorter than the counter's "
-               "update interval reads 0 in most trials and a whole update in a few, so only the mean over the "
-               "accepted trials (J/call here) is meaningful. GB/J and GFLOP/J divide the operation's essential "
-               "bytes and flops by it.")
+               "read just before and just after a timed region. Boundary `energy`: the region holds calls back to "
+               "back for at least the energy window (KSTUDY_ENERGY_WINDOW_MS, default 100 ms) and each sample is "
+               "already per call: J/call is their median. Boundary `resident_wall` (archives without timer energy): "
+               "one call per region, far shorter than the counter's update interval, reads 0 in most trials and a "
+               "whole update in a few; the mean over the accepted trials is shown, but it leans toward the power of "
+               "everything the point ran between the regions, so read it as an estimate. GB/J and GFLOP/J divide "
+               "the operation's essential bytes and flops by J/call.")
 KEYS = ["variant", "rows", "features", "depth", "block_size", "cache"]
 
 
@@ -18,12 +22,16 @@ def experiment_energy(a, e):
     s = e.accepted()
     if s.empty or "energy_joules" not in s.columns:
         return pd.DataFrame()
-    s = s[(s.timer == "resident_wall") & np.isfinite(s.energy_joules.astype(float))]
+    s = s[np.isfinite(s.energy_joules.astype(float))]
+    boundary = "energy" if (s.timer == "energy").any() else "resident_wall"
+    s = s[s.timer == boundary]
     if s.empty:
         return pd.DataFrame()
-    df = s.groupby(KEYS).agg(calls=("energy_joules", "size"), joules_per_call=("energy_joules", "mean"),
+    per_call = "median" if boundary == "energy" else "mean"
+    df = s.groupby(KEYS).agg(calls=("energy_joules", "size"), joules_per_call=("energy_joules", per_call),
                              median_seconds=("seconds", "median"), mean_power_w=("power_watts", "mean"),
                              throttled=("throttled", "max")).reset_index()
+    df.insert(0, "boundary", boundary)
     v = e.variants
     if len(v) and {"essential_bytes", "essential_flops"} <= set(v.columns):
         work = v[["variant", "rows", "features", "depth", "block_size", "essential_bytes", "essential_flops"]]
@@ -43,8 +51,9 @@ def experiment_energy(a, e):
 
 def line(r):
     extents = f"{r.rows:,} x {r.features:,}" + (f" x {r.depth:,}" if r.depth > 1 else "")
+    over = f"median of {r.calls} regions" if r.boundary == "energy" else f"mean of {r.calls} single-call regions"
     text = (f"- {r.archive}/{r.experiment} {r.variant} at {extents} ({r.cache}): {r.joules_per_call * 1e3:.3g} mJ/call "
-            f"over {r.calls} calls, median {r.median_seconds * 1e6:.3g} µs")
+            f"({over}), median {r.median_seconds * 1e6:.3g} µs")
     if np.isfinite(r.GFLOP_per_J):
         text += f", {r.GFLOP_per_J:.3g} GFLOP/J"
     elif np.isfinite(r.GB_per_J):
