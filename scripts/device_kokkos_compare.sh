@@ -41,13 +41,10 @@ measure() {
   mkdir -p "$dir"
   echo "===== $tag ($(basename "$tarball"))"
   local bundle; unpack "$tarball"
-  # device_run.sh unpacks its own copy; hand it a tarball of the completed bundle.
-  local full=$work/$tag-full.tar.xz
-  tar -cf - -C "$(dirname "$bundle")" "$(basename "$bundle")" | xz -0 -T0 > "$full"
   for s in $steps; do
     case $s in
       check | tests)
-        OUT=$dir KSTUDY_BENCH_FILTER=${KSTUDY_BENCH_FILTER:-@cuda/} "$here/device_run.sh" "$full" "$s" ;;
+        OUT=$dir KSTUDY_BENCH_FILTER=${KSTUDY_BENCH_FILTER:-@cuda/} "$here/device_run.sh" "$bundle" "$s" ;;
       study)
         echo "== study $study ($(date -u +%T))"
         # shellcheck disable=SC2086
@@ -62,7 +59,7 @@ measure() {
       profile)
         echo "== profile ($(date -u +%T))"
         # shellcheck disable=SC2086
-        OUT=$dir KSTUDY_PROFILE_SECONDS=${KSTUDY_PROFILE_SECONDS:-240} "$here/device_run.sh" "$full" profile \
+        OUT=$dir KSTUDY_PROFILE_SECONDS=${KSTUDY_PROFILE_SECONDS:-240} "$here/device_run.sh" "$bundle" profile \
           ${KSTUDY_COMPARE_PROFILE:-profile_layouts --variants fused_kokkos} | grep -E "profile rc|error|@cuda" | head -40 ;;
       *) echo "device_kokkos_compare: unknown step '$s'" >&2; exit 2 ;;
     esac

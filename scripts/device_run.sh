@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on a GPU machine from a GPU bundle tarball (scripts/make_gpu_bundle.sh + tar): the GPU test
+# Runs on a GPU machine from a GPU bundle tarball (scripts/make_gpu_bundle.sh + tar; or its unpacked folder): the GPU test
 # suite, the environment, the Google Benchmark targets, sanitizers, Nsight Compute and studies, every
 # output under $OUT.
 #   scripts/device_run.sh BUNDLE.tar.xz check              # info + tests + kstudy_bench
@@ -37,8 +37,13 @@
 set -uo pipefail
 tarball=$1; modes=$2; shift 2
 out=${OUT:-$PWD/device-out}; mkdir -p "$out"
-work=$(mktemp -d); tar -xJf "$tarball" -C "$work"
-bundle=$(dirname "$(find "$work" -maxdepth 2 -name env.sh | head -1)")
+work=$(mktemp -d)
+if [[ -d $tarball ]]; then  # an unpacked bundle (scripts/device_kokkos_compare.sh hands its own over)
+  bundle=$(cd "$tarball" && pwd)
+else
+  tar -xJf "$tarball" -C "$work"
+  bundle=$(dirname "$(find "$work" -maxdepth 2 -name env.sh | head -1)")
+fi
 source "$bundle/env.sh"
 gpu_state() {
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \

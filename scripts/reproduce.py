@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reproduce the published numbers: every archive behind a generated table (the `<!-- kstudy:results ...
-archives=... -->` markers of README.md and docs/*.md) re-measured with the command that made it, then the tables
-regenerated from the new archives.
+archives=... -->` markers of the pages scripts/results.py regenerates) re-measured with the command that made it,
+then the tables regenerated from the new archives.
 
     scripts/reproduce.py plan                      # the archives behind the tables, with the command of each
     scripts/reproduce.py script > reproduce.sh     # a bash script for the GPU machine (no Python needed there)
@@ -18,21 +18,20 @@ call's time limit is completed by the next call, and a complete one costs a seco
 Exit codes: 0 done, 1 --check found a difference, 2 bad usage or a page/archive that cannot be read, 77 h5py missing.
 """
 import argparse
-import re
 import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
 try:
     import h5py
 except ImportError:  # pragma: no cover - depends on the machine
     print("reproduce.py: h5py is missing (Debian: apt-get install python3-h5py)", file=sys.stderr)
     sys.exit(77)
-
-REPO = Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"<!-- kstudy:results (\S+) archives=(\S+)")
+from kstudy_py import results  # noqa: E402  (the markers' grammar and pages: the same as scripts/results.py's)
 # Options whose value is where the archive went, or a scratch folder: the script supplies its own.
 DROPPED_WITH_VALUE = {"--out", "-o", "--keep-ncu", "--json"}
 DROPPED = {"--overwrite", "--resume", "-q", "--quiet"}
@@ -43,16 +42,28 @@ class Error(Exception):
 
 
 def pages(root):
-    return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))] if p.exists()]
+    return [root / p for p in results.PAGES if (root / p).exists()]
+
+
+def markers(root):
+    """(page, line number, results.Block) of every opening marker of the pages."""
+    for page in pages(root):
+        for number, line in enumerate(page.read_text().split("\n"), 1):
+            match = results.BEGIN.match(line)
+            if match:
+                where = f"{page.relative_to(root)}:{number}"
+                try:
+                    yield page, number, results.Block(match.group("args"), root, where)
+                except results.ResultsError as error:
+                    raise Error(str(error))
 
 
 def published(root):
     """[(archive path relative to root, [pages naming it])] in first-seen order."""
     found = {}
-    for page in pages(root):
-        for match in MARKER.finditer(page.read_text()):
-            for name in match.group(2).split(","):
-                found.setdefault(name, []).append(str(page.relative_to(root)))
+    for page, _, block in markers(root):
+        for name in block.archive_names:
+            found.setdefault(name, []).append(str(page.relative_to(root)))
     return list(found.items())
 
 
@@ -87,10 +98,7 @@ def command_of(path):
 def plan(root):
     rows = []
     for name, where in published(root):
-        path = root / name
-        if not path.exists():
-            raise Error(f"{where[0]}: archive {name} does not exist")
-        command, why = command_of(path)
+        command, why = command_of(root / name)  # results.Block refused a missing archive
         rows.append((name, where, command, why))
     return rows
 
@@ -175,12 +183,15 @@ def do_adopt(args):
     subprocess.call([sys.executable, str(Path(__file__).resolve().parent / "data_provenance.py"), "--write",
                      "--data", str(args.root / "data")], stdout=subprocess.DEVNULL)
     for page in pages(args.root):
-        text = page.read_text()
-
-        def remap(match):
-            names = [mapping.get(n, n) for n in match.group(2).split(",")]
-            return f"<!-- kstudy:results {match.group(1)} archives={','.join(names)}"
-        page.write_text(MARKER.sub(remap, text))
+        lines = page.read_text().split("\n")
+        for i, line in enumerate(lines):
+            match = results.BEGIN.match(line)
+            if match:  # the same words, archives= pointed at the copies
+                words = [w if not w.startswith("archives=") else
+                         "archives=" + ",".join(mapping.get(n, n) for n in w[len("archives="):].split(","))
+                         for w in shlex.split(match.group("args"))]
+                lines[i] = f"<!-- kstudy:results {shlex.join(words)} -->"
+        page.write_text("\n".join(lines))
     print(f"reproduce.py: {len(mapping)} archive(s) copied into {dataset}, markers pointed at them")
     return subprocess.call([sys.executable, str(Path(__file__).resolve().parent / "results.py"),
                             *[str(p) for p in pages(args.root)], "--write", "--root", str(args.root)])

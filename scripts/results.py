@@ -32,8 +32,6 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 from kstudy_py import results  # noqa: E402
 
-DEFAULT_FILES = ("README.md", "docs/results.md")
-
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -49,7 +47,7 @@ def main(argv):
         for name, (_, description) in sorted(generators.items()):
             print(f"{name}: {description}")
         return 0
-    files = args.files or [REPO / f for f in DEFAULT_FILES]
+    files = args.files or [REPO / f for f in results.PAGES]
     stale = 0
     for path in files:
         try:

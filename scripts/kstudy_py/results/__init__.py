@@ -22,6 +22,7 @@ import shlex
 
 BEGIN = re.compile(r"^<!-- kstudy:results (?P<args>.*?) -->\s*$")
 END = "<!-- kstudy:end -->"
+PAGES = ("README.md", "docs/results.md")  # the pages that carry blocks, relative to the repository
 GENERATORS = {}  # name -> (function, one-line description); filled by @generator when the modules load
 
 
