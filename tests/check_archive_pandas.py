@@ -49,7 +49,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "10", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "11", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

@@ -9,6 +9,9 @@ ceilings. Checks, all recomputed here:
 - the compute section's TFLOP/s and % of roof per family and point, the Kokkos ÷ handwritten ratio, the peak
   memory table and the memory-scaling exponents (2 and 1) in its headline;
 - the roofline overview draws the compute roofs;
+- the roofline from counters (schema 11 profile archives) places each profiled GEMM at its executed flops over
+  DRAM bytes against the roofs of the run that timed it, flags a point above a roof loudly, and places a schema 10
+  profile (no flop counters) at the modelled intensity, labelled so; executed flops use archive.FLOP_WEIGHTS;
 - a schema 6 archive (no depth, no compute roofs) still reads, with depth 1 and no compute ceiling.
 
 usage: check_report_compute.py
@@ -159,6 +162,104 @@ def check_compute(out):
     check((out / "compute_by_operation.png").exists(), "the compute figure")
 
 
+N = 4096 ** 3
+# Profiled calls at 4096^3 (schema 11): FFMA instructions, DRAM bytes, stalls and spills per kernel. The autotuned
+# rung runs two kernels (counts summed, stalls weighted by duration); cuBLAS's counters say 1.5 N FFMAs, which at
+# its measured median is 117% of the FMA probe: above the roof, as the report must say.
+PROFILED = {"gemm_naive@cuda": [{"fp32_ffma_inst": N, "dram_bytes_read": 64e9, "profiled_duration_s": 0.1}],
+            "gemm_autotuned@cuda": [
+                {"fp32_ffma_inst": 0.75 * N, "fp32_fadd_inst": 1e6, "dram_bytes_read": 1.5e8,
+                 "profiled_duration_s": 3e-3, "stall_long_scoreboard": 3.0, "stall_barrier": 6.0, "stall_wait": 1.0,
+                 "stall_selected": 1.0, "local_load_bytes": 1000.0, "local_store_bytes": 24.0, "fma_pipe_pct": 80.0},
+                {"fp32_ffma_inst": 0.25 * N, "fp32_fadd_inst": 1e6, "dram_bytes_read": 0.5e8,
+                 "profiled_duration_s": 1e-3, "stall_long_scoreboard": 3.0, "stall_barrier": 2.0, "stall_wait": 1.0,
+                 "stall_selected": 1.0, "local_load_bytes": 0.0, "local_store_bytes": 0.0, "fma_pipe_pct": 40.0}],
+            "gemm_cublas@cuda": [{"fp32_ffma_inst": 1.5 * N, "dram_bytes_read": 2e8, "profiled_duration_s": 2e-3}]}
+
+
+def profile_table(calls, schema11):
+    rows = []
+    for variant, kernels in calls.items():
+        for launch, counters in enumerate(kernels):
+            row = {"experiment": "gemm", "variant": variant, "layout": "row_major", "rows": 4096, "features": 4096,
+                   "depth": 4096, "block_size": 0, "point": 1, "status": "ok", "gate_passed": 1,
+                   "launch": np.int32(launch), "kernel": f"k{launch}", "label": "", "grid_size": 1024,
+                   "launch_block_size": 256, "registers_per_thread": 64, "profiled_duration_s": 1e-3,
+                   "dram_bytes_read": 1e8, "dram_bytes_written": 1.6e7 / len(kernels), "dram_throughput_pct": 50.0,
+                   "achieved_occupancy_pct": 40.0, "theoretical_occupancy_pct": 50.0, "global_load_sectors": 1e6,
+                   "global_load_requests": 2.5e5, "global_store_sectors": 1e5, "global_store_requests": 2.5e4,
+                   "shared_bank_conflicts_load": 0.0, "shared_bank_conflicts_store": 0.0, "l2_hit_rate_pct": 90.0}
+            if schema11:
+                row.update({c: 0.0 for c in A.PROFILE_SCHEMA11})
+            row.update({k: v for k, v in counters.items() if schema11 or k not in A.PROFILE_SCHEMA11})
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    df["launch"] = df.launch.astype(np.int32)
+    return df
+
+
+def write_profile(path, calls, schema):
+    with h5py.File(path, "w") as f:
+        f.attrs["schema_version"] = schema
+        e = f.create_group("experiments/gemm")
+        e.attrs["definition"] = json.dumps({"kind": "sweep", "operation": ["gemm"], "name": "gemm"})
+        write_tables(e, {"profile": profile_table(calls, schema == "11")})
+
+
+def check_executed_flops():
+    counters = pd.DataFrame([{"fp32_ffma_inst": 10.0, "fp32_fadd_inst": 1.0, "fp16_hfma_inst": 2.0,
+                              "fp16_hadd_inst": 1.0, "tensor_bf16_ops": 100.0},
+                             {c: np.nan for c in ("fp32_ffma_inst", "fp32_fadd_inst", "fp16_hfma_inst",
+                                                  "fp16_hadd_inst", "tensor_bf16_ops")}])
+    f = A.executed_flops(counters)
+    check(f.flops_fp32.iloc[0] == 21 and f.flops_fp16.iloc[0] == 10 and f.flops_tensor_bf16.iloc[0] == 100,
+          f.iloc[0])  # an FMA 2 flops, a half2 instruction its two lanes
+    check(f.flops.iloc[0] == 131 and np.isnan(f.flops.iloc[1]) and np.isnan(f.flops_fp64.iloc[0]), f)
+
+
+def check_roofline_counters(tmp):
+    write_profile(tmp / "prof11.h5", PROFILED, "11")
+    write_profile(tmp / "prof10.h5", {"gemm_coalesced@cuda": [{}]}, "10")
+    out = tmp / "counters_report"
+    sections = report.build_report(A.load([tmp / "lab2.h5", tmp / "prof11.h5", tmp / "prof10.h5"]), out)
+    check(not {s.key: s for s in sections}["roofline_counters"].skipped, "roofline_counters skipped")
+    df = pd.read_csv(out / "roofline_counters.csv").set_index("variant")
+    check(set(df.index) == set(PROFILED) | {"gemm_coalesced@cuda"}, df.index)
+    fractions = {v: f for v, *_, f in GEMM}
+    median = {v: flops("gemm", GEMM_POINTS[1]) / (fractions[v] * COMPUTE["cublas_fp32_gemm"]) for v in fractions}
+    naive = df.loc["gemm_naive@cuda"]
+    nbytes = 64e9 + 1.6e7
+    check(naive.intensity_source == "measured" and math.isclose(naive.intensity, 2 * N / nbytes, rel_tol=1e-9),
+          naive)
+    check(math.isclose(naive.tflop_per_s, 2 * N / median["gemm_naive@cuda"] / 1e12, rel_tol=1e-6), naive.tflop_per_s)
+    check(naive.time_source == "median (device_events)" and naive.timing_archive == "lab2", naive.time_source)
+    # The naive rung moves 64 GB at its median: its binding roof is DRAM (device_read), not the FMA probe.
+    check(naive.binding_roof == "device_read" and math.isclose(
+        naive.pct_of_roof, 100 * nbytes / median["gemm_naive@cuda"] / BANDWIDTH["device_read"], rel_tol=1e-6),
+        (naive.binding_roof, naive.pct_of_roof))
+    auto = df.loc["gemm_autotuned@cuda"]
+    check(auto.kernels == 2 and math.isclose(auto.flops, 2 * N + 2 * 1e6, rel_tol=1e-8), auto.flops)
+    check(auto.compute_roof == "device_fp32_fma" and auto.binding_roof == "device_fp32_fma", auto.compute_roof)
+    check(math.isclose(auto.pct_of_roof, 100 * auto.flops / median["gemm_autotuned@cuda"]
+                       / COMPUTE["device_fp32_fma"], rel_tol=1e-6) and not auto.above_roof, auto.pct_of_roof)
+    check(auto.top_stalls == "barrier 5.00, long_scoreboard 3.00, wait 1.00", auto.top_stalls)  # duration-weighted
+    check(auto.spill_bytes == 1024 and math.isclose(auto.fma_pipe_pct, 70.0), (auto.spill_bytes, auto.fma_pipe_pct))
+    cublas = df.loc["gemm_cublas@cuda"]
+    want = 100 * 3 * N / median["gemm_cublas@cuda"] / COMPUTE["device_fp32_fma"]
+    check(bool(cublas.above_roof) and math.isclose(cublas.pct_of_roof, want, rel_tol=1e-6), cublas.pct_of_roof)
+    modelled = df.loc["gemm_coalesced@cuda"]
+    check(modelled.intensity_source == "modelled" and math.isclose(
+        modelled.intensity, flops("gemm", GEMM_POINTS[1]) / essential_bytes("gemm", GEMM_POINTS[1]), rel_tol=1e-9),
+        modelled)
+    md = (out / "report.md").read_text()
+    check("**Above the roof:** `gemm_cublas@cuda` at 4096×4096×4096 (prof11/gemm) measures" in md,
+          "the point above the roof is not reported")
+    check("1 profiled point(s) above a roof" in md.split("## Summary", 1)[1][:3000], "no headline for it")
+    check(f"**{want:.0f}% of device_fp32_fma: {A.ROOF_EXCEEDED}**" in md, "the table hides the exceeded roof")
+    check("| `gemm_coalesced@cuda` (rung 2) |" in md and "**modelled**" in md, "the modelled point's label")
+    check((out / "roofline_counters.png").read_bytes().startswith(b"\x89PNG"), "the figure")
+
+
 def check_schema6_defaults(tmp):
     path = tmp / "v6.h5"
     with h5py.File(path, "w") as f:
@@ -188,6 +289,8 @@ def main():
         check_ladder(tmp / "report")
         check_compute(tmp / "report")
         check_schema6_defaults(tmp)
+        check_executed_flops()
+        check_roofline_counters(tmp)
     print("compute report checks passed")
 
 

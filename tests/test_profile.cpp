@@ -116,6 +116,88 @@ TEST(NcuCsv, ParsesAnH200Recording) {
   EXPECT_NEAR(fm->values.at("dram_bytes_read"), 67108864.0, 0.05 * 67108864.0);
 }
 
+// A real recording of the schema 11 counters (tests/fixtures/README.md): ncu 2025.3.1 on the H200 over the probe
+// kernels of tests/fixtures/ncu_roofline_probe.cu, whose executed instructions and flops are known exactly:
+// 264 blocks of 256 threads, 1,000 iterations each.
+std::vector<ncu::kernel_launch> probe_launches() {
+  return ncu::kernel_launches(ncu::parse_raw_csv(fixture_text("ncu_h200_roofline_probe.csv")), ncu::first_choices());
+}
+
+TEST(NcuCsv, ReadsTheRooflineCountersOfAnH200Recording) {
+  const auto launches = probe_launches();
+  ASSERT_EQ(launches.size(), 10u);
+  const auto at = [&](std::size_t id, const char* field) { return launches.at(id).values.at(field); };
+  const double threads_x_iterations = 264.0 * 256.0 * 1000.0;
+  EXPECT_EQ(launches[0].name, "ffma_loop(float *, int)");
+  EXPECT_DOUBLE_EQ(at(0, "fp32_ffma_inst"), threads_x_iterations);  // "67,584,000"
+  EXPECT_DOUBLE_EQ(at(0, "fma_pipe_pct"), 62.89);
+  EXPECT_DOUBLE_EQ(at(0, "ipc"), 3.06);            // "inst/cycle"
+  EXPECT_DOUBLE_EQ(at(0, "stall_selected"), 1.0);  // every issued instruction was selected once
+  EXPECT_DOUBLE_EQ(at(0, "stall_wait"), 2.53);     // a dependent FMA chain waits on fixed latency
+  EXPECT_DOUBLE_EQ(at(0, "tensor_bf16_ops"), 0.0);
+  EXPECT_DOUBLE_EQ(at(1, "fp32_fadd_inst"), threads_x_iterations);
+  EXPECT_DOUBLE_EQ(at(1, "fp32_fmul_inst"), threads_x_iterations + 264.0 * 256.0);  // and one outside the loop
+  // One HFMA2 per iteration and thread, counted once: the flop weights make it a half2's 4 flops.
+  EXPECT_DOUBLE_EQ(at(2, "fp16_hfma_inst"), 264.0 * 256.0 * 1001.0);
+  EXPECT_DOUBLE_EQ(at(4, "fp64_dfma_inst"), threads_x_iterations);
+  // One warp per block, 1,000 wmma 16x16x16 bf16 products: mma.sync through the tensor path, 2 * 16^3 flops each.
+  EXPECT_DOUBLE_EQ(at(5, "tensor_bf16_ops"), 2.0 * 16 * 16 * 16 * 264 * 1000);
+  EXPECT_DOUBLE_EQ(at(5, "tensor_hmma_inst"), 2.0 * 264 * 1000);  // two HMMA.16816 per 16x16x16
+  EXPECT_DOUBLE_EQ(at(5, "tensor_gmma_inst"), 0.0);
+  // A dynamically indexed local array: local-memory traffic, and the stalls it causes.
+  EXPECT_DOUBLE_EQ(at(6, "local_load_bytes"), 27033600.0);
+  EXPECT_DOUBLE_EQ(at(6, "local_store_bytes"), 17301504.0);
+  EXPECT_DOUBLE_EQ(at(6, "stall_lg_throttle"), 1.49);
+  EXPECT_DOUBLE_EQ(at(6, "stall_long_scoreboard"), 3.75);
+  // cuBLAS's bf16 GEMM at 4096^3 runs wgmma (GMMA) on Hopper: the tensor path counts its 2 * 4096^3 flops
+  // exactly, and the HMMA instruction count includes the GMMA ones there.
+  EXPECT_NE(launches[7].name.find("nvjet_sm90"), std::string::npos);
+  EXPECT_DOUBLE_EQ(at(7, "tensor_bf16_ops"), 2.0 * 4096.0 * 4096.0 * 4096.0);
+  EXPECT_DOUBLE_EQ(at(7, "tensor_gmma_inst"), 2097152.0);
+  EXPECT_DOUBLE_EQ(at(7, "tensor_hmma_inst"), 2097152.0);
+  EXPECT_DOUBLE_EQ(at(7, "tensor_pipe_pct"), 90.74);
+  EXPECT_DOUBLE_EQ(at(7, "stall_gmma"), 3.68);
+  EXPECT_DOUBLE_EQ(at(7, "dram_bytes_read"), 150575104.0);
+  EXPECT_DOUBLE_EQ(at(7, "fp32_ffma_inst"), 0.0);
+  // The last launch failed under ncu (tests/fixtures/README.md): every counter "nan", read as not reported.
+  for (const auto& spec : ncu::metric_specs()) {
+    if (spec.member != nullptr) {
+      EXPECT_TRUE(std::isnan(at(9, spec.field.c_str()))) << spec.field;
+    }
+  }
+  // A fallback name fills the same field: the FMA pipe's instruction share beside its active cycles.
+  auto choice = ncu::first_choices();
+  choice["fma_pipe_pct"] = "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active";
+  const auto fallback = ncu::kernel_launches(ncu::parse_raw_csv(fixture_text("ncu_h200_roofline_probe.csv")), choice);
+  EXPECT_DOUBLE_EQ(fallback[0].values.at("fma_pipe_pct"), 62.83);
+}
+
+// The counters reach the profile records: the probe's launches as one variant's call after its marker kernel.
+TEST(ProfileRecords, CarryTheRooflineCounters) {
+  auto launches = probe_launches();
+  ncu::kernel_launch marker;
+  marker.id = -1;
+  marker.name = ncu::marker_kernel;
+  launches.insert(launches.begin(), marker);
+  ncu::child_report report;
+  report.markers = 1;
+  report.variants.push_back({"roofline_probe@cuda", "row_major", "ok", true, 0, {}});
+  const auto rows = ncu::point_records({"probe", 0, 4096, 4096, 0, 4096}, report, launches);
+  ASSERT_EQ(rows.size(), 10u);
+  EXPECT_EQ(rows[7].launch, 7);
+  EXPECT_DOUBLE_EQ(rows[7].tensor_bf16_ops, 2.0 * 4096.0 * 4096.0 * 4096.0);
+  EXPECT_DOUBLE_EQ(rows[7].stall_gmma, 3.68);
+  EXPECT_DOUBLE_EQ(rows[0].fp32_ffma_inst, 67584000.0);
+  EXPECT_DOUBLE_EQ(rows[6].local_store_bytes, 17301504.0);
+  EXPECT_TRUE(std::isnan(rows[9].fp32_ffma_inst));
+  // A variant that was not profiled: every counter NaN, the schema 11 ones too.
+  profile_record unprofiled;
+  ncu::clear_counters(unprofiled);
+  for (const double* d : {&unprofiled.dram_bytes_read, &unprofiled.l2_hit_rate_pct, &unprofiled.fp16_hfma_inst,
+                          &unprofiled.stall_long_scoreboard, &unprofiled.local_load_bytes})
+    EXPECT_TRUE(std::isnan(*d));
+}
+
 TEST(NcuCsv, SkipsMessagesAndHandlesQuoting) {
   const std::string text =
       "==PROF== Connected to process 1 (/x/kstudy)\r\n"
@@ -194,6 +276,20 @@ TEST(NcuMetrics, RefusedMetricsFallBackThenDrop) {
   EXPECT_EQ(choice.count("shared_bank_conflicts_store"), 0u);
   EXPECT_EQ(choice.count("shared_bank_conflicts_load"), 1u);
   EXPECT_EQ(ncu::metrics_argument(choice).find("dram_throughput"), std::string::npos);
+  // Before Hopper there is no GMMA pipe: that field alone is dropped; the fp16 tensor ops fall back to the fp32
+  // accumulators' counter where ncu has no sum over both.
+  EXPECT_EQ(choice.at("tensor_gmma_inst"), "sm__inst_executed_pipe_tensor_op_gmma.sum");
+  EXPECT_EQ(
+      ncu::drop_refused_metrics("==ERROR== Failed to find metric regex:^sm__inst_executed_pipe_tensor_op_gmma\\.sum$\n"
+                                "==ERROR== Failed to find metric regex:^sm__ops_path_tensor_src_fp16\\.sum$\n",
+                                choice),
+      (std::vector<std::string>{"sm__ops_path_tensor_src_fp16.sum", "sm__inst_executed_pipe_tensor_op_gmma.sum"}));
+  EXPECT_EQ(choice.count("tensor_gmma_inst"), 0u);
+  EXPECT_EQ(choice.at("tensor_fp16_ops"), "sm__ops_path_tensor_src_fp16_dst_fp32.sum");
+  EXPECT_EQ(choice.at("tensor_bf16_ops"), "sm__ops_path_tensor_src_bf16_dst_fp32.sum");  // a longer name, untouched
+  EXPECT_EQ(choice.at("stall_long_scoreboard"),
+            "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio");
+  EXPECT_EQ(choice.at("fp16_hfma_inst"), "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum");
   // Something else went wrong: nothing to drop, and the metric names in the command are not errors.
   EXPECT_TRUE(ncu::drop_refused_metrics("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n"
                                         "ncu --metrics dram__bytes_read.sum\n",
@@ -245,7 +341,11 @@ TEST(ProfileRecords, LaunchesMapToVariantsAndKokkosLabels) {
   EXPECT_TRUE(std::isnan(skipped.dram_bytes_read));
   EXPECT_TRUE(std::isnan(skipped.shared_bank_conflicts_load));
   EXPECT_TRUE(std::isnan(skipped.l2_hit_rate_pct));
+  EXPECT_TRUE(std::isnan(skipped.tensor_bf16_ops));
   EXPECT_EQ(skipped.registers_per_thread, -1);
+  // The hand-made sample predates the schema 11 counters: their columns are absent, read as not reported.
+  EXPECT_TRUE(std::isnan(rows[0].fp32_ffma_inst));
+  EXPECT_TRUE(std::isnan(rows[0].stall_wait));
 
   // Markers that do not match the child's report: nothing can be attributed.
   auto report = ncu::parse_child_report(fixture_text("ncu_child_profile_layouts_point0.json"));
@@ -311,6 +411,32 @@ TEST(ProfileArchive, RoundTripsWithItsAttributes) {
       EXPECT_EQ(back[i].dram_bytes_read, rows[i].dram_bytes_read);
     }
     EXPECT_EQ(back[i].profiled_duration_s == rows[i].profiled_duration_s, !std::isnan(rows[i].profiled_duration_s));
+    EXPECT_TRUE(std::isnan(back[i].tensor_bf16_ops));  // the hand-made sample has no schema 11 columns
+  }
+  // The schema 11 counters round-trip too (the H200 probe's launches as one variant's call).
+  {
+    auto launches = probe_launches();
+    ncu::kernel_launch marker;
+    marker.name = ncu::marker_kernel;
+    marker.id = -1;
+    launches.insert(launches.begin(), marker);
+    ncu::child_report report;
+    report.markers = 1;
+    report.variants.push_back({"roofline_probe@cuda", "row_major", "ok", true, 0, {}});
+    const auto probe = ncu::point_records({"profile_layouts", 0, 4096, 4096, 0, 4096}, report, launches);
+    const std::string probe_path = dir.file("probe.h5");
+    hdf5_sink sink(probe_path, open_mode::create);
+    sink.begin_experiment(profile_experiment());
+    sink.write_profile(probe, k_attributes);
+    sink.end_experiment("profile_layouts");
+    sink.finish();
+    const auto read = read_profile(probe_path, "profile_layouts");
+    ASSERT_EQ(read.size(), probe.size());
+    EXPECT_DOUBLE_EQ(read[7].tensor_bf16_ops, 2.0 * 4096.0 * 4096.0 * 4096.0);
+    EXPECT_DOUBLE_EQ(read[7].tensor_gmma_inst, 2097152.0);
+    EXPECT_DOUBLE_EQ(read[6].stall_lg_throttle, 1.49);
+    EXPECT_DOUBLE_EQ(read[0].ipc, 3.06);
+    EXPECT_TRUE(std::isnan(read[9].fp64_dfma_inst));
   }
   const auto attributes = read_profile_attributes(path, "profile_layouts");
   EXPECT_EQ(attributes.at("ncu_version"), "Version 2025.3.1.0 (fixture)");

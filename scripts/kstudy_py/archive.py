@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1 to 9) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 11) into pandas, and the statistics every table shares."""
 import hashlib
 import json
 import struct
@@ -15,8 +15,27 @@ import pandas as pd
 # the variants table's compute_ceiling, peak_device_bytes and tuned_parameters, 8 ceilings.clock (the clock
 # that timed a roof: device_events or host_wall; before 8 every roof was timed on the host clock), 9 what the GPU
 # did during each timed region (samples.energy_joules, power_watts, min_sm_clock_mhz, throttle_reasons), the
-# cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings
-SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+# cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings,
+# 10 renamed the gate counts, 11 added the profile's counters of a roofline from counters (PROFILE_SCHEMA11)
+SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
+# Executed floating-point operations from the profile's schema 11 counters (kstudy::profile_record, filled from
+# the ncu metrics of src/profile/ncu.cpp): column -> (precision, flops per counted unit). The one formula: an FMA
+# is 2 flops; a half-precision instruction is counted as a half2's two lanes, as Nsight Compute's roofline
+# sections count it (hadd, hmul x2, hfma x4), so scalar half arithmetic reads twice its flops; the tensor path's
+# math ops are flops already (ncu counts a multiply-add as 2).
+FLOP_WEIGHTS = {"fp32_ffma_inst": ("fp32", 2), "fp32_fadd_inst": ("fp32", 1), "fp32_fmul_inst": ("fp32", 1),
+                "fp64_dfma_inst": ("fp64", 2), "fp64_dadd_inst": ("fp64", 1), "fp64_dmul_inst": ("fp64", 1),
+                "fp16_hfma_inst": ("fp16", 4), "fp16_hadd_inst": ("fp16", 2), "fp16_hmul_inst": ("fp16", 2),
+                "tensor_fp16_ops": ("tensor_fp16", 1), "tensor_bf16_ops": ("tensor_bf16", 1),
+                "tensor_tf32_ops": ("tensor_tf32", 1), "tensor_fp64_ops": ("tensor_fp64", 1),
+                "tensor_fp8_ops": ("tensor_fp8", 1)}
+PRECISIONS = tuple(dict.fromkeys(p for p, _ in FLOP_WEIGHTS.values()))
+# Warp stall reasons the profile stores, as warp cycles per issued instruction (stall_<reason>).
+STALL_REASONS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "wait", "math_pipe_throttle",
+                 "barrier", "not_selected", "selected", "no_instruction", "dispatch_stall", "tex_throttle", "gmma")
+PIPES = ("fma_pipe_pct", "tensor_pipe_pct", "lsu_pipe_pct")
+PROFILE_SCHEMA11 = (list(FLOP_WEIGHTS) + ["tensor_hmma_inst", "tensor_gmma_inst"] + list(PIPES) + ["ipc"]
+                    + [f"stall_{r}" for r in STALL_REASONS] + ["local_load_bytes", "local_store_bytes"])
 # Columns schema 7 added, with the value an older archive's rows mean: one-, two-axis points have depth 1.
 # Schema 9's columns read as "not measured" (NaN, -1) and as the warm caches every earlier run timed in.
 SCHEMA9_SAMPLES = {"energy_joules": np.nan, "power_watts": np.nan, "min_sm_clock_mhz": -1, "throttle_reasons": -1,
@@ -25,7 +44,8 @@ SCHEMA9_HEALTH = {"energy_joules": np.nan, "sampled_readings": 0, "sampled_min_s
                   "sampled_mean_power_mw": np.nan, "sampled_throttle_reasons": -1}
 SCHEMA7_DEFAULTS = {
     "samples": {"depth": 1, **SCHEMA9_SAMPLES}, "gate": {"depth": 1}, "summary": {"depth": 1, "cache": "warm"},
-    "attribution": {"depth": 1}, "health": {"depth": 1, **SCHEMA9_HEALTH}, "profile": {"depth": 1},
+    "attribution": {"depth": 1}, "health": {"depth": 1, **SCHEMA9_HEALTH},
+    "profile": {"depth": 1, **{c: np.nan for c in PROFILE_SCHEMA11}},  # not recorded before schema 11
     "ceilings": {"flops": 0, "flops_per_second": 0.0, "clock": "host_wall"},  # clock: schema 8
     "variants": {"depth": 1, "compute_ceiling": "", "peak_device_bytes": -1, "tuned_parameters": ""},
 }
@@ -384,6 +404,38 @@ def load(paths, check_schema=True):
                                f"({', '.join(sorted(SCHEMA_VERSIONS))})")
         archives.append(a)
     return archives
+
+
+def executed_flops(counters):
+    """Floating-point operations executed, from raw counts (profile rows, or their sums over a call's kernels):
+    a frame of flops_<precision> per PRECISIONS and `flops`, their total; NaN where no flop counter was recorded
+    (archives before schema 11, or ncu refused every flop metric). The weights are FLOP_WEIGHTS."""
+    out = pd.DataFrame(index=counters.index)
+    for precision in PRECISIONS:
+        columns = [(c, w) for c, (p, w) in FLOP_WEIGHTS.items() if p == precision and c in counters.columns]
+        if not columns:
+            out[f"flops_{precision}"] = np.nan
+            continue
+        recorded = pd.concat([counters[c].notna() for c, _ in columns], axis=1).any(axis=1)  # any of its counters
+        out[f"flops_{precision}"] = sum(counters[c].fillna(0) * w for c, w in columns).where(recorded)
+    out["flops"] = out.sum(axis=1, min_count=1)
+    return out
+
+
+def with_derived_counters(calls):
+    """Counters of whole calls (raw counts summed over their kernels, profiled_duration_s too) with what derives
+    from them: executed flops per precision and in total (executed_flops), dram_bytes, achieved_flop_per_s =
+    flops / profiled_duration_s (an instrumented duration: it puts the counters in proportion, never a timing),
+    measured_intensity = flops / DRAM bytes, dominant_precision (the precision of most flops) and spill_bytes
+    (local-memory loads + stores)."""
+    out = pd.concat([calls, executed_flops(calls)], axis=1)
+    out["dram_bytes"] = out.dram_bytes_read + out.dram_bytes_written
+    out["achieved_flop_per_s"] = out.flops / out.profiled_duration_s.where(out.profiled_duration_s > 0)
+    out["measured_intensity"] = out.flops / out.dram_bytes.where(out.dram_bytes > 0)
+    per_precision = out[[f"flops_{p}" for p in PRECISIONS]].fillna(0)
+    out["dominant_precision"] = np.where(out.flops > 0, per_precision.idxmax(axis=1).str[len("flops_"):], "")
+    out["spill_bytes"] = out.local_load_bytes + out.local_store_bytes
+    return out
 
 
 def stats(samples, keys):

@@ -229,8 +229,8 @@ bool without_in_point_readings(const std::string& version) {
 void verify_archive(const std::string& path) { open_archive(path); }
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "9" || version == "8" || version == "7" || version == "6" ||
-         version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
+  return version == archive_schema_version || version == "10" || version == "9" || version == "8" || version == "7" ||
+         version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {
@@ -353,7 +353,20 @@ std::vector<variant_record> read_variants(const std::string& path, const std::st
 }
 
 std::vector<profile_record> read_profile(const std::string& path, const std::string& experiment) {
-  return read_optional_table<profile_record>(path, experiment);
+  h5_handle file = open_archive(path);
+  h5_handle group = open_experiment(file.get(), path, experiment);
+  const char* dataset = record_table<profile_record>::dataset;
+  if (!link_exists(group.get(), dataset, path)) return {};
+  auto records = read_records<profile_record>(group.get(), path);
+  // Counters an older schema did not record (schema 11's, say) read as the record's own "not reported",
+  // not as the zero HDF5 leaves in a member the file lacks.
+  const h5_handle stored = stored_type(group.get(), dataset, path);
+  const profile_record unreported;
+  for (const auto& f : record_table<profile_record>::fields())
+    if (const auto* member = std::get_if<double profile_record::*>(&f.member);
+        member && H5Tget_member_index(stored.get(), f.name) < 0)
+      for (auto& r : records) r.** member = unreported.**member;
+  return records;
 }
 
 std::map<std::string, std::string> read_profile_attributes(const std::string& path, const std::string& experiment) {

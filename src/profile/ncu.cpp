@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <tuple>
 
 namespace kstudy::ncu {
 namespace {
@@ -130,30 +131,151 @@ bool contains_token(const std::string& text, const std::string& token) {
 }  // namespace
 
 const std::vector<metric_spec>& metric_specs() {
-  // Candidates after the first are names other ncu versions or chips use for the same quantity.
-  static const std::vector<metric_spec> specs{
-      {"profiled_duration_s", {"gpu__time_duration.sum"}, quantity::seconds},
-      {"dram_bytes_read", {"dram__bytes_read.sum", "dram__bytes_op_read.sum"}, quantity::bytes},
-      {"dram_bytes_written", {"dram__bytes_write.sum", "dram__bytes_op_write.sum"}, quantity::bytes},
-      {"dram_throughput_pct",
-       {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
-       quantity::percent},
-      {"achieved_occupancy_pct", {"sm__warps_active.avg.pct_of_peak_sustained_active"}, quantity::percent},
-      {"theoretical_occupancy_pct", {"sm__maximum_warps_per_active_cycle_pct"}, quantity::percent},
-      {"registers_per_thread", {"launch__registers_per_thread"}, quantity::count},
-      {"launch_block_size", {"launch__block_size"}, quantity::count},
-      {"grid_size", {"launch__grid_size"}, quantity::count},
-      {"global_load_sectors", {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"}, quantity::count},
-      {"global_load_requests", {"l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"}, quantity::count},
-      {"global_store_sectors", {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"}, quantity::count},
-      {"global_store_requests", {"l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"}, quantity::count},
-      // The transpose ladder's lesson (seed 002: 16,252,928 conflicts of a [32][32] tile, 0 padded) and the
-      // reuse a tile gets from L2.
-      {"shared_bank_conflicts_load", {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"}, quantity::count},
-      {"shared_bank_conflicts_store", {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"}, quantity::count},
-      {"l2_hit_rate_pct", {"lts__t_sector_hit_rate.pct"}, quantity::percent},
+  using R = profile_record;
+  // Thread instructions of one floating-point opcode: the smsp__ name is the one Nsight Compute's roofline
+  // sections read; sm__ sums the same counter.
+  const auto thread_inst = [](const std::string& precision, const std::string& op, double R::*member) {
+    return metric_spec{precision + "_" + op + "_inst",
+                       {"smsp__sass_thread_inst_executed_op_" + op + "_pred_on.sum",
+                        "sm__sass_thread_inst_executed_op_" + op + "_pred_on.sum"},
+                       quantity::count,
+                       member};
   };
+  // Warp cycles stalled for one reason per issued instruction, the breakdown of Nsight Compute's Warp State
+  // Statistics. No fallback: smsp__average_warp_latency_issue_stalled_* is another quantity (2,500 and more
+  // where this reads 2.5 on the H200), not another name for this one.
+  const auto stall = [](const std::string& reason, double R::*member) {
+    return metric_spec{"stall_" + reason,
+                       {"smsp__average_warps_issue_stalled_" + reason + "_per_issue_active.ratio"},
+                       quantity::count,
+                       member};
+  };
+  // Candidates after the first are names other ncu versions or chips use for the same quantity.
+  static const std::vector<metric_spec> specs = [&] {
+    std::vector<metric_spec> s{
+        {"profiled_duration_s", {"gpu__time_duration.sum"}, quantity::seconds, &R::profiled_duration_s},
+        {"dram_bytes_read", {"dram__bytes_read.sum", "dram__bytes_op_read.sum"}, quantity::bytes, &R::dram_bytes_read},
+        {"dram_bytes_written",
+         {"dram__bytes_write.sum", "dram__bytes_op_write.sum"},
+         quantity::bytes,
+         &R::dram_bytes_written},
+        {"dram_throughput_pct",
+         {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+          "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
+         quantity::percent,
+         &R::dram_throughput_pct},
+        {"achieved_occupancy_pct",
+         {"sm__warps_active.avg.pct_of_peak_sustained_active"},
+         quantity::percent,
+         &R::achieved_occupancy_pct},
+        {"theoretical_occupancy_pct",
+         {"sm__maximum_warps_per_active_cycle_pct"},
+         quantity::percent,
+         &R::theoretical_occupancy_pct},
+        {"registers_per_thread", {"launch__registers_per_thread"}, quantity::count},
+        {"launch_block_size", {"launch__block_size"}, quantity::count},
+        {"grid_size", {"launch__grid_size"}, quantity::count},
+        {"global_load_sectors",
+         {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"},
+         quantity::count,
+         &R::global_load_sectors},
+        {"global_load_requests",
+         {"l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"},
+         quantity::count,
+         &R::global_load_requests},
+        {"global_store_sectors",
+         {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"},
+         quantity::count,
+         &R::global_store_sectors},
+        {"global_store_requests",
+         {"l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"},
+         quantity::count,
+         &R::global_store_requests},
+        // The transpose ladder's lesson (seed 002: 16,252,928 conflicts of a [32][32] tile, 0 padded) and the
+        // reuse a tile gets from L2.
+        {"shared_bank_conflicts_load",
+         {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
+         quantity::count,
+         &R::shared_bank_conflicts_load},
+        {"shared_bank_conflicts_store",
+         {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"},
+         quantity::count,
+         &R::shared_bank_conflicts_store},
+        {"l2_hit_rate_pct", {"lts__t_sector_hit_rate.pct"}, quantity::percent, &R::l2_hit_rate_pct},
+        // Schema 11: the roofline from counters. The tensor path's math ops count a multiply-add as 2 (flops)
+        // and cover mma.sync and wgmma alike; the instruction counts say which of the two ran.
+        {"tensor_hmma_inst", {"sm__inst_executed_pipe_tensor_op_hmma.sum"}, quantity::count, &R::tensor_hmma_inst},
+        {"tensor_gmma_inst", {"sm__inst_executed_pipe_tensor_op_gmma.sum"}, quantity::count, &R::tensor_gmma_inst},
+        // fp16 inputs into either accumulator; where ncu has no such sum, fp32 accumulation alone.
+        {"tensor_fp16_ops",
+         {"sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"},
+         quantity::count,
+         &R::tensor_fp16_ops},
+        {"tensor_bf16_ops", {"sm__ops_path_tensor_src_bf16_dst_fp32.sum"}, quantity::count, &R::tensor_bf16_ops},
+        {"tensor_tf32_ops", {"sm__ops_path_tensor_src_tf32_dst_fp32.sum"}, quantity::count, &R::tensor_tf32_ops},
+        {"tensor_fp64_ops", {"sm__ops_path_tensor_src_fp64.sum"}, quantity::count, &R::tensor_fp64_ops},
+        {"tensor_fp8_ops", {"sm__ops_path_tensor_src_fp8.sum"}, quantity::count, &R::tensor_fp8_ops},
+        {"fma_pipe_pct",
+         {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+          "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"},
+         quantity::percent,
+         &R::fma_pipe_pct},
+        // Every tensor op (HMMA and Hopper's GMMA); the HMMA pipe alone where ncu has no such sum.
+        {"tensor_pipe_pct",
+         {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+          "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"},
+         quantity::percent,
+         &R::tensor_pipe_pct},
+        {"lsu_pipe_pct",
+         {"sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"},
+         quantity::percent,
+         &R::lsu_pipe_pct},
+        {"ipc", {"sm__inst_executed.avg.per_cycle_active"}, quantity::count, &R::ipc},
+        // Register spills and local arrays: bytes through L1, else what the instructions asked for.
+        {"local_load_bytes",
+         {"l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "sm__sass_data_bytes_mem_local_op_ld.sum"},
+         quantity::bytes,
+         &R::local_load_bytes},
+        {"local_store_bytes",
+         {"l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum", "sm__sass_data_bytes_mem_local_op_st.sum"},
+         quantity::bytes,
+         &R::local_store_bytes},
+    };
+    // A half-precision instruction may work on a half2's two lanes: the flop weights say so, not the count.
+    for (const auto& [precision, op, member] :
+         std::vector<std::tuple<std::string, std::string, double R::*>>{{"fp32", "ffma", &R::fp32_ffma_inst},
+                                                                        {"fp32", "fadd", &R::fp32_fadd_inst},
+                                                                        {"fp32", "fmul", &R::fp32_fmul_inst},
+                                                                        {"fp64", "dfma", &R::fp64_dfma_inst},
+                                                                        {"fp64", "dadd", &R::fp64_dadd_inst},
+                                                                        {"fp64", "dmul", &R::fp64_dmul_inst},
+                                                                        {"fp16", "hfma", &R::fp16_hfma_inst},
+                                                                        {"fp16", "hadd", &R::fp16_hadd_inst},
+                                                                        {"fp16", "hmul", &R::fp16_hmul_inst}})
+      s.push_back(thread_inst(precision, op, member));
+    for (const auto& [reason, member] :
+         std::vector<std::pair<std::string, double R::*>>{{"long_scoreboard", &R::stall_long_scoreboard},
+                                                          {"short_scoreboard", &R::stall_short_scoreboard},
+                                                          {"mio_throttle", &R::stall_mio_throttle},
+                                                          {"lg_throttle", &R::stall_lg_throttle},
+                                                          {"wait", &R::stall_wait},
+                                                          {"math_pipe_throttle", &R::stall_math_pipe_throttle},
+                                                          {"barrier", &R::stall_barrier},
+                                                          {"not_selected", &R::stall_not_selected},
+                                                          {"selected", &R::stall_selected},
+                                                          {"no_instruction", &R::stall_no_instruction},
+                                                          {"dispatch_stall", &R::stall_dispatch_stall},
+                                                          {"tex_throttle", &R::stall_tex_throttle},
+                                                          {"gmma", &R::stall_gmma}})
+      s.push_back(stall(reason, member));
+    return s;
+  }();
   return specs;
+}
+
+void clear_counters(profile_record& record) {
+  for (const auto& s : metric_specs())
+    if (s.member != nullptr) record.*s.member = nan;
 }
 
 metric_choice first_choices() {
@@ -404,12 +526,7 @@ std::vector<profile_record> point_records(const point_context& point, const chil
     base.point = point.point;
     base.status = v.status;
     base.gate_passed = v.gate_passed;
-    for (double* d :
-         {&base.profiled_duration_s, &base.dram_bytes_read, &base.dram_bytes_written, &base.dram_throughput_pct,
-          &base.achieved_occupancy_pct, &base.theoretical_occupancy_pct, &base.global_load_sectors,
-          &base.global_load_requests, &base.global_store_sectors, &base.global_store_requests,
-          &base.shared_bank_conflicts_load, &base.shared_bank_conflicts_store, &base.l2_hit_rate_pct})
-      *d = nan;
+    clear_counters(base);
     if (v.marker < 0 || v.marker >= static_cast<int>(segments.size())) {
       if (v.marker >= 0) base.status = "failed: its marker kernel was not profiled";
       out.push_back(base);
@@ -444,19 +561,8 @@ std::vector<profile_record> point_records(const point_context& point, const chil
       r.grid_size = integer("grid_size");
       r.launch_block_size = integer("launch_block_size");
       r.registers_per_thread = integer("registers_per_thread");
-      r.profiled_duration_s = value("profiled_duration_s");
-      r.dram_bytes_read = value("dram_bytes_read");
-      r.dram_bytes_written = value("dram_bytes_written");
-      r.dram_throughput_pct = value("dram_throughput_pct");
-      r.achieved_occupancy_pct = value("achieved_occupancy_pct");
-      r.theoretical_occupancy_pct = value("theoretical_occupancy_pct");
-      r.global_load_sectors = value("global_load_sectors");
-      r.global_load_requests = value("global_load_requests");
-      r.global_store_sectors = value("global_store_sectors");
-      r.global_store_requests = value("global_store_requests");
-      r.shared_bank_conflicts_load = value("shared_bank_conflicts_load");
-      r.shared_bank_conflicts_store = value("shared_bank_conflicts_store");
-      r.l2_hit_rate_pct = value("l2_hit_rate_pct");
+      for (const auto& spec : metric_specs())
+        if (spec.member != nullptr) r.*spec.member = k->values.at(spec.field);
       out.push_back(std::move(r));
     }
   }

@@ -536,11 +536,7 @@ std::vector<profile_record> profile_point(const planned_point& p, ncu_runner& ru
       r.block_size = pt.block_size;
       r.point = pt.index;
       r.status = std::string("failed: ") + ex.what();
-      for (double* d : {&r.profiled_duration_s, &r.dram_bytes_read, &r.dram_bytes_written, &r.dram_throughput_pct,
-                        &r.achieved_occupancy_pct, &r.theoretical_occupancy_pct, &r.global_load_sectors,
-                        &r.global_load_requests, &r.global_store_sectors, &r.global_store_requests,
-                        &r.shared_bank_conflicts_load, &r.shared_bank_conflicts_store, &r.l2_hit_rate_pct})
-        *d = std::nan("");
+      ncu::clear_counters(r);
       rows.push_back(r);
     }
   }

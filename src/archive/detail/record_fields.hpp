@@ -238,6 +238,9 @@ struct record_table<profile_record> {
       "theoretical_occupancy_pct: %; global_load_sectors, global_store_sectors: sectors (32 B); "
       "global_load_requests, global_store_requests: requests; shared_bank_conflicts_load, "
       "shared_bank_conflicts_store: bank conflicts (extra shared-memory wavefronts); l2_hit_rate_pct: %; "
+      "fp*_inst: predicated-on thread instructions; tensor_*_inst: warp instructions; tensor_*_ops: tensor-path "
+      "math ops (flops); *_pipe_pct: % of peak over active cycles; ipc: warp instructions per active SM cycle; "
+      "stall_*: warp cycles per issued instruction; local_load_bytes, local_store_bytes: B; "
       "registers_per_thread: registers; grid_size: blocks; launch_block_size, block_size: threads; NaN or -1: not "
       "reported";
   static const std::vector<field<R>>& fields() {
@@ -271,6 +274,41 @@ struct record_table<profile_record> {
         {"shared_bank_conflicts_load", &R::shared_bank_conflicts_load},
         {"shared_bank_conflicts_store", &R::shared_bank_conflicts_store},
         {"l2_hit_rate_pct", &R::l2_hit_rate_pct},
+        {"fp32_ffma_inst", &R::fp32_ffma_inst},
+        {"fp32_fadd_inst", &R::fp32_fadd_inst},
+        {"fp32_fmul_inst", &R::fp32_fmul_inst},
+        {"fp64_dfma_inst", &R::fp64_dfma_inst},
+        {"fp64_dadd_inst", &R::fp64_dadd_inst},
+        {"fp64_dmul_inst", &R::fp64_dmul_inst},
+        {"fp16_hfma_inst", &R::fp16_hfma_inst},
+        {"fp16_hadd_inst", &R::fp16_hadd_inst},
+        {"fp16_hmul_inst", &R::fp16_hmul_inst},
+        {"tensor_hmma_inst", &R::tensor_hmma_inst},
+        {"tensor_gmma_inst", &R::tensor_gmma_inst},
+        {"tensor_fp16_ops", &R::tensor_fp16_ops},
+        {"tensor_bf16_ops", &R::tensor_bf16_ops},
+        {"tensor_tf32_ops", &R::tensor_tf32_ops},
+        {"tensor_fp64_ops", &R::tensor_fp64_ops},
+        {"tensor_fp8_ops", &R::tensor_fp8_ops},
+        {"fma_pipe_pct", &R::fma_pipe_pct},
+        {"tensor_pipe_pct", &R::tensor_pipe_pct},
+        {"lsu_pipe_pct", &R::lsu_pipe_pct},
+        {"ipc", &R::ipc},
+        {"stall_long_scoreboard", &R::stall_long_scoreboard},
+        {"stall_short_scoreboard", &R::stall_short_scoreboard},
+        {"stall_mio_throttle", &R::stall_mio_throttle},
+        {"stall_lg_throttle", &R::stall_lg_throttle},
+        {"stall_wait", &R::stall_wait},
+        {"stall_math_pipe_throttle", &R::stall_math_pipe_throttle},
+        {"stall_barrier", &R::stall_barrier},
+        {"stall_not_selected", &R::stall_not_selected},
+        {"stall_selected", &R::stall_selected},
+        {"stall_no_instruction", &R::stall_no_instruction},
+        {"stall_dispatch_stall", &R::stall_dispatch_stall},
+        {"stall_tex_throttle", &R::stall_tex_throttle},
+        {"stall_gmma", &R::stall_gmma},
+        {"local_load_bytes", &R::local_load_bytes},
+        {"local_store_bytes", &R::local_store_bytes},
     };
     return table;
   }

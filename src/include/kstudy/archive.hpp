@@ -20,12 +20,14 @@ namespace kstudy {
 // table keyed by a point, ceilings.flops / flops_per_second (compute roofs), variants.compute_ceiling,
 // variants.peak_device_bytes and variants.tuned_parameters; 8 added ceilings.clock; 9 added what the GPU did
 // during each timed region (samples.energy_joules, power_watts, min_sm_clock_mhz, throttle_reasons), the cache
-// mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the in-point readings of health.
-inline constexpr const char* archive_schema_version = "10";
+// mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the in-point readings of health; 10 renamed
+// the gate counts; 11 added the profile counters of a roofline from counters (flop instructions per precision,
+// tensor instructions and ops, pipe utilisation, IPC, warp stall reasons, local-memory bytes).
+inline constexpr const char* archive_schema_version = "11";
 // Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
 // (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as
 // 0 (1 to 5), depth as 1 and peak_device_bytes as -1 (1 to 6); samples and health read energy and power as NaN, clocks
-// and reasons as -1 and the cache mode as warm (1 to 8).
+// and reasons as -1 and the cache mode as warm (1 to 8); the profile's schema 11 counters read as NaN (1 to 10).
 bool archive_schema_readable(const std::string& version);
 
 enum class open_mode {

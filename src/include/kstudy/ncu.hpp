@@ -35,8 +35,12 @@ struct metric_spec {
   std::string field;
   std::vector<std::string> candidates;
   quantity kind;
+  // The record's member it fills; null for the integer fields (grid, block size, registers), set by hand.
+  double profile_record::*member = nullptr;
 };
 const std::vector<metric_spec>& metric_specs();
+// Every counter of the record NaN (a variant not profiled, or a point whose profile failed).
+void clear_counters(profile_record& record);
 
 // field -> the ncu metric chosen for it; fields whose candidates were all refused are absent.
 using metric_choice = std::map<std::string, std::string>;

@@ -117,7 +117,8 @@ struct gate_record {
 
 // A ceiling measured in the same run: a bandwidth (bytes, bytes_per_second) or, from schema 7, a compute
 // roof (flops, flops_per_second; bytes 0): device_fp32_fma (a probe kernel of independent FMA chains) and
-// cuBLAS GEMMs at the roof's extent (cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm).
+// cuBLAS GEMMs at the roof's extent (cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm); device_bf16_wgmma (a
+// wgmma peak probe, sm_90a) and device_bf16_tensor, the best of it and cuBLAS BF16.
 struct ceiling_record {
   std::string name;        // device_copy | device_read | h2d_pinned | ... | device_fp32_fma | cublas_tf32_gemm | ...
   std::int64_t bytes = 0;  // bytes per measured operation
@@ -242,6 +243,30 @@ struct profile_record {
   double shared_bank_conflicts_load = 0.0;
   double shared_bank_conflicts_store = 0.0;
   double l2_hit_rate_pct = 0.0;
+  // Schema 11, what the SMs executed, so that a roofline can be drawn from counters rather than from a model
+  // (NaN where ncu did not report them, and in archives before schema 11). Raw counts only: executed flops
+  // (weights per opcode), flop/s and intensity are derived in one place, scripts/kstudy_py/archive.py.
+  static constexpr double unreported = std::numeric_limits<double>::quiet_NaN();
+  // Predicated-on thread instructions per floating-point opcode (a half-precision one may be a half2's two lanes).
+  double fp32_ffma_inst = unreported, fp32_fadd_inst = unreported, fp32_fmul_inst = unreported;
+  double fp64_dfma_inst = unreported, fp64_dadd_inst = unreported, fp64_dmul_inst = unreported;
+  double fp16_hfma_inst = unreported, fp16_hadd_inst = unreported, fp16_hmul_inst = unreported;
+  // Tensor pipe: warp instructions (mma.sync HMMA; Hopper's wgmma, GMMA) and math ops of its path per input
+  // type (ncu counts a multiply-add as 2 ops: flops).
+  double tensor_hmma_inst = unreported, tensor_gmma_inst = unreported;
+  double tensor_fp16_ops = unreported, tensor_bf16_ops = unreported, tensor_tf32_ops = unreported;
+  double tensor_fp64_ops = unreported, tensor_fp8_ops = unreported;
+  // Pipe utilisation, % of peak over active cycles, and warp instructions per active SM cycle.
+  double fma_pipe_pct = unreported, tensor_pipe_pct = unreported, lsu_pipe_pct = unreported;
+  double ipc = unreported;
+  // Warp stall reasons: cycles a warp spent in each per issued instruction (their sum is the warp latency).
+  double stall_long_scoreboard = unreported, stall_short_scoreboard = unreported, stall_mio_throttle = unreported;
+  double stall_lg_throttle = unreported, stall_wait = unreported, stall_math_pipe_throttle = unreported;
+  double stall_barrier = unreported, stall_not_selected = unreported, stall_selected = unreported;
+  double stall_no_instruction = unreported, stall_dispatch_stall = unreported, stall_tex_throttle = unreported;
+  double stall_gmma = unreported;  // Hopper: waiting for a wgmma to complete
+  // Local-memory traffic through L1 (register spills and local arrays), B.
+  double local_load_bytes = unreported, local_store_bytes = unreported;
 };
 
 // What the code knows about one variant at one point an experiment measured: its identity, the model
