@@ -11,6 +11,7 @@
 #include "kstudy/host_io.hpp"
 #include "kstudy/point_inputs.hpp"
 #include "kstudy/variant.hpp"
+#include "kstudy/variant_unavailable.hpp"
 
 namespace kstudy::test {
 extern bool g_kokkos_ready;
@@ -107,6 +108,15 @@ class registered_variant_test : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     KSTUDY_REQUIRE_KOKKOS();
     if (entry().info.on_device && !gpu_present()) GTEST_SKIP() << "no GPU";
+    // A variant this machine cannot run at all (variant_unavailable from prepare) is skipped, never failed;
+    // any other error of this probe is left for the test itself to report.
+    try {
+      point_inputs inputs(op(), std::vector<std::int64_t>(op().info().axes.size(), 1), 0, 1);
+      entry().make()->prepare(inputs.data(entry().info.layout), {});
+    } catch (const variant_unavailable& unavailable) {
+      GTEST_SKIP() << entry().info.id() << ": " << unavailable.what();
+    } catch (const std::exception&) {
+    }
   }
 };
 

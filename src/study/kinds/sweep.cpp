@@ -6,7 +6,7 @@
 //   pipelined     the operation's chunked, overlapped one-shot strategy (gated on its own outputs)
 //   one_shot_alloc  a fresh instance: allocation, upload, run, download
 //   energy        resident calls back to back through one region of at least the energy window
-//                 (KSTUDY_ENERGY_WINDOW_MS, default 100): time and, on a device, NVML energy per call
+//                 (KSTUDY_ENERGY_WINDOW_MS, default 1000): time and, on a device, NVML energy per call
 // in shuffled order per trial; an attribution pass per multi-kernel variant follows the trials. In cache
 // mode cold every timed region starts from caches a flush evicted just before it, outside it. A device
 // variant's regions are bracketed by readings of the GPU (energy counter, power, SM clock, clocks-event
@@ -35,6 +35,7 @@
 #include "kstudy/probes.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/timers.hpp"
+#include "kstudy/variant_unavailable.hpp"
 
 namespace kstudy {
 namespace {
@@ -45,11 +46,13 @@ bool wants(const experiment& e, timer_kind t) {
   return std::find(e.timers.begin(), e.timers.end(), t) != e.timers.end();
 }
 
-// The energy window (timer energy): KSTUDY_ENERGY_WINDOW_MS, default 100 ms, a positive number of milliseconds up
-// to a minute; a malformed value is refused when the experiment is checked, before any measurement.
+// The energy window (timer energy): KSTUDY_ENERGY_WINDOW_MS, default 1 s, a positive number of milliseconds up to
+// a minute; a malformed value is refused when the experiment is checked, before any measurement. 1 s because the
+// H200's total-energy counter moves in steps: over 100 ms windows the power it implied ranged from 0 to 1,034 W
+// for the same call (data/h200-2026-12-02-s12/energy_100ms.h5), so a window must span many steps.
 double energy_window_seconds() {
   const char* text = std::getenv("KSTUDY_ENERGY_WINDOW_MS");
-  if (text == nullptr || *text == '\0') return 0.1;
+  if (text == nullptr || *text == '\0') return 1.0;
   char* end = nullptr;
   const double ms = std::strtod(text, &end);
   if (end == text || *end != '\0' || !(ms > 0.0) || ms > 60000.0)
@@ -208,6 +211,11 @@ class sweep_point_run {
       if (!g.passed)
         std::cerr << "\nkstudy: gate FAILED for " << id << " at point " << m_point.index << ": " << g.message << "\n";
       return "";
+    } catch (const variant_unavailable& ex) {  // this machine cannot run it: not the variant's failure
+      v.gate = gate_verdict::not_gated;
+      v.impl.reset();
+      std::cerr << "\nkstudy: " << id << " skipped at point " << m_point.index << ": " << ex.what() << "\n";
+      return std::string("skipped: ") + ex.what();
     } catch (const std::exception& ex) {
       v.gate = gate_verdict::not_gated;
       v.impl.reset();

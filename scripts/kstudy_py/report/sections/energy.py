@@ -9,7 +9,7 @@ from .. import section
 
 EXPLANATION = ("Energy is NVML's total-energy counter (millijoules, updated by the driver every few milliseconds) "
                "read just before and just after a timed region. Boundary `energy`: the region holds calls back to "
-               "back for at least the energy window (KSTUDY_ENERGY_WINDOW_MS, default 100 ms) and each sample is "
+               "back for at least the energy window (KSTUDY_ENERGY_WINDOW_MS, default 1 s) and each sample is "
                "already per call: J/call is their median. Boundary `resident_wall` (archives without timer energy): "
                "one call per region, far shorter than the counter's update interval, reads 0 in most trials and a "
                "whole update in a few; the mean over the accepted trials is shown, but it leans toward the power of "
