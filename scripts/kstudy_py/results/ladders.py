@@ -261,3 +261,14 @@ LAB2_TARGETS = [
 @generator("lab2", "kernel lab II: the compute-bound ladders (lab2.h5) and their targets")
 def lab2(block):
     return lab(block, LAB2, LAB2_TARGETS, lambda op: True)
+
+
+LAB3 = ["gemm_bf16"]
+LAB3_TARGETS = [
+    Target("vendor", "gemm_bf16", "BF16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS BF16", threshold=0.9),
+]
+
+
+@generator("lab3", "kernel lab III: the BF16 GEMM ladder on wgmma + TMA (hopper_gemm.h5) and its target")
+def lab3(block):
+    return lab(block, LAB3, LAB3_TARGETS, lambda op: True)

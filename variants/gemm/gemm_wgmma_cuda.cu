@@ -1,0 +1,339 @@
+// Hopper rungs of gemm_bf16 (family gemm_tensor_cuda, after gemm_tensor_cuda.cu's mma.sync rungs 1-4):
+// the multiply on Hopper's own instructions, which cuBLAS uses and mma.sync cannot reach (lab II: rung 4 at
+// 0.35x cuBLAS, issuing mma.sync at 12% occupancy).
+//
+//  5 gemm_bf16_wgmma_tma  block tile 128 x 256 x 64, two warpgroups of 64 x 256 each issuing
+//                         wgmma.mma_async m64n256k16 (A and B straight from shared memory through matrix
+//                         descriptors, 128 fp32 accumulators a thread); the tiles arrive by the tensor-memory
+//                         accelerator (cp.async.bulk.tensor.2d, 128-byte swizzle, edges zero-filled by TMA)
+//                         into 4 shared-memory stages, each with a "full" mbarrier the copy engine completes
+//                         (expect_tx bytes) and an "empty" one the 256 consumer threads arrive on. Thread 0 also
+//                         issues the copies: the loads of tile kt + 4 wait until every thread has finished
+//                         tile kt.
+//  6 gemm_bf16_wgmma_ws   rung 5 with warp specialisation: a third (producer) warpgroup issues the copies,
+//                         its registers given back (setmaxnreg.dec 40) so that the two consumer warpgroups
+//                         hold 232 each (setmaxnreg.inc); consumers keep one wgmma group in flight
+//                         (wait_group 1) and release a stage as soon as the group that read it retires.
+//
+// Operands: row-major A (m x k) is K-major: each 128-byte row of a 64-wide k tile is one swizzle span, 8
+// rows a 1,024-byte atom (descriptor SBO 1,024; a k16 step is +32 bytes inside the span). Row-major B
+// (k x n) is N-major (wgmma's imm-trans-b = 1, allowed for 16-bit types): TMA boxes of 64 columns x 64 k
+// rows, 8 KB each, 4 per stage; the descriptor's LBO (8,192 bytes) steps from one 64-column box to the next,
+// SBO (1,024) from one 8-row group of k to the next (CUTLASS's canonical MN-major SW128 layout), a k16 step
+// is +2,048 bytes. TMA needs 16-byte row strides: where k (A) or n (B) is not a multiple of 8, that matrix is
+// first copied into a row-padded buffer on the variant's stream (cudaMemcpy2DAsync, inside the timed run),
+// whose padding the tensor map never reads (its extent is the real k or n; past it, TMA fills zeros).
+//
+// sm_90a only (-gencode=arch=compute_90a,code=sm_90a, added to this file by variants/CMakeLists.txt; the
+// same file also compiles for the target's plain sm_90, where these kernels are empty): prepare() runs a
+// probe kernel and refuses, with a message, where the loaded image is not sm_90a (another GPU, or the
+// driver choosing the sm_90 image) by throwing variant_unavailable: the runner records the variant as
+// skipped there and the tests skip it, so a wrong image is never timed and another GPU never fails.
+#include <cuda.h>  // CUtensorMap and its enums (the encoder is reached through the runtime, not libcuda)
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gemm/gemm.hpp"
+#include "gemm/gemm_tensor_common.cuh"
+#include "kstudy/cuda_escape.hpp"
+#include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/hopper_ptx.hpp"
+#include "kstudy/variant.hpp"
+#include "kstudy/variant_unavailable.hpp"
+
+namespace kstudy::gemm {
+namespace {
+
+using namespace tensor;
+
+constexpr int wg_block_m = 128, wg_block_n = 256, wg_block_k = 64, wg_stages = 4;
+constexpr int wg_consumers = 2;                                   // warpgroups that multiply, 64 rows of C each
+constexpr int b_box_cols = 64;                                    // 128 bytes of bf16: one swizzle span
+constexpr int a_stage_bytes = wg_block_m * wg_block_k * 2;        // 16 KB
+constexpr int b_box_bytes = wg_block_k * b_box_cols * 2;          // 8 KB
+constexpr int b_stage_bytes = wg_block_k * wg_block_n * 2;        // 32 KB
+constexpr int stage_bytes = a_stage_bytes + b_stage_bytes;        // what one stage's full barrier expects
+constexpr int wg_shared_bytes = wg_stages * stage_bytes + 1024;   // + slack to align stages to 1,024 bytes
+constexpr int wg_group_m = 8;                                     // block rows walked together (L2 reuse)
+static_assert(wg_block_n % b_box_cols == 0 && a_stage_bytes % 1024 == 0 && b_box_bytes % 1024 == 0);
+
+// ---------------------------------------------------------------------------------------------------------
+// The multiply of one k tile (PTX wrappers: kstudy/support/hopper_ptx.hpp)
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+using namespace kstudy::hopper;
+
+// The 4 k16 steps of one 64-wide k tile: a consumer's 64 A rows start at a_rows, B's tile at b_tile.
+__device__ __forceinline__ void multiply_tile(float (&d)[128], std::uint32_t a_rows, std::uint32_t b_tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < wg_block_k / 16; ++kk)
+    wgmma_m64n256k16_bf16(d, matrix_descriptor(a_rows + kk * 32, 16, 1024),
+                     matrix_descriptor(b_tile + kk * 16 * 128, b_box_bytes, 1024), 1);
+  wgmma_commit();
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------------------
+// The kernel: Specialized = false is rung 5 (2 warpgroups, thread 0 also loads), true is rung 6 (a producer
+// warpgroup and 2 consumers).
+
+// 1 where this kernel image is sm_90a code (the wgmma kernels below are empty in any other).
+__global__ void sm90a_probe(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+template <bool Specialized>
+__global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
+    wgmma_bf16_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+                      float* __restrict__ c, int m, int n, int k, bool even_n) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char shared_raw[];
+  __shared__ alignas(8) std::uint64_t full[wg_stages], empty[wg_stages];
+  const std::uint32_t base = (shared_address(shared_raw) + 1023u) & ~1023u;  // 128-byte swizzle atoms: 1 KB
+
+  // Grouped block order: wg_group_m block rows walk the block columns together, sharing B's tiles in L2.
+  const int tiles_m = (m + wg_block_m - 1) / wg_block_m, tiles_n = (n + wg_block_n - 1) / wg_block_n;
+  const int per_group = wg_group_m * tiles_n, id = static_cast<int>(blockIdx.x);
+  const int first_m = (id / per_group) * wg_group_m;
+  const int rows = tiles_m - first_m < wg_group_m ? tiles_m - first_m : wg_group_m;
+  const int tile_m = first_m + (id % per_group) % rows, tile_n = (id % per_group) / rows;
+  const int m0 = tile_m * wg_block_m, n0 = tile_n * wg_block_n;
+  const int k_tiles = (k + wg_block_k - 1) / wg_block_k;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < wg_stages; ++s) {
+      barrier_init(shared_address(&full[s]), 1);
+      barrier_init(shared_address(&empty[s]), wg_consumers * 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+  }
+  __syncthreads();
+
+  const auto a_stage = [&](int s) { return base + std::uint32_t(s * stage_bytes); };
+  const auto b_stage = [&](int s) { return base + std::uint32_t(s * stage_bytes + a_stage_bytes); };
+  // Tile kt into stage kt % wg_stages: A's 128 x 64 box, B's four 64 x 64 boxes.
+  const auto load = [&](int kt) {
+    const int s = kt % wg_stages;
+    const std::uint32_t bar = shared_address(&full[s]);
+    barrier_expect_bytes(bar, stage_bytes);  // out-of-range elements are zero-filled and counted too
+    tma_load_2d(a_stage(s), &a_map, kt * wg_block_k, m0, bar);
+#pragma unroll
+    for (int j = 0; j < wg_block_n / b_box_cols; ++j)
+      tma_load_2d(b_stage(s) + j * b_box_bytes, &b_map, n0 + j * b_box_cols, kt * wg_block_k, bar);
+  };
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+
+  int consumer = 0;
+  if constexpr (Specialized) {
+    if (threadIdx.x < 128) {  // the producer warpgroup
+      registers_down<40>();
+      if (threadIdx.x == 0)
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          if (kt >= wg_stages) barrier_wait(shared_address(&empty[kt % wg_stages]), ((kt / wg_stages) - 1) & 1);
+          load(kt);
+        }
+      return;
+    }
+    registers_up<232>();
+    consumer = static_cast<int>(threadIdx.x) / 128 - 1;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      barrier_wait(shared_address(&full[kt % wg_stages]), (kt / wg_stages) & 1);
+      multiply_tile(d, a_stage(kt % wg_stages) + consumer * 64 * 128, b_stage(kt % wg_stages));
+      wgmma_wait<1>();  // the group of tile kt - 1 has retired: its stage may be refilled
+      if (kt > 0) barrier_arrive(shared_address(&empty[(kt - 1) % wg_stages]));
+    }
+    wgmma_wait<0>();
+  } else {
+    consumer = static_cast<int>(threadIdx.x) / 128;
+    if (threadIdx.x == 0)
+      for (int kt = 0; kt < k_tiles && kt < wg_stages; ++kt) load(kt);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % wg_stages;
+      barrier_wait(shared_address(&full[s]), (kt / wg_stages) & 1);
+      multiply_tile(d, a_stage(kt % wg_stages) + consumer * 64 * 128, b_stage(kt % wg_stages));
+      wgmma_wait<0>();
+      barrier_arrive(shared_address(&empty[s]));
+      if (threadIdx.x == 0 && kt + wg_stages < k_tiles) {
+        barrier_wait(shared_address(&empty[s]), (kt / wg_stages) & 1);
+        load(kt + wg_stages);
+      }
+    }
+  }
+
+  // The accumulator fragment of m64nNk16: warp w of the warpgroup holds rows 16 w .. 16 w + 15; lane l holds,
+  // for each 8-column slice j, (row l / 4, columns 2 (l % 4) + {0, 1}) in d[4 j], d[4 j + 1] and the same
+  // columns 8 rows down in d[4 j + 2], d[4 j + 3].
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+  const std::int64_t row = m0 + consumer * 64 + warp * 16 + lane / 4;
+  const std::int64_t col = n0 + 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    store_pair(c, m, n, row, col + 8 * j, d[4 * j], d[4 * j + 1], even_n);
+    store_pair(c, m, n, row + 8, col + 8 * j, d[4 * j + 2], d[4 * j + 3], even_n);
+  }
+#else
+  (void)a_map, (void)b_map, (void)c, (void)m, (void)n, (void)k, (void)even_n;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Host side
+
+// cuTensorMapEncodeTiled from the driver the runtime has loaded (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    KSTUDY_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &found));
+#else
+    KSTUDY_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &function, cudaEnableDefault, &found));
+#endif
+    if (found != cudaDriverEntryPointSuccess || function == nullptr)
+      throw variant_unavailable("the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12.0 or later)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
+  }();
+  return encoder;
+}
+
+// A 2-D bf16 tensor map over a row-major rows x cols matrix whose rows lie `pitch` elements apart, read in
+// boxes of box_cols x box_rows with the 128-byte swizzle wgmma's descriptors expect.
+CUtensorMap bf16_tensor_map(const void* data, std::int64_t rows, std::int64_t cols, std::int64_t pitch, int box_cols,
+                            int box_rows) {
+  CUtensorMap map{};
+  const cuuint64_t extent[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t stride[1] = {static_cast<cuuint64_t>(pitch) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_stride[2] = {1, 1};
+  const CUresult result = tensor_map_encoder()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(data), extent, stride, box, element_stride,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS)
+    throw std::runtime_error("gemm_bf16 wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(result) +
+                             ") for a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix");
+  return map;
+}
+
+// Whether the wgmma kernels' image on the current device is sm_90a code (asked once per process).
+bool sm90a_image_loaded() {
+  static const bool loaded = [] {
+    int* flag = nullptr;
+    KSTUDY_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+    int host = -1;
+    sm90a_probe<<<1, 1>>>(flag);
+    cudaError_t status = cudaGetLastError();
+    if (status == cudaSuccess) status = cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(flag);
+    if (status != cudaSuccess && status != cudaErrorNoKernelImageForDevice) KSTUDY_CUDA_CHECK(status);
+    return status == cudaSuccess && host == 1;
+  }();
+  return loaded;
+}
+
+template <bool Specialized>
+class gemm_wgmma final : public gemm_tc_base<gemm_precision::bf16> {
+ public:
+  ~gemm_wgmma() override {
+    device_free(m_a_padded);
+    device_free(m_b_padded);
+  }
+  void enqueue_run() override {
+    if (this->empty()) return;
+    if (m_a_padded != nullptr)
+      KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_a_padded, m_k_pitch * 2, m_a, m_k * 2, m_k * 2, m_m,
+                                          cudaMemcpyDeviceToDevice, m_stream));
+    if (m_b_padded != nullptr)
+      KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_b_padded, m_n_pitch * 2, m_b, m_n * 2, m_n * 2, m_k,
+                                          cudaMemcpyDeviceToDevice, m_stream));
+    wgmma_bf16_kernel<Specialized><<<m_blocks, threads, wg_shared_bytes, m_stream>>>(
+        m_a_map, m_b_map, m_c, static_cast<int>(m_m), static_cast<int>(m_n), static_cast<int>(m_k), m_n % 2 == 0);
+    KSTUDY_CUDA_CHECK(cudaGetLastError());
+  }
+  double calculated_occupancy() const override {
+    return occupancy_of(wgmma_bf16_kernel<Specialized>, threads, wg_shared_bytes);
+  }
+  std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
+    return {{"block_m", wg_block_m}, {"block_n", wg_block_n}, {"block_k", wg_block_k}, {"stages", wg_stages},
+            {"raster_group_m", wg_group_m}, {"padded_copies", (m_a_padded ? 1 : 0) + (m_b_padded ? 1 : 0)}};
+  }
+
+ protected:
+  void plan() override {
+    if (!sm90a_image_loaded())
+      throw variant_unavailable(
+          "no sm_90a code runs on this GPU (wgmma needs compute capability 9.0 and a build with "
+          "-gencode=arch=compute_90a,code=sm_90a)");
+    constexpr std::int64_t int_max = 2147483647;
+    if (m_m > int_max || m_n > int_max || m_k > int_max)
+      throw std::invalid_argument("gemm_bf16 wgmma rungs: m, n and k must be below 2^31 (TMA coordinates)");
+    const std::int64_t tiles =
+        ((m_m + wg_block_m - 1) / wg_block_m) * ((m_n + wg_block_n - 1) / wg_block_n);
+    if (tiles > int_max) throw std::invalid_argument("gemm_bf16 wgmma rungs: too large a matrix for one grid");
+    m_blocks = static_cast<unsigned>(tiles);
+    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wgmma_bf16_kernel<Specialized>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, wg_shared_bytes));
+    // TMA reads rows 16 bytes apart: pad A's rows (k) and B's rows (n) to 8 elements where they are not.
+    device_free(m_a_padded);
+    device_free(m_b_padded);
+    m_k_pitch = (m_k + 7) / 8 * 8;
+    m_n_pitch = (m_n + 7) / 8 * 8;
+    if (m_k_pitch != m_k) device_alloc(m_a_padded, m_m * m_k_pitch);
+    if (m_n_pitch != m_n) device_alloc(m_b_padded, m_k * m_n_pitch);
+    if (this->empty()) return;
+    m_a_map = bf16_tensor_map(m_a_padded ? m_a_padded : m_a, m_m, m_k, m_k_pitch, wg_block_k, wg_block_m);
+    m_b_map = bf16_tensor_map(m_b_padded ? m_b_padded : m_b, m_k, m_n, m_n_pitch, b_box_cols, wg_block_k);
+  }
+
+ private:
+  static constexpr int threads = (Specialized ? wg_consumers + 1 : wg_consumers) * 128;  // + the producer
+  CUtensorMap m_a_map{}, m_b_map{};
+  storage *m_a_padded = nullptr, *m_b_padded = nullptr;
+  std::int64_t m_k_pitch = 0, m_n_pitch = 0;
+  unsigned m_blocks = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Registration (builds that compiled this file for sm_90a: KSTUDY_HAVE_SM90A, set by variants/CMakeLists.txt)
+
+#if defined(KSTUDY_HAVE_SM90A)
+[[maybe_unused]] const int registered = [] {
+  {
+    auto info = cuda_info(gemm_precision::bf16, "gemm_bf16_wgmma_tma", "gemm_tensor_cuda",
+                          "Hopper wgmma.mma_async m64n256k16 from shared-memory descriptors (A K-major, B N-major), "
+                          "128 x 256 x 64 block tiles, 2 warpgroups of 64 x 256; tiles by TMA "
+                          "(cp.async.bulk.tensor, 128-byte swizzle) into 4 stages with full / empty mbarriers, "
+                          "thread 0 also issuing the copies; sm_90a",
+                          table_layout::row_major, 5);
+    info.kernels_launched = 1;  // wgmma_bf16_kernel<false> (+ row-padding copies where k or n % 8 != 0)
+    variant_registration<gemm_wgmma<false>>{std::move(info)};
+  }
+  {
+    auto info = cuda_info(gemm_precision::bf16, "gemm_bf16_wgmma_ws", "gemm_tensor_cuda",
+                          "rung 5 with warp specialisation: a producer warpgroup issues the TMA copies "
+                          "(setmaxnreg.dec 40), two consumer warpgroups multiply (setmaxnreg.inc 232) and keep one "
+                          "wgmma group in flight, releasing each stage when its group retires; sm_90a",
+                          table_layout::row_major, 6);
+    info.kernels_launched = 1;  // wgmma_bf16_kernel<true>
+    variant_registration<gemm_wgmma<true>>{std::move(info)};
+  }
+  return 0;
+}();
+#endif
+
+}  // namespace
+}  // namespace kstudy::gemm
