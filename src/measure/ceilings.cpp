@@ -142,6 +142,24 @@ void measure_compute_roofs(const ceiling_options& options, std::vector<ceiling_r
     out.insert(out.end(), probes.begin(), probes.end());
     out.push_back(best_of(name, probes));
   }
+  // BF16 GEMMs are divided by device_bf16_tensor, the best of the wgmma peak probe and cuBLAS BF16: a
+  // handwritten wgmma GEMM beat cuBLAS on the H200 (data/h200-2026-12-02-s12/hopper_gemm.h5), so cuBLAS alone
+  // is not a roof. Where no sm_90a code runs the probe measures nothing and the roof is cuBLAS's.
+  try {
+    if (cuda_escape::run_bf16_wgmma_probe() > 0) {
+      cuda_escape::synchronize(nullptr);
+      const std::int64_t flops = cuda_escape::run_bf16_wgmma_probe();
+      out.push_back(
+          timed_compute("device_bf16_wgmma", flops, options.trials, [] { cuda_escape::run_bf16_wgmma_probe(); }));
+    }
+  } catch (const std::exception& ex) {
+    std::cerr << "kstudy: the device_bf16_wgmma roof could not be measured (" << ex.what() << ")\n";
+  }
+  std::vector<ceiling_record> bf16;
+  for (const auto& c : out)
+    if (c.name == "device_bf16_wgmma" || c.name == cuda_escape::gemm_roof_name(gemm_roof_precision::bf16))
+      bf16.push_back(c);
+  if (!bf16.empty()) out.push_back(best_of("device_bf16_tensor", bf16));
 }
 #endif
 

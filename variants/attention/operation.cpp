@@ -275,7 +275,7 @@ class attention_operation final : public operation {
     m_info.cuda_families = {"attention_cuda", "cublas"};
     // fp32 attention runs on the CUDA cores: the FMA probe is its roof; bf16 runs its two products on tensor
     // cores: cuBLAS's bf16 GEMM is the practical roof of those (softmax's exponentials are not counted).
-    m_info.compute_ceiling = P == attention_precision::fp32 ? "device_fp32_fma" : "cublas_bf16_gemm";
+    m_info.compute_ceiling = P == attention_precision::fp32 ? "device_fp32_fma" : "device_bf16_tensor";
   }
   const operation_info& info() const override { return m_info; }
 

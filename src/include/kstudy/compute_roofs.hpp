@@ -14,6 +14,12 @@ namespace kstudy::cuda_escape {
 // returns the flops it performs (2 per FMA).
 std::int64_t run_fp32_fma_probe();
 
+// The BF16 tensor-core probe (sm_90a builds on a compute capability 9.0 GPU): one block of 2 warpgroups per
+// SM, each issuing wgmma.mma_async m64n256k16 back to back on operands resident in shared memory. Queues one
+// launch on the legacy default stream and returns its flops; returns 0, queuing nothing, where no sm_90a code
+// runs (another GPU, or a build without it), so that the roof is left out rather than wrong.
+std::int64_t run_bf16_wgmma_probe();
+
 enum class gemm_roof_precision {
   fp32,  // cublasGemmEx float32 in and out, CUBLAS_COMPUTE_32F, pedantic math (no TF32): SGEMM
   tf32,  // float32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32

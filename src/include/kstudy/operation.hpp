@@ -93,8 +93,8 @@ struct operation_info {
   // note) instead of being refused as naming unknown variants.
   std::vector<std::string> cuda_families;
   // The measured ceiling a compute-bound operation's flops are quoted against (a ceiling_record name:
-  // device_fp32_fma, cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm); empty for a bandwidth-bound
-  // operation, whose bytes are quoted against the bandwidth roofs.
+  // device_fp32_fma, cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm, device_bf16_tensor); empty for a
+  // bandwidth-bound operation, whose bytes are quoted against the bandwidth roofs.
   std::string compute_ceiling;
 };
 
