@@ -76,8 +76,8 @@ std::int64_t run_bf16_wgmma_probe() {
     int device = 0;
     KSTUDY_CUDA_CHECK(cudaGetDevice(&device));
     KSTUDY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(bf16_wgmma_peak_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           peak_shared_bytes));
+    KSTUDY_CUDA_CHECK(
+        cudaFuncSetAttribute(bf16_wgmma_peak_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, peak_shared_bytes));
     bf16_wgmma_peak_kernel<<<1, peak_warpgroups * 128, peak_shared_bytes>>>(out);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
     int ran = 0;

@@ -23,7 +23,6 @@ using kstudy::detail::device_attribute;
 using kstudy::detail::device_free;
 namespace wmma = nvcuda::wmma;
 
-
 constexpr std::int64_t max_grid_y = 65535;
 constexpr std::int64_t max_grid_x = 2147483647;
 
@@ -155,7 +154,6 @@ double occupancy_of(Kernel kernel, int threads, std::size_t dynamic_shared_bytes
   KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_shared_bytes));
   return double(blocks * (threads / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
 }
-
 
 inline variant_info cuda_info(gemm_precision precision, const std::string& name, const std::string& family,
                               const std::string& description, table_layout layout, int rung) {

@@ -53,14 +53,14 @@ namespace {
 using namespace tensor;
 
 constexpr int wg_block_m = 128, wg_block_n = 256, wg_block_k = 64, wg_stages = 4;
-constexpr int wg_consumers = 2;                                   // warpgroups that multiply, 64 rows of C each
-constexpr int b_box_cols = 64;                                    // 128 bytes of bf16: one swizzle span
-constexpr int a_stage_bytes = wg_block_m * wg_block_k * 2;        // 16 KB
-constexpr int b_box_bytes = wg_block_k * b_box_cols * 2;          // 8 KB
-constexpr int b_stage_bytes = wg_block_k * wg_block_n * 2;        // 32 KB
-constexpr int stage_bytes = a_stage_bytes + b_stage_bytes;        // what one stage's full barrier expects
-constexpr int wg_shared_bytes = wg_stages * stage_bytes + 1024;   // + slack to align stages to 1,024 bytes
-constexpr int wg_group_m = 8;                                     // block rows walked together (L2 reuse)
+constexpr int wg_consumers = 2;                                  // warpgroups that multiply, 64 rows of C each
+constexpr int b_box_cols = 64;                                   // 128 bytes of bf16: one swizzle span
+constexpr int a_stage_bytes = wg_block_m * wg_block_k * 2;       // 16 KB
+constexpr int b_box_bytes = wg_block_k * b_box_cols * 2;         // 8 KB
+constexpr int b_stage_bytes = wg_block_k * wg_block_n * 2;       // 32 KB
+constexpr int stage_bytes = a_stage_bytes + b_stage_bytes;       // what one stage's full barrier expects
+constexpr int wg_shared_bytes = wg_stages * stage_bytes + 1024;  // + slack to align stages to 1,024 bytes
+constexpr int wg_group_m = 8;                                    // block rows walked together (L2 reuse)
 static_assert(wg_block_n % b_box_cols == 0 && a_stage_bytes % 1024 == 0 && b_box_bytes % 1024 == 0);
 
 // ---------------------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ __device__ __forceinline__ void multiply_tile(float (&d)[128], std::uint32_t a_r
 #pragma unroll
   for (int kk = 0; kk < wg_block_k / 16; ++kk)
     wgmma_m64n256k16_bf16(d, matrix_descriptor(a_rows + kk * 32, 16, 1024),
-                     matrix_descriptor(b_tile + kk * 16 * 128, b_box_bytes, 1024), 1);
+                          matrix_descriptor(b_tile + kk * 16 * 128, b_box_bytes, 1024), 1);
   wgmma_commit();
 }
 #endif
@@ -219,10 +219,10 @@ CUtensorMap bf16_tensor_map(const void* data, std::int64_t rows, std::int64_t co
   const cuuint64_t stride[1] = {static_cast<cuuint64_t>(pitch) * 2};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_stride[2] = {1, 1};
-  const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(data), extent, stride, box, element_stride,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult result =
+      tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(data), extent, stride, box,
+                           element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
     throw std::runtime_error("gemm_bf16 wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(result) +
                              ") for a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix");
@@ -255,11 +255,11 @@ class gemm_wgmma final : public gemm_tc_base<gemm_precision::bf16> {
   void enqueue_run() override {
     if (this->empty()) return;
     if (m_a_padded != nullptr)
-      KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_a_padded, m_k_pitch * 2, m_a, m_k * 2, m_k * 2, m_m,
-                                          cudaMemcpyDeviceToDevice, m_stream));
+      KSTUDY_CUDA_CHECK(
+          cudaMemcpy2DAsync(m_a_padded, m_k_pitch * 2, m_a, m_k * 2, m_k * 2, m_m, cudaMemcpyDeviceToDevice, m_stream));
     if (m_b_padded != nullptr)
-      KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_b_padded, m_n_pitch * 2, m_b, m_n * 2, m_n * 2, m_k,
-                                          cudaMemcpyDeviceToDevice, m_stream));
+      KSTUDY_CUDA_CHECK(
+          cudaMemcpy2DAsync(m_b_padded, m_n_pitch * 2, m_b, m_n * 2, m_n * 2, m_k, cudaMemcpyDeviceToDevice, m_stream));
     wgmma_bf16_kernel<Specialized><<<m_blocks, threads, wg_shared_bytes, m_stream>>>(
         m_a_map, m_b_map, m_c, static_cast<int>(m_m), static_cast<int>(m_n), static_cast<int>(m_k), m_n % 2 == 0);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
@@ -268,7 +268,8 @@ class gemm_wgmma final : public gemm_tc_base<gemm_precision::bf16> {
     return occupancy_of(wgmma_bf16_kernel<Specialized>, threads, wg_shared_bytes);
   }
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
-    return {{"block_m", wg_block_m}, {"block_n", wg_block_n}, {"block_k", wg_block_k}, {"stages", wg_stages},
+    return {{"block_m", wg_block_m},        {"block_n", wg_block_n},
+            {"block_k", wg_block_k},        {"stages", wg_stages},
             {"raster_group_m", wg_group_m}, {"padded_copies", (m_a_padded ? 1 : 0) + (m_b_padded ? 1 : 0)}};
   }
 
@@ -281,12 +282,11 @@ class gemm_wgmma final : public gemm_tc_base<gemm_precision::bf16> {
     constexpr std::int64_t int_max = 2147483647;
     if (m_m > int_max || m_n > int_max || m_k > int_max)
       throw std::invalid_argument("gemm_bf16 wgmma rungs: m, n and k must be below 2^31 (TMA coordinates)");
-    const std::int64_t tiles =
-        ((m_m + wg_block_m - 1) / wg_block_m) * ((m_n + wg_block_n - 1) / wg_block_n);
+    const std::int64_t tiles = ((m_m + wg_block_m - 1) / wg_block_m) * ((m_n + wg_block_n - 1) / wg_block_n);
     if (tiles > int_max) throw std::invalid_argument("gemm_bf16 wgmma rungs: too large a matrix for one grid");
     m_blocks = static_cast<unsigned>(tiles);
-    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wgmma_bf16_kernel<Specialized>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, wg_shared_bytes));
+    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wgmma_bf16_kernel<Specialized>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           wg_shared_bytes));
     // TMA reads rows 16 bytes apart: pad A's rows (k) and B's rows (n) to 8 elements where they are not.
     device_free(m_a_padded);
     device_free(m_b_padded);
