@@ -2,7 +2,8 @@
 """scripts/results.py against itself, on a scratch copy: a block it wrote passes --check; a number edited inside the
 block, a block with its generated lines deleted, or prose changed inside a block fails --check with a unified diff
 naming the file; --write restores it; a marker naming an unknown generator or a missing archive exits 2 naming it;
-the cache_modes and kokkos_costs generators on session 11's archives (a refusal, the counters column).
+the cache_modes and kokkos_costs generators on session 11's and 12's archives (a refusal, the counters column,
+name@backend rows), energy (per call, a refusal) and lab3 (the wgmma rungs and their target).
 
     tests/check_results.py scripts/results.py
 """
@@ -95,8 +96,8 @@ with tempfile.TemporaryDirectory() as scratch:
 
     # The generators of session 11's data: cold against warm needs both modes; kokkos_costs takes the Nsight
     # Compute counters of a profile archive of the same Kokkos version into a column of its own.
-    s11 = "data/h200-2026-12-02-s11"
-    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"cache_modes archives={s11}/cache_modes.h5"))
+    s11, s12 = "data/h200-2026-12-02-s11", "data/h200-2026-12-02-s12"
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"cache_modes archives={s12}/cache_modes.h5"))
     code, _, err = run(str(page), "--write")
     text = page.read_text()
     check(code == 0 and "| `fused_kokkos_row_major` | 1,048,576×16 |" in text and "cold ÷ warm" in text,
@@ -105,6 +106,34 @@ with tempfile.TemporaryDirectory() as scratch:
     code, _, err = run(str(page), "--check")
     check(code == 2 and "with both warm and cold caches" in err,
           f"cache_modes refuses an archive of warm runs: {code} {err}")
+    stream = f"cache_modes archives={s12}/cache_modes_stream.h5"
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", stream))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    check(code == 0 and "| `triad_kokkos@cuda` | 1,048,576×1 |" in text and "| `triad_kokkos@serial` |" in text
+          and "| `triad_cuda` | 1,048,576×1 |" in text,
+          f"cache_modes names the backend where a name runs on several: {code} {err}")
+
+    # Energy per call (timer energy): one row per device variant and point; an archive without it is refused.
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"energy archives={s12}/energy.h5"))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    row = next((line for line in text.split("\n") if line.startswith("| `copy_cuda` | stream_copy 268,435,456 |")), "")
+    check(code == 0 and row.count(" mJ (") == 1 and row.count(" W (") == 1 and "cpu_reference" not in text,
+          f"energy writes joules and watts per call for device variants only: {code} {err}\n{row}")
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"energy archives={s12}/cache_modes.h5"))
+    code, _, err = run(str(page), "--check")
+    check(code == 2 and "no device sample of timer energy" in err,
+          f"energy refuses an archive without it: {code} {err}")
+
+    # Kernel lab III: the wgmma rungs against rung 4 and cuBLAS, divided by the BF16 tensor roof of the same run.
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"lab3 archives={s12}/hopper_gemm.h5"))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    check(code == 0 and "| rung 6 | `gemm_bf16_wgmma_ws` |" in text and "of device_bf16_tensor" in text
+          and "BF16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS BF16: **met**" in text,
+          f"lab3 tables the wgmma rungs and judges the target: {code} {err}")
+
     costs = f"kokkos_costs archives={s11}/kokkos_costs_k46.h5"
     page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", costs))
     run(str(page), "--write")
