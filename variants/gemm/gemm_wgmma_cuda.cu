@@ -52,16 +52,36 @@ namespace {
 
 using namespace tensor;
 
-constexpr int wg_block_m = 128, wg_block_n = 256, wg_block_k = 64, wg_stages = 4;
-constexpr int wg_consumers = 2;                                  // warpgroups that multiply, 64 rows of C each
-constexpr int b_box_cols = 64;                                   // 128 bytes of bf16: one swizzle span
-constexpr int a_stage_bytes = wg_block_m * wg_block_k * 2;       // 16 KB
-constexpr int b_box_bytes = wg_block_k * b_box_cols * 2;         // 8 KB
-constexpr int b_stage_bytes = wg_block_k * wg_block_n * 2;       // 32 KB
+constexpr int wg_block_m = 128, wg_block_n = 256, wg_stages = 4;
+constexpr int wg_consumers = 2;  // warpgroups that multiply, 64 rows of C each
+constexpr int span_bytes = 128;  // a 128-byte swizzle span: one k tile row of A (and of K-major B)
+constexpr int a_stage_bytes = wg_block_m * span_bytes;           // 16 KB
+constexpr int b_stage_bytes = wg_block_n * span_bytes;           // 32 KB
+constexpr int b_box_cols = 64;                                   // N-major B (BF16): boxes of 64 columns (128 bytes)
 constexpr int stage_bytes = a_stage_bytes + b_stage_bytes;       // what one stage's full barrier expects
 constexpr int wg_shared_bytes = wg_stages * stage_bytes + 1024;  // + slack to align stages to 1,024 bytes
 constexpr int wg_group_m = 8;                                    // block rows walked together (L2 reuse)
-static_assert(wg_block_n % b_box_cols == 0 && a_stage_bytes % 1024 == 0 && b_box_bytes % 1024 == 0);
+[[maybe_unused]] constexpr int k_steps =
+    4;  // instructions per k tile: 16 bf16 or 8 tf32 elements, 32 bytes of the span each
+
+// Per precision: the k tile (one 128-byte span), whether B is read K-major (TF32: wgmma has no transposed TF32
+// form, so row-major B is first transposed into B^T on the stream) or N-major as it lies (BF16, imm-trans-b).
+template <gemm_precision P>
+struct wg_traits;
+template <>
+struct wg_traits<gemm_precision::bf16> {
+  static constexpr int block_k = span_bytes / 2;  // 64
+  static constexpr bool b_k_major = false;
+  static constexpr CUtensorMapDataType map_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+};
+template <>
+struct wg_traits<gemm_precision::tf32> {
+  static constexpr int block_k = span_bytes / 4;  // 32
+  static constexpr bool b_k_major = true;
+  static constexpr CUtensorMapDataType map_type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+};
+constexpr int b_box_bytes = wg_traits<gemm_precision::bf16>::block_k * b_box_cols * 2;  // 8 KB
+static_assert(a_stage_bytes % 1024 == 0 && b_box_bytes % 1024 == 0 && wg_block_n % b_box_cols == 0);
 
 // ---------------------------------------------------------------------------------------------------------
 // The multiply of one k tile (PTX wrappers: kstudy/support/hopper_ptx.hpp)
@@ -69,13 +89,20 @@ static_assert(wg_block_n % b_box_cols == 0 && a_stage_bytes % 1024 == 0 && b_box
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using namespace kstudy::hopper;
 
-// The 4 k16 steps of one 64-wide k tile: a consumer's 64 A rows start at a_rows, B's tile at b_tile.
+// The k steps of one k tile: a consumer's 64 A rows start at a_rows, B's tile at b_tile. A (and K-major B):
+// rows of one 128-byte span, 8 rows a 1,024-byte atom (SBO), a step +32 bytes inside the span. N-major B: 64-column
+// boxes 8 KB apart (LBO), 8 k rows an atom (SBO), a step of 16 k rows +2,048 bytes.
+template <gemm_precision P>
 __device__ __forceinline__ void multiply_tile(float (&d)[128], std::uint32_t a_rows, std::uint32_t b_tile) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < wg_block_k / 16; ++kk)
-    wgmma_m64n256k16_bf16(d, matrix_descriptor(a_rows + kk * 32, 16, 1024),
-                          matrix_descriptor(b_tile + kk * 16 * 128, b_box_bytes, 1024), 1);
+  for (int kk = 0; kk < k_steps; ++kk) {
+    const std::uint64_t a = matrix_descriptor(a_rows + kk * 32, 16, 1024);
+    if constexpr (P == gemm_precision::tf32)
+      wgmma_m64n256k8_tf32(d, a, matrix_descriptor(b_tile + kk * 32, 16, 1024), 1);
+    else
+      wgmma_m64n256k16_bf16(d, a, matrix_descriptor(b_tile + kk * 16 * span_bytes, b_box_bytes, 1024), 1);
+  }
   wgmma_commit();
 }
 #endif
@@ -93,10 +120,10 @@ __global__ void sm90a_probe(int* out) {
 #endif
 }
 
-template <bool Specialized>
+template <gemm_precision P, bool Specialized>
 __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
-    wgmma_bf16_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-                      float* __restrict__ c, int m, int n, int k, bool even_n) {
+    wgmma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+                 float* __restrict__ c, int m, int n, int k, bool even_n) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[wg_stages], empty[wg_stages];
@@ -109,7 +136,8 @@ __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
   const int rows = tiles_m - first_m < wg_group_m ? tiles_m - first_m : wg_group_m;
   const int tile_m = first_m + (id % per_group) % rows, tile_n = (id % per_group) / rows;
   const int m0 = tile_m * wg_block_m, n0 = tile_n * wg_block_n;
-  const int k_tiles = (k + wg_block_k - 1) / wg_block_k;
+  constexpr int block_k = wg_traits<P>::block_k;
+  const int k_tiles = (k + block_k - 1) / block_k;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < wg_stages; ++s) {
@@ -122,15 +150,20 @@ __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
 
   const auto a_stage = [&](int s) { return base + std::uint32_t(s * stage_bytes); };
   const auto b_stage = [&](int s) { return base + std::uint32_t(s * stage_bytes + a_stage_bytes); };
-  // Tile kt into stage kt % wg_stages: A's 128 x 64 box, B's four 64 x 64 boxes.
+  // Tile kt into stage kt % wg_stages: A's 128 x block_k box; B^T's 256 x block_k box (K-major) or B's four
+  // block_k x 64 boxes (N-major).
   const auto load = [&](int kt) {
     const int s = kt % wg_stages;
     const std::uint32_t bar = shared_address(&full[s]);
     barrier_expect_bytes(bar, stage_bytes);  // out-of-range elements are zero-filled and counted too
-    tma_load_2d(a_stage(s), &a_map, kt * wg_block_k, m0, bar);
+    tma_load_2d(a_stage(s), &a_map, kt * block_k, m0, bar);
+    if constexpr (wg_traits<P>::b_k_major) {
+      tma_load_2d(b_stage(s), &b_map, kt * block_k, n0, bar);
+    } else {
 #pragma unroll
-    for (int j = 0; j < wg_block_n / b_box_cols; ++j)
-      tma_load_2d(b_stage(s) + j * b_box_bytes, &b_map, n0 + j * b_box_cols, kt * wg_block_k, bar);
+      for (int j = 0; j < wg_block_n / b_box_cols; ++j)
+        tma_load_2d(b_stage(s) + j * b_box_bytes, &b_map, n0 + j * b_box_cols, kt * block_k, bar);
+    }
   };
   float d[128];
 #pragma unroll
@@ -151,7 +184,7 @@ __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
     consumer = static_cast<int>(threadIdx.x) / 128 - 1;
     for (int kt = 0; kt < k_tiles; ++kt) {
       barrier_wait(shared_address(&full[kt % wg_stages]), (kt / wg_stages) & 1);
-      multiply_tile(d, a_stage(kt % wg_stages) + consumer * 64 * 128, b_stage(kt % wg_stages));
+      multiply_tile<P>(d, a_stage(kt % wg_stages) + consumer * 64 * span_bytes, b_stage(kt % wg_stages));
       wgmma_wait<1>();  // the group of tile kt - 1 has retired: its stage may be refilled
       if (kt > 0) barrier_arrive(shared_address(&empty[(kt - 1) % wg_stages]));
     }
@@ -163,7 +196,7 @@ __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
     for (int kt = 0; kt < k_tiles; ++kt) {
       const int s = kt % wg_stages;
       barrier_wait(shared_address(&full[s]), (kt / wg_stages) & 1);
-      multiply_tile(d, a_stage(kt % wg_stages) + consumer * 64 * 128, b_stage(kt % wg_stages));
+      multiply_tile<P>(d, a_stage(kt % wg_stages) + consumer * 64 * span_bytes, b_stage(kt % wg_stages));
       wgmma_wait<0>();
       barrier_arrive(shared_address(&empty[s]));
       if (threadIdx.x == 0 && kt + wg_stages < k_tiles) {
@@ -210,22 +243,24 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encoder;
 }
 
-// A 2-D bf16 tensor map over a row-major rows x cols matrix whose rows lie `pitch` elements apart, read in
-// boxes of box_cols x box_rows with the 128-byte swizzle wgmma's descriptors expect.
-CUtensorMap bf16_tensor_map(const void* data, std::int64_t rows, std::int64_t cols, std::int64_t pitch, int box_cols,
-                            int box_rows) {
+// A 2-D tensor map over a row-major rows x cols matrix of P's stored elements whose rows lie `pitch` elements
+// apart, read in boxes of box_cols x box_rows with the 128-byte swizzle wgmma's descriptors expect.
+template <gemm_precision P>
+CUtensorMap tensor_map(const void* data, std::int64_t rows, std::int64_t cols, std::int64_t pitch, int box_cols,
+                       int box_rows) {
   CUtensorMap map{};
   const cuuint64_t extent[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t stride[1] = {static_cast<cuuint64_t>(pitch) * 2};
+  const cuuint64_t stride[1] = {static_cast<cuuint64_t>(pitch) * sizeof(typename tc_traits<P>::storage)};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_stride[2] = {1, 1};
   const CUresult result =
-      tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(data), extent, stride, box,
+      tensor_map_encoder()(&map, wg_traits<P>::map_type, 2, const_cast<void*>(data), extent, stride, box,
                            element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
-    throw std::runtime_error("gemm_bf16 wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(result) +
-                             ") for a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix");
+    throw std::runtime_error(std::string(operation_name(P)) + " wgmma: cuTensorMapEncodeTiled failed (CUresult " +
+                             std::to_string(result) + ") for a " + std::to_string(rows) + " x " + std::to_string(cols) +
+                             " matrix");
   return map;
 }
 
@@ -245,64 +280,106 @@ bool sm90a_image_loaded() {
   return loaded;
 }
 
-template <bool Specialized>
-class gemm_wgmma final : public gemm_tc_base<gemm_precision::bf16> {
+// B (k x n, row-major) into B^T (n x k, rows `pitch` floats apart) for the TF32 rung, whose wgmma reads B K-major
+// only: 32 x 32 tiles through shared memory padded by one word (conflict-free columns), 32 x 8 threads.
+__global__ void transpose_b_kernel(const float* __restrict__ b, float* __restrict__ bt, int k, int n, int pitch) {
+  __shared__ float tile[32][33];
+  const int col0 = static_cast<int>(blockIdx.x) * 32, row0 = static_cast<int>(blockIdx.y) * 32;
+  for (int r = static_cast<int>(threadIdx.y); r < 32; r += 8) {
+    const int row = row0 + r, col = col0 + static_cast<int>(threadIdx.x);
+    if (row < k && col < n) tile[r][threadIdx.x] = b[std::int64_t(row) * n + col];
+  }
+  __syncthreads();
+  for (int r = static_cast<int>(threadIdx.y); r < 32; r += 8) {
+    const int out_row = col0 + r, out_col = row0 + static_cast<int>(threadIdx.x);  // B^T(out_row, out_col)
+    if (out_row < n && out_col < k) bt[std::int64_t(out_row) * pitch + out_col] = tile[threadIdx.x][r];
+  }
+}
+
+template <gemm_precision P, bool Specialized>
+class gemm_wgmma final : public gemm_tc_base<P> {
  public:
+  using base = gemm_tc_base<P>;
+  using storage = typename base::storage;
   ~gemm_wgmma() override {
     device_free(m_a_padded);
     device_free(m_b_padded);
   }
   void enqueue_run() override {
     if (this->empty()) return;
+    constexpr std::size_t e = sizeof(storage);
+    const std::int64_t m = this->m_m, n = this->m_n, k = this->m_k;
     if (m_a_padded != nullptr)
-      KSTUDY_CUDA_CHECK(
-          cudaMemcpy2DAsync(m_a_padded, m_k_pitch * 2, m_a, m_k * 2, m_k * 2, m_m, cudaMemcpyDeviceToDevice, m_stream));
-    if (m_b_padded != nullptr)
-      KSTUDY_CUDA_CHECK(
-          cudaMemcpy2DAsync(m_b_padded, m_n_pitch * 2, m_b, m_n * 2, m_n * 2, m_k, cudaMemcpyDeviceToDevice, m_stream));
-    wgmma_bf16_kernel<Specialized><<<m_blocks, threads, wg_shared_bytes, m_stream>>>(
-        m_a_map, m_b_map, m_c, static_cast<int>(m_m), static_cast<int>(m_n), static_cast<int>(m_k), m_n % 2 == 0);
+      KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_a_padded, m_k_pitch * e, this->m_a, k * e, k * e, m,
+                                          cudaMemcpyDeviceToDevice, this->m_stream));
+    if constexpr (wg_traits<P>::b_k_major) {
+      const dim3 blocks(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>((k + 31) / 32));
+      transpose_b_kernel<<<blocks, dim3(32, 8), 0, this->m_stream>>>(this->m_b, m_b_padded, static_cast<int>(k),
+                                                                     static_cast<int>(n), static_cast<int>(m_k_pitch));
+      KSTUDY_CUDA_CHECK(cudaGetLastError());
+    } else if (m_b_padded != nullptr) {
+      KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_b_padded, m_n_pitch * e, this->m_b, n * e, n * e, k,
+                                          cudaMemcpyDeviceToDevice, this->m_stream));
+    }
+    wgmma_kernel<P, Specialized><<<m_blocks, threads, wg_shared_bytes, this->m_stream>>>(
+        m_a_map, m_b_map, this->m_c, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), n % 2 == 0);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
   double calculated_occupancy() const override {
-    return occupancy_of(wgmma_bf16_kernel<Specialized>, threads, wg_shared_bytes);
+    return occupancy_of(wgmma_kernel<P, Specialized>, threads, wg_shared_bytes);
   }
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
-    return {{"block_m", wg_block_m},        {"block_n", wg_block_n},
-            {"block_k", wg_block_k},        {"stages", wg_stages},
-            {"raster_group_m", wg_group_m}, {"padded_copies", (m_a_padded ? 1 : 0) + (m_b_padded ? 1 : 0)}};
+    return {{"block_m", wg_block_m},
+            {"block_n", wg_block_n},
+            {"block_k", wg_traits<P>::block_k},
+            {"stages", wg_stages},
+            {"raster_group_m", wg_group_m},
+            {"padded_copies", (m_a_padded ? 1 : 0) + (m_b_padded && !wg_traits<P>::b_k_major ? 1 : 0)}};
   }
 
  protected:
   void plan() override {
+    const std::string op = operation_name(P);
     if (!sm90a_image_loaded())
       throw variant_unavailable(
           "no sm_90a code runs on this GPU (wgmma needs compute capability 9.0 and a build with "
           "-gencode=arch=compute_90a,code=sm_90a)");
     constexpr std::int64_t int_max = 2147483647;
-    if (m_m > int_max || m_n > int_max || m_k > int_max)
-      throw std::invalid_argument("gemm_bf16 wgmma rungs: m, n and k must be below 2^31 (TMA coordinates)");
-    const std::int64_t tiles = ((m_m + wg_block_m - 1) / wg_block_m) * ((m_n + wg_block_n - 1) / wg_block_n);
-    if (tiles > int_max) throw std::invalid_argument("gemm_bf16 wgmma rungs: too large a matrix for one grid");
+    const std::int64_t m = this->m_m, n = this->m_n, k = this->m_k;
+    if (m > int_max || n > int_max || k > int_max)
+      throw std::invalid_argument(op + " wgmma rungs: m, n and k must be below 2^31 (TMA coordinates)");
+    const std::int64_t tiles = ((m + wg_block_m - 1) / wg_block_m) * ((n + wg_block_n - 1) / wg_block_n);
+    if (tiles > int_max) throw std::invalid_argument(op + " wgmma rungs: too large a matrix for one grid");
     m_blocks = static_cast<unsigned>(tiles);
-    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wgmma_bf16_kernel<Specialized>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wgmma_kernel<P, Specialized>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            wg_shared_bytes));
-    // TMA reads rows 16 bytes apart: pad A's rows (k) and B's rows (n) to 8 elements where they are not.
+    // TMA reads rows 16 bytes apart: pad A's rows (k) and N-major B's rows (n) to a 16-byte multiple where they are
+    // not; K-major B^T (TF32) is written with the padded pitch by the transpose itself.
     device_free(m_a_padded);
     device_free(m_b_padded);
-    m_k_pitch = (m_k + 7) / 8 * 8;
-    m_n_pitch = (m_n + 7) / 8 * 8;
-    if (m_k_pitch != m_k) device_alloc(m_a_padded, m_m * m_k_pitch);
-    if (m_n_pitch != m_n) device_alloc(m_b_padded, m_k * m_n_pitch);
     if (this->empty()) return;
-    m_a_map = bf16_tensor_map(m_a_padded ? m_a_padded : m_a, m_m, m_k, m_k_pitch, wg_block_k, wg_block_m);
-    m_b_map = bf16_tensor_map(m_b_padded ? m_b_padded : m_b, m_k, m_n, m_n_pitch, b_box_cols, wg_block_k);
+    if (wg_traits<P>::b_k_major && (k + 31) / 32 > 65535)
+      throw std::invalid_argument(op + " wgmma rung: k past 2,097,120 is beyond the B transpose's grid");
+    constexpr std::int64_t vector = 16 / sizeof(storage);
+    m_k_pitch = (k + vector - 1) / vector * vector;
+    m_n_pitch = (n + vector - 1) / vector * vector;
+    if (m_k_pitch != k) device_alloc(m_a_padded, m * m_k_pitch);
+    if (wg_traits<P>::b_k_major)
+      device_alloc(m_b_padded, n * m_k_pitch);
+    else if (m_n_pitch != n)
+      device_alloc(m_b_padded, k * m_n_pitch);
+    constexpr int block_k = wg_traits<P>::block_k;
+    m_a_map = tensor_map<P>(m_a_padded ? m_a_padded : this->m_a, m, k, m_k_pitch, block_k, wg_block_m);
+    if constexpr (wg_traits<P>::b_k_major)
+      m_b_map = tensor_map<P>(m_b_padded, n, k, m_k_pitch, block_k, wg_block_n);
+    else
+      m_b_map = tensor_map<P>(m_b_padded ? m_b_padded : this->m_b, k, n, m_n_pitch, b_box_cols, block_k);
   }
 
  private:
   static constexpr int threads = (Specialized ? wg_consumers + 1 : wg_consumers) * 128;  // + the producer
   CUtensorMap m_a_map{}, m_b_map{};
-  storage *m_a_padded = nullptr, *m_b_padded = nullptr;
+  storage *m_a_padded = nullptr, *m_b_padded = nullptr;  // m_b_padded: B^T for TF32
   std::int64_t m_k_pitch = 0, m_n_pitch = 0;
   unsigned m_blocks = 0;
 };
@@ -319,8 +396,8 @@ class gemm_wgmma final : public gemm_tc_base<gemm_precision::bf16> {
                           "(cp.async.bulk.tensor, 128-byte swizzle) into 4 stages with full / empty mbarriers, "
                           "thread 0 also issuing the copies; sm_90a",
                           table_layout::row_major, 5);
-    info.kernels_launched = 1;  // wgmma_bf16_kernel<false> (+ row-padding copies where k or n % 8 != 0)
-    variant_registration<gemm_wgmma<false>>{std::move(info)};
+    info.kernels_launched = 1;  // wgmma_kernel (+ row-padding copies where k or n % 8 != 0)
+    variant_registration<gemm_wgmma<gemm_precision::bf16, false>>{std::move(info)};
   }
   {
     auto info = cuda_info(gemm_precision::bf16, "gemm_bf16_wgmma_ws", "gemm_tensor_cuda",
@@ -328,8 +405,19 @@ class gemm_wgmma final : public gemm_tc_base<gemm_precision::bf16> {
                           "(setmaxnreg.dec 40), two consumer warpgroups multiply (setmaxnreg.inc 232) and keep one "
                           "wgmma group in flight, releasing each stage when its group retires; sm_90a",
                           table_layout::row_major, 6);
-    info.kernels_launched = 1;  // wgmma_bf16_kernel<true>
-    variant_registration<gemm_wgmma<true>>{std::move(info)};
+    info.kernels_launched = 1;  // wgmma_kernel
+    variant_registration<gemm_wgmma<gemm_precision::bf16, true>>{std::move(info)};
+  }
+  {
+    auto info = cuda_info(gemm_precision::tf32, "gemm_tf32_wgmma_ws", "gemm_tensor_cuda",
+                          "the BF16 ladder's warp-specialised wgmma kernel in TF32: wgmma.mma_async m64n256k8 tf32 "
+                          "with both operands K-major (TF32 has no transposed form), so B is first transposed into "
+                          "B^T on the stream (32 x 32 shared-memory tiles, inside the timed run); 128 x 256 x 32 "
+                          "tiles by TMA, 4 stages, a producer and two consumer warpgroups; inputs read as TF32 "
+                          "(truncated, the hardware's rounding); sm_90a",
+                          table_layout::row_major, 4);
+    info.kernels_launched = 2;  // transpose_b_kernel, wgmma_kernel
+    variant_registration<gemm_wgmma<gemm_precision::tf32, true>>{std::move(info)};
   }
   return 0;
 }();

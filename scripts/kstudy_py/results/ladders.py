@@ -263,12 +263,13 @@ def lab2(block):
     return lab(block, LAB2, LAB2_TARGETS, lambda op: True)
 
 
-LAB3 = ["gemm_bf16"]
+LAB3 = ["gemm_bf16", "gemm_tf32"]
 LAB3_TARGETS = [
     Target("vendor", "gemm_bf16", "BF16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS BF16", threshold=0.9),
+    Target("vendor", "gemm_tf32", "TF32 GEMM on Hopper's wgmma ≥ 85% of cuBLAS TF32", threshold=0.85),
 ]
 
 
-@generator("lab3", "kernel lab III: the BF16 GEMM ladder on wgmma + TMA (hopper_gemm.h5) and its target")
+@generator("lab3", "kernel lab III: the BF16 and TF32 GEMM ladders on wgmma + TMA (hopper_gemm*.h5) and targets")
 def lab3(block):
     return lab(block, LAB3, LAB3_TARGETS, lambda op: True)
