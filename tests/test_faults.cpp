@@ -309,6 +309,30 @@ TEST(Faults, WrongOutputAfterTheGateRejectsThePointsSamples) {
   for (const auto& s : read_summaries(archive, "faults")) EXPECT_NE(s.variant, faulted);
 }
 
+// A variant this machine cannot run at all (variant_unavailable from prepare, here injected) gets one "skipped"
+// sample per point and replication naming why, never a failure; the others are measured and the run succeeds.
+TEST(Faults, UnavailableVariantIsSkippedNotFailed) {
+  KSTUDY_REQUIRE_RUNNABLE_KSTUDY();
+  work_dir dir;
+  write_experiment(dir / "faults.json", k_variants, k_rows);
+  const std::string skipped = k_variants[2];
+  const auto r = run_kstudy(dir, "KSTUDY_INJECT_FAULT=" + skipped + ":unavailable",
+                            "run faults.json --out unavailable.h5 --replications 1");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find(skipped + " skipped at point 0: injected fault (unavailable)"), std::string::npos) << r.err;
+  std::map<std::int64_t, int> skips;
+  for (const auto& s : read_samples((dir / "unavailable.h5").string(), "faults")) {
+    if (s.variant != skipped) {
+      EXPECT_EQ(s.status, "ok") << s.variant << " point " << s.point;
+      continue;
+    }
+    EXPECT_TRUE(starts_with(s.status, "skipped: injected fault (unavailable)")) << s.status;
+    EXPECT_EQ(s.gate, gate_verdict::not_gated);
+    ++skips[s.point];
+  }
+  EXPECT_EQ(skips, (std::map<std::int64_t, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}}));
+}
+
 // A point too big for memory is skipped before anything is allocated, with the reason, and the study
 // goes on: device variants against device memory, host variants against host memory.
 TEST(Faults, PointTooBigForMemoryIsSkippedWithTheReason) {

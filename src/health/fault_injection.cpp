@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "kstudy/variant_unavailable.hpp"
+
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/cuda_escape.hpp"
 #endif
@@ -30,6 +32,8 @@ const char* to_string(fault_kind kind) {
       return "corrupt_late";
     case fault_kind::slow_down:
       return "slow";
+    case fault_kind::unavailable:
+      return "unavailable";
   }
   return "?";
 }
@@ -46,7 +50,7 @@ fault_plan parse_fault_plan(const std::string& value) {
   if (parts.size() < 2 || parts.size() > 3 || parts[0].empty())
     throw std::invalid_argument(where +
                                 "expected <variant>:<kind>[:<point>], kind one of throw, launch, trap, corrupt, "
-                                "corrupt_late, slow[=FACTOR]");
+                                "corrupt_late, slow[=FACTOR], unavailable");
   fault_plan plan;
   plan.pattern = parts[0];
   const std::string& kind = parts[1];
@@ -60,6 +64,8 @@ fault_plan parse_fault_plan(const std::string& value) {
     plan.kind = fault_kind::corrupt_output;
   else if (kind == "corrupt_late")
     plan.kind = fault_kind::late_corrupt_output;
+  else if (kind == "unavailable")
+    plan.kind = fault_kind::unavailable;
   else if (kind == "slow" || kind.rfind("slow=", 0) == 0) {
     plan.kind = fault_kind::slow_down;
     plan.slowdown = 2.0;
@@ -78,7 +84,7 @@ fault_plan parse_fault_plan(const std::string& value) {
     }
   } else
     throw std::invalid_argument(where + "unknown kind '" + kind +
-                                "' (throw, launch, trap, corrupt, corrupt_late or slow[=FACTOR])");
+                                "' (throw, launch, trap, corrupt, corrupt_late, slow[=FACTOR] or unavailable)");
   if (parts.size() == 3) {
     const auto& text = parts[2];
     if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
@@ -118,6 +124,8 @@ fault_injecting_variant::fault_injecting_variant(std::unique_ptr<variant> inner,
       m_slowdown(slowdown) {}
 
 void fault_injecting_variant::prepare(const problem_data& problem, const run_options& options) {
+  if (m_kind == fault_kind::unavailable)
+    throw variant_unavailable("injected fault (unavailable): " + m_variant_id + " cannot run on this machine");
   m_inner->prepare(problem, options);
   m_problem = &problem;
 }

@@ -24,6 +24,9 @@
 //   slow[=F]  every run takes about F times as long (default 2, F from 1 to 100): a run that returns when its
 //           work is done is followed by a busy wait of (F - 1) times its own duration; a run that only queues
 //           its work (a device variant) queues it round(F) times, at least twice (every flavour, every variant)
+// And one stands for a machine that cannot run the variant at all (arch-specific code on another GPU):
+//   unavailable  prepare() throws variant_unavailable: the runner records one "skipped: ..." sample at each
+//           point and goes on, as it does for a real one (every flavour, every variant)
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,7 +39,15 @@
 
 namespace kstudy {
 
-enum class fault_kind { host_exception, invalid_launch, device_trap, corrupt_output, late_corrupt_output, slow_down };
+enum class fault_kind {
+  host_exception,
+  invalid_launch,
+  device_trap,
+  corrupt_output,
+  late_corrupt_output,
+  slow_down,
+  unavailable
+};
 const char* to_string(fault_kind kind);
 
 struct fault_plan {
