@@ -18,6 +18,9 @@ import pandas as pd
 # cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings,
 # 10 renamed the gate counts, 11 added the profile's counters of a roofline from counters (PROFILE_SCHEMA11)
 SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
+# Versions whose samples, gates and variants tables are an earlier version's (only other tables changed): their
+# timings compare with that version's without --force. 11 only added profile counters.
+SAMPLES_SCHEMA = {"11": "10"}
 # Executed floating-point operations from the profile's schema 11 counters (kstudy::profile_record, filled from
 # the ncu metrics of src/profile/ncu.cpp): column -> (precision, flops per counted unit). The one formula: an FMA
 # is 2 flops; a half-precision instruction is counted as a half2's two lanes, as Nsight Compute's roofline
