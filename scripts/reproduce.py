@@ -113,7 +113,8 @@ def do_plan(args):
 SCRIPT_HEAD = """#!/usr/bin/env bash
 # Made by scripts/reproduce.py script: re-measures the archives behind the published tables into $OUT, each with
 # the command it records. Needs KSTUDY (a kstudy of the cuda flavour) and OUT; an archive made under another Kokkos
-# version runs KSTUDY_KOKKOS_<version, dots as _> where set (e.g. KSTUDY_KOKKOS_4_6_1), else KSTUDY, and says so.
+# version than KSTUDY's own runs KSTUDY_KOKKOS_<version, dots as _> where set (e.g. KSTUDY_KOKKOS_4_6_1), else KSTUDY,
+# and says so.
 # SECONDS_LEFT (default 540) bounds
 # the whole call: a command starts only with at least 30 s left and is stopped at the deadline; run the script
 # again to complete what was cut (kstudy run --resume). Exit 0 when every archive is complete, 3 when some wait.
@@ -121,11 +122,14 @@ set -uo pipefail
 : "${KSTUDY:?set KSTUDY to the kstudy binary}" "${OUT:?set OUT to the output folder}"
 deadline=$(( $(date +%s) + ${SECONDS_LEFT:-540} ))
 waiting=0
+own=$("$KSTUDY" info 2> /dev/null | awk '/kokkos_version:/ {print $2; exit}')  # KSTUDY's own Kokkos version
 step() {  # step OUTPUT KOKKOS_VERSION SUBCOMMAND ARGS...: run it unless OUTPUT is complete; --resume where it exists
   local out=$OUT/$1 version=$2 sub=$3; shift 3
   local var=KSTUDY_KOKKOS_${version//./_} kstudy=$KSTUDY
   if [[ -n $version && -n ${!var:-} ]]; then kstudy=${!var}
-  elif [[ -n $version ]]; then echo "note: $out was made under Kokkos $version; $var unset, running $KSTUDY"; fi
+  elif [[ -n $version && $version != "$own" ]]; then
+    echo "note: $out was made under Kokkos $version; $var unset, running $KSTUDY (Kokkos ${own:-unknown})"
+  fi
   local left=$(( deadline - $(date +%s) ))
   if [[ -f $out.done ]]; then echo "complete: $out"; return; fi
   if (( left < 30 )); then echo "no time left for $out"; waiting=1; return; fi
