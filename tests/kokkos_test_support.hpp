@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -108,15 +109,28 @@ class registered_variant_test : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     KSTUDY_REQUIRE_KOKKOS();
     if (entry().info.on_device && !gpu_present()) GTEST_SKIP() << "no GPU";
-    // A variant this machine cannot run at all (variant_unavailable from prepare) is skipped, never failed;
-    // any other error of this probe is left for the test itself to report.
+    const std::string why = unavailable_reason(entry());
+    if (!why.empty()) GTEST_SKIP() << entry().info.id() << ": " << why;
+  }
+
+ private:
+  // Why this machine cannot run the variant at all (variant_unavailable from a prepare() at extents of 1), or ""
+  // where it can; asked once per variant and process, not once per test. Any other error of this probe is left
+  // for the tests themselves to report.
+  static std::string unavailable_reason(const registered_variant& v) {
+    static std::map<std::string, std::string> known;
+    const auto found = known.find(v.info.id());
+    if (found != known.end()) return found->second;
+    std::string why;
     try {
-      point_inputs inputs(op(), std::vector<std::int64_t>(op().info().axes.size(), 1), 0, 1);
-      entry().make()->prepare(inputs.data(entry().info.layout), {});
+      const auto& o = operation_of(v);
+      point_inputs inputs(o, std::vector<std::int64_t>(o.info().axes.size(), 1), 0, 1);
+      v.make()->prepare(inputs.data(v.info.layout), {});
     } catch (const variant_unavailable& unavailable) {
-      GTEST_SKIP() << entry().info.id() << ": " << unavailable.what();
+      why = unavailable.what();
     } catch (const std::exception&) {
     }
+    return known[v.info.id()] = why;
   }
 };
 

@@ -179,7 +179,8 @@ void fault_injecting_variant::fire_if_armed() {
   switch (m_kind) {
     case fault_kind::corrupt_output:
     case fault_kind::slow_down:
-      return;  // download() corrupts, run() slows down: nothing fires once
+    case fault_kind::unavailable:
+      return;  // download() corrupts, run() slows down, prepare() refused: nothing fires once
     case fault_kind::late_corrupt_output:
       m_late = true;  // from now on download() corrupts
       return;

@@ -36,7 +36,8 @@ struct metric_spec {
   std::vector<std::string> candidates;
   quantity kind;
   // The record's member it fills; null for the integer fields (grid, block size, registers), set by hand.
-  double profile_record::*member = nullptr;
+  using counter = double profile_record::*;
+  counter member = nullptr;
 };
 const std::vector<metric_spec>& metric_specs();
 // Every counter of the record NaN (a variant not profiled, or a point whose profile failed).
