@@ -19,12 +19,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "detail/fused_kokkos_info.hpp"
 #include "detail/kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
 
 using detail::clamp_nan_through;
+using detail::fused_info;  // rung 0 of the family (variant_info::rung's default)
 
 // Rows per block on host spaces for the feature-major walk.
 constexpr int host_row_block = 256;
@@ -415,19 +417,6 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
         this->m_count_host);
   }
 };
-
-variant_info fused_info(const char* name, table_layout layout, const char* description) {
-  variant_info info;
-  info.name = name;
-  info.operation = scoring_operation_name;
-  info.family = "fused_kokkos";
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = layout;
-  info.kernels_launched = 1;  // standardize, clip, weight, row sum and threshold in one kernel
-  info.traffic = scoring_essential_traffic;
-  return info;
-}
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
