@@ -1,9 +1,10 @@
 // LayerNorm and the fused residual + LayerNorm in Kokkos, written for a GPU the way the CUDA rungs are and
 // kept portable, for every enabled execution space (layernorm_kokkos_tuned and
 // residual_layernorm_kokkos_tuned, rung 1 of families layernorm_kokkos and residual_layernorm_kokkos over
-// the first attempt). The rows map onto a TeamPolicy as detail/kokkos_rows.hpp lays out (vector_length 32
-// on CUDA, a warp per row up to 1,024 columns, a team per row up to 16,384, then streamed; on hosts a team
-// of one thread and one lane per row).
+// the first attempt). On a device the rows map onto a TeamPolicy as detail/kokkos_rows.hpp lays out
+// (vector_length 32 on CUDA, a warp per row up to 1,024 columns, a team per row up to 16,384, then
+// streamed); hosts take a RangePolicy over rows with SIMD-friendly loops (layernorm_host_rows, below the
+// device kernels).
 //  - In registers (vector_rows, team_rows; 32 floats a lane in a team, as the CUDA register rung): each lane
 //    loads its Items vectors of x once (float4 when hidden % 4 == 0; with the residual also r, writing
 //    h = x + r as it goes). Two Sum<float> reductions follow, as in the CUDA register rung: the row's sum,
@@ -248,12 +249,84 @@ struct layernorm_rows {
   }
 };
 
-// Registers hold a row of up to this many floats (else it is streamed, read twice): 32 on a host (one
-// lane), 16,384 on a device (32 floats on each of 512 threads, or 16 on each of 1,024 with the residual).
+// ---------------------------------------------------------------------------------------------------------
+// Hosts: one row per index of a RangePolicy over raw pointers (a static schedule: each core streams its own
+// block of rows), three passes of `omp simd` loops, the last two over the row in the core's cache (4,096
+// floats: 16 KiB, inside L1): the sum (with the residual, h = x + r is written on the way), then the sum of
+// squared deviations from the mean (the exact two-pass statistics), then y. Each sum runs in SIMD lanes over
+// host_fold floats (16 terms a lane of an AVX-512 vector, 64 of an SSE one: a short sequential chunk, then
+// a tree, which the gate's u K allows) folded into a double, so no float total of the whole row swamps the
+// small terms next to outliers. One Chan merge (a division) per chunk of the streamed device kernel costs a
+// host core more than the memory does (~40% of the host read roof); plain sums vectorise.
+constexpr std::int64_t host_fold = 256;
+
+template <bool Residual>
+struct layernorm_host_rows {
+  const float *x = nullptr, *r = nullptr, *gamma = nullptr, *beta = nullptr;
+  float *y = nullptr, *h = nullptr;
+  std::int64_t hidden = 0;
+  float epsilon = 0.0f;
+
+  void operator()(const std::int64_t row) const {
+    const std::int64_t base = row * hidden;
+    const float* const __restrict__ in = x + base;
+    float* const __restrict__ out = y + base;
+    const float* const __restrict__ g = gamma;
+    const float* const __restrict__ b = beta;
+    // The normalised input: h = x + r (written here, re-read from the cache below), else x.
+    const float* v = in;
+    double sum = 0.0;
+    if constexpr (Residual) {
+      const float* const __restrict__ res = r + base;
+      float* const __restrict__ sums = h + base;
+      for (std::int64_t start = 0; start < hidden; start += host_fold) {
+        const std::int64_t end = start + host_fold < hidden ? start + host_fold : hidden;
+        float chunk = 0.0f;
+#pragma omp simd reduction(+ : chunk)
+        for (std::int64_t i = start; i < end; ++i) {
+          const float e = in[i] + res[i];
+          sums[i] = e;
+          chunk += e;
+        }
+        sum += chunk;
+      }
+      v = sums;
+    } else {
+      for (std::int64_t start = 0; start < hidden; start += host_fold) {
+        const std::int64_t end = start + host_fold < hidden ? start + host_fold : hidden;
+        float chunk = 0.0f;
+#pragma omp simd reduction(+ : chunk)
+        for (std::int64_t i = start; i < end; ++i) chunk += in[i];
+        sum += chunk;
+      }
+    }
+    const float mean = static_cast<float>(sum / static_cast<double>(hidden));
+    const float* const __restrict__ w = v;
+    double m2 = 0.0;
+    for (std::int64_t start = 0; start < hidden; start += host_fold) {
+      const std::int64_t end = start + host_fold < hidden ? start + host_fold : hidden;
+      float chunk = 0.0f;
+#pragma omp simd reduction(+ : chunk)
+      for (std::int64_t i = start; i < end; ++i) {
+        const float d = w[i] - mean;
+        chunk += d * d;
+      }
+      m2 += chunk;
+    }
+    const float rstd = static_cast<float>(1.0 / std::sqrt(m2 / static_cast<double>(hidden) + double(epsilon)));
+#pragma omp simd
+    for (std::int64_t i = 0; i < hidden; ++i) out[i] = (w[i] - mean) * rstd * g[i] + b[i];
+  }
+};
+
+// A row is read from memory once up to this many floats (else it is streamed, read twice): on a device the
+// floats its registers hold, 16,384 (32 floats on each of 512 threads, or 16 on each of 1,024 with the
+// residual); on a host the rows its core's cache holds between the passes (x, or x, r and h: 192 KiB at
+// 16,384, inside a server core's L2).
 template <class ExecutionSpace, bool Residual>
 constexpr std::int64_t resident_hidden() {
   using shape = launch_shape<Residual>;
-  return detail::is_host_space_v<ExecutionSpace> ? rows::vector_rows_floats
+  return detail::is_host_space_v<ExecutionSpace> ? std::int64_t(16384)
                                                  : std::int64_t(shape::max_threads) * shape::lane_floats;
 }
 
@@ -326,16 +399,24 @@ class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<Execut
   }
 
   void launch() override {
-    rows::dispatch<!on_host, launch_shape<residual>::lane_floats>(
-        m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-          using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
-                                         decltype(items_c)::value>;
-          const policy_type<ExecutionSpace, residual> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
-                                                             m_plan.vector_length);
-          Kokkos::parallel_for(
-              std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" + rows::shape_name(m_plan.shape), policy,
-              make_functor<functor>());
-        });
+    if constexpr (on_host) {
+      const layernorm_host_rows<residual> rows_functor{m_x.data(), m_r.data(), m_gamma.data(), m_beta.data(),
+                                                       m_y.data(), m_h.data(), m_hidden,       epsilon};
+      Kokkos::parallel_for(std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_host_rows",
+                           Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(m_space, 0, m_rows),
+                           rows_functor);
+    } else {
+      rows::dispatch<!on_host, launch_shape<residual>::lane_floats>(
+          m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+            using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
+                                           decltype(items_c)::value>;
+            const policy_type<ExecutionSpace, residual> policy(m_space, static_cast<int>(m_plan.league),
+                                                               m_plan.team_size, m_plan.vector_length);
+            Kokkos::parallel_for(
+                std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" + rows::shape_name(m_plan.shape), policy,
+                make_functor<functor>());
+          });
+    }
   }
 
  private:

@@ -1,8 +1,8 @@
 // Softmax over rows in Kokkos, written for a GPU the way the CUDA rungs are and kept portable, for every
 // enabled execution space (softmax_kokkos_tuned, rung 1 of family softmax_kokkos over the first attempt).
-// The rows map onto a TeamPolicy as detail/kokkos_rows.hpp lays out (vector_length 32 on CUDA, a warp per
-// row up to 1,024 columns, a team per row up to 16,384, then streamed; on hosts a team of one thread and
-// one lane per row).
+// On a device the rows map onto a TeamPolicy as detail/kokkos_rows.hpp lays out (vector_length 32 on CUDA,
+// a warp per row up to 1,024 columns, a team per row up to 16,384, then streamed); hosts take a RangePolicy
+// over rows with SIMD-friendly loops and an exp of their own (softmax_host_rows, below the device kernels).
 //  - In registers (vector_rows, team_rows): each lane loads its Items vectors once (float4 when cols % 4 ==
 //    0), takes its own maximum m and turns its elements into exp(x - m) in place, summing them. One
 //    reduction combines the lanes' (m, sum) pairs (a sum joins another by rescaling to the larger max: the
@@ -11,8 +11,7 @@
 //    exp(m - row max) / row sum: one exp per element, the row read from memory once.
 //  - Streamed (longer rows) on a device: each lane folds its slice in chunks of 32 floats into a running
 //    (m, sum), one reduction combines the lanes, then a second pass re-reads the row (mostly from L2) and
-//    writes exp(x - max) / sum. On a host (rows over 32 columns): three passes, the last two from the core's
-//    cache, with one exp per element (host_row).
+//    writes exp(x - max) / sum.
 // Against softmax_kokkos: no team scratch and no barrier of kstudy's own (the slot-per-thread reductions
 // there cost shared-memory bank conflicts and four barriers per row), one reduction per row instead of two,
 // warp-per-row teams for short rows, 128-bit loads and stores.
@@ -20,6 +19,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -68,8 +68,6 @@ struct softmax_rows {
                            [&](const int i) { resident_row(member, first + i); });
     } else if constexpr (Shape == rows::shape::team_rows) {
       resident_row(member, member.league_rank());
-    } else if constexpr (detail::is_host_space_v<ExecutionSpace>) {
-      host_row(member, member.league_rank());
     } else {
       streamed_row(member, member.league_rank());
     }
@@ -184,42 +182,83 @@ struct softmax_rows {
       }
     });
   }
+};
 
-  // A host streams a row with three passes, the last two from its cache: the maximum; y = exp(x - max) and
-  // its sum; y /= sum. One exp per element where the device's two passes take two: a host core is bound by
-  // exp, a GPU by memory (where a third pass over y would cost more than the exps).
-  KOKKOS_INLINE_FUNCTION void host_row(const member_type& member, const std::int64_t row) const {
-    const std::int64_t base = row * vectors;
-    float row_max = 0.0f;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(member, vectors),
-        [&](const std::int64_t q, float& m) {
-          float v[Vec];
-          rows::unpack(x(base + q), v);
-          for (int j = 0; j < Vec; ++j) m = m > v[j] ? m : v[j];
-        },
-        Kokkos::Max<float>(row_max));
-    double row_sum = 0.0;  // a double for a host: one sequential sum of the whole row
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(member, vectors),
-        [&](const std::int64_t q, double& sum) {
-          float v[Vec];
-          rows::unpack(x(base + q), v);
-          for (int j = 0; j < Vec; ++j) {
-            v[j] = expf(v[j] - row_max);
-            sum += v[j];
-          }
-          y(base + q) = rows::pack(v);
-        },
-        row_sum);
-    member.team_barrier();  // the exps are written before any thread rescales them
-    const float total = static_cast<float>(row_sum);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, vectors), [&](const std::int64_t q) {
-      float v[Vec];
-      rows::unpack(y(base + q), v);
-      for (int j = 0; j < Vec; ++j) v[j] /= total;
-      y(base + q) = rows::pack(v);
-    });
+// ---------------------------------------------------------------------------------------------------------
+// Hosts. A core is bound by exp, not by memory, when it takes one scalar library expf per element (a team of
+// one thread per row over the kernels above reached ~15% of the host read roof): softmax_host_rows runs one
+// row per index of a RangePolicy over raw pointers, each pass an `omp simd` loop (max and sum reductions in
+// SIMD lanes, no fast-math needed) around an exp written in plain, branch-free float arithmetic, so the
+// compiler turns the exp into SIMD code as well.
+
+// Floats per partial sum folded into the row's double total (64 terms a lane of an SSE vector).
+constexpr std::int64_t host_fold = 256;
+
+// exp(d) for d <= 0 (or -inf), without a library call. Cody and Waite's reduction d = n ln2 + r, |r| <=
+// ln2 / 2, with ln2 split so that n * ln2_hi is exact (n has at most 8 bits), then Cephes' expf polynomial
+// (1 + r + r^2 P(r), P of degree 5) and the scale 2^n built from its exponent bits. Measured against a
+// float64 exp over every float in [-90, 0]: a relative error of at most 1.37u (u = 2^-24), within the 2 ulp
+// (4u) the softmax gate allows an exp besides its 3u|d| for the argument's rounding (none here: d is exact,
+// and so is n * ln2_hi). Below min_arg (< ln(FLT_MIN)) the result is 0: exp(d) < FLT_MIN, the gate's atol.
+// Branch-free (masks, not selects: GCC keeps a float select as a branch under its default -ftrapping-math,
+// and a loop with a branch does not vectorise).
+inline float host_exp_nonpositive(const float d) {
+  constexpr float log2e = 1.44269504088896341f;
+  constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  constexpr float round_magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds |t| < 2^22 to an integer
+  constexpr float min_arg = -87.3365479f;     // the float just below ln(FLT_MIN): 2^n stays normal above
+  const std::int32_t below = -static_cast<std::int32_t>(d < min_arg);  // all ones where the result is 0
+  std::int32_t d_bits, min_bits;
+  std::memcpy(&d_bits, &d, sizeof d_bits);
+  std::memcpy(&min_bits, &min_arg, sizeof min_bits);
+  const std::int32_t a_bits = (d_bits & ~below) | (min_bits & below);
+  float a;  // max(d, min_arg): n >= -126
+  std::memcpy(&a, &a_bits, sizeof a);
+  const float n = (a * log2e + round_magic) - round_magic;
+  const float r = (a - n * ln2_hi) - n * ln2_lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = (p * (r * r) + r) + 1.0f;
+  const std::int32_t bits = ((static_cast<std::int32_t>(n) + 127) << 23) & ~below;  // 2^n (n + 127 in 1..127), or 0
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return e * scale;
+}
+
+// One row per index, three passes, the last two over the row in the core's cache (4,096 floats: 16 KiB of
+// x and of y, inside L1): the maximum; y = exp(x - max) and its sum (in SIMD lanes over host_fold floats,
+// folded into a double); y *= 1 / sum (a reciprocal and a multiply: the gate's 2 roundings). One exp per
+// element; the row is read from memory once and written once.
+struct softmax_host_rows {
+  const float* x = nullptr;
+  float* y = nullptr;
+  std::int64_t cols = 0;
+
+  void operator()(const std::int64_t row) const {
+    const float* const __restrict__ in = x + row * cols;
+    float* const __restrict__ out = y + row * cols;
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (std::int64_t i = 0; i < cols; ++i) m = m > in[i] ? m : in[i];
+    double sum = 0.0;
+    for (std::int64_t start = 0; start < cols; start += host_fold) {
+      const std::int64_t end = start + host_fold < cols ? start + host_fold : cols;
+      float chunk = 0.0f;
+#pragma omp simd reduction(+ : chunk)
+      for (std::int64_t i = start; i < end; ++i) {
+        const float e = host_exp_nonpositive(in[i] - m);
+        out[i] = e;
+        chunk += e;
+      }
+      sum += chunk;
+    }
+    const float scale = 1.0f / static_cast<float>(sum);
+#pragma omp simd
+    for (std::int64_t i = 0; i < cols; ++i) out[i] *= scale;
   }
 };
 
@@ -272,14 +311,21 @@ class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<Executio
   }
 
   void launch() override {
-    rows::dispatch<!on_host, lane_floats>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-      using functor =
-          softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
-      const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
-                                               m_plan.vector_length);
-      Kokkos::parallel_for(std::string("kstudy::softmax_kokkos_tuned_") + rows::shape_name(m_plan.shape), policy,
-                           make_functor<functor>());
-    });
+    if constexpr (on_host) {
+      // Rows in contiguous blocks per thread (a static schedule): each core streams its own part of x.
+      Kokkos::parallel_for("kstudy::softmax_kokkos_tuned_host_rows",
+                           Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(m_space, 0, m_rows),
+                           softmax_host_rows{m_x.data(), m_y.data(), m_cols});
+    } else {
+      rows::dispatch<!on_host, lane_floats>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+        using functor =
+            softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
+        const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
+                                                 m_plan.vector_length);
+        Kokkos::parallel_for(std::string("kstudy::softmax_kokkos_tuned_") + rows::shape_name(m_plan.shape), policy,
+                             make_functor<functor>());
+      });
+    }
   }
 
  private:
