@@ -31,6 +31,9 @@ TARGETS = {"reduce_sum": (0.90, "cuda"), "softmax": (0.90, "cuda"), "layernorm":
            "stream_triad": (0.97, "cuda"), "stream_dot": (0.90, "cuda"), "gemm": (0.80, "vendor"),
            "attention": (0.90, "cuda"), "gemm_tf32": None, "gemm_bf16": None, "attention_bf16": None}
 HOST_TARGET = 0.70  # of the host read roof, OpenMP variants of memory-bound operations at their largest point
+# Layout targets: (operation, slow layout, fast layout, threshold): the best portable device variant taking the
+# slow layout against the best taking the fast one, same archive (the row-major table is the user's contract).
+LAYOUT_TARGETS = [("scoring", "row_major", "feature_major", 0.90)]
 
 
 def is_profile(path):
@@ -113,6 +116,28 @@ def device_rows(path, version, notes, profiled=None):
     return rows
 
 
+def layout_rows(path, version):
+    """The best Kokkos device variant of one layout against the best Kokkos device variant of the other."""
+    s = S.samples(path)
+    rows = []
+    for operation, slow, fast, threshold in LAYOUT_TARGETS:
+        if operation not in set(s.operation.dropna()):
+            continue
+        for point in EXTRA_POINTS.get(operation, []) + POINTS.get(operation, []):
+            ms = [m for m in S.measures(path, operation, *point) if m.on_device and m.implementation in PORTABLE]
+            mine = [m for m in ms if m.layout == slow]
+            theirs = [m for m in ms if m.layout == fast]
+            if not mine or not theirs:
+                continue
+            k = min(mine, key=lambda m: m.median)
+            ref = min(theirs, key=lambda m: m.median)
+            ratios = ref.median / k.seconds
+            rows.append(f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs | "
+                        f"{name(ref)} {S.micro(ref.median)} µs | {S.ratio(float(np.median(ratios)))} | "
+                        f"{S.versus_text(k, ref)} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |")
+    return rows
+
+
 def host_rows(path, version):
     s = S.samples(path)
     roof = S.roof_value(path, "host_read", "host_wall")
@@ -142,7 +167,7 @@ def A_share(fraction):
 
 @generator("kokkos_costs", "what Kokkos costs: best Kokkos ÷ best handwritten CUDA per operation, per Kokkos version")
 def kokkos_costs(block):
-    device, host, notes = [], [], set()
+    device, host, layouts, notes = [], [], [], set()
     versions = []
     profiles = [p for p in block.paths if is_profile(p)]
     profiled = counters(profiles) if profiles else None
@@ -154,6 +179,7 @@ def kokkos_costs(block):
         versions.append(version)
         device += device_rows(path, version, notes, profiled)
         host += host_rows(path, version)
+        layouts += layout_rows(path, version)
     if not device:
         raise ResultsError(f"{', '.join(block.written)}: no operation with both a Kokkos and a handwritten CUDA "
                            "device variant at a headline point")
@@ -164,6 +190,11 @@ def kokkos_costs(block):
         head += " Nsight Compute, Kokkos / CUDA (– not profiled) |"
         rule += " --- |"
     lines = [head, rule] + device + [""]
+    if layouts:
+        lines += ["One layout against the other, both Kokkos, same run (device medians):", "",
+                  "| operation at point | Kokkos | best Kokkos variant of the layout | best Kokkos variant of the "
+                  "other layout | speed ratio | verdict | target |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"] + layouts + [""]
     if host:
         lines += ["OpenMP (the device host's cores) against the host read roof of the same run:", "",
                   "| operation at point | Kokkos | best OpenMP Kokkos variant | host read roof | share | target |",
