@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -18,6 +19,29 @@
 #include "kstudy/support/cuda_buffers.hpp"
 #include "kstudy/support/cuda_variant.hpp"
 
+// The plain feature-major kernel as a user writes it without kstudy's argument struct: individual
+// __restrict__ pointers, 32-bit indices (the host refuses tables too large for them), no count.
+// Beside plain_cuda_feature_major (same grid, same carveout, the same kstudy_count_flags after it) it tells
+// what the struct, the 64-bit index math and the missing __restrict__ of that kernel cost. In sm_90 SASS both
+// loops are unrolled by four at 30 registers and issue their four x loads before the first use (with a
+// 64-bit trip count plain_cuda_feature_major left one x load in flight per thread). nvcc only: NVRTC does not
+// need it.
+extern "C" __global__ void plain_minimal_cuda_feature_major(const float* __restrict__ x, const float* __restrict__ mean,
+                                                            const float* __restrict__ inv_std,
+                                                            const float* __restrict__ weight, float* __restrict__ score,
+                                                            unsigned char* __restrict__ flag, int rows, int features,
+                                                            float clip, float threshold) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float acc = 0.0f;
+  for (int j = 0; j < features; ++j) {
+    const float z = kstudy_clamp((x[j * rows + r] - mean[j]) * inv_std[j], clip);  // NaN passes through
+    acc += z * weight[j];
+  }
+  score[r] = acc;
+  flag[r] = acc > threshold;  // NaN compares false: flag 0
+}
+
 namespace kstudy {
 namespace {
 
@@ -26,14 +50,15 @@ using kstudy::detail::device_alloc;
 using kernel_fn = void (*)(kstudy_fused_args);
 
 // Which kernel of a layout: the one-thread-per-row kernels that stride over one resident wave, the
-// row-major tile kernel, or the seed's plain kernel (a thread per row, as many blocks as rows need).
-enum class kernel_kind { strided, tiled, plain };
+// row-major tile kernel, or the seed's plain kernel (a thread per row, as many blocks as rows need), as
+// kstudy writes it (the argument struct) or minimal (individual arguments, see above).
+enum class kernel_kind { strided, tiled, plain, plain_minimal };
 
 constexpr int default_block_size = 256;
 
+// The strided and tiled kinds; plan_launch picks the plain kinds' kernels itself.
 kernel_fn kernel_for(table_layout layout, kernel_kind kind) {
   if (kind == kernel_kind::tiled) return fused_cuda_row_major_tiled;
-  if (kind == kernel_kind::plain) return plain_cuda_feature_major;
   switch (layout) {
     case table_layout::feature_major:
       return fused_cuda_feature_major;
@@ -47,13 +72,16 @@ kernel_fn kernel_for(table_layout layout, kernel_kind kind) {
 
 using kstudy::detail::device_attribute;
 
-int resident_blocks_per_sm(kernel_fn kernel, int block, int smem_bytes) {
+// Kernel is a kernel's function pointer or its entry as const void* (kernels of other signatures).
+template <class Kernel>
+int resident_blocks_per_sm(Kernel kernel, int block, int smem_bytes) {
   int blocks = 0;
   KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block, smem_bytes));
   return blocks;
 }
 
-double occupancy(kernel_fn kernel, int block, int smem_bytes) {
+template <class Kernel>
+double occupancy(Kernel kernel, int block, int smem_bytes) {
   const int warps = resident_blocks_per_sm(kernel, block, smem_bytes) * (block / 32);
   return double(warps) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
 }
@@ -63,7 +91,8 @@ double occupancy(kernel_fn kernel, int block, int smem_bytes) {
 // Kokkos 3.4's initialisation sets that to "prefer shared" (cudaDeviceSetCacheConfig) for the whole
 // process: on the H200 the same binary's one-thread-per-row kernels then ran 1.2-4.4x slower than in a
 // Kokkos 4.6 process, which sets a carveout per Kokkos kernel instead (data/h200-2026-11-30-s4).
-void prefer_l1(kernel_fn kernel, int block, int smem_bytes) {
+template <class Kernel>
+void prefer_l1(Kernel kernel, int block, int smem_bytes) {
   int carveout = cudaSharedmemCarveoutMaxL1;
   if (smem_bytes > 0) {
     KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
@@ -82,7 +111,7 @@ void prefer_l1(kernel_fn kernel, int block, int smem_bytes) {
 }
 
 struct launch_geometry {
-  kernel_fn kernel = nullptr;  // the layout's kernel, or the variant of it the shape needs
+  const void* kernel = nullptr;  // the layout's kernel, or the variant of it the shape needs
   int grid = 0;
   int block = 0;
   int smem_bytes = 0;
@@ -93,13 +122,12 @@ struct launch_geometry {
 // One resident wave (or fewer blocks when there is less work): the kernels grid-stride, so bigger grids
 // would only add flagged-count atomics.
 launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int block) {
-  kernel_fn kernel = kernel_for(shape.layout, kind);
-  const bool tiled = kind == kernel_kind::tiled;
   launch_geometry g;
   g.block = block;
-  if (kind == kernel_kind::plain) {  // the baseline as the seed wrote it: no resident-wave sizing
-    g.kernel = kernel;
-    prefer_l1(kernel, block, 0);
+  if (kind == kernel_kind::plain || kind == kernel_kind::plain_minimal) {  // as the seed wrote it: no wave sizing
+    g.kernel = kind == kernel_kind::plain ? reinterpret_cast<const void*>(plain_cuda_feature_major)
+                                          : reinterpret_cast<const void*>(plain_minimal_cuda_feature_major);
+    prefer_l1(g.kernel, block, 0);
     g.grid = static_cast<int>((shape.rows + block - 1) / block);
     prefer_l1(kstudy_count_flags, 256, 0);
     const std::int64_t count_resident = std::int64_t(resident_blocks_per_sm(kstudy_count_flags, 256, 0)) *
@@ -107,6 +135,8 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
     g.count_grid = static_cast<int>(std::max<std::int64_t>(1, std::min(count_resident, (shape.rows + 255) / 256)));
     return g;
   }
+  kernel_fn kernel = kernel_for(shape.layout, kind);
+  const bool tiled = kind == kernel_kind::tiled;
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   // The feature-major kernel takes four rows per thread (16-byte loads) when rows are a multiple of 4
   // and there are still enough quads to give every resident thread one; with fewer (262,144 x 256:
@@ -117,7 +147,7 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
     g.rows_per_thread = 4;
   else if (kernel == fused_cuda_feature_major)
     kernel = fused_cuda_feature_major_rows;
-  g.kernel = kernel;
+  g.kernel = reinterpret_cast<const void*>(kernel);
   const std::int64_t threads_needed = shape.rows / g.rows_per_thread;
   std::int64_t work_blocks = (threads_needed + block - 1) / block;
   if (tiled) {
@@ -141,8 +171,8 @@ launch_geometry plan_launch(kernel_kind kind, const table_shape& shape, int bloc
 template <table_layout L, kernel_kind Kind = kernel_kind::strided>
 class fused_cuda final : public scoring_variant {
   static_assert(Kind != kernel_kind::tiled || L == table_layout::row_major, "the tiled kernel reads row-major tables");
-  static_assert(Kind != kernel_kind::plain || L == table_layout::feature_major,
-                "the plain kernel reads feature-major tables");
+  static constexpr bool plain_kind = Kind == kernel_kind::plain || Kind == kernel_kind::plain_minimal;
+  static_assert(!plain_kind || L == table_layout::feature_major, "the plain kernels read feature-major tables");
 
  public:
   fused_cuda() = default;
@@ -162,6 +192,11 @@ class fused_cuda final : public scoring_variant {
     if (block < 32 || block > 1024 || block % 32 != 0)
       throw std::invalid_argument("block_size must be a multiple of 32 in [32, 1024], got " +
                                   std::to_string(options.block_size));
+    // Its int row index runs up to rows + block - 2, its element index to rows * features - 1.
+    constexpr std::int64_t int_elements = std::numeric_limits<int>::max() - 1024;
+    if (Kind == kernel_kind::plain_minimal && problem.shape.allocated_elements() > int_elements)
+      throw std::invalid_argument("plain_minimal_cuda_feature_major indexes with int: at most " +
+                                  std::to_string(int_elements) + " table elements");
     release();
     if (m_stream == nullptr) KSTUDY_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
     m_shape = problem.shape;
@@ -252,10 +287,18 @@ class fused_cuda final : public scoring_variant {
   }
   void enqueue_run() override {
     void* args[] = {&m_args};
-    KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(m_geometry.kernel), dim3(m_geometry.grid),
-                                       dim3(m_geometry.block), args, m_geometry.smem_bytes, m_stream));
+    if constexpr (Kind == kernel_kind::plain_minimal) {
+      int rows = static_cast<int>(m_shape.rows), features = static_cast<int>(m_shape.features);
+      void* minimal_args[] = {&m_args.x,    &m_args.mean, &m_args.inv_std, &m_args.weight, &m_args.score,
+                              &m_args.flag, &rows,        &features,       &m_args.clip,   &m_args.threshold};
+      KSTUDY_CUDA_CHECK(cudaLaunchKernel(m_geometry.kernel, dim3(m_geometry.grid), dim3(m_geometry.block), minimal_args,
+                                         0, m_stream));
+    } else {
+      KSTUDY_CUDA_CHECK(cudaLaunchKernel(m_geometry.kernel, dim3(m_geometry.grid), dim3(m_geometry.block), args,
+                                         m_geometry.smem_bytes, m_stream));
+    }
     KSTUDY_CUDA_CHECK(cudaGetLastError());
-    if constexpr (Kind == kernel_kind::plain) {  // the flagged count, by a second kernel (see the plain kernel)
+    if constexpr (plain_kind) {  // the flagged count, by a second kernel (see the plain kernel)
       KSTUDY_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kstudy_count_flags), dim3(m_geometry.count_grid),
                                          dim3(256), args, 0, m_stream));
       KSTUDY_CUDA_CHECK(cudaGetLastError());
@@ -339,6 +382,16 @@ const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::
                             table_layout::feature_major, "plain_cuda");
       info.kernels_launched = 2;  // the rows, then kstudy_count_flags (the flagged count, to the host)
       info.rung = 1;              // the feature-major ladder's first rung: the seed's kernel as written
+      return info;
+    }()};
+const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::plain_minimal>>
+    register_plain_minimal_cuda_feature_major{[] {
+      auto info = cuda_info("plain_minimal_cuda_feature_major",
+                            "plain_cuda_feature_major's kernel as a user writes it: individual __restrict__ "
+                            "arguments, int indices; the same grid, carveout and flag-count kernel",
+                            table_layout::feature_major, "plain_cuda");
+      info.kernels_launched = 2;  // the rows, then kstudy_count_flags
+      info.rung = 0;              // a reference beside the ladder's first rung, not a rung of its own
       return info;
     }()};
 const variant_registration<fused_cuda<table_layout::row_major, kernel_kind::tiled>> register_fused_cuda_row_major_tiled{

@@ -7,7 +7,9 @@
 //
 // Every kernel takes the same argument struct, runs grid-stride loops (the host sizes the grid to one
 // resident wave), adds its flagged rows with one atomicAdd per warp, and its last block writes the
-// launch's count to mapped host memory. 64-bit indices throughout.
+// launch's count to mapped host memory. Rows and element indices are 64-bit (a table may hold more than
+// 2^31 floats); loop counters over features are int (features < 2^31), which keeps ptxas' register budget
+// for the loads in flight.
 // __launch_bounds__(1024): the block size is chosen at run time, up to 1024 threads.
 #ifndef KSTUDY_FUSED_CUDA_KERNELS_CUH
 #define KSTUDY_FUSED_CUDA_KERNELS_CUH
@@ -158,33 +160,60 @@ __device__ __forceinline__ unsigned int kstudy_store_row(const kstudy_fused_args
   return flagged;
 }
 
-// One thread per row, x(r, f) at r * row_stride + f * feature_stride. Features go eight at a time into
-// registers first so each thread has eight independent loads in flight.
+// The batched loops below load KSTUDY_BATCH features of x into registers, then reduce them. ptxas issues a
+// batch's loads ahead of the first use only if every value loaded for the batch fits its register budget;
+// when it does not, it sinks loads to their uses and a thread has one or two x loads in flight. With mean,
+// inv_std and weight loaded warp-uniformly per thread (3 * KSTUDY_BATCH values) that happened at any budget
+// the kernels can afford, so the lanes of a warp share them instead: lane j holds mean[f + j], lane
+// KSTUDY_BATCH + j inv_std[f + j], lane 2 * KSTUDY_BATCH + j weight[f + j], one load and one register per
+// thread, handed out by shuffles. The loops stay warp-uniform for the shuffles: a warp runs while its first
+// row is in range and lanes past the end reread a valid row and discard it.
+#define KSTUDY_BATCH 8
+
+// The lane's value of the batch of features [f, f + n), n <= KSTUDY_BATCH (zero on lanes that hold none).
+__device__ __forceinline__ float kstudy_batch_vectors(const kstudy_fused_args& a, int f, int n, int lane) {
+  const int j = lane % KSTUDY_BATCH, which = lane / KSTUDY_BATCH;
+  if (which >= 3 || j >= n) return 0.0f;
+  const float* __restrict__ vector = which == 0 ? a.mean : (which == 1 ? a.inv_std : a.weight);
+  return __ldg(vector + f + j);
+}
+
+// sum + the terms of features [f, f + n) of one row, its first at p, the next feature_stride floats on.
+// Full batches (n = KSTUDY_BATCH) need no guards; the last, partial one loads and adds only its n features.
+// Every lane of the warp must call it with the same f and n.
+template <bool Full>
+__device__ __forceinline__ float kstudy_row_batch(const kstudy_fused_args& a, const float* __restrict__ p,
+                                                  long long feature_stride, int f, int n, int lane, float sum) {
+  float v[KSTUDY_BATCH];
+#pragma unroll
+  for (int j = 0; j < KSTUDY_BATCH; ++j) v[j] = (Full || j < n) ? __ldg(p + j * feature_stride) : 0.0f;
+  const float vectors = kstudy_batch_vectors(a, f, Full ? KSTUDY_BATCH : n, lane);
+#pragma unroll
+  for (int j = 0; j < KSTUDY_BATCH; ++j) {
+    const float m = __shfl_sync(0xffffffffu, vectors, j);
+    const float s = __shfl_sync(0xffffffffu, vectors, KSTUDY_BATCH + j);
+    const float w = __shfl_sync(0xffffffffu, vectors, 2 * KSTUDY_BATCH + j);
+    if (Full || j < n) sum += kstudy_term(v[j], m, s, w, a.clip);
+  }
+  return sum;
+}
+
+// One thread per row, x(r, f) at r * row_stride + f * feature_stride, KSTUDY_BATCH features in flight.
 __device__ __forceinline__ void kstudy_row_per_thread(const kstudy_fused_args& a, long long row_stride,
                                                       long long feature_stride) {
-  const float* __restrict__ mean = a.mean;
-  const float* __restrict__ inv_std = a.inv_std;
-  const float* __restrict__ weight = a.weight;
-  const long long features = a.features;
-  const long long step = (long long)gridDim.x * blockDim.x;
+  const int features = (int)a.features, lane = (int)threadIdx.x & 31;
+  const long long step = (long long)gridDim.x * blockDim.x;  // a multiple of 32: warps stay whole
   unsigned int count = 0;
-  for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < a.rows; r += step) {
-    const float* __restrict__ row = a.x + r * row_stride;
+  for (long long r0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31u); r0 < a.rows; r0 += step) {
+    const long long r = r0 + lane < a.rows ? r0 + lane : a.rows - 1;
+    const float* __restrict__ p = a.x + r * row_stride;
     float sum = 0.0f;
-    long long f = 0;
-    for (; f + 8 <= features; f += 8) {
-      float v[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = __ldg(row + (f + k) * feature_stride);
-#pragma unroll
-      for (int k = 0; k < 8; ++k)
-        sum += kstudy_term(v[k], __ldg(mean + f + k), __ldg(inv_std + f + k), __ldg(weight + f + k), a.clip);
-    }
-    for (; f < features; ++f) {
-      const float v = __ldg(row + f * feature_stride);
-      sum += kstudy_term(v, __ldg(mean + f), __ldg(inv_std + f), __ldg(weight + f), a.clip);
-    }
-    count += kstudy_store_row(a, r, sum);
+    int f = 0;
+#pragma unroll 1
+    for (; f + KSTUDY_BATCH <= features; f += KSTUDY_BATCH, p += KSTUDY_BATCH * feature_stride)
+      sum = kstudy_row_batch<true>(a, p, feature_stride, f, KSTUDY_BATCH, lane, sum);
+    if (f < features) sum = kstudy_row_batch<false>(a, p, feature_stride, f, features - f, lane, sum);
+    if (r0 + lane < a.rows) count += kstudy_store_row(a, r, sum);
   }
   kstudy_add_flagged(a, count);
 }
@@ -229,49 +258,55 @@ extern "C" __global__ void __launch_bounds__(1024) fused_cuda_row_major(kstudy_f
 }
 
 // Feature-major, four adjacent rows per thread (rows a multiple of 4, so every column starts on 16
-// bytes): each load is a float4 of four rows of one feature, eight features in flight per thread, and
+// bytes): each load is a float4 of four rows of one feature, KSTUDY_BATCH features in flight per thread, and
 // the four scores and flags leave as one 16-byte and one 4-byte store.
+template <bool Full>
+__device__ __forceinline__ void kstudy_quad_batch(const kstudy_fused_args& a, const float4* __restrict__ p,
+                                                  long long column, int f, int n, int lane, float (&sum)[4]) {
+  float4 v[KSTUDY_BATCH];
+#pragma unroll
+  for (int j = 0; j < KSTUDY_BATCH; ++j)
+    v[j] = (Full || j < n) ? __ldg(p + j * column) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float vectors = kstudy_batch_vectors(a, f, Full ? KSTUDY_BATCH : n, lane);
+#pragma unroll
+  for (int j = 0; j < KSTUDY_BATCH; ++j) {
+    const float m = __shfl_sync(0xffffffffu, vectors, j);
+    const float s = __shfl_sync(0xffffffffu, vectors, KSTUDY_BATCH + j);
+    const float w = __shfl_sync(0xffffffffu, vectors, 2 * KSTUDY_BATCH + j);
+    if (Full || j < n) {
+      sum[0] += kstudy_term(v[j].x, m, s, w, a.clip);
+      sum[1] += kstudy_term(v[j].y, m, s, w, a.clip);
+      sum[2] += kstudy_term(v[j].z, m, s, w, a.clip);
+      sum[3] += kstudy_term(v[j].w, m, s, w, a.clip);
+    }
+  }
+}
+
 __device__ __forceinline__ void kstudy_feature_major_quads(const kstudy_fused_args& a) {
-  const float* __restrict__ mean = a.mean;
-  const float* __restrict__ inv_std = a.inv_std;
-  const float* __restrict__ weight = a.weight;
-  const long long features = a.features, quads = a.rows / 4, column = a.rows / 4;
-  const float4* __restrict__ x = reinterpret_cast<const float4*>(a.x);
+  const int features = (int)a.features, lane = (int)threadIdx.x & 31;
+  const long long quads = a.rows / 4, column = a.rows / 4;  // column: float4s from one feature to the next
   const long long step = (long long)gridDim.x * blockDim.x;
   unsigned int count = 0;
-  for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < quads; q += step) {
+  for (long long q0 = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31u); q0 < quads; q0 += step) {
+    const long long q = q0 + lane < quads ? q0 + lane : quads - 1;
+    const float4* __restrict__ p = reinterpret_cast<const float4*>(a.x) + q;
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    long long f = 0;
-    for (; f + 8 <= features; f += 8) {
-      float4 v[8];
+    int f = 0;
+#pragma unroll 1
+    for (; f + KSTUDY_BATCH <= features; f += KSTUDY_BATCH, p += KSTUDY_BATCH * column)
+      kstudy_quad_batch<true>(a, p, column, f, KSTUDY_BATCH, lane, sum);
+    if (f < features) kstudy_quad_batch<false>(a, p, column, f, features - f, lane, sum);
+    if (q0 + lane < quads) {
+      reinterpret_cast<float4*>(a.score)[q] = make_float4(sum[0], sum[1], sum[2], sum[3]);
+      unsigned int flags = 0;
 #pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = __ldg(x + (f + k) * column + q);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const float m = __ldg(mean + f + k), s = __ldg(inv_std + f + k), w = __ldg(weight + f + k);
-        sum[0] += kstudy_term(v[k].x, m, s, w, a.clip);
-        sum[1] += kstudy_term(v[k].y, m, s, w, a.clip);
-        sum[2] += kstudy_term(v[k].z, m, s, w, a.clip);
-        sum[3] += kstudy_term(v[k].w, m, s, w, a.clip);
+      for (int j = 0; j < 4; ++j) {
+        const unsigned int flagged = sum[j] > a.threshold ? 1u : 0u;  // NaN compares false: flag 0
+        flags |= flagged << (8 * j);
+        count += flagged;
       }
+      reinterpret_cast<unsigned int*>(a.flag)[q] = flags;  // little-endian: row 4q + j in byte j
     }
-    for (; f < features; ++f) {
-      const float4 v = __ldg(x + f * column + q);
-      const float m = __ldg(mean + f), s = __ldg(inv_std + f), w = __ldg(weight + f);
-      sum[0] += kstudy_term(v.x, m, s, w, a.clip);
-      sum[1] += kstudy_term(v.y, m, s, w, a.clip);
-      sum[2] += kstudy_term(v.z, m, s, w, a.clip);
-      sum[3] += kstudy_term(v.w, m, s, w, a.clip);
-    }
-    reinterpret_cast<float4*>(a.score)[q] = make_float4(sum[0], sum[1], sum[2], sum[3]);
-    unsigned int flags = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const unsigned int flagged = sum[j] > a.threshold ? 1u : 0u;  // NaN compares false: flag 0
-      flags |= flagged << (8 * j);
-      count += flagged;
-    }
-    reinterpret_cast<unsigned int*>(a.flag)[q] = flags;  // little-endian: row 4q + j in byte j
   }
   kstudy_add_flagged(a, count);
 }
@@ -283,8 +318,8 @@ extern "C" __global__ void __launch_bounds__(1024) fused_cuda_feature_major(kstu
 // Feature-major, one row per thread (rows not a multiple of 4, or too few quads to fill the GPU): a warp
 // reads 32 adjacent rows of one feature, coalesced. Its own kernel, built to 32 registers (two 1,024-thread
 // blocks per SM) so every thread slot of an SM can hold a warp: inside the quad kernel it was allocated the
-// quads' 46 registers, ran at 62% theoretical occupancy and lost to the seed's plain kernel by 1.20x at
-// 262,144 x 256 (issue 16).
+// quads' registers, ran at 62% theoretical occupancy and lost to the seed's plain kernel by 1.20x at
+// 262,144 x 256, where there is about one row per resident thread.
 extern "C" __global__ void __launch_bounds__(1024, 2) fused_cuda_feature_major_rows(kstudy_fused_args a) {
   kstudy_row_per_thread(a, 1, a.rows);
 }
@@ -295,11 +330,16 @@ extern "C" __global__ void __launch_bounds__(1024, 2) fused_cuda_feature_major_r
 // kernel cost more than the kernel on the H200 at 16M x 16 (65,536 blocks): the last-block ticket of the
 // other kernels 901 us, one same-address atomic per warp 822 us, one per block (static shared memory
 // under the max-L1 carveout) 562 us, against ~300 us without a count.
+// The feature counter is an int: with a 64-bit one the four 64-bit x addresses and values of nvcc's
+// four-way unrolled loop did not fit the 32 registers ptxas allots, it issued each x load only after the
+// previous one's use (one in flight per thread), and the kernel ran 1.6x slower on the H200 than
+// plain_minimal_cuda_feature_major. The element index f * a.rows + r stays 64-bit.
 extern "C" __global__ void plain_cuda_feature_major(kstudy_fused_args a) {
   const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= a.rows) return;
+  const int features = (int)a.features;
   float sum = 0.0f;
-  for (long long f = 0; f < a.features; ++f)
+  for (int f = 0; f < features; ++f)
     sum += kstudy_term(a.x[f * a.rows + r], a.mean[f], a.inv_std[f], a.weight[f], a.clip);
   kstudy_store_row(a, r, sum);
 }
