@@ -4,22 +4,23 @@
 //
 // Device: no team scratch and no barrier. A team thread owns a row; its vector lanes cover the row with 16-byte
 // loads (float4 when features % 4 == 0 and the arrays are 16-byte aligned, single floats otherwise): as many
-// lanes as the row has vectors, rounded up to a power of two and at most 32, one or two vectors a lane. At 16
-// features that is 4 lanes a row, so a warp (8 team threads, adjacent rows) reads 8 whole rows, 512 contiguous
-// bytes, per load instruction; at 256 features it is a warp a row, each lane two float4s, 512 contiguous bytes
-// per instruction again.
+// lanes as the row has vectors, rounded up to a power of two and at most 32, a vector a lane. At 16 features
+// that is 4 lanes a row, so a warp (8 team threads, adjacent rows) reads 8 whole rows, 512 contiguous bytes,
+// per load instruction; past 32 vectors it is a warp a row walking the row in chunks of 32 vectors.
 //  - A lane's mean, inv_std and weight vectors are the same for every row: loaded once into its registers, so
 //    the row loop issues the table's loads only.
-//  - A thread takes Rows rows at once (4 at one vector a lane, 2 at two): Rows x Items independent 16-byte loads
-//    in flight a lane before the first is used.
+//  - A thread takes 4 rows at once: 4 independent 16-byte loads in flight a lane before the first is used.
 //  - One ThreadVectorRange parallel_reduce over a struct of the Rows sums (warp shuffles; the lane mask Kokkos
 //    computes per reduction is paid once for Rows rows). Every lane then holds every sum, so every lane counts
 //    the flags the same (Kokkos' team reduction takes a thread's value from its lanes, which must agree), and
 //    lane l stores the scores and flags of the thread's rows l, l + lanes, ...
 //  - One resident wave of 256-thread teams (LaunchBounds<256, 4>: at most 64 registers, four teams an SM, as
 //    the feature-major kernel) strides over blocks of team_size x Rows rows.
-//  - Rows over 64 vectors (256 floats as float4): the lanes walk 4 rows at once in chunks of 32 vectors (a
-//    vector a lane), reading the feature vectors beside the table (they stay in L1).
+//  - Rows over 32 vectors (128 floats as float4): the lanes walk 4 rows at once in chunks of 32 vectors (a
+//    vector a lane), reading the feature vectors beside the table (they stay in L1). Two vectors a lane with the
+//    feature vectors in registers and 2 rows a thread, the first version for up to 64 vectors, ran at 0.71x
+//    Kokkos feature-major at 262,144 x 256 on the H200 (Kokkos 4.6: 132 against 93 us), while the chunked walk
+//    reached 0.91x at 1M x 512.
 // Host spaces: a row per work item, eight features loaded at a time, then their terms summed in order (rung 0's
 // host loop; see run_host).
 #include <Kokkos_Core.hpp>
@@ -206,16 +207,14 @@ class fused_kokkos_tuned final : public detail::queued_kokkos_variant<ExecutionS
     }
   }
 
-  // The kernel for rows of `vectors` Vec-float vectors: one vector a lane (4 rows a thread) up to 32, two
-  // (2 rows a thread) up to 64, chunks of 32 vectors beyond (4 rows a thread: two vectors a lane and 2 rows
-  // spilled 16 bytes under the 64 registers).
+  // The kernel for rows of `vectors` Vec-float vectors: one vector a lane (4 rows a thread) up to 32, chunks
+  // of 32 vectors beyond (4 rows a thread; two vectors a lane and 2 rows spilled 16 bytes under the 64
+  // registers).
   template <int Vec>
   void run_device() {
     const std::int64_t vectors = this->m_shape.features / Vec;
     if (vectors <= max_lanes)
       run_kernel<Vec, 1, 4, true>(rows::power_of_two_at_least(vectors));
-    else if (vectors <= 2 * max_lanes)
-      run_kernel<Vec, 2, 2, true>(max_lanes);
     else
       run_kernel<Vec, 1, 4, false>(max_lanes);
   }
