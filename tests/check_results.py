@@ -2,8 +2,9 @@
 """scripts/results.py against itself, on a scratch copy: a block it wrote passes --check; a number edited inside the
 block, a block with its generated lines deleted, or prose changed inside a block fails --check with a unified diff
 naming the file; --write restores it; a marker naming an unknown generator or a missing archive exits 2 naming it;
-the cache_modes and kokkos_costs generators on session 11's and 12's archives (a refusal, the counters column,
-name@backend rows), energy (per call, a refusal) and lab3 (the wgmma rungs and their target).
+the cache_modes and kokkos_costs generators on session 11's to 13's archives (a refusal, the counters column,
+name@backend rows, the newest row of a point, one layout against the other), plain_baseline with its own pairs, energy
+(per call, a refusal) and lab3 (the wgmma rungs and their target).
 
     tests/check_results.py scripts/results.py
 """
@@ -134,7 +135,8 @@ with tempfile.TemporaryDirectory() as scratch:
           and "BF16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS BF16: **met**" in text,
           f"lab3 tables the wgmma rungs and judges the target: {code} {err}")
 
-    costs = f"kokkos_costs archives={s11}/kokkos_costs_k46.h5"
+    s13 = "data/h200-2026-12-02-s13"
+    costs = f"kokkos_costs archives={s13}/kokkos_costs_memory_k46.h5"
     page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", costs))
     run(str(page), "--write")
     plain = page.read_text()
@@ -145,6 +147,30 @@ with tempfile.TemporaryDirectory() as scratch:
     check("Nsight Compute" not in plain and "Nsight Compute, Kokkos / CUDA" in profiled
           and row.count("DRAM ") == 2 and "64 regs / DRAM" in row,
           f"kokkos_costs adds both kernels' counters from the profile archive:\n{row}")
+
+    # Two archives holding the same operation, point and Kokkos version: the newer one's row stands (session 9's
+    # rung-0 SGEMM against session 13's tuned rung); scoring's row-major Kokkos is judged against its feature-major.
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}",
+                                 f"kokkos_costs archives={s13}/kokkos_costs_k34.h5,data/h200-2026-12-01-s9/lab2.h5"))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    gemm = [line for line in text.split("\n") if line.startswith("| gemm at 8192×8192×8192 | 3.4.1 |")]
+    layout = next((line for line in text.split("\n") if line.startswith("| scoring at 262,144×256 | 3.4.1 |")
+                   and "of the other layout" not in line and "µs" in line), "")
+    check(code == 0 and len(gemm) == 1 and "`gemm_kokkos_warptile` (rung 1)" in gemm[0]
+          and "`attention_bf16_kokkos_tiled`" in text and "`fused_kokkos_feature_major`" in layout
+          and "≥ 0.90:" in layout,
+          f"kokkos_costs keeps the newest row of a point and judges one layout against the other: {code} {err}\n"
+          f"{gemm}\n{layout}")
+
+    # plain_baseline with its own pairs, on an archive holding other operations too: only the pairs' shapes.
+    pairs = "pairs=plain_cuda_feature_major@cuda:plain_minimal_cuda_feature_major@cuda"
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}",
+                                 f"plain_baseline archives={s13}/kokkos_costs_k34.h5 {pairs}"))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    check(code == 0 and "| 1,048,576×512 |" in text and "8,192×8192" not in text and "at **" in text,
+          f"plain_baseline tables the pairs' shapes only: {code} {err}\n{text}")
 
 print("check_results.py:", "FAILED: " + "; ".join(failures) if failures else "every case passed")
 sys.exit(1 if failures else 0)

@@ -76,6 +76,7 @@ def rate_text(m, compute):
 
 
 def device_rows(path, version, notes, profiled=None):
+    """(key, table row) of every operation and headline point the archive holds both sides of."""
     s = S.samples(path)
     rows = []
     for operation in sorted(s.operation.dropna().unique()):
@@ -112,7 +113,7 @@ def device_rows(path, version, notes, profiled=None):
                 at = (int(k.rows), int(k.features), int(k.depth))
                 ck, cr = (profiled.get((version, m.variant) + at) for m in (k, ref))
                 row += f" {counter_text(ck)} / {counter_text(cr)} |"
-            rows.append(row)
+            rows.append(((operation, point, version), row))
     return rows
 
 
@@ -132,9 +133,10 @@ def layout_rows(path, version):
             k = min(mine, key=lambda m: m.median)
             ref = min(theirs, key=lambda m: m.median)
             ratios = ref.median / k.seconds
-            rows.append(f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs | "
-                        f"{name(ref)} {S.micro(ref.median)} µs | {S.ratio(float(np.median(ratios)))} | "
-                        f"{S.versus_text(k, ref)} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |")
+            rows.append(((operation, point, version),
+                         f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs | "
+                         f"{name(ref)} {S.micro(ref.median)} µs | {S.ratio(float(np.median(ratios)))} | "
+                         f"{S.versus_text(k, ref)} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |"))
     return rows
 
 
@@ -155,9 +157,10 @@ def host_rows(path, version):
             continue
         k = min(ms, key=lambda m: m.median)
         shares = k.gbps() / roof
-        rows.append(f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, False)} | "
-                    f"{S.number(roof)} GB/s | {A_share(float(np.median(shares)))} | "
-                    f"≥ {HOST_TARGET:.0%}: {S.target(shares, HOST_TARGET)} |")
+        rows.append(((operation, k.point(), version),
+                     f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, False)} | "
+                     f"{S.number(roof)} GB/s | {A_share(float(np.median(shares)))} | "
+                     f"≥ {HOST_TARGET:.0%}: {S.target(shares, HOST_TARGET)} |"))
     return rows
 
 
@@ -167,19 +170,23 @@ def A_share(fraction):
 
 @generator("kokkos_costs", "what Kokkos costs: best Kokkos ÷ best handwritten CUDA per operation, per Kokkos version")
 def kokkos_costs(block):
-    device, host, layouts, notes = [], [], [], set()
-    versions = []
+    device, host, layouts, notes = {}, {}, {}, set()
     profiles = [p for p in block.paths if is_profile(p)]
     profiled = counters(profiles) if profiles else None
-    for path in [p for p in block.paths if p not in profiles]:
+    # Where several archives hold the same operation, point and Kokkos version, the newest measurement stands
+    # (the archive's creation time), so a block may list an older archive for the rows no newer one holds.
+    timed = [p for p in block.paths if p not in profiles]
+    for path in sorted(timed, key=lambda p: S.archive(p).attrs.get("created_utc", "")):
         a = S.archive(path)
         version = a.environment.get("kokkos_version")
         if not version:
             raise ResultsError(f"{path}: the archive records no kokkos_version")
-        versions.append(version)
-        device += device_rows(path, version, notes, profiled)
-        host += host_rows(path, version)
-        layouts += layout_rows(path, version)
+        device.update(device_rows(path, version, notes, profiled))
+        host.update(host_rows(path, version))
+        layouts.update(layout_rows(path, version))
+    # Grouped by Kokkos version, then operation and point (keys: operation, point, version).
+    device, host, layouts = ([rows[k] for k in sorted(rows, key=lambda k: (k[2], k[0], str(k[1])))]
+                             for rows in (device, host, layouts))
     if not device:
         raise ResultsError(f"{', '.join(block.written)}: no operation with both a Kokkos and a handwritten CUDA "
                            "device variant at a headline point")

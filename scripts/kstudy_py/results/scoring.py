@@ -32,7 +32,8 @@ def plain_baseline(block):
             tally[i].setdefault(verdict, []).append(ma.point())
             tally[i]["ratios"].append(ma.median / mb.median)
             cells.append(f"{ma.median / mb.median:.2f} ({verdict})")
-        lines.append(f"| {rows:,}×{features} | " + " | ".join(cells) + " |")
+        if any(cells):  # an archive may hold other operations' shapes too
+            lines.append(f"| {rows:,}×{features} | " + " | ".join(cells) + " |")
     lines.append("")
     for (a, b), t in zip(pairs, tally):
         n = len(t["ratios"])
