@@ -117,7 +117,7 @@ def device_rows(path, version, notes, profiled=None):
     return rows
 
 
-def layout_rows(path, version):
+def layout_rows(path, version, profiled=None):
     """The best Kokkos device variant of one layout against the best Kokkos device variant of the other."""
     s = S.samples(path)
     rows = []
@@ -133,10 +133,13 @@ def layout_rows(path, version):
             k = min(mine, key=lambda m: m.median)
             ref = min(theirs, key=lambda m: m.median)
             ratios = ref.median / k.seconds
-            rows.append(((operation, point, version),
-                         f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs | "
-                         f"{name(ref)} {S.micro(ref.median)} µs | {S.ratio(float(np.median(ratios)))} | "
-                         f"{S.versus_text(k, ref)} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |"))
+            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs | "
+                   f"{name(ref)} {S.micro(ref.median)} µs | {S.ratio(float(np.median(ratios)))} | "
+                   f"{S.versus_text(k, ref)} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |")
+            if profiled is not None:
+                ck, cr = (profiled.get((version, m.variant) + tuple(int(x) for x in point)) for m in (k, ref))
+                row += f" {counter_text(ck)} / {counter_text(cr)} |"
+            rows.append(((operation, point, version), row))
     return rows
 
 
@@ -183,7 +186,7 @@ def kokkos_costs(block):
             raise ResultsError(f"{path}: the archive records no kokkos_version")
         device.update(device_rows(path, version, notes, profiled))
         host.update(host_rows(path, version))
-        layouts.update(layout_rows(path, version))
+        layouts.update(layout_rows(path, version, profiled))
     # Grouped by Kokkos version, then operation and point (keys: operation, point, version).
     device, host, layouts = ([rows[k] for k in sorted(rows, key=lambda k: (k[2], k[0], str(k[1])))]
                              for rows in (device, host, layouts))
@@ -198,10 +201,14 @@ def kokkos_costs(block):
         rule += " --- |"
     lines = [head, rule] + device + [""]
     if layouts:
-        lines += ["One layout against the other, both Kokkos, same run (device medians):", "",
-                  "| operation at point | Kokkos | best Kokkos variant of the layout | best Kokkos variant of the "
-                  "other layout | speed ratio | verdict | target |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"] + layouts + [""]
+        head = ("| operation at point | Kokkos | best Kokkos variant of the layout | best Kokkos variant of the other "
+                "layout | speed ratio | verdict | target |")
+        rule = "| --- | --- | --- | --- | --- | --- | --- |"
+        if profiled is not None:
+            head += " Nsight Compute, this layout / the other |"
+            rule += " --- |"
+        lines += ["One layout against the other, both Kokkos, same run (device medians):", "", head, rule]
+        lines += layouts + [""]
     if host:
         lines += ["OpenMP (the device host's cores) against the host read roof of the same run:", "",
                   "| operation at point | Kokkos | best OpenMP Kokkos variant | host read roof | share | target |",
