@@ -1,7 +1,7 @@
 // A plain stand-in for libFuzzer where there is none (GCC): the same LLVMFuzzerTestOneInput, fed every corpus
 // file, then random mutations of them (byte flips, insertions, deletions, splices of two entries) for a bounded
 // time. A failing input aborts or crashes the process, as under libFuzzer, and is written to ./crash-input first.
-//   FUZZER [-max_total_time=SECONDS] [-seed=N] CORPUS_DIR_OR_FILE...
+//   FUZZER [-max_total_time=SECONDS] [-seed=N] CORPUS_DIR_OR_FILE...   (no -seed: a random one, printed first)
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -111,6 +111,8 @@ int main(int argc, char** argv) {
     }
   }
   if (corpus.empty()) corpus.emplace_back();
+  // Said first: a crash ends the process before the summary line, and the seed replays its mutations.
+  std::fprintf(stderr, "fuzz driver: seed %llu\n", static_cast<unsigned long long>(seed));
   for (const int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, save_and_die);
   for (const auto& input : corpus) run_one(input);
   std::mt19937_64 rng(seed);
