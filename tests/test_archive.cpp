@@ -13,7 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <string_view>
 #include <tuple>
+#include <type_traits>
+#include <variant>
 
 #include "scratch_dir.hpp"
 #include "source_files.hpp"
@@ -562,6 +566,93 @@ TEST(Archive, JsonSinkHoldsTheSameRows) {
   EXPECT_NE(text.find("µs"), std::string::npos) << text;
 }
 
+// A sink that knows no record type: it reads every write over its columns, as a CSV writer would.
+class column_sink final : public result_sink {
+ public:
+  explicit column_sink(bool refuse = false) : m_refuse(refuse) {}
+  std::map<std::string, std::vector<std::string>> columns;  // per table, as the last write named them
+  std::map<std::string, std::vector<std::vector<std::string>>> rows;
+  std::map<std::string, std::map<std::string, std::string>> attributes;
+
+  void begin(const run_metadata&) override {}
+  void begin_experiment(const experiment_record&) override {}
+  void flush() override {}
+  void end_experiment(const std::string&) override {}
+  void finish() override {}
+
+ protected:
+  void do_write(const record_batch& batch) override {
+    if (m_refuse) throw std::runtime_error("column_sink refuses");
+    const record_schema& schema = batch.schema();
+    auto& names = columns[schema.table];
+    names.clear();
+    for (const auto& f : schema.fields) names.push_back(f.name);
+    for (std::size_t r = 0; r < batch.size(); ++r) {
+      std::vector<std::string> cells;
+      for (std::size_t f = 0; f < schema.fields.size(); ++f)
+        std::visit(
+            [&](const auto& value) {
+              if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string_view>)
+                cells.emplace_back(value);
+              else
+                cells.push_back(nlohmann::json(value).dump());
+            },
+            schema.read(batch.record(r), f));
+      rows[schema.table].push_back(std::move(cells));
+    }
+    for (const auto& [key, value] : batch.attributes()) attributes[schema.table][key] = value;
+  }
+
+ private:
+  bool m_refuse;
+};
+
+// Every record type reaches every sink through one write: a sink written over the columns sees the JSON copy's
+// columns and values, and the profile's attributes; the fanout gives every sink each call and rethrows the
+// first error afterwards.
+TEST(Archive, EveryRecordTypeReachesASinkOverItsColumns) {
+  scratch_dir dir;
+  const std::string json_path = dir.file("run.json");
+  const auto content = make_content("alpha", 20);
+  sink_fanout sinks;
+  auto& refusing = static_cast<column_sink&>(sinks.add(std::make_unique<column_sink>(true)));
+  sinks.add(std::make_unique<json_sink>(json_path));
+  auto& columns = static_cast<column_sink&>(sinks.add(std::make_unique<column_sink>()));
+  sinks.begin(make_metadata());
+  sinks.begin_experiment(make_experiment("alpha"));
+  // The first sink refuses every write: each reaches the others all the same, and then throws.
+  EXPECT_THROW(sinks.write(content.samples), std::runtime_error);
+  EXPECT_THROW(sinks.write(content.gates), std::runtime_error);
+  EXPECT_THROW(sinks.write(content.ceilings), std::runtime_error);
+  EXPECT_THROW(sinks.write(content.summaries), std::runtime_error);
+  EXPECT_THROW(sinks.write(content.attribution), std::runtime_error);
+  EXPECT_THROW(sinks.write(content.health), std::runtime_error);
+  EXPECT_THROW(sinks.write(content.variants), std::runtime_error);
+  EXPECT_THROW(sinks.write_profile({profile_record{}}, {{"ncu_version", "fixture"}}), std::runtime_error);
+  sinks.end_experiment("alpha");
+  sinks.finish();
+  EXPECT_TRUE(refusing.rows.empty());
+  std::ifstream in(json_path);
+  const auto doc = nlohmann::ordered_json::parse(in);
+  const auto& alpha = doc.at("experiments").at("alpha");
+  ASSERT_EQ(columns.rows.size(), 8u);  // seven tables and the profile
+  for (const auto& [table, rows] : columns.rows) {
+    ASSERT_EQ(rows.size(), alpha.at(table).size()) << table;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const auto& row = alpha.at(table).at(r);
+      std::vector<std::string> keys, cells;
+      for (const auto& [key, value] : row.items()) {
+        keys.push_back(key);
+        cells.push_back(value.is_string() ? value.get<std::string>() : value.dump());
+      }
+      EXPECT_EQ(columns.columns.at(table), keys) << table;
+      EXPECT_EQ(rows[r], cells) << table << " row " << r;
+    }
+  }
+  EXPECT_EQ(columns.attributes.at("profile").at("ncu_version"), "fixture");
+  EXPECT_EQ(alpha.at("profile_attributes").at("ncu_version"), "fixture");
+}
+
 TEST(Archive, JsonSinkWritesNothingWithoutFinish) {
   scratch_dir dir;
   const std::string path = dir.file("run.json");
@@ -668,7 +759,7 @@ TEST(Archive, ReadsTheGateCountsUnderTheirFormerNames) {
 // Version 5 had no variants.rung: a committed H200 archive of that version reads every variant as rung 0.
 TEST(Archive, ReadsVersionFiveVariantsAsRungZero) {
   const std::string path = source_file("data/h200-2026-11-30-s5/stream.h5").string();
-  if (!fs::exists(path)) GTEST_SKIP() << "the session 5 dataset is no longer in the tree";
+  if (!fs::exists(path)) GTEST_SKIP() << "that dataset is no longer in the tree";
   ASSERT_EQ(kstudy::read_metadata(path).root.at("schema_version"), "5");
   std::size_t rows = 0;
   for (const auto& name : kstudy::list_experiments(path)) {

@@ -60,7 +60,7 @@ class scripted_source final : public gpu_health_source {
   std::size_t m_next = 0;
 };
 
-// Keeps every call, in order.
+// Keeps every call, in order: a write by its table's name.
 class recording_sink final : public result_sink {
  public:
   std::vector<std::string> calls;
@@ -73,35 +73,26 @@ class recording_sink final : public result_sink {
 
   void begin(const run_metadata&) override { calls.push_back("begin"); }
   void begin_experiment(const experiment_record&) override { calls.push_back("begin_experiment"); }
-  void write_samples(const std::vector<sample_record>& r) override {
-    calls.push_back("samples");
-    samples.insert(samples.end(), r.begin(), r.end());
-  }
-  void write_gates(const std::vector<gate_record>& r) override {
-    calls.push_back("gates");
-    gates.insert(gates.end(), r.begin(), r.end());
-  }
-  void write_ceilings(const std::vector<ceiling_record>&) override { calls.push_back("ceilings"); }
-  void write_summaries(const std::vector<summary_record>&) override { calls.push_back("summaries"); }
-  void write_attribution(const std::vector<attribution_record>& r) override {
-    calls.push_back("attribution");
-    attribution.insert(attribution.end(), r.begin(), r.end());
-  }
-  void write_health(const std::vector<health_record>& r) override {
-    calls.push_back("health");
-    health.insert(health.end(), r.begin(), r.end());
-  }
-  void write_variants(const std::vector<variant_record>& r) override {
-    calls.push_back("variants");
-    variants.insert(variants.end(), r.begin(), r.end());
-  }
-  void write_profile(const std::vector<profile_record>& r, const std::map<std::string, std::string>&) override {
-    calls.push_back("profile");
-    profile.insert(profile.end(), r.begin(), r.end());
-  }
   void flush() override { calls.push_back("flush"); }
   void end_experiment(const std::string&) override { calls.push_back("end_experiment"); }
   void finish() override { calls.push_back("finish"); }
+
+ protected:
+  void do_write(const record_batch& batch) override {
+    calls.push_back(batch.schema().table);
+    keep(batch, samples);
+    keep(batch, gates);
+    keep(batch, attribution);
+    keep(batch, health);
+    keep(batch, variants);
+    keep(batch, profile);
+  }
+
+ private:
+  template <class R>
+  static void keep(const record_batch& batch, std::vector<R>& into) {
+    if (const auto* records = batch.get<R>()) into.insert(into.end(), records->begin(), records->end());
+  }
 };
 
 sample_record sample(std::int64_t point, int trial) {
@@ -224,7 +215,7 @@ TEST(GpuHealth, GuardHoldsAPointsRecordsUntilItsFlush) {
   EXPECT_EQ(inner.calls, (std::vector<std::string>{"begin_experiment", "samples"}));  // nothing of the point yet
   guard.flush();
   EXPECT_FALSE(guard.in_point());
-  EXPECT_EQ(inner.calls, (std::vector<std::string>{"begin_experiment", "samples", "attribution", "gates", "variants",
+  EXPECT_EQ(inner.calls, (std::vector<std::string>{"begin_experiment", "samples", "attribution", "gate", "variants",
                                                    "samples", "health", "flush"}));
   // A discarded point writes only what came after the discard (the runner's `aborted` row).
   guard.begin_point(keys(1));

@@ -1,4 +1,5 @@
-// Helpers shared by the archive's sinks: names, open modes and the up-front writability check.
+// Helpers shared by the archive's sinks: names, open modes, the up-front writability check, and the record
+// schemas every sink writes through.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -31,6 +32,12 @@ open_mode parse_open_mode(const std::string& name) {
     if (name == to_string(mode)) return mode;
   throw std::invalid_argument("kstudy: unknown archive open mode '" + name +
                               "' (known: create, overwrite, append, resume)");
+}
+
+const record_schema& record_batch::schema() const {
+  if (const record_schema* schema = archive_detail::find_schema(*this, archive_detail::record_types{})) return *schema;
+  throw std::logic_error(
+      "kstudy: a record batch of a type with no field table (src/archive/detail/record_fields.hpp lists them)");
 }
 
 namespace archive_detail {

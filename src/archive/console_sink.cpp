@@ -94,7 +94,19 @@ void console_sink::begin_experiment(const experiment_record& experiment) {
   m_out << "\n== experiment " << experiment.name << " ==\n" << std::flush;
 }
 
-void console_sink::write_samples(const std::vector<sample_record>& samples) {
+void console_sink::do_write(const record_batch& batch) {
+  if (const auto* samples = batch.get<sample_record>()) count_samples(*samples);
+  if (const auto* health = batch.get<health_record>()) count_health(*health);
+  if (const auto* gates = batch.get<gate_record>()) print_gate_failures(*gates);
+  if (const auto* ceilings = batch.get<ceiling_record>())
+    m_ceilings.insert(m_ceilings.end(), ceilings->begin(), ceilings->end());
+  if (const auto* summaries = batch.get<summary_record>())
+    m_summaries.insert(m_summaries.end(), summaries->begin(), summaries->end());
+  // What a person watching a run needs is in the tables above; attribution, the model rows and hardware
+  // counters are for the archive and the report.
+}
+
+void console_sink::count_samples(const std::vector<sample_record>& samples) {
   m_samples += static_cast<std::int64_t>(samples.size());
   for (const auto& s : samples) {
     const bool failed = s.status.rfind("failed", 0) == 0 || s.status.rfind("aborted", 0) == 0;
@@ -106,7 +118,7 @@ void console_sink::write_samples(const std::vector<sample_record>& samples) {
   }
 }
 
-void console_sink::write_health(const std::vector<health_record>& health) {
+void console_sink::count_health(const std::vector<health_record>& health) {
   for (const auto& h : health) {
     ++m_health_rows;
     m_health_available += h.available ? 1 : 0;
@@ -115,7 +127,7 @@ void console_sink::write_health(const std::vector<health_record>& health) {
   }
 }
 
-void console_sink::write_gates(const std::vector<gate_record>& gates) {
+void console_sink::print_gate_failures(const std::vector<gate_record>& gates) {
   // Failures interrupt the output at once: every timing of that variant and shape is being discarded.
   for (const auto& g : gates) {
     if (g.passed) continue;
@@ -132,16 +144,6 @@ void console_sink::write_gates(const std::vector<gate_record>& gates) {
   }
   m_out << std::flush;
 }
-
-void console_sink::write_ceilings(const std::vector<ceiling_record>& ceilings) {
-  m_ceilings.insert(m_ceilings.end(), ceilings.begin(), ceilings.end());
-}
-
-void console_sink::write_summaries(const std::vector<summary_record>& summaries) {
-  m_summaries.insert(m_summaries.end(), summaries.begin(), summaries.end());
-}
-
-void console_sink::write_attribution(const std::vector<attribution_record>&) {}
 
 void console_sink::flush() { m_out << std::flush; }
 

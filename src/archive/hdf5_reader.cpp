@@ -224,6 +224,14 @@ bool without_in_point_readings(const std::string& version) {
   }
 }
 
+// The members an older schema did not record read as the record's own "not measured", not as the zero HDF5
+// leaves in a member the file lacks.
+template <class R, class... T>
+void read_as_unmeasured(std::vector<R>& records, T R::*... members) {
+  const R unmeasured;
+  for (auto& r : records) ((r.*members = unmeasured.*members), ...);
+}
+
 }  // namespace
 
 void verify_archive(const std::string& path) { open_archive(path); }
@@ -278,13 +286,8 @@ std::vector<sample_record> read_samples(const std::string& path, const std::stri
       samples[i].gate = passed[i] ? gate_verdict::passed : gate_verdict::failed;
   }
   if (without_in_point_readings(version))
-    for (auto& s : samples) {
-      const sample_record unmeasured;
-      s.energy_joules = unmeasured.energy_joules;
-      s.power_watts = unmeasured.power_watts;
-      s.min_sm_clock_mhz = unmeasured.min_sm_clock_mhz;
-      s.throttle_reasons = unmeasured.throttle_reasons;
-    }
+    read_as_unmeasured(samples, &sample_record::energy_joules, &sample_record::power_watts,
+                       &sample_record::min_sm_clock_mhz, &sample_record::throttle_reasons);
   return samples;
 }
 std::vector<gate_record> read_gates(const std::string& path, const std::string& experiment) {
@@ -334,13 +337,8 @@ std::vector<shard_record> read_shards(const std::string& path) {
 std::vector<health_record> read_health(const std::string& path, const std::string& experiment) {
   auto health = read_optional_table<health_record>(path, experiment);
   if (!health.empty() && without_in_point_readings(read_metadata(path).root["schema_version"]))
-    for (auto& h : health) {
-      const health_record unmeasured;
-      h.energy_joules = unmeasured.energy_joules;
-      h.sampled_min_sm_clock_mhz = unmeasured.sampled_min_sm_clock_mhz;
-      h.sampled_mean_power_mw = unmeasured.sampled_mean_power_mw;
-      h.sampled_throttle_reasons = unmeasured.sampled_throttle_reasons;
-    }
+    read_as_unmeasured(health, &health_record::energy_joules, &health_record::sampled_min_sm_clock_mhz,
+                       &health_record::sampled_mean_power_mw, &health_record::sampled_throttle_reasons);
   return health;
 }
 

@@ -1,7 +1,9 @@
 // The HDF5 archive writer. Layout and guarantees: docs/archive_schema.md.
 #include <filesystem>
 #include <stdexcept>
+#include <string_view>
 
+#include "detail/call_order.hpp"
 #include "detail/hdf5_digest.hpp"
 #include "detail/hdf5_util.hpp"
 #include "kstudy/archive.hpp"
@@ -17,31 +19,21 @@ constexpr const char* k_environment_group = "environment";
 constexpr const char* k_shards_group = "shards";
 
 // Records carry their experiment's name; one that names another experiment would land in the wrong group.
-template <class R>
-void check_experiment_field(const std::vector<R>& records, const std::string& current, const std::string& path) {
-  for (const auto& record : records)
-    if (!record.experiment.empty() && record.experiment != current)
-      throw std::invalid_argument("kstudy: archive '" + path + "': a record of experiment '" + record.experiment +
+// Ceilings and variant rows name none: the group they are written to is theirs.
+void check_experiment_field(const record_batch& batch, const record_schema& schema, const std::string& current,
+                            const std::string& path) {
+  const std::size_t field = field_index(schema, "experiment");
+  if (field == schema.fields.size()) return;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto name = std::get<std::string_view>(schema.read(batch.record(i), field));
+    if (!name.empty() && name != current)
+      throw std::invalid_argument("kstudy: archive '" + path + "': a record of experiment '" + std::string(name) +
                                   "' was written while experiment '" + current + "' is open");
+  }
 }
 
-// Ceilings and variant rows name no experiment: the group they are written to is theirs.
-void check_experiment_field(const std::vector<ceiling_record>&, const std::string&, const std::string&) {}
-void check_experiment_field(const std::vector<variant_record>&, const std::string&, const std::string&) {}
-
-template <class R>
-void ensure_dataset(hid_t group, const std::string& path) {
-  if (!link_exists(group, record_table<R>::dataset, path)) create_record_dataset<R>(group, path);
-}
-
-void ensure_datasets(hid_t group, const std::string& path) {
-  ensure_dataset<sample_record>(group, path);
-  ensure_dataset<gate_record>(group, path);
-  ensure_dataset<ceiling_record>(group, path);
-  ensure_dataset<summary_record>(group, path);
-  ensure_dataset<attribution_record>(group, path);
-  ensure_dataset<health_record>(group, path);
-  ensure_dataset<variant_record>(group, path);
+void ensure_dataset(hid_t group, const record_schema& schema, const std::string& path) {
+  if (!link_exists(group, schema.table, path)) create_record_dataset(group, schema, path);
 }
 
 void check_schema_version(hid_t file, const std::string& path) {
@@ -60,28 +52,7 @@ struct hdf5_sink::state {
   h5_handle file;  // declared first: destroyed after the groups inside it
   h5_handle experiments;
   h5_handle experiment_group;  // the open experiment, if any
-  std::string experiment;
-  bool finished = false;
-
-  void require_open(const char* call) const {
-    if (finished) throw std::logic_error(std::string("kstudy: hdf5_sink::") + call + " after finish()");
-  }
-  void require_experiment(const char* call) const {
-    require_open(call);
-    if (experiment.empty())
-      throw std::logic_error(std::string("kstudy: hdf5_sink::") + call + " outside begin_experiment/end_experiment");
-  }
-  template <class R>
-  void append(const char* call, const std::vector<R>& records) {
-    require_experiment(call);
-    check_experiment_field(records, experiment, path);
-    if (records.empty()) return;
-    append_records(experiment_group.get(), records, path);
-    // Closing the dataset wrote its last chunk, possibly in place of the flushed copy (a deflated chunk
-    // that did not grow), while the chunk index in the file still describes the old one: a process killed
-    // now leaves that chunk unreadable, flushed rows and all. The index goes out at once.
-    check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", path);
-  }
+  call_order order{"hdf5_sink"};
 };
 
 void hdf5_sink::check_writable(const std::string& path) { check_path_writable(path, "archive"); }
@@ -134,7 +105,7 @@ const std::string& hdf5_sink::path() const { return m_state->path; }
 
 void hdf5_sink::begin(const run_metadata& metadata) {
   auto& s = *m_state;
-  s.require_open("begin");
+  s.order.require_open("begin");
   const auto version = metadata.root.find("schema_version");
   if (version != metadata.root.end() && version->second != archive_schema_version)
     throw std::invalid_argument("kstudy: run_metadata asks for schema_version " + version->second +
@@ -151,10 +122,7 @@ void hdf5_sink::begin(const run_metadata& metadata) {
 
 void hdf5_sink::begin_experiment(const experiment_record& experiment) {
   auto& s = *m_state;
-  s.require_open("begin_experiment");
-  if (!s.experiment.empty())
-    throw std::logic_error("kstudy: hdf5_sink::begin_experiment('" + experiment.name + "') while experiment '" +
-                           s.experiment + "' is open");
+  s.order.check_begin(experiment.name);
   check_experiment_name(experiment.name);
   h5_handle group;
   if (link_exists(s.experiments.get(), experiment.name, s.path)) {
@@ -171,34 +139,47 @@ void hdf5_sink::begin_experiment(const experiment_record& experiment) {
     write_string_attribute(group.get(), "protocol", experiment.protocol_json, s.path);
     write_string_attribute(group.get(), "fingerprint", experiment.fingerprint, s.path);
   }
-  // Every table up front (readers find all seven, possibly empty); on resume, any a crash left uncreated.
-  ensure_datasets(group.get(), s.path);
+  // Every table but the optional ones up front (readers find all seven, possibly empty); on resume, any a crash
+  // left uncreated.
+  for (const record_schema* schema : record_schemas())
+    if (!schema->optional) ensure_dataset(group.get(), *schema, s.path);
   s.experiment_group = std::move(group);
-  s.experiment = experiment.name;
+  s.order.opened(experiment.name);
 }
 
-void hdf5_sink::write_samples(const std::vector<sample_record>& samples) { m_state->append("write_samples", samples); }
-void hdf5_sink::write_gates(const std::vector<gate_record>& gates) { m_state->append("write_gates", gates); }
-void hdf5_sink::write_ceilings(const std::vector<ceiling_record>& ceilings) {
-  m_state->append("write_ceilings", ceilings);
-}
-void hdf5_sink::write_summaries(const std::vector<summary_record>& summaries) {
-  m_state->append("write_summaries", summaries);
-}
-void hdf5_sink::write_attribution(const std::vector<attribution_record>& attribution) {
-  m_state->append("write_attribution", attribution);
+void hdf5_sink::do_write(const record_batch& batch) {
+  auto& s = *m_state;
+  const record_schema& schema = batch.schema();
+  s.order.require_experiment(std::string("write(") + schema.table + ")");
+  check_experiment_field(batch, schema, s.order.experiment(), s.path);
+  for (const auto& attribute : batch.attributes())
+    if (attribute.first == "units")
+      throw std::invalid_argument(std::string("kstudy: the ") + schema.table +
+                                  " table's units attribute is the schema's");
+  ensure_dataset(s.experiment_group.get(), schema, s.path);  // an optional table: on its first write, rows or not
+  if (!batch.empty()) {
+    append_records(s.experiment_group.get(), batch, s.path);
+    // Closing the dataset wrote its last chunk, possibly in place of the flushed copy (a deflated chunk
+    // that did not grow), while the chunk index in the file still describes the old one: a process killed
+    // now leaves that chunk unreadable, flushed rows and all. The index goes out at once.
+    check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
+  }
+  if (batch.attributes().empty()) return;
+  h5_handle dataset = dataset_handle(H5Dopen2(s.experiment_group.get(), schema.table, H5P_DEFAULT),
+                                     std::string("H5Dopen2(") + schema.table + ")", s.path);
+  for (const auto& [key, value] : batch.attributes()) write_string_attribute(dataset.get(), key, value, s.path);
 }
 
 void hdf5_sink::write_root_attribute(const std::string& key, const std::string& value) {
   auto& s = *m_state;
-  s.require_open("write_root_attribute");
+  s.order.require_open("write_root_attribute");
   if (key == "schema_version") throw std::invalid_argument("kstudy: schema_version is written by the archive itself");
   write_string_attribute(s.file.get(), key, value, s.path);
 }
 
 void hdf5_sink::write_shard(const shard_record& shard) {
   auto& s = *m_state;
-  s.require_open("write_shard");
+  s.order.require_open("write_shard");
   const std::string name = std::to_string(shard.index);
   h5_handle shards = open_or_create_group(s.file.get(), k_shards_group, s.path);
   if (link_exists(shards.get(), name, s.path))
@@ -209,52 +190,28 @@ void hdf5_sink::write_shard(const shard_record& shard) {
   h5_handle environment = open_or_create_group(group.get(), k_environment_group, s.path);
   for (const auto& [key, value] : shard.metadata.environment)
     write_string_attribute(environment.get(), key, value, s.path);
-  create_record_dataset<ceiling_record>(group.get(), s.path);
-  append_records(group.get(), shard.ceilings, s.path);
-}
-void hdf5_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
-void hdf5_sink::write_variants(const std::vector<variant_record>& variants) {
-  m_state->append("write_variants", variants);
-}
-
-void hdf5_sink::write_profile(const std::vector<profile_record>& profile,
-                              const std::map<std::string, std::string>& attributes) {
-  auto& s = *m_state;
-  s.require_experiment("write_profile");
-  ensure_dataset<profile_record>(s.experiment_group.get(), s.path);
-  s.append("write_profile", profile);
-  const char* name = record_table<profile_record>::dataset;
-  h5_handle dataset =
-      dataset_handle(H5Dopen2(s.experiment_group.get(), name, H5P_DEFAULT), "H5Dopen2(profile)", s.path);
-  for (const auto& [key, value] : attributes) {
-    if (key == "units") throw std::invalid_argument("kstudy: the profile table's units attribute is the schema's");
-    write_string_attribute(dataset.get(), key, value, s.path);
-  }
+  create_record_dataset(group.get(), schema_of<ceiling_record>(), s.path);
+  append_records(group.get(), record_batch(shard.ceilings), s.path);
 }
 
 void hdf5_sink::flush() {
   auto& s = *m_state;
-  s.require_open("flush");
+  s.order.require_open("flush");
   check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
 }
 
 void hdf5_sink::end_experiment(const std::string& name) {
   auto& s = *m_state;
-  s.require_experiment("end_experiment");
-  if (name != s.experiment)
-    throw std::logic_error("kstudy: hdf5_sink::end_experiment('" + name + "') but the open experiment is '" +
-                           s.experiment + "'");
+  s.order.check_end(name);
   s.experiment_group.close_checked("H5Gclose", s.path);
-  s.experiment.clear();
+  s.order.closed();
   // An experiment boundary is a natural durability point.
   check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);
 }
 
 void hdf5_sink::finish() {
   auto& s = *m_state;
-  s.require_open("finish");
-  s.finished = true;
-  s.experiment.clear();
+  s.order.finish();
   s.experiment_group.close_checked("H5Gclose", s.path);
   s.experiments.close_checked("H5Gclose", s.path);
   check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", s.path);

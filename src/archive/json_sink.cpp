@@ -5,30 +5,31 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 
+#include "detail/call_order.hpp"
 #include "detail/record_fields.hpp"
 #include "kstudy/archive.hpp"
 
 namespace kstudy {
 
-using archive_detail::record_table;
 using json = nlohmann::ordered_json;  // keeps the struct's member order in every row
 
 namespace {
 
-template <class R>
-json to_json_row(const R& record) {
+json to_json_row(const record_schema& schema, const void* record) {
   json row = json::object();
-  for (const auto& field : record_table<R>::fields()) {
+  for (std::size_t i = 0; i < schema.fields.size(); ++i) {
     std::visit(
-        [&](auto member) {
-          const auto& value = record.*member;
-          if constexpr (archive_detail::is_named_enum_v<std::decay_t<decltype(value)>>)
-            row[field.name] = to_string(value);
+        [&](const auto& value) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string_view>)
+            row[schema.fields[i].name] = std::string(value);
           else
-            row[field.name] = value;
+            row[schema.fields[i].name] = value;
         },
-        field.member);
+        schema.read(record, i));
   }
   return row;
 }
@@ -45,20 +46,7 @@ json embed(const std::string& text) {
 struct json_sink::state {
   std::string path;
   json document;
-  std::string experiment;
-  bool finished = false;
-
-  void require_experiment(const char* call) const {
-    if (finished) throw std::logic_error(std::string("kstudy: json_sink::") + call + " after finish()");
-    if (experiment.empty())
-      throw std::logic_error(std::string("kstudy: json_sink::") + call + " outside begin_experiment/end_experiment");
-  }
-  template <class R>
-  void append(const char* call, const std::vector<R>& records) {
-    require_experiment(call);
-    json& rows = document["experiments"][experiment][record_table<R>::dataset];
-    for (const auto& record : records) rows.push_back(to_json_row(record));
-  }
+  archive_detail::call_order order{"json_sink"};
 };
 
 json_sink::json_sink(const std::string& path) : m_state(std::make_unique<state>()) {
@@ -81,10 +69,7 @@ void json_sink::begin(const run_metadata& metadata) {
 
 void json_sink::begin_experiment(const experiment_record& experiment) {
   auto& s = *m_state;
-  if (s.finished) throw std::logic_error("kstudy: json_sink::begin_experiment after finish()");
-  if (!s.experiment.empty())
-    throw std::logic_error("kstudy: json_sink::begin_experiment('" + experiment.name + "') while experiment '" +
-                           s.experiment + "' is open");
+  s.order.check_begin(experiment.name);
   archive_detail::check_experiment_name(experiment.name);
   json& experiments = s.document["experiments"];
   if (experiments.contains(experiment.name)) {
@@ -97,53 +82,33 @@ void json_sink::begin_experiment(const experiment_record& experiment) {
     json entry = {{"definition", embed(experiment.definition_json)},
                   {"protocol", embed(experiment.protocol_json)},
                   {"fingerprint", experiment.fingerprint}};
-    for (const char* table : archive_detail::dataset_names()) entry[table] = json::array();
+    for (const record_schema* schema : archive_detail::record_schemas())
+      if (!schema->optional) entry[schema->table] = json::array();
     experiments[experiment.name] = std::move(entry);
   }
-  s.experiment = experiment.name;
+  s.order.opened(experiment.name);
 }
 
-void json_sink::write_samples(const std::vector<sample_record>& samples) { m_state->append("write_samples", samples); }
-void json_sink::write_gates(const std::vector<gate_record>& gates) { m_state->append("write_gates", gates); }
-void json_sink::write_ceilings(const std::vector<ceiling_record>& ceilings) {
-  m_state->append("write_ceilings", ceilings);
-}
-void json_sink::write_summaries(const std::vector<summary_record>& summaries) {
-  m_state->append("write_summaries", summaries);
-}
-void json_sink::write_attribution(const std::vector<attribution_record>& attribution) {
-  m_state->append("write_attribution", attribution);
-}
-
-void json_sink::write_health(const std::vector<health_record>& health) { m_state->append("write_health", health); }
-void json_sink::write_variants(const std::vector<variant_record>& variants) {
-  m_state->append("write_variants", variants);
-}
-
-void json_sink::write_profile(const std::vector<profile_record>& profile,
-                              const std::map<std::string, std::string>& attributes) {
+void json_sink::do_write(const record_batch& batch) {
   auto& s = *m_state;
-  s.append("write_profile", profile);
-  json& entry = s.document["experiments"][s.experiment];
-  json& rows = entry[record_table<profile_record>::dataset];
-  if (!rows.is_array()) rows = json::array();  // the table exists even when this call brought no row
-  for (const auto& [key, value] : attributes) entry["profile_attributes"][key] = value;
+  const record_schema& schema = batch.schema();
+  s.order.require_experiment(std::string("write(") + schema.table + ")");
+  json& entry = s.document["experiments"][s.order.experiment()];
+  json& rows = entry[schema.table];
+  if (!rows.is_array()) rows = json::array();  // an optional table: it exists once written, even without a row
+  for (std::size_t i = 0; i < batch.size(); ++i) rows.push_back(to_json_row(schema, batch.record(i)));
+  for (const auto& [key, value] : batch.attributes()) entry[std::string(schema.table) + "_attributes"][key] = value;
 }
 
 void json_sink::end_experiment(const std::string& name) {
   auto& s = *m_state;
-  s.require_experiment("end_experiment");
-  if (name != s.experiment)
-    throw std::logic_error("kstudy: json_sink::end_experiment('" + name + "') but the open experiment is '" +
-                           s.experiment + "'");
-  s.experiment.clear();
+  s.order.check_end(name);
+  s.order.closed();
 }
 
 void json_sink::finish() {
   auto& s = *m_state;
-  if (s.finished) throw std::logic_error("kstudy: json_sink::finish() called twice");
-  s.finished = true;
-  s.experiment.clear();
+  s.order.finish();
   const std::string temporary = s.path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

@@ -98,7 +98,7 @@ std::vector<sample_record> read_sample_ranges(hid_t group, const std::string& pa
   h5_handle space = space_handle(H5Dget_space(dataset.get()), "H5Dget_space(samples)", path);
   hsize_t count = 0;
   if (H5Sget_simple_extent_dims(space.get(), &count, nullptr) != 1) fail("H5Sget_simple_extent_dims(samples)", path);
-  const auto layout = make_layout<sample_record>(path);
+  const auto layout = make_layout(schema_of<sample_record>(), path);
   std::vector<sample_record> samples;
   bool previous_lost = false;
   const hsize_t step = 1024;  // the chunk length create_row_dataset writes

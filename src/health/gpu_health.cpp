@@ -393,24 +393,21 @@ void health_guarded_sink::discard_point_records() {
   m_variants.clear();
 }
 
-void health_guarded_sink::write_samples(const std::vector<sample_record>& samples) {
-  if (!m_open) return m_inner.write_samples(samples);
-  m_samples.insert(m_samples.end(), samples.begin(), samples.end());
+namespace {
+// Appends the batch's records to held where they are of its type.
+template <class R>
+bool hold(const record_batch& batch, std::vector<R>& held) {
+  const auto* records = batch.get<R>();
+  if (records) held.insert(held.end(), records->begin(), records->end());
+  return records != nullptr;
 }
+}  // namespace
 
-void health_guarded_sink::write_gates(const std::vector<gate_record>& gates) {
-  if (!m_open) return m_inner.write_gates(gates);
-  m_gates.insert(m_gates.end(), gates.begin(), gates.end());
-}
-
-void health_guarded_sink::write_attribution(const std::vector<attribution_record>& attribution) {
-  if (!m_open) return m_inner.write_attribution(attribution);
-  m_attribution.insert(m_attribution.end(), attribution.begin(), attribution.end());
-}
-
-void health_guarded_sink::write_variants(const std::vector<variant_record>& variants) {
-  if (!m_open) return m_inner.write_variants(variants);
-  m_variants.insert(m_variants.end(), variants.begin(), variants.end());
+void health_guarded_sink::do_write(const record_batch& batch) {
+  if (m_open &&
+      (hold(batch, m_samples) || hold(batch, m_gates) || hold(batch, m_attribution) || hold(batch, m_variants)))
+    return;
+  m_inner.write(batch);
 }
 
 void health_guarded_sink::flush() {

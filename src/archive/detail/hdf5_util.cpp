@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <stdexcept>
+#include <string_view>
+#include <variant>
 
 #include "kstudy/archive.hpp"
 
@@ -250,6 +252,106 @@ void append_row_buffer(hid_t group, const char* name, hid_t memory_type, const v
   h5_handle memory_space = space_handle(H5Screate_simple(1, &added, nullptr), "H5Screate_simple" + what, path);
   check(H5Dwrite(dataset.get(), memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, rows),
         "H5Dwrite" + what, path);
+}
+
+namespace {
+
+// The compound member of one field: its size (also its alignment), its memory type and its file type.
+struct member_type {
+  std::size_t size;
+  hid_t memory, file;
+};
+
+member_type member_of(field_type type, hid_t string_type) {
+  // Not a braced list of the H5T_* macros (each a comma expression): nvcc's front end misreads that.
+  const auto member = [](std::size_t size, hid_t memory, hid_t file) { return member_type{size, memory, file}; };
+  switch (type) {
+    case field_type::text:
+    case field_type::named_enum:
+      return member(sizeof(char*), string_type, string_type);
+    case field_type::int64:
+      return member(sizeof(std::int64_t), H5T_NATIVE_INT64, H5T_STD_I64LE);
+    case field_type::int32:
+      return member(sizeof(std::int32_t), H5T_NATIVE_INT32, H5T_STD_I32LE);
+    case field_type::real:
+      return member(sizeof(double), H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE);
+    case field_type::boolean:
+      return member(sizeof(std::uint8_t), H5T_NATIVE_UINT8, H5T_STD_U8LE);
+  }
+  throw std::logic_error("kstudy: a record field type without an HDF5 mapping");
+}
+
+}  // namespace
+
+compound_layout make_layout(const record_schema& schema, const std::string& path, hid_t stored) {
+  compound_layout layout;
+  const auto& fields = schema.fields;
+  h5_handle string_type = vlen_string_type(path);
+  std::vector<member_type> members;
+  for (const auto& f : fields) members.push_back(member_of(f.type, string_type.get()));
+  std::size_t offset = 0, packed = 0;
+  for (const auto& m : members) {
+    offset = (offset + m.size - 1) / m.size * m.size;  // every member type's alignment is its size
+    layout.offsets.push_back(offset);
+    offset += m.size;
+    packed += m.size;
+  }
+  const std::size_t max_align = sizeof(double);
+  layout.row_size = (offset + max_align - 1) / max_align * max_align;
+  layout.memory_type = type_handle(H5Tcreate(H5T_COMPOUND, layout.row_size), "H5Tcreate(memory compound)", path);
+  layout.file_type = type_handle(H5Tcreate(H5T_COMPOUND, packed), "H5Tcreate(file compound)", path);
+  packed = 0;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const char* read_as = fields[i].name;
+    if (stored >= 0 && fields[i].former_name != nullptr && H5Tget_member_index(stored, fields[i].name) < 0 &&
+        H5Tget_member_index(stored, fields[i].former_name) >= 0)
+      read_as = fields[i].former_name;
+    check(H5Tinsert(layout.memory_type.get(), read_as, layout.offsets[i], members[i].memory),
+          std::string("H5Tinsert(") + read_as + ")", path);
+    check(H5Tinsert(layout.file_type.get(), fields[i].name, packed, members[i].file),
+          std::string("H5Tinsert(") + fields[i].name + ")", path);
+    packed += members[i].size;
+  }
+  return layout;
+}
+
+std::vector<unsigned char> pack_rows(const record_batch& batch, const record_schema& schema,
+                                     const compound_layout& layout) {
+  std::vector<unsigned char> buffer(layout.row_size * batch.size(), 0);
+  for (std::size_t r = 0; r < batch.size(); ++r) {
+    unsigned char* row = buffer.data() + r * layout.row_size;
+    for (std::size_t i = 0; i < schema.fields.size(); ++i) {
+      unsigned char* dst = row + layout.offsets[i];
+      std::visit(
+          [&](const auto& value) {
+            using T = std::decay_t<decltype(value)>;
+            if constexpr (std::is_same_v<T, std::string_view>) {
+              const char* p = value.data();  // NUL-terminated (field_value)
+              std::memcpy(dst, &p, sizeof p);
+            } else if constexpr (std::is_same_v<T, bool>) {
+              const std::uint8_t v = value ? 1 : 0;
+              std::memcpy(dst, &v, sizeof v);
+            } else {
+              std::memcpy(dst, &value, sizeof value);
+            }
+          },
+          schema.read(batch.record(r), i));
+    }
+  }
+  return buffer;
+}
+
+void create_record_dataset(hid_t group, const record_schema& schema, const std::string& path) {
+  const auto layout = make_layout(schema, path);
+  create_row_dataset(group, schema.table, layout.file_type.get(), schema.units, path);
+}
+
+void append_records(hid_t group, const record_batch& batch, const std::string& path) {
+  if (batch.empty()) return;
+  const auto& schema = batch.schema();
+  const auto layout = make_layout(schema, path);
+  const auto rows = pack_rows(batch, schema, layout);
+  append_row_buffer(group, schema.table, layout.memory_type.get(), rows.data(), batch.size(), path);
 }
 
 std::size_t read_row_buffer(hid_t group, const char* name, hid_t memory_type, std::vector<unsigned char>& rows,

@@ -98,93 +98,12 @@ struct compound_layout {
 
 // With `stored` (the type of a dataset being read), a field the dataset lacks but holds under its former name is
 // read from that column.
-template <class R>
-compound_layout make_layout(const std::string& path, hid_t stored = -1) {
-  compound_layout layout;
-  const auto& fields = record_table<R>::fields();
-  h5_handle string_type = vlen_string_type(path);
-  struct member_type {
-    std::size_t size;
-    hid_t memory, file;
-  };
-  std::vector<member_type> members;
-  for (const auto& f : fields) {
-    std::visit(
-        [&](auto member) {
-          using T = std::remove_reference_t<decltype(std::declval<R&>().*member)>;
-          if constexpr (std::is_same_v<T, std::string> || is_named_enum_v<T>)
-            members.push_back({sizeof(char*), string_type.get(), string_type.get()});
-          else if constexpr (std::is_same_v<T, std::int64_t>)
-            members.push_back({sizeof(std::int64_t), H5T_NATIVE_INT64, H5T_STD_I64LE});
-          else if constexpr (std::is_same_v<T, std::int32_t>)
-            members.push_back({sizeof(std::int32_t), H5T_NATIVE_INT32, H5T_STD_I32LE});
-          else if constexpr (std::is_same_v<T, double>)
-            members.push_back({sizeof(double), H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE});
-          else if constexpr (std::is_same_v<T, bool>)
-            members.push_back({sizeof(std::uint8_t), H5T_NATIVE_UINT8, H5T_STD_U8LE});
-          else
-            static_assert(sizeof(T) == 0, "record field type without an HDF5 mapping");
-        },
-        f.member);
-  }
-  std::size_t offset = 0, packed = 0;
-  for (const auto& m : members) {
-    offset = (offset + m.size - 1) / m.size * m.size;  // every member type's alignment is its size
-    layout.offsets.push_back(offset);
-    offset += m.size;
-    packed += m.size;
-  }
-  const std::size_t max_align = sizeof(double);
-  layout.row_size = (offset + max_align - 1) / max_align * max_align;
-  layout.memory_type = type_handle(H5Tcreate(H5T_COMPOUND, layout.row_size), "H5Tcreate(memory compound)", path);
-  layout.file_type = type_handle(H5Tcreate(H5T_COMPOUND, packed), "H5Tcreate(file compound)", path);
-  packed = 0;
-  for (std::size_t i = 0; i < fields.size(); ++i) {
-    const char* read_as = fields[i].name;
-    if (stored >= 0 && fields[i].former_name != nullptr && H5Tget_member_index(stored, fields[i].name) < 0 &&
-        H5Tget_member_index(stored, fields[i].former_name) >= 0)
-      read_as = fields[i].former_name;
-    check(H5Tinsert(layout.memory_type.get(), read_as, layout.offsets[i], members[i].memory),
-          std::string("H5Tinsert(") + read_as + ")", path);
-    check(H5Tinsert(layout.file_type.get(), fields[i].name, packed, members[i].file),
-          std::string("H5Tinsert(") + fields[i].name + ")", path);
-    packed += members[i].size;
-  }
-  return layout;
-}
+compound_layout make_layout(const record_schema& schema, const std::string& path, hid_t stored = -1);
 
 // Fills rows; string fields point into the records (and to_string's static names), so the records must
 // outlive the write.
-template <class R>
-std::vector<unsigned char> pack_rows(const std::vector<R>& records, const compound_layout& layout) {
-  const auto& fields = record_table<R>::fields();
-  std::vector<unsigned char> buffer(layout.row_size * records.size(), 0);
-  for (std::size_t r = 0; r < records.size(); ++r) {
-    unsigned char* row = buffer.data() + r * layout.row_size;
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-      unsigned char* dst = row + layout.offsets[i];
-      std::visit(
-          [&](auto member) {
-            const auto& value = records[r].*member;
-            using T = std::decay_t<decltype(value)>;
-            if constexpr (std::is_same_v<T, std::string>) {
-              const char* p = value.c_str();
-              std::memcpy(dst, &p, sizeof p);
-            } else if constexpr (is_named_enum_v<T>) {
-              const char* p = to_string(value);
-              std::memcpy(dst, &p, sizeof p);
-            } else if constexpr (std::is_same_v<T, bool>) {
-              const std::uint8_t v = value ? 1 : 0;
-              std::memcpy(dst, &v, sizeof v);
-            } else {
-              std::memcpy(dst, &value, sizeof value);
-            }
-          },
-          fields[i].member);
-    }
-  }
-  return buffer;
-}
+std::vector<unsigned char> pack_rows(const record_batch& batch, const record_schema& schema,
+                                     const compound_layout& layout);
 
 template <class R>
 std::vector<R> unpack_rows(const unsigned char* buffer, std::size_t count, const compound_layout& layout) {
@@ -221,27 +140,16 @@ std::vector<R> unpack_rows(const unsigned char* buffer, std::size_t count, const
   return records;
 }
 
-// Creates the record's empty dataset in group: chunked, extendible, deflated where available, with its
+// Creates the record type's empty dataset in group: chunked, extendible, deflated where available, with its
 // units attribute.
 void create_row_dataset(hid_t group, const char* name, hid_t file_type, const char* units, const std::string& path);
-
-template <class R>
-void create_record_dataset(hid_t group, const std::string& path) {
-  const auto layout = make_layout<R>(path);
-  create_row_dataset(group, record_table<R>::dataset, layout.file_type.get(), record_table<R>::units, path);
-}
+void create_record_dataset(hid_t group, const record_schema& schema, const std::string& path);
 
 // Extends the dataset by rows.size() and writes them at the end.
 void append_row_buffer(hid_t group, const char* name, hid_t memory_type, const void* rows, std::size_t count,
                        const std::string& path);
-
-template <class R>
-void append_records(hid_t group, const std::vector<R>& records, const std::string& path) {
-  if (records.empty()) return;
-  const auto layout = make_layout<R>(path);
-  const auto rows = pack_rows(records, layout);
-  append_row_buffer(group, record_table<R>::dataset, layout.memory_type.get(), rows.data(), records.size(), path);
-}
+// The batch's rows at the end of its type's dataset in group.
+void append_records(hid_t group, const record_batch& batch, const std::string& path);
 
 // Reads the whole dataset; variable-length strings are copied and HDF5's buffers reclaimed.
 std::size_t read_row_buffer(hid_t group, const char* name, hid_t memory_type, std::vector<unsigned char>& rows,
@@ -253,7 +161,7 @@ void reclaim_row_buffer(hid_t memory_type, std::vector<unsigned char>& rows, std
 template <class R>
 std::vector<R> read_records(hid_t group, const std::string& path) {
   const h5_handle stored = stored_type(group, record_table<R>::dataset, path);
-  const auto layout = make_layout<R>(path, stored.get());
+  const auto layout = make_layout(schema_of<R>(), path, stored.get());
   std::vector<unsigned char> rows;
   const std::size_t count =
       read_row_buffer(group, record_table<R>::dataset, layout.memory_type.get(), rows, layout.row_size, path);

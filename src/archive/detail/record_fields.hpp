@@ -1,14 +1,19 @@
 #pragma once
 // One table per record type naming each member once, in declaration order. The HDF5 compound types,
 // the JSON rows and the readers are all built from these tables, so a field's name is the struct
-// member's name everywhere and a new member needs one line here.
+// member's name everywhere and a new member needs one line here. A new record type needs a table here and
+// its place in record_types below; the sinks take it through record_batch without a method of its own.
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "kstudy/records.hpp"
+#include "kstudy/sink.hpp"
 
 namespace kstudy::archive_detail {
 
@@ -227,7 +232,12 @@ struct record_table<health_record> {
   }
 };
 
-// Written only by `kstudy profile` (an optional sixth table: archives without it are complete).
+// Written only by `kstudy profile` (an optional table: archives without it are complete).
+template <class R>
+inline constexpr bool optional_table = false;
+template <>
+inline constexpr bool optional_table<profile_record> = true;
+
 template <>
 struct record_table<profile_record> {
   using R = profile_record;
@@ -350,14 +360,89 @@ struct record_table<variant_record> {
   }
 };
 
-// The dataset names of an experiment group, in the order the schema lists them.
-inline const std::vector<const char*>& dataset_names() {
-  static const std::vector<const char*> names{
-      record_table<sample_record>::dataset,      record_table<gate_record>::dataset,
-      record_table<ceiling_record>::dataset,     record_table<summary_record>::dataset,
-      record_table<attribution_record>::dataset, record_table<health_record>::dataset,
-      record_table<variant_record>::dataset};
-  return names;
+template <class... R>
+struct type_list {};
+// Every record type with a table, in the order the schema lists an experiment's tables.
+using record_types = type_list<sample_record, gate_record, ceiling_record, summary_record, attribution_record,
+                               health_record, variant_record, profile_record>;
+
+// --- the tables as record_schema: what the sinks write through ---------------------------------------------
+
+template <class R>
+field_type field_type_of(const member_ptr<R>& member) {
+  return std::visit(
+      [](auto m) {
+        using T = std::remove_reference_t<decltype(std::declval<R&>().*m)>;
+        if constexpr (std::is_same_v<T, std::string>)
+          return field_type::text;
+        else if constexpr (is_named_enum_v<T>)
+          return field_type::named_enum;
+        else if constexpr (std::is_same_v<T, std::int64_t>)
+          return field_type::int64;
+        else if constexpr (std::is_same_v<T, std::int32_t>)
+          return field_type::int32;
+        else if constexpr (std::is_same_v<T, double>)
+          return field_type::real;
+        else if constexpr (std::is_same_v<T, bool>)
+          return field_type::boolean;
+        else
+          static_assert(sizeof(T) == 0, "record field type without a field_type");
+      },
+      member);
+}
+
+template <class R>
+field_value read_field(const void* record, std::size_t field) {
+  const R& r = *static_cast<const R*>(record);
+  return std::visit(
+      [&](auto member) {
+        const auto& value = r.*member;
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, std::string>)
+          return field_value(std::in_place_type<std::string_view>, value);
+        else if constexpr (is_named_enum_v<T>)
+          return field_value(std::in_place_type<std::string_view>, to_string(value));
+        else
+          return field_value(std::in_place_type<T>, value);
+      },
+      record_table<R>::fields()[field].member);
+}
+
+template <class R>
+const record_schema& schema_of() {
+  static const record_schema schema = [] {
+    record_schema s{record_table<R>::dataset, record_table<R>::units, optional_table<R>, {}, &read_field<R>};
+    for (const auto& f : record_table<R>::fields())
+      s.fields.push_back({f.name, field_type_of<R>(f.member), f.former_name});
+    return s;
+  }();
+  return schema;
+}
+
+template <class... R>
+std::vector<const record_schema*> schemas_of(type_list<R...>) {
+  return {&schema_of<R>()...};
+}
+
+// Every record type's schema, in record_types' order.
+inline const std::vector<const record_schema*>& record_schemas() {
+  static const std::vector<const record_schema*> schemas = schemas_of(record_types{});
+  return schemas;
+}
+
+// The schema of the batch's record type, or null for a type record_types does not list.
+template <class... R>
+const record_schema* find_schema(const record_batch& batch, type_list<R...>) {
+  const record_schema* found = nullptr;
+  ((found = found ? found : batch.get<R>() ? &schema_of<R>() : nullptr), ...);
+  return found;
+}
+
+// The index of the column called name, or fields.size().
+inline std::size_t field_index(const record_schema& schema, std::string_view name) {
+  std::size_t i = 0;
+  while (i < schema.fields.size() && name != schema.fields[i].name) ++i;
+  return i;
 }
 
 // Throws std::invalid_argument unless name can be one HDF5 link name (no '/', not "." or empty).

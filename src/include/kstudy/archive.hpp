@@ -91,25 +91,19 @@ class hdf5_sink : public result_sink {
   // On an experiment already in the archive the fingerprints must match (else std::runtime_error naming
   // the archive, the experiment and both fingerprints); the existing definition and protocol are kept.
   void begin_experiment(const experiment_record& experiment) override;
-  void write_samples(const std::vector<sample_record>& samples) override;
-  void write_gates(const std::vector<gate_record>& gates) override;
-  void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
-  void write_summaries(const std::vector<summary_record>& summaries) override;
-  void write_attribution(const std::vector<attribution_record>& attribution) override;
   // Sets one root attribute without touching the others (begin() replaces them all).
   void write_root_attribute(const std::string& key, const std::string& value);
   // /shards/<index>: the shard's root attributes (plus `source`), its /environment as the attributes of
   // /shards/<index>/environment, and its ceilings as /shards/<index>/ceilings. Refuses an index twice.
   void write_shard(const shard_record& shard);
-  void write_health(const std::vector<health_record>& health) override;
-  void write_variants(const std::vector<variant_record>& variants) override;
-  // Creates the experiment's profile table on first use; attributes are written on it (replacing any of
-  // the same name) beside its units.
-  void write_profile(const std::vector<profile_record>& profile,
-                     const std::map<std::string, std::string>& attributes) override;
   void flush() override;  // H5Fflush: a process killed afterwards leaves every row so far readable
   void end_experiment(const std::string& name) override;
   void finish() override;  // flushes and closes; the sink accepts no further calls
+
+ protected:
+  // Appends the rows to the open experiment's dataset of their type, creating an optional one (the profile)
+  // on first use, and writes the batch's attributes on it (replacing any of the same name) beside its units.
+  void do_write(const record_batch& batch) override;
 
  private:
   struct state;  // keeps hdf5.h out of this header
@@ -146,18 +140,13 @@ class json_sink : public result_sink {
 
   void begin(const run_metadata& metadata) override;
   void begin_experiment(const experiment_record& experiment) override;
-  void write_samples(const std::vector<sample_record>& samples) override;
-  void write_gates(const std::vector<gate_record>& gates) override;
-  void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
-  void write_summaries(const std::vector<summary_record>& summaries) override;
-  void write_attribution(const std::vector<attribution_record>& attribution) override;
-  void write_health(const std::vector<health_record>& health) override;
-  void write_variants(const std::vector<variant_record>& variants) override;
-  void write_profile(const std::vector<profile_record>& profile,
-                     const std::map<std::string, std::string>& attributes) override;
   void flush() override {}  // the document is only complete at finish()
   void end_experiment(const std::string& name) override;
   void finish() override;
+
+ protected:
+  // Rows go to the experiment's array named after their table; attributes to "<table>_attributes".
+  void do_write(const record_batch& batch) override;
 
  private:
   struct state;
@@ -173,21 +162,18 @@ class console_sink : public result_sink {
 
   void begin(const run_metadata& metadata) override;
   void begin_experiment(const experiment_record& experiment) override;
-  void write_samples(const std::vector<sample_record>& samples) override;
-  void write_gates(const std::vector<gate_record>& gates) override;
-  void write_ceilings(const std::vector<ceiling_record>& ceilings) override;
-  void write_summaries(const std::vector<summary_record>& summaries) override;
-  void write_attribution(const std::vector<attribution_record>& attribution) override;
-  void write_health(const std::vector<health_record>& health) override;
-  // What a person watching a run needs is in the tables above; the model rows and hardware counters are
-  // for the archive and the report.
-  void write_variants(const std::vector<variant_record>&) override {}
-  void write_profile(const std::vector<profile_record>&, const std::map<std::string, std::string>&) override {}
   void flush() override;
   void end_experiment(const std::string& name) override;
   void finish() override;
 
+ protected:
+  // Samples, health rows, gates, ceilings and summaries; every other table is for the archive and the report.
+  void do_write(const record_batch& batch) override;
+
  private:
+  void count_samples(const std::vector<sample_record>& samples);
+  void count_health(const std::vector<health_record>& health);
+  void print_gate_failures(const std::vector<gate_record>& gates);
   void print_pending();
 
   std::ostream& m_out;

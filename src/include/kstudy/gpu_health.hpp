@@ -11,7 +11,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -138,20 +137,14 @@ class health_guarded_sink : public result_sink {
 
   void begin(const run_metadata& metadata) override { m_inner.begin(metadata); }
   void begin_experiment(const experiment_record& experiment) override { m_inner.begin_experiment(experiment); }
-  void write_samples(const std::vector<sample_record>& samples) override;
-  void write_gates(const std::vector<gate_record>& gates) override;
-  void write_ceilings(const std::vector<ceiling_record>& ceilings) override { m_inner.write_ceilings(ceilings); }
-  void write_summaries(const std::vector<summary_record>& summaries) override { m_inner.write_summaries(summaries); }
-  void write_attribution(const std::vector<attribution_record>& attribution) override;
-  void write_health(const std::vector<health_record>& health) override { m_inner.write_health(health); }
-  void write_variants(const std::vector<variant_record>& variants) override;
-  void write_profile(const std::vector<profile_record>& profile,
-                     const std::map<std::string, std::string>& attributes) override {
-    m_inner.write_profile(profile, attributes);
-  }
   void flush() override;  // ends the open point, if any
   void end_experiment(const std::string& name) override { m_inner.end_experiment(name); }
   void finish() override { m_inner.finish(); }
+
+ protected:
+  // Inside a point, its samples, gates, attribution and variants rows are held for flush(); every other
+  // write, and every write outside a point, passes straight through.
+  void do_write(const record_batch& batch) override;
 
  private:
   // Reads the GPU (serialised with the sampler thread: a source need not be thread-safe) and keeps the

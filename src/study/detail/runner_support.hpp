@@ -2,7 +2,6 @@
 // What the study's kinds share inside a replication process: the room check before every archive write,
 // a progress line, the stop on a lost CUDA context, point keys and probe points, and starting children.
 #include <cstdint>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,27 +37,19 @@ class room_checked_sink : public result_sink {
   room_checked_sink(result_sink& inner, std::string path) : m_inner(inner), m_path(std::move(path)) {}
   void begin(const run_metadata& m) override { m_inner.begin(m); }
   void begin_experiment(const experiment_record& e) override { m_inner.begin_experiment(e); }
-  void write_samples(const std::vector<sample_record>& r) override { checked(r.size()).write_samples(r); }
-  void write_gates(const std::vector<gate_record>& r) override { checked(r.size()).write_gates(r); }
-  void write_ceilings(const std::vector<ceiling_record>& r) override { checked(r.size()).write_ceilings(r); }
-  void write_summaries(const std::vector<summary_record>& r) override { checked(r.size()).write_summaries(r); }
-  void write_attribution(const std::vector<attribution_record>& r) override { checked(r.size()).write_attribution(r); }
-  void write_health(const std::vector<health_record>& r) override { checked(r.size()).write_health(r); }
-  void write_variants(const std::vector<variant_record>& r) override { checked(r.size()).write_variants(r); }
-  void write_profile(const std::vector<profile_record>& r,
-                     const std::map<std::string, std::string>& attributes) override {
-    checked(r.size() + 1).write_profile(r, attributes);  // the attributes take about a record's room
-  }
   void flush() override { m_inner.flush(); }
   void end_experiment(const std::string& name) override { m_inner.end_experiment(name); }
   void finish() override { m_inner.finish(); }
 
- private:
-  // A record takes well under 1 KiB even with its strings; HDF5 allocates whole chunks besides.
-  result_sink& checked(std::size_t records) {
-    ensure_room(m_path, std::int64_t(records) * 1024);
-    return m_inner;
+ protected:
+  // A record takes well under 1 KiB even with its strings, and so does an attribute; HDF5 allocates whole
+  // chunks besides.
+  void do_write(const record_batch& batch) override {
+    ensure_room(m_path, std::int64_t(batch.size() + batch.attributes().size()) * 1024);
+    m_inner.write(batch);
   }
+
+ private:
   result_sink& m_inner;
   std::string m_path;
 };
