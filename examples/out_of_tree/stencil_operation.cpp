@@ -113,7 +113,6 @@ class stencil_operation final : public kstudy::operation {
     m_info.layouts = {kstudy::table_layout::row_major};
     m_info.outputs = {"y"};
     m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}};
-    m_info.cuda_families = {"stencil_cuda"};  // an experiment naming it still runs on a CPU build
   }
   const kstudy::operation_info& info() const override { return m_info; }
 

@@ -50,8 +50,9 @@ void ensure_thread_binding(char** argv) {
   execv(exe.c_str(), argv);  // returns only on failure; then carry on unbound
 }
 
-// Operations with their variants (traffic at the operation's first bench point), then experiment kinds,
-// built-in experiments and backends: everything here is read from the registries.
+// Operations with their variants (traffic at the operation's first bench point) and the variants declared but
+// not in this build, then experiment kinds, built-in experiments and backends: everything here is read from
+// the registries.
 int list_command() {
   const auto& operations = kstudy::operation_registry::instance().all();
   std::cout << "Operations (" << operations.size() << "), each with its variants:\n";
@@ -85,6 +86,11 @@ int list_command() {
                 << w(7) << (i.tunable_block_size ? "yes" : "no") << w(traffic_width)
                 << std::to_string(i.traffic(shape).total() / 1000000) << i.description << "\n";
     }
+    // Declared by every build, compiled by another (the CUDA variants of a CPU build): named, not described.
+    std::string elsewhere;
+    for (const auto* info : kstudy::variant_registry::instance().declared_elsewhere())
+      if (info->operation == o.name) elsewhere += (elsewhere.empty() ? "" : ", ") + info->id();
+    if (!elsewhere.empty()) std::cout << "  not in this build: " << elsewhere << "\n";
   }
   std::cout << "\nExperiment kinds:\n";
   std::size_t width = 0;  // the longest registered name, plus a gap
@@ -169,7 +175,7 @@ void add_profile_options(CLI::App& app, kstudy::profile_request& request) {
 int profile_command(int argc, char** argv) {
   CLI::App app{
       "kstudy profile: per-kernel hardware counters (Nsight Compute) of the device variants at "
-      "representative points of scoring experiments, stored as each experiment's profile table",
+      "representative points of any timing experiment (every operation), stored as each experiment's profile table",
       "kstudy profile"};
   kstudy::profile_request request;
   add_profile_options(app, request);

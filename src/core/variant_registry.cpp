@@ -46,42 +46,111 @@ variant_registry& variant_registry::instance() {
 }
 
 void variant_registry::add(variant_info info, variant_factory factory) {
-  if (info.name.empty() || info.operation.empty() || info.backend.empty() || !info.traffic || !factory)
-    throw std::logic_error("variant registration " + info.name +
-                           " needs a name, an operation, a backend, a traffic model and a factory");
-  if (find(info.id()) != nullptr) throw std::logic_error("variant " + info.id() + " registered twice");
+  if (!factory) throw std::logic_error("variant registration " + info.name + " needs a factory");
+  const auto id = info.id();
+  declare(std::move(info));
+  bind(id, std::move(factory));
+}
+
+void variant_registry::declare(variant_info info) {
+  if (info.name.empty() || info.operation.empty() || info.backend.empty())
+    throw std::logic_error("variant declaration " + info.name + " needs a name, an operation and a backend");
+  // No model of its own: the variant moves the operation's essential bytes. Looked up when called, since the
+  // operation may register after the variant (static initialisation order across files is unspecified).
+  if (!info.traffic)
+    info.traffic = [operation = info.operation](const table_shape& shape) {
+      const auto* op = operation_registry::instance().find(operation);
+      if (op == nullptr)
+        throw std::logic_error("a variant names operation '" + operation + "', which is not registered");
+      return op->essential_traffic(shape);
+    };
+  const auto id = info.id();
+  if (declared(id) != nullptr) throw std::logic_error("variant " + id + " registered twice");
+  variant_factory factory;
+  if (const auto pending = m_pending_binds.find(id); pending != m_pending_binds.end()) {
+    factory = std::move(pending->second);
+    m_pending_binds.erase(pending);
+  }
   m_variants.push_back({std::move(info), std::move(factory)});
 }
 
-std::vector<const registered_variant*> variant_registry::all() const {
+void variant_registry::bind(const std::string& id, variant_factory factory) {
+  if (!factory) throw std::logic_error("variant " + id + " bound to an empty factory");
+  for (auto& v : m_variants)
+    if (v.info.id() == id) {
+      if (v.make) throw std::logic_error("variant " + id + " bound twice");
+      v.make = std::move(factory);
+      return;
+    }
+  if (!m_pending_binds.emplace(id, std::move(factory)).second) throw std::logic_error("variant " + id + " bound twice");
+}
+
+void variant_registry::check_bindings() const {
+  if (m_pending_binds.empty()) return;
+  std::string ids;
+  for (const auto& [id, factory] : m_pending_binds) ids += (ids.empty() ? "" : ", ") + id;
+  throw std::logic_error("variant code bound to an id that nothing declares: " + ids);
+}
+
+const registered_variant* variant_registry::declared(const std::string& id) const {
+  for (const auto& v : m_variants)
+    if (v.info.id() == id) return &v;
+  return nullptr;
+}
+
+std::vector<const registered_variant*> variant_registry::sorted(bool bound) const {
+  check_bindings();
   std::vector<const registered_variant*> out;
-  for (const auto& v : m_variants) out.push_back(&v);
+  for (const auto& v : m_variants)
+    if (static_cast<bool>(v.make) == bound) out.push_back(&v);
   std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->info.id() < b->info.id(); });
   return out;
 }
 
-std::vector<const registered_variant*> variant_registry::match(const std::string& pattern) const {
-  // name, family, or either restricted to one backend with "@backend".
+namespace {
+
+// name, family, or either restricted to one backend with "@backend".
+bool matches(const variant_info& info, const std::string& pattern) {
   const auto at = pattern.find('@');
   const std::string name = pattern.substr(0, at);
   const std::string backend = at == std::string::npos ? "" : pattern.substr(at + 1);
+  return (info.name == name || info.family == name) && (backend.empty() || info.backend == backend);
+}
+
+}  // namespace
+
+std::vector<const registered_variant*> variant_registry::all() const { return sorted(true); }
+
+std::vector<const registered_variant*> variant_registry::match(const std::string& pattern) const {
   std::vector<const registered_variant*> out;
   for (const auto* v : all())
-    if ((v->info.name == name || v->info.family == name) && (backend.empty() || v->info.backend == backend))
-      out.push_back(v);
+    if (matches(v->info, pattern)) out.push_back(v);
   return out;
 }
 
 const registered_variant* variant_registry::find(const std::string& id) const {
-  for (const auto& v : m_variants)
-    if (v.info.id() == id) return &v;
-  return nullptr;
+  check_bindings();
+  const auto* v = declared(id);
+  return v != nullptr && v->make ? v : nullptr;
 }
 
 std::vector<const registered_variant*> variant_registry::of_operation(const std::string& operation) const {
   std::vector<const registered_variant*> out;
   for (const auto* v : all())
     if (v->info.operation == operation) out.push_back(v);
+  return out;
+}
+
+std::vector<const variant_info*> variant_registry::declared_elsewhere() const {
+  std::vector<const variant_info*> out;
+  for (const auto* v : sorted(false)) out.push_back(&v->info);
+  return out;
+}
+
+std::vector<const variant_info*> variant_registry::match_declared(const std::string& pattern) const {
+  std::vector<const variant_info*> out;
+  for (const auto* info : declared_elsewhere())
+    if (matches(*info, pattern)) out.push_back(info);
   return out;
 }
 

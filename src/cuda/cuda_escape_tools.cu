@@ -97,8 +97,8 @@ __global__ void touch_kernel(float* data, int elements) {
 // The device read roof: float4 loads over the buffer, a per-thread sum, one atomic per warp. This is
 // how the best fused kernels read, so their bandwidth is quoted against what reading can reach.
 // The roof kernels keep Loads float4 loads in flight per thread (64 or 128 bytes): with one, the read roof
-// measured 3,953 GB/s on the H200 while a dot product that reads two arrays reached 4,380 (session 5); a
-// roof that a kernel beats is not a roof, so the roof is the best of several such probes.
+// measured 3,953 GB/s on the H200 while a dot product that reads two arrays reached 4,380 (docs/performance_notes.md);
+// a roof that a kernel beats is not a roof, so the roof is the best of several such probes.
 template <int Loads>
 __global__ void read_sum_kernel(const float4* __restrict__ data, long long count4, float* sink) {
   float acc = 0.0f;

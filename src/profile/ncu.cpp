@@ -191,8 +191,8 @@ const std::vector<metric_spec>& metric_specs() {
          {"l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"},
          quantity::count,
          &R::global_store_requests},
-        // The transpose ladder's lesson (seed 002: 16,252,928 conflicts of a [32][32] tile, 0 padded) and the
-        // reuse a tile gets from L2.
+        // The transpose ladder's lesson (the kernel-lab design: 16,252,928 conflicts of a [32][32] tile, 0 padded) and
+        // the reuse a tile gets from L2.
         {"shared_bank_conflicts_load",
          {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"},
          quantity::count,

@@ -1,5 +1,5 @@
 #pragma once
-// Scaled dot-product attention, seed 002's last rung: O = softmax(Q K^T / sqrt(d)) V per head, batch 1,
+// Scaled dot-product attention, the kernel lab's last ladder: O = softmax(Q K^T / sqrt(d)) V per head, batch 1,
 // no mask. Two operations share this header, one per storage precision:
 //
 //   attention        Q, K, V, O float32

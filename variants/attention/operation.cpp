@@ -66,8 +66,8 @@
 
 #include "attention/attention.hpp"
 #include "detail/bf16.hpp"
-#include "detail/moved_beyond.hpp"
-#include "detail/splitmix64.hpp"
+#include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 
@@ -272,7 +272,6 @@ class attention_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"o"};
     m_info.bench_points = {{16, 4096, 64}, {16, 16384, 64}, {3, 257, 33}};
-    m_info.cuda_families = {"attention_cuda", "cublas"};
     // fp32 attention runs on the CUDA cores: the FMA probe is its roof; bf16 runs its two products on tensor
     // cores: cuBLAS's bf16 GEMM is the practical roof of those (softmax's exponentials are not counted).
     m_info.compute_ceiling = P == attention_precision::fp32 ? "device_fp32_fma" : "device_bf16_tensor";

@@ -1,5 +1,5 @@
 #pragma once
-// General matrix multiply, the compute-bound ladder of seed 002: C = A B with A m x k, B k x n, C m x n,
+// General matrix multiply, the kernel lab's compute-bound ladder: C = A B with A m x k, B k x n, C m x n,
 // accumulated in float32. Three operations share this header, one per input precision (what the multiply
 // sees), so that each has a gate stated for its own rounding:
 //

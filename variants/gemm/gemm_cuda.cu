@@ -1,4 +1,4 @@
-// fp32 GEMM (C = A B) in plain CUDA: the SGEMM ladder of seed 002, one change per rung, and cuBLAS. The
+// fp32 GEMM (C = A B) in plain CUDA: the SGEMM ladder of the kernel lab, one change per rung, and cuBLAS. The
 // rungs take row_major problems (A m x k, B k x n, C m x n, all row-major); cuBLAS takes both layouts.
 //  1 gemm_naive          one thread per element of C, blocks of 32 x 32, threadIdx.x walking the rows of C:
 //                        a warp reads 32 rows of A (32 sectors per load) and writes a column of C.
@@ -893,53 +893,18 @@ class gemm_cublas_in final : public gemm_cublas {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
-template <class Variant>
-void register_cuda(const std::string& name, const std::string& family, const std::string& description, int rung,
-                   table_layout layout = table_layout::row_major) {
-  auto info = variant_info_for(gemm_precision::fp32, name, family, description, layout);
-  info.backend = "cuda";
-  info.on_device = true;
-  info.rung = rung;
-  info.implementation = family == "cublas" ? implementation::vendor_library : implementation::handwritten_cuda;
-  info.kernels_launched = 1;  // one kernel (or one cublasSgemm call)
-  variant_registration<Variant>{std::move(info)};
-}
-
+// Declared with their fields in gemm_cuda_info.cpp, which every build compiles.
 [[maybe_unused]] const int registered = [] {
-  register_cuda<gemm_small_tile<1>>(
-      "gemm_naive", "gemm_cuda",
-      "one thread per element of C, 32 x 32 blocks, threadIdx.x walking rows: strided A reads and C writes", 1);
-  register_cuda<gemm_small_tile<2>>(
-      "gemm_coalesced", "gemm_cuda",
-      "as naive with the two index lines swapped: threadIdx.x walks columns (coalesced B reads, C writes)", 2);
-  register_cuda<gemm_small_tile<3>>("gemm_smem", "gemm_cuda",
-                                    "32 x 32 tiles of A and B staged in shared memory, one output per thread", 3);
-  register_cuda<gemm_register_tile<4>>(
-      "gemm_regtile", "gemm_cuda",
-      "128 x 128 block tiles, 8-deep k slices, 256 threads each accumulating an 8 x 8 register tile", 4);
-  register_cuda<gemm_register_tile<5>>(
-      "gemm_vectorized", "gemm_cuda",
-      "as regtile with float4 global loads (A transposed into shared memory), float4 shared reads and C stores "
-      "(scalar where k or n is not a multiple of 4)",
-      5);
-  register_cuda<gemm_warptile<warptile_base, false>>(
-      "gemm_warptile", "gemm_cuda",
-      "warp tiles of 32 x 64 (4 x 8 lanes of strided 8 x 8 micro-tiles), A k-contiguous in a padded tile: "
-      "conflict-free float4 shared reads",
-      6);
-  register_cuda<gemm_warptile<double_buffer_base, true>>(
-      "gemm_double_buffer", "gemm_cuda",
-      "as warptile with two shared-memory stages filled by cp.async: slice t + 1 loads during slice t's math", 7);
-  register_cuda<gemm_autotuned>(
-      "gemm_autotuned", "gemm_cuda",
-      "the double-buffer kernel over 17 (BM, BN, BK, WM, WN, TM, TN, stages, min_blocks, swizzle) configurations "
-      "(up to 128 x 256 tiles of 8 x 16 per thread, one block per SM), the fastest on the problem chosen in prepare",
-      8);
-  register_cuda<gemm_cublas_in<table_layout::row_major>>(
-      "gemm_cublas", "cublas", "cublasSgemm_64 on C^T = B^T A^T (row-major as column-major), fp32 math (no TF32)", 0);
-  register_cuda<gemm_cublas_in<table_layout::feature_major>>(
-      "gemm_cublas_feature_major", "cublas", "cublasSgemm_64 on column-major A, B, C, fp32 math (no TF32)", 0,
-      table_layout::feature_major);
+  variant_binding<gemm_small_tile<1>>{"gemm_naive@cuda"};
+  variant_binding<gemm_small_tile<2>>{"gemm_coalesced@cuda"};
+  variant_binding<gemm_small_tile<3>>{"gemm_smem@cuda"};
+  variant_binding<gemm_register_tile<4>>{"gemm_regtile@cuda"};
+  variant_binding<gemm_register_tile<5>>{"gemm_vectorized@cuda"};
+  variant_binding<gemm_warptile<warptile_base, false>>{"gemm_warptile@cuda"};
+  variant_binding<gemm_warptile<double_buffer_base, true>>{"gemm_double_buffer@cuda"};
+  variant_binding<gemm_autotuned>{"gemm_autotuned@cuda"};
+  variant_binding<gemm_cublas_in<table_layout::row_major>>{"gemm_cublas@cuda"};
+  variant_binding<gemm_cublas_in<table_layout::feature_major>>{"gemm_cublas_feature_major@cuda"};
   return 0;
 }();
 

@@ -1,6 +1,6 @@
 // What the tensor-core GEMM variants share (gemm_tensor_cuda.cu's WMMA / mma.sync ladder and
 // gemm_wgmma_cuda.cu's Hopper rungs): the stored precisions, the A / B / C buffers on the variant's own
-// stream, the guarded accumulator-pair store and the registration fields. CUDA sources only.
+// stream, and the guarded accumulator-pair store. CUDA sources only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -153,17 +153,6 @@ double occupancy_of(Kernel kernel, int threads, std::size_t dynamic_shared_bytes
   int blocks = 0;
   KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_shared_bytes));
   return double(blocks * (threads / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
-}
-
-inline variant_info cuda_info(gemm_precision precision, const std::string& name, const std::string& family,
-                              const std::string& description, table_layout layout, int rung) {
-  auto info = variant_info_for(precision, name, family, description, layout);
-  info.backend = "cuda";
-  info.on_device = true;
-  info.rung = rung;
-  info.fusion = fusion_level::full;
-  info.implementation = family == "cublas" ? implementation::vendor_library : implementation::handwritten_cuda;
-  return info;
 }
 
 }  // namespace kstudy::gemm::tensor

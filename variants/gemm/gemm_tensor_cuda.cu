@@ -865,75 +865,24 @@ class gemm_cublas final : public gemm_tc_base<P> {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
+// Declared with their fields in gemm_tensor_cuda_info.cpp, which every build compiles.
 template <gemm_precision P>
-void register_precision(const char* naive_description, const char* smem_description) {
+void bind_precision() {
   const std::string op = operation_name(P);
-  {
-    auto info = cuda_info(P, op + "_wmma_naive", "gemm_tensor_cuda", naive_description, table_layout::row_major, 1);
-    info.kernels_launched = 1;  // wmma_naive_kernel
-    variant_registration<gemm_wmma_naive<P>>{std::move(info)};
-  }
-  {
-    auto info = cuda_info(P, op + "_wmma_smem", "gemm_tensor_cuda", smem_description, table_layout::row_major, 2);
-    info.kernels_launched = 1;  // wmma_smem_kernel
-    variant_registration<gemm_pipelined<P, wmma_tiling<P>>>{std::move(info)};
-  }
-  if constexpr (P == gemm_precision::bf16) {
-    auto info = cuda_info(P, op + "_mma_ldmatrix", "gemm_tensor_cuda",
-                          "rung 2's loader and 4-stage cp.async pipeline, the multiply in PTX: 128 x 256 x 32 block "
-                          "tiles, 8 warps of 64 x 64, ldmatrix.x4 (.trans for B) feeding mma.sync m16n8k16 (each A "
-                          "fragment used 8 times, each B fragment 4), guarded float2 stores of C from registers",
-                          table_layout::row_major, 3);
-    info.kernels_launched = 1;  // mma_bf16_kernel
-    variant_registration<gemm_pipelined<P, mma_tiling>>{std::move(info)};
-  }
-  if constexpr (P == gemm_precision::tf32) {
-    auto info = cuda_info(P, op + "_mma", "gemm_tensor_cuda",
-                          "rung 2's loader and cp.async pipeline, the multiply in PTX mma.sync m16n8k8 tf32: A "
-                          "fragments by ldmatrix.x4 on 32-bit data, B by conflict-free 32-bit loads (rows padded to "
-                          "8 mod 32 words), both rounded with cvt.rna.tf32; fastest of 4 tilings (128 x 128, "
-                          "128 x 256, 256 x 128; 64 x 32 or 64 x 64 warps; 3 stages) x 2 block orders, timed in "
-                          "prepare()",
-                          table_layout::row_major, 3);
-    info.kernels_launched = 1;  // mma_tuned_kernel
-    variant_registration<gemm_tf32_mma_variant>{std::move(info)};
-  } else {
-    auto info = cuda_info(P, op + "_mma_autotuned", "gemm_tensor_cuda",
-                          "rung 3's kernel over 6 configurations (128 x 256, 128 x 128 with 2 blocks per SM, "
-                          "256 x 128; 64 x 32 or 64 x 64 warps; 3 or 4 stages) x 2 block orders (row by row, or "
-                          "8 block rows walked together for L2 reuse), the fastest timed in prepare()",
-                          table_layout::row_major, 4);
-    info.kernels_launched = 1;  // mma_tuned_kernel
-    variant_registration<gemm_bf16_mma_autotuned_variant>{std::move(info)};
-  }
-  const char* vendor = P == gemm_precision::bf16
-                           ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
-                           : "cublasGemmEx_64, CUDA_R_32F A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32";
-  {
-    auto info =
-        cuda_info(P, op + "_cublas_row_major", "cublas",
-                  std::string(vendor) + " (row-major as column-major C^T = B^T A^T)", table_layout::row_major, 0);
-    info.kernels_launched = 1;  // one cuBLAS call (its kernel count is cuBLAS's choice; one at these shapes)
-    variant_registration<gemm_cublas<P, table_layout::row_major>>{std::move(info)};
-  }
-  {
-    auto info = cuda_info(P, op + "_cublas_feature_major", "cublas", vendor, table_layout::feature_major, 0);
-    info.kernels_launched = 1;  // one cuBLAS call
-    variant_registration<gemm_cublas<P, table_layout::feature_major>>{std::move(info)};
-  }
+  variant_binding<gemm_wmma_naive<P>>{op + "_wmma_naive@cuda"};
+  variant_binding<gemm_pipelined<P, wmma_tiling<P>>>{op + "_wmma_smem@cuda"};
+  if constexpr (P == gemm_precision::bf16) variant_binding<gemm_pipelined<P, mma_tiling>>{op + "_mma_ldmatrix@cuda"};
+  if constexpr (P == gemm_precision::tf32)
+    variant_binding<gemm_tf32_mma_variant>{op + "_mma@cuda"};
+  else
+    variant_binding<gemm_bf16_mma_autotuned_variant>{op + "_mma_autotuned@cuda"};
+  variant_binding<gemm_cublas<P, table_layout::row_major>>{op + "_cublas_row_major@cuda"};
+  variant_binding<gemm_cublas<P, table_layout::feature_major>>{op + "_cublas_feature_major@cuda"};
 }
 
 [[maybe_unused]] const int registered = [] {
-  register_precision<gemm_precision::tf32>(
-      "one warp per 16 x 16 C tile, wmma m16n16k8 TF32 fragments loaded straight from global memory (inputs "
-      "rounded with __float_to_tf32), 4 warps a block along n",
-      "128 x 128 x 32 block tiles in padded shared memory, double-buffered with 16-byte cp.async; 8 warps of "
-      "64 x 32, 4 x 2 accumulator fragments reusing each loaded fragment");
-  register_precision<gemm_precision::bf16>(
-      "one warp per 16 x 16 C tile, wmma m16n16k16 BF16 fragments loaded straight from global memory, 4 warps a "
-      "block along n",
-      "128 x 128 x 32 block tiles in padded shared memory, 4-stage 16-byte cp.async pipeline; 8 warps of 64 x 32, "
-      "4 x 2 accumulator fragments reusing each loaded fragment");
+  bind_precision<gemm_precision::tf32>();
+  bind_precision<gemm_precision::bf16>();
   return 0;
 }();
 

@@ -387,38 +387,13 @@ class gemm_wgmma final : public gemm_tc_base<P> {
 // ---------------------------------------------------------------------------------------------------------
 // Registration (builds that compiled this file for sm_90a: KSTUDY_HAVE_SM90A, set by variants/CMakeLists.txt)
 
+// Declared with their fields in gemm_wgmma_cuda_info.cpp, which every build compiles; a build without sm_90a
+// knows them as not in this build.
 #if defined(KSTUDY_HAVE_SM90A)
 [[maybe_unused]] const int registered = [] {
-  {
-    auto info = cuda_info(gemm_precision::bf16, "gemm_bf16_wgmma_tma", "gemm_tensor_cuda",
-                          "Hopper wgmma.mma_async m64n256k16 from shared-memory descriptors (A K-major, B N-major), "
-                          "128 x 256 x 64 block tiles, 2 warpgroups of 64 x 256; tiles by TMA "
-                          "(cp.async.bulk.tensor, 128-byte swizzle) into 4 stages with full / empty mbarriers, "
-                          "thread 0 also issuing the copies; sm_90a",
-                          table_layout::row_major, 5);
-    info.kernels_launched = 1;  // wgmma_kernel (+ row-padding copies where k or n % 8 != 0)
-    variant_registration<gemm_wgmma<gemm_precision::bf16, false>>{std::move(info)};
-  }
-  {
-    auto info = cuda_info(gemm_precision::bf16, "gemm_bf16_wgmma_ws", "gemm_tensor_cuda",
-                          "rung 5 with warp specialisation: a producer warpgroup issues the TMA copies "
-                          "(setmaxnreg.dec 40), two consumer warpgroups multiply (setmaxnreg.inc 232) and keep one "
-                          "wgmma group in flight, releasing each stage when its group retires; sm_90a",
-                          table_layout::row_major, 6);
-    info.kernels_launched = 1;  // wgmma_kernel
-    variant_registration<gemm_wgmma<gemm_precision::bf16, true>>{std::move(info)};
-  }
-  {
-    auto info = cuda_info(gemm_precision::tf32, "gemm_tf32_wgmma_ws", "gemm_tensor_cuda",
-                          "the BF16 ladder's warp-specialised wgmma kernel in TF32: wgmma.mma_async m64n256k8 tf32 "
-                          "with both operands K-major (TF32 has no transposed form), so B is first transposed into "
-                          "B^T on the stream (32 x 32 shared-memory tiles, inside the timed run); 128 x 256 x 32 "
-                          "tiles by TMA, 4 stages, a producer and two consumer warpgroups; inputs read as TF32 "
-                          "(truncated, the hardware's rounding); sm_90a",
-                          table_layout::row_major, 4);
-    info.kernels_launched = 2;  // transpose_b_kernel, wgmma_kernel
-    variant_registration<gemm_wgmma<gemm_precision::tf32, true>>{std::move(info)};
-  }
+  variant_binding<gemm_wgmma<gemm_precision::bf16, false>>{"gemm_bf16_wgmma_tma@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::bf16, true>>{"gemm_bf16_wgmma_ws@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::tf32, true>>{"gemm_tf32_wgmma_ws@cuda"};
   return 0;
 }();
 #endif

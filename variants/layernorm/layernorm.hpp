@@ -1,15 +1,15 @@
 #pragma once
-// LayerNorm over the rows of a row-major float32 matrix, and the fused residual + LayerNorm of seed 002:
+// LayerNorm over the rows of a row-major float32 matrix, and the fused residual + LayerNorm of the kernel lab:
 //
 //   layernorm            y = (x - mean) / sqrt(var + eps) * gamma + beta        (per row; biased variance)
 //   residual_layernorm   h = x + r,  y = LayerNorm(h)                           (outputs y and h)
 //
 // Axes rows x hidden; x (and r) are rows x hidden, gamma and beta hold `hidden` floats (parameters: uploaded
 // once in prepare, not streamed). residual_layernorm writes h as well as y, as a transformer's pre-norm
-// block does (h is the residual stream the next block adds to) and as seed 002 counts it: "a residual add
-// followed by LayerNorm costs 5 passes over memory as two kernels and 4 as one" -- the add kernel reads x
-// and r and writes h (3 passes), the LayerNorm kernel reads h and writes y (2); one fused kernel reads x
-// and r and writes h and y (4). The 5 : 4 pass model is the expected unfused/fused time ratio.
+// block does (h is the residual stream the next block adds to) and as the kernel lab's design counts it: "a residual
+// add followed by LayerNorm costs 5 passes over memory as two kernels and 4 as one" -- the add kernel reads x and r and
+// writes h (3 passes), the LayerNorm kernel reads h and writes y (2); one fused kernel reads x and r and writes h and y
+// (4). The 5 : 4 pass model is the expected unfused/fused time ratio.
 //
 // One kind enum parameterises both operations (operation.cpp) and every variant. Kokkos-free, so the
 // handwritten CUDA variants (.cu) include it too.
@@ -43,6 +43,13 @@ traffic_model essential_traffic(layernorm_kind kind, std::int64_t rows, std::int
 // Traffic of a kernel sequence that reads the input matrices `matrix_reads` times and writes
 // `matrix_writes` matrices of rows x hidden floats (plus gamma and beta once): the variants' models.
 traffic_model pass_traffic(std::int64_t rows, std::int64_t hidden, int matrix_reads, int matrix_writes);
+
+// The handwritten CUDA register kernel (layernorm_cuda.cu, rung 3): 128 threads a row, each holding up to
+// 16 float4s. Here rather than in the .cu file because its traffic model (layernorm_cuda_info.cpp, every
+// build) reads the longest row it holds: longer rows take the Welford kernel, which reads them twice.
+inline constexpr int register_threads = 128;
+inline constexpr int max_register_vectors = 16;
+inline constexpr std::int64_t max_register_hidden = std::int64_t(register_threads) * 4 * max_register_vectors;
 // Per element: 1 (sum for the mean) + 3 (subtract, square, accumulate) + 4 (subtract, times rstd, times
 // gamma, plus beta); per row 4 (mean and variance divisions, + eps, rsqrt); the residual add 1 per element.
 std::int64_t essential_flops(layernorm_kind kind, std::int64_t rows, std::int64_t hidden);

@@ -1,4 +1,4 @@
-// LayerNorm and residual + LayerNorm in plain CUDA (no Kokkos): the ladder of seed 002, one change a rung.
+// LayerNorm and residual + LayerNorm in plain CUDA (no Kokkos): the kernel lab's ladder, one change a rung.
 // LayerNorm (family layernorm_cuda), one block per row:
 //  1 layernorm_cuda_two_pass: a mean pass, a variance pass and a normalise pass, each reading the row from
 //    global memory (3 reads of x, which L1/L2 may catch for short rows);
@@ -37,12 +37,9 @@ namespace {
 using kstudy::detail::device_alloc;
 using kstudy::detail::device_free;
 
-constexpr int stats_threads = 256;     // rungs 1 and 2
-constexpr int register_threads = 128;  // rung 3
-constexpr int add_threads = 256;       // the unfused residual's add kernel
-constexpr int max_register_vectors = 16;
-// The longest row the register kernel holds: 128 threads x 16 float4s.
-constexpr std::int64_t max_register_hidden = std::int64_t(register_threads) * 4 * max_register_vectors;
+constexpr int stats_threads = 256;  // rungs 1 and 2
+constexpr int add_threads = 256;    // the unfused residual's add kernel
+// register_threads, max_register_vectors and max_register_hidden (rung 3): layernorm.hpp.
 
 using kstudy::detail::device_attribute;
 
@@ -403,51 +400,14 @@ class layernorm_cuda final : public kstudy::detail::cuda_stream_variant<> {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
-// Reads of a row matrix by the register kernel: once, or twice past max_register_hidden (Welford fallback).
-int register_reads(std::int64_t hidden) { return hidden <= max_register_hidden ? 1 : 2; }
-
-template <layernorm_kind K, algorithm A>
-void register_cuda(const char* name, const char* family, const char* description, int rung, fusion_level fusion,
-                   int kernels_launched, std::function<traffic_model(const table_shape&)> traffic) {
-  auto info = variant_info_for(K, name, family, description, 1, 1);
-  info.backend = "cuda";
-  info.on_device = true;
-  info.rung = rung;
-  info.implementation = implementation::handwritten_cuda;
-  info.fusion = fusion;
-  info.kernels_launched = kernels_launched;
-  info.traffic = std::move(traffic);
-  variant_registration<layernorm_cuda<K, A>>{std::move(info)};
-}
-
+// Declared with their fields in layernorm_cuda_info.cpp, which every build compiles.
 [[maybe_unused]] const int registered = [] {
   using P = layernorm_kind;
-  register_cuda<P::plain, algorithm::two_pass>(
-      "layernorm_cuda_two_pass", "layernorm_cuda",
-      "one block of 256 per row: mean pass, variance pass, normalise pass, each reading x from global memory", 1,
-      fusion_level::full, /*kernels_launched=*/1,  // layernorm_two_pass
-      [](const table_shape& s) { return pass_traffic(s.rows, s.features, 3, 1); });
-  register_cuda<P::plain, algorithm::welford>(
-      "layernorm_cuda_welford", "layernorm_cuda",
-      "one block of 256 per row: one Welford statistics pass (shuffle + shared-memory merges), then normalise", 2,
-      fusion_level::full, /*kernels_launched=*/1,  // layernorm_welford
-      [](const table_shape& s) { return pass_traffic(s.rows, s.features, 2, 1); });
-  register_cuda<P::plain, algorithm::registers>(
-      "layernorm_cuda_registers", "layernorm_cuda",
-      "one block of 128 per row, the row read once into registers (float4 loads), two-pass statistics from "
-      "registers; Welford kernel past 8,192",
-      3, fusion_level::full, /*kernels_launched=*/1,  // layernorm_registers (or layernorm_welford)
-      [](const table_shape& s) { return pass_traffic(s.rows, s.features, register_reads(s.features), 1); });
-  register_cuda<P::residual, algorithm::add_then_registers>(
-      "residual_layernorm_cuda_unfused", "residual_layernorm_cuda",
-      "float4 add kernel writing h, then layernorm_cuda_registers' kernel on h (5 passes)", 1, fusion_level::none,
-      /*kernels_launched=*/2,  // residual_add, layernorm_registers
-      [](const table_shape& s) { return pass_traffic(s.rows, s.features, 2 + register_reads(s.features), 2); });
-  register_cuda<P::residual, algorithm::fused_registers>(
-      "residual_layernorm_cuda_fused", "residual_layernorm_cuda",
-      "one register kernel: loads x and r, writes h = x + r and y (4 passes); Welford with the add past 8,192", 2,
-      fusion_level::full, /*kernels_launched=*/1,  // layernorm_registers<Residual> (or layernorm_welford<Residual>)
-      [](const table_shape& s) { return pass_traffic(s.rows, s.features, register_reads(s.features) + 1, 2); });
+  variant_binding<layernorm_cuda<P::plain, algorithm::two_pass>>{"layernorm_cuda_two_pass@cuda"};
+  variant_binding<layernorm_cuda<P::plain, algorithm::welford>>{"layernorm_cuda_welford@cuda"};
+  variant_binding<layernorm_cuda<P::plain, algorithm::registers>>{"layernorm_cuda_registers@cuda"};
+  variant_binding<layernorm_cuda<P::residual, algorithm::add_then_registers>>{"residual_layernorm_cuda_unfused@cuda"};
+  variant_binding<layernorm_cuda<P::residual, algorithm::fused_registers>>{"residual_layernorm_cuda_fused@cuda"};
   return 0;
 }();
 

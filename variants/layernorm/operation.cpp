@@ -47,8 +47,8 @@
 #include <utility>
 #include <vector>
 
-#include "detail/moved_beyond.hpp"
-#include "detail/splitmix64.hpp"
+#include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "layernorm/layernorm.hpp"
@@ -210,7 +210,6 @@ class layernorm_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = has_residual(K) ? std::vector<std::string>{"y", "h"} : std::vector<std::string>{"y"};
     m_info.bench_points = {{65536, 768}, {65536, 4096}, {65536, 8192}};
-    m_info.cuda_families = {has_residual(K) ? "residual_layernorm_cuda" : "layernorm_cuda"};
   }
   const operation_info& info() const override { return m_info; }
 

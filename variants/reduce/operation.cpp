@@ -43,8 +43,8 @@
 #include <vector>
 
 #include "detail/float_sum_tolerance.hpp"
-#include "detail/moved_beyond.hpp"
-#include "detail/seeded_floats.hpp"
+#include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "reduce/reduce_sum.hpp"
@@ -112,7 +112,6 @@ class reduce_sum_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"s"};
     m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
-    m_info.cuda_families = {"reduce_cuda", "cub"};
   }
   const operation_info& info() const override { return m_info; }
 

@@ -312,43 +312,13 @@ class reduce_cub final : public reduce_cuda_base {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
-variant_info cuda_info(const std::string& suffix, const std::string& family, const std::string& description) {
-  auto info = variant_info_for(suffix, family, description);
-  info.backend = "cuda";
-  info.on_device = true;
-  info.implementation = family == "cub" ? implementation::vendor_library : implementation::handwritten_cuda;
-  return info;
-}
-
+// Declared with their fields in reduce_cuda_info.cpp, which every build compiles.
 [[maybe_unused]] const int registered = [] {
-  auto atomic = cuda_info("atomic", "reduce_cuda", "one thread per element, atomicAdd on one float64 address");
-  atomic.rung = 1;
-  atomic.kernels_launched = 1;  // sum_atomic (after a 4-byte memset of s)
-  variant_registration<reduce_atomic>{std::move(atomic)};
-
-  auto tree = cuda_info("block_tree", "reduce_cuda",
-                        "grid-stride register accumulation, shared-memory tree per block, one atomicAdd per block");
-  tree.rung = 2;
-  tree.kernels_launched = 1;  // sum_block_tree (after a 4-byte memset of s)
-  variant_registration<reduce_block_tree>{std::move(tree)};
-
-  auto shuffle = cuda_info("warp_shuffle", "reduce_cuda",
-                           "grid-stride register accumulation, warp shuffles then shared warp sums, one atomicAdd "
-                           "per block");
-  shuffle.rung = 3;
-  shuffle.kernels_launched = 1;  // sum_warp_shuffle (after a 4-byte memset of s)
-  variant_registration<reduce_warp_shuffle>{std::move(shuffle)};
-
-  auto wave = cuda_info("float4_wave", "reduce_cuda",
-                        "float4 loads (4 in flight per thread), one resident wave, per-block partials summed in "
-                        "order by a second kernel: deterministic, no atomics");
-  wave.rung = 4;
-  wave.kernels_launched = 2;  // partials, final
-  variant_registration<reduce_float4_wave>{std::move(wave)};
-
-  auto cub = cuda_info("cub", "cub", "cub::DeviceReduce::Sum, float accumulation, temporary storage from prepare");
-  cub.kernels_launched = 2;  // CUB's per-block pass and single-tile pass (one when the input fits a tile)
-  variant_registration<reduce_cub>{std::move(cub)};
+  variant_binding<reduce_atomic>{"reduce_sum_atomic@cuda"};
+  variant_binding<reduce_block_tree>{"reduce_sum_block_tree@cuda"};
+  variant_binding<reduce_warp_shuffle>{"reduce_sum_warp_shuffle@cuda"};
+  variant_binding<reduce_float4_wave>{"reduce_sum_float4_wave@cuda"};
+  variant_binding<reduce_cub>{"reduce_sum_cub@cuda"};
   return 0;
 }();
 

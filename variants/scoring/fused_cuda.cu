@@ -342,62 +342,17 @@ class fused_cuda final : public scoring_variant {
   std::int64_t m_flagged = -1;
 };
 
-variant_info cuda_info(const char* name, const char* description, table_layout layout,
-                       const char* family = "fused_cuda") {
-  variant_info info;
-  info.name = name;
-  info.operation = scoring_operation_name;
-  info.family = family;
-  info.implementation = implementation::handwritten_cuda;
-  info.fusion = fusion_level::full;
-  info.backend = "cuda";
-  info.description = description;
-  info.layout = layout;
-  info.on_device = true;
-  info.kernels_launched = 1;  // the whole operation, the count reduced by the last block
-  info.tunable_block_size = true;
-  info.traffic = scoring_essential_traffic;
-  return info;
-}
-
-const variant_registration<fused_cuda<table_layout::row_major>> register_fused_cuda_row_major{
-    cuda_info("fused_cuda_row_major", "handwritten CUDA, one thread per row: the seed's strided row-major reads",
-              table_layout::row_major)};
-const variant_registration<fused_cuda<table_layout::feature_major>> register_fused_cuda_feature_major{[] {
-  auto info = cuda_info("fused_cuda_feature_major",
-                        "handwritten CUDA, one resident wave striding over the rows, eight loads in flight per thread "
-                        "(four rows per thread with 16-byte loads where rows allow)",
-                        table_layout::feature_major);
-  info.rung = 2;  // after plain_cuda_feature_major: resident-wave grid, loads in flight, quads
-  return info;
-}()};
-const variant_registration<fused_cuda<table_layout::padded_row_major>> register_fused_cuda_padded{
-    cuda_info("fused_cuda_padded", "handwritten CUDA, one thread per row over a padded row pitch",
-              table_layout::padded_row_major)};
-const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::plain>>
-    register_plain_cuda_feature_major{[] {
-      auto info = cuda_info("plain_cuda_feature_major",
-                            "the seed's plain kernel: one thread per row, ceil(rows / block) blocks, a loop over the "
-                            "features",
-                            table_layout::feature_major, "plain_cuda");
-      info.kernels_launched = 2;  // the rows, then kstudy_count_flags (the flagged count, to the host)
-      info.rung = 1;              // the feature-major ladder's first rung: the seed's kernel as written
-      return info;
-    }()};
-const variant_registration<fused_cuda<table_layout::feature_major, kernel_kind::plain_minimal>>
-    register_plain_minimal_cuda_feature_major{[] {
-      auto info = cuda_info("plain_minimal_cuda_feature_major",
-                            "plain_cuda_feature_major's kernel as a user writes it: individual __restrict__ "
-                            "arguments, int indices; the same grid, carveout and flag-count kernel",
-                            table_layout::feature_major, "plain_cuda");
-      info.kernels_launched = 2;  // the rows, then kstudy_count_flags
-      info.rung = 0;              // a reference beside the ladder's first rung, not a rung of its own
-      return info;
-    }()};
-const variant_registration<fused_cuda<table_layout::row_major, kernel_kind::tiled>> register_fused_cuda_row_major_tiled{
-    cuda_info("fused_cuda_row_major_tiled",
-              "handwritten CUDA, coalesced tile copy of whole rows to shared memory, then a thread (or warp) per row",
-              table_layout::row_major)};
+// Declared with their fields in fused_cuda_info.cpp, which every build compiles.
+const variant_binding<fused_cuda<table_layout::row_major>> bind_fused_cuda_row_major{"fused_cuda_row_major@cuda"};
+const variant_binding<fused_cuda<table_layout::feature_major>> bind_fused_cuda_feature_major{
+    "fused_cuda_feature_major@cuda"};
+const variant_binding<fused_cuda<table_layout::padded_row_major>> bind_fused_cuda_padded{"fused_cuda_padded@cuda"};
+const variant_binding<fused_cuda<table_layout::feature_major, kernel_kind::plain>> bind_plain_cuda_feature_major{
+    "plain_cuda_feature_major@cuda"};
+const variant_binding<fused_cuda<table_layout::feature_major, kernel_kind::plain_minimal>>
+    bind_plain_minimal_cuda_feature_major{"plain_minimal_cuda_feature_major@cuda"};
+const variant_binding<fused_cuda<table_layout::row_major, kernel_kind::tiled>> bind_fused_cuda_row_major_tiled{
+    "fused_cuda_row_major_tiled@cuda"};
 
 }  // namespace
 

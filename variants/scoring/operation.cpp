@@ -98,7 +98,6 @@ class scoring_operation final : public operation {
     m_info.layouts = {table_layout::row_major, table_layout::feature_major, table_layout::padded_row_major};
     m_info.outputs = {"score", "flag", "flagged"};
     m_info.bench_points = {{1048576, 16}, {16777216, 16}, {262144, 256}, {1048576, 256}, {1048576, 512}};
-    m_info.cuda_families = {"fused_cuda", "plain_cuda"};
   }
   const operation_info& info() const override { return m_info; }
 

@@ -1,5 +1,5 @@
 // plain_kokkos_feature_major: the seed's plain feature-major kernel in Kokkos, the baseline every
-// optimisation of the scoring operation must beat (issue 16). A RangePolicy with one row per work item and
+// optimisation of the scoring operation must beat. A RangePolicy with one row per work item and
 // a plain loop over the features: no tiling, no unrolling, no hand-sized grid. On a GPU a warp reads 32
 // adjacent rows of one feature at each step (coalesced, LayoutLeft); on host spaces each thread walks its
 // rows feature by feature, a stride of `rows` floats per step -- the naive mapping, kept as it is.

@@ -55,8 +55,8 @@
 #include <utility>
 #include <vector>
 
-#include "detail/moved_beyond.hpp"
-#include "detail/splitmix64.hpp"
+#include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "softmax/softmax.hpp"
@@ -180,7 +180,6 @@ class softmax_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"y"};
     m_info.bench_points = {{65536, 1024}, {65536, 4096}, {65536, 16384}};
-    m_info.cuda_families = {"softmax_cuda", "cudnn"};
   }
   const operation_info& info() const override { return m_info; }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Softmax over rows (seed 002's third ladder): y(r, c) = exp(x(r, c) - m_r) / sum_k exp(x(r, k) - m_r),
+// Softmax over rows (the kernel lab's third ladder): y(r, c) = exp(x(r, c) - m_r) / sum_k exp(x(r, k) - m_r),
 // m_r = max_k x(r, k), on a row-major rows x cols float32 matrix. Axes rows and cols; the output y has the
 // input's shape. The definition (generator, float64 reference, gate, bytes and flops) is in operation.cpp;
 // the variants are softmax_kokkos.cpp (portable), softmax_cuda.cu (the rungs) and softmax_cudnn.cu (vendor).

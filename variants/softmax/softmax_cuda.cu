@@ -406,31 +406,11 @@ class softmax_registers_variant final : public softmax_cuda_base {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
-variant_info cuda_info(const std::string& suffix, int rung, const std::string& description) {
-  auto info = variant_info_for(suffix, "softmax_cuda", description);
-  info.backend = "cuda";
-  info.on_device = true;
-  info.rung = rung;
-  info.implementation = implementation::handwritten_cuda;
-  info.kernels_launched = 1;  // the softmax kernel
-  return info;
-}
-
+// Declared with their fields in softmax_cuda_info.cpp, which every build compiles.
 [[maybe_unused]] const int registered = [] {
-  auto three_pass = cuda_info("cuda_three_pass", 1,
-                              "one block per row, three passes over the row in global memory (max, sum of exp, "
-                              "normalise), scalar coalesced loads, shuffle + shared-memory block reductions");
-  three_pass.tunable_block_size = true;
-  variant_registration<softmax_block_per_row<false>>{std::move(three_pass)};
-  auto online = cuda_info("cuda_online", 2,
-                          "one block per row, online max and rescaled sum in one pass ((max, sum) pairs "
-                          "combined across the block), then the normalising pass: two reads of the row");
-  online.tunable_block_size = true;
-  variant_registration<softmax_block_per_row<true>>{std::move(online)};
-  variant_registration<softmax_registers_variant>{cuda_info(
-      "cuda_registers", 3,
-      "the row read once into registers by a power-of-two group of 32..1,024 threads (float4 when cols % 4 == "
-      "0), up to 32,768 columns; longer rows take the online kernel")};
+  variant_binding<softmax_block_per_row<false>>{"softmax_cuda_three_pass@cuda"};
+  variant_binding<softmax_block_per_row<true>>{"softmax_cuda_online@cuda"};
+  variant_binding<softmax_registers_variant>{"softmax_cuda_registers@cuda"};
   return 0;
 }();
 

@@ -166,18 +166,9 @@ class softmax_cudnn final : public kstudy::detail::cuda_stream_variant<> {
   std::size_t m_bytes = 0;
 };
 
-[[maybe_unused]] const int registered = [] {
-  auto info = variant_info_for(
-      "cudnn", "cudnn",
-      "cudnnSoftmaxForward, CUDNN_SOFTMAX_ACCURATE, MODE_INSTANCE on an rows x cols x 1 x 1 NCHW tensor, own "
-      "stream (libcudnn.so.9 opened at run time)");
-  info.backend = "cuda";
-  info.on_device = true;
-  info.implementation = implementation::vendor_library;
-  info.kernels_launched = 1;  // one cuDNN call (its kernel count is cuDNN's choice)
-  variant_registration<softmax_cudnn>{std::move(info)};
-  return 0;
-}();
+// Declared with its fields in softmax_cudnn_info.cpp, which every build compiles: a build without cudnn.h
+// knows it as not in this build.
+const variant_binding<softmax_cudnn> bind_softmax_cudnn{"softmax_cudnn@cuda"};
 
 }  // namespace
 }  // namespace kstudy::softmax

@@ -43,8 +43,8 @@
 #include <vector>
 
 #include "detail/float_sum_tolerance.hpp"
-#include "detail/moved_beyond.hpp"
-#include "detail/seeded_floats.hpp"
+#include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "stream/stream.hpp"
@@ -165,8 +165,6 @@ class stream_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {is_reduction(K) ? "d" : "z"};
     m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
-    m_info.cuda_families = {"stream_cuda", "cublas"};
-    if (K == stream_kind::dot) m_info.cuda_families.push_back("cub");
   }
   const operation_info& info() const override { return m_info; }
 

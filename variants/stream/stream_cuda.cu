@@ -423,53 +423,19 @@ class stream_cub_dot final : public stream_cuda_base<stream_kind::dot> {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
-variant_info cuda_info(stream_kind kind, const std::string& suffix, const std::string& family,
-                       const std::string& description) {
-  auto info = variant_info_for(kind, suffix, family, description);
-  info.backend = "cuda";
-  info.on_device = true;
-  return info;
-}
-
-template <stream_kind K>
-void register_handwritten(const char* description) {
-  auto info = cuda_info(K, "cuda", "stream_cuda", description);
-  info.implementation = implementation::handwritten_cuda;
-  info.tunable_block_size = true;
-  info.kernels_launched = 1;  // stream_elementwise<K>, or stream_dot with its last-block combine
-  variant_registration<stream_cuda<K>>{std::move(info)};
-}
-
-template <stream_kind K>
-void register_cublas(const char* description) {
-  auto info = cuda_info(K, "cublas", "cublas", description);
-  info.implementation = implementation::vendor_library;
-  // One cuBLAS call: copy, geam or dot (cuBLAS may split dot internally); geam takes a second for the
-  // n % 1024 tail when n is not a multiple of 1024.
-  info.kernels_launched = 1;
-  variant_registration<stream_cublas<K>>{std::move(info)};
-}
-
+// Declared with their fields in stream_cuda_info.cpp, which every build compiles.
 [[maybe_unused]] const int registered = [] {
-  register_handwritten<stream_kind::copy>("float4 grid-stride copy kernel, one resident wave, own stream");
-  register_handwritten<stream_kind::scale>("float4 grid-stride z = q x kernel, one resident wave, own stream");
-  register_handwritten<stream_kind::add>("float4 grid-stride z = x + y kernel, one resident wave, own stream");
-  register_handwritten<stream_kind::triad>(
-      "float4 grid-stride z = x + q y kernel (FMA), one resident wave, own stream");
-  register_handwritten<stream_kind::dot>(
-      "float4 loads, float64 per-thread accumulation, shuffle + shared-memory block sums, last block adds the "
-      "partials in order; one kernel, own stream");
-  register_cublas<stream_kind::copy>("cublasScopy_64 on its own stream");
-  register_cublas<stream_kind::scale>("cublasSgeam_64 on 1024-row matrices: z = q x + 0 x (B not needed at beta 0)");
-  register_cublas<stream_kind::add>("cublasSgeam_64 on 1024-row matrices: z = 1 x + 1 y");
-  register_cublas<stream_kind::triad>("cublasSgeam_64 on 1024-row matrices: z = 1 x + q y");
-  register_cublas<stream_kind::dot>(
-      "cublasSdot_64, float accumulation, device pointer mode (result stays on the device until download)");
-  auto cub = cuda_info(stream_kind::dot, "cub", "cub",
-                       "cub::DeviceReduce::Sum over a thrust::transform_iterator of float64 products");
-  cub.implementation = implementation::vendor_library;
-  cub.kernels_launched = 2;  // CUB's single-tile reduction after its per-block pass (one pass when it fits)
-  variant_registration<stream_cub_dot>{std::move(cub)};
+  variant_binding<stream_cuda<stream_kind::copy>>{"copy_cuda@cuda"};
+  variant_binding<stream_cuda<stream_kind::scale>>{"scale_cuda@cuda"};
+  variant_binding<stream_cuda<stream_kind::add>>{"add_cuda@cuda"};
+  variant_binding<stream_cuda<stream_kind::triad>>{"triad_cuda@cuda"};
+  variant_binding<stream_cuda<stream_kind::dot>>{"dot_cuda@cuda"};
+  variant_binding<stream_cublas<stream_kind::copy>>{"copy_cublas@cuda"};
+  variant_binding<stream_cublas<stream_kind::scale>>{"scale_cublas@cuda"};
+  variant_binding<stream_cublas<stream_kind::add>>{"add_cublas@cuda"};
+  variant_binding<stream_cublas<stream_kind::triad>>{"triad_cublas@cuda"};
+  variant_binding<stream_cublas<stream_kind::dot>>{"dot_cublas@cuda"};
+  variant_binding<stream_cub_dot>{"dot_cub@cuda"};
   return 0;
 }();
 

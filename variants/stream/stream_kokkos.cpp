@@ -156,7 +156,7 @@ class stream_kokkos final : public stream_kokkos_base<ExecutionSpace, K> {
 // over its share: on a device with a grid stride (consecutive items take consecutive elements, so every
 // warp's access stays coalesced), on a host over one contiguous block (no two threads share a cache line).
 // The plain RangePolicy over n measured 3.3x slower than cuBLAS at n = 2^28 on the H200 with Kokkos 3.4
-// (docs/performance_notes.md, session 5); this is the same loop with the launch shape the escape path uses.
+// (docs/performance_notes.md); this is the same loop with the launch shape the escape path uses.
 template <class ExecutionSpace, stream_kind K>
 class stream_kokkos_strided final : public stream_kokkos_base<ExecutionSpace, K> {
   using base = stream_kokkos_base<ExecutionSpace, K>;

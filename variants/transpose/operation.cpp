@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "detail/seeded_floats.hpp"
+#include "kstudy/support/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "transpose/transpose.hpp"
@@ -91,7 +91,6 @@ class transpose_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"t"};
     m_info.bench_points = {{1024, 1024}, {8192, 8192}, {8191, 3001}};
-    m_info.cuda_families = {"transpose_cuda", "cublas"};
   }
   const operation_info& info() const override { return m_info; }
 

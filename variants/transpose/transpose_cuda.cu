@@ -314,28 +314,13 @@ class transpose_cublas final : public transpose_cuda_base {
 // ---------------------------------------------------------------------------------------------------------
 // Registration
 
-variant_info cuda_info(const std::string& suffix, const std::string& family, const std::string& description, int rung) {
-  auto info = variant_info_for(suffix, family, description);
-  info.backend = "cuda";
-  info.on_device = true;
-  info.rung = rung;
-  info.implementation = family == "cublas" ? implementation::vendor_library : implementation::handwritten_cuda;
-  info.kernels_launched = 1;  // one kernel (or one cuBLAS call)
-  return info;
-}
-
+// Declared with their fields in transpose_cuda_info.cpp, which every build compiles.
 [[maybe_unused]] const int registered = [] {
-  variant_registration<transpose_naive>{cuda_info(
-      "naive", "transpose_cuda", "one element per thread, 32 x 8 blocks: coalesced reads, strided writes", 1)};
-  variant_registration<transpose_tile32<32>>{cuda_info(
-      "tiled", "transpose_cuda", "32 x 32 shared-memory tile [32][32]: coalesced both ways, 32-way bank conflicts", 2)};
-  variant_registration<transpose_tile32<33>>{
-      cuda_info("padded", "transpose_cuda", "32 x 32 shared-memory tile padded to [32][33]: no bank conflicts", 3)};
-  variant_registration<transpose_tile64_vector>{cuda_info(
-      "tile64_vector", "transpose_cuda",
-      "64 x 64 tile [64][65], 256 threads x 16 elements, float4/float2 loads and stores where cols/rows allow", 4)};
-  variant_registration<transpose_cublas>{
-      cuda_info("cublas", "cublas", "cublasSgeam_64, C = A^T (column-major: A cols x rows, C rows x cols), beta 0", 0)};
+  variant_binding<transpose_naive>{"transpose_naive@cuda"};
+  variant_binding<transpose_tile32<32>>{"transpose_tiled@cuda"};
+  variant_binding<transpose_tile32<33>>{"transpose_padded@cuda"};
+  variant_binding<transpose_tile64_vector>{"transpose_tile64_vector@cuda"};
+  variant_binding<transpose_cublas>{"transpose_cublas@cuda"};
   return 0;
 }();
 

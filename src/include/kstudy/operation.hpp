@@ -89,9 +89,6 @@ struct operation_info {
   std::vector<std::string> outputs;   // names of the host arrays download() fills, in order
   // Points kstudy_bench times when no --shapes are given: one extent list per point.
   std::vector<std::vector<std::int64_t>> bench_points;
-  // Families only a CUDA build has: an experiment naming them runs on a CPU build without them (with a
-  // note) instead of being refused as naming unknown variants.
-  std::vector<std::string> cuda_families;
   // The measured ceiling a compute-bound operation's flops are quoted against (a ceiling_record name:
   // device_fp32_fma, cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm, device_bf16_tensor); empty for a
   // bandwidth-bound operation, whose bytes are quoted against the bandwidth roofs.

@@ -64,9 +64,9 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
 // named variant exists, in this build or another flavour). Throws experiment_error naming file and field.
 void check_experiment(const experiment& e);
 // The variants of the experiment's operations it names that this build provides, in its order, each once.
-// Names of a family the operation marks as another flavour's (its CUDA variants on a CPU build), or on a
-// backend this build lacks, are skipped with a note; unknown names throw experiment_error naming the
-// file and field.
+// Names the registry declares without a factory here (another flavour's variants: the CUDA ones on a CPU
+// build), or on a backend this build lacks, are skipped with a note; unknown names throw experiment_error
+// naming the file and field.
 std::vector<const registered_variant*> select_variants(const experiment& e);
 
 // One point of an experiment over operations: an operation, the problem's extents (in its axes' order)

@@ -11,10 +11,14 @@
 //   info.kernels_launched = 5;  // standardize, clip, weight, gemv, threshold
 //   static const kstudy::variant_registration<my_variant> register_my_variant{info};
 //
-// Adding a variant touches that one file; nothing else lists variants.
+// Adding a variant touches that one file; nothing else lists variants. A variant whose code only some
+// builds compile (a .cu file) splits the two: a .cpp file beside it, compiled in every build, declares its
+// fields (variant_declaration), and the .cu file binds its class to the declared id (variant_binding). A
+// build without the code then still knows the variant, as declared but not in this build.
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,12 +67,13 @@ struct variant_info {
   bool on_device = false;           // memory space is not host-accessible: one-shot includes transfers
   int kernels_launched = 1;         // per resident run
   bool tunable_block_size = false;  // honours run_options::block_size
-  // Position on its operation's kernel ladder (seed 002: write it naively, change one thing at a time):
+  // Position on its operation's kernel ladder (the kernel lab's method: write it naively, change one thing at a time):
   // 1 is the simplest correct kernel, each higher rung changes one thing; 0 = not a ladder rung (vendor
   // libraries, references). Reports print "x the previous rung" from it. Portable (Kokkos) variants are a
   // ladder of their own: 0 the straightforward first attempt, 1 and up written as the Kokkos team would.
   int rung = 0;
-  std::function<traffic_model(const table_shape&)> traffic;  // modelled bytes for one resident run
+  // Modelled bytes for one resident run; unset, the operation's essential traffic.
+  std::function<traffic_model(const table_shape&)> traffic;
   // Bytes the variant allocates in its memory space at a shape (the runner's memory check before prepare).
   // Unset: its traffic model's total, which is the footprint of a variant touching each buffer once; a
   // variant that re-reads its inputs (a naive GEMM moves 2 m n k elements through 3 matrices) sets it.
@@ -151,13 +156,25 @@ using variant_factory = std::function<std::unique_ptr<variant>()>;
 
 struct registered_variant {
   variant_info info;
-  variant_factory make;
+  variant_factory make;  // empty while only declared: the variant's code is not in this build
 };
 
+// Every query that returns registered_variant answers with the variants this build can run (bound to a
+// factory); declared_elsewhere() and match_declared() answer with those declared without one. Each query
+// throws std::logic_error while a bind names an id that nothing declared (a misspelt id in a .cu file).
 class variant_registry {
  public:
   static variant_registry& instance();
+  // Declares and binds at once. Throws std::logic_error for missing fields or an id already declared.
   void add(variant_info info, variant_factory factory);
+  // A variant's fields without its code; unset traffic becomes the operation's essential traffic. Throws
+  // std::logic_error for missing fields or an id already declared.
+  void declare(variant_info info);
+  // Attaches a factory to a declared id ("transpose_naive@cuda"). A bind may come before its declaration
+  // (static initialisation order across files is unspecified) and waits for it. Throws std::logic_error
+  // for an empty factory or an id bound twice.
+  void bind(const std::string& id, variant_factory factory);
+
   // Sorted by id.
   std::vector<const registered_variant*> all() const;
   // Matches a name or a family ("fused_kokkos"), on every backend or on one ("fused_kokkos@cuda").
@@ -166,14 +183,38 @@ class variant_registry {
   // The variants of one operation, sorted by id.
   std::vector<const registered_variant*> of_operation(const std::string& operation) const;
 
+  // Declared but not in this build (no factory bound: a CUDA variant in a CPU build), sorted by id.
+  std::vector<const variant_info*> declared_elsewhere() const;
+  // As match(), among the variants declared but not in this build.
+  std::vector<const variant_info*> match_declared(const std::string& pattern) const;
+
  private:
-  std::deque<registered_variant> m_variants;  // stable addresses
+  const registered_variant* declared(const std::string& id) const;  // bound or not; no binding check
+  void check_bindings() const;
+  std::vector<const registered_variant*> sorted(bool bound) const;
+
+  std::deque<registered_variant> m_variants;               // stable addresses
+  std::map<std::string, variant_factory> m_pending_binds;  // by id, waiting for their declaration
 };
 
+// A variant compiled in every build that declares it: its fields and its class in one file.
 template <class Variant>
 struct variant_registration {
   explicit variant_registration(variant_info info) {
     variant_registry::instance().add(std::move(info), [] { return std::make_unique<Variant>(); });
+  }
+};
+
+// The fields of a variant whose code only some builds compile, in a file every build compiles.
+struct variant_declaration {
+  explicit variant_declaration(variant_info info) { variant_registry::instance().declare(std::move(info)); }
+};
+
+// The class of a declared variant, in the file that has its code.
+template <class Variant>
+struct variant_binding {
+  explicit variant_binding(const std::string& id) {
+    variant_registry::instance().bind(id, [] { return std::make_unique<Variant>(); });
   }
 };
 

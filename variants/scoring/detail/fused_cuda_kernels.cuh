@@ -324,7 +324,7 @@ extern "C" __global__ void __launch_bounds__(1024, 2) fused_cuda_feature_major_r
   kstudy_row_per_thread(a, 1, a.rows);
 }
 
-// The seed's plain feature-major kernel, the baseline every optimisation must beat (issue 16): one
+// The seed's plain feature-major kernel, the baseline every optimisation must beat: one
 // thread per row, a grid of ceil(rows / block) blocks, a loop over the features, nothing else. The flagged
 // count is a second, resident-wave kernel over the flags (kstudy_count_flags). Counting inside the plain
 // kernel cost more than the kernel on the H200 at 16M x 16 (65,536 blocks): the last-block ticket of the

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "detail/splitmix64.hpp"
+#include "kstudy/support/splitmix64.hpp"
 
 namespace kstudy::detail {
 

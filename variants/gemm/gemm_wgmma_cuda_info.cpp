@@ -1,0 +1,42 @@
+// The declarations of gemm_wgmma_cuda.cu's variants, compiled in every build
+// (kstudy/support/cuda_registration.hpp): a build without CUDA or without sm_90a knows them as not in this build.
+#include <utility>
+
+#include "gemm/gemm.hpp"
+#include "kstudy/support/cuda_registration.hpp"
+#include "kstudy/variant.hpp"
+
+namespace kstudy::gemm {
+namespace {
+
+void declare_cuda(gemm_precision precision, const char* name, const char* description, int rung, int kernels_launched) {
+  auto info = cuda_variant(variant_info_for(precision, name, "gemm_tensor_cuda", description, table_layout::row_major));
+  info.rung = rung;
+  info.kernels_launched = kernels_launched;
+  variant_declaration{std::move(info)};
+}
+
+[[maybe_unused]] const int declared = [] {
+  declare_cuda(gemm_precision::bf16, "gemm_bf16_wgmma_tma",
+               "Hopper wgmma.mma_async m64n256k16 from shared-memory descriptors (A K-major, B N-major), "
+               "128 x 256 x 64 block tiles, 2 warpgroups of 64 x 256; tiles by TMA "
+               "(cp.async.bulk.tensor, 128-byte swizzle) into 4 stages with full / empty mbarriers, "
+               "thread 0 also issuing the copies; sm_90a",
+               5, /*kernels_launched=*/1);  // wgmma_kernel (+ row-padding copies where k or n % 8 != 0)
+  declare_cuda(gemm_precision::bf16, "gemm_bf16_wgmma_ws",
+               "rung 5 with warp specialisation: a producer warpgroup issues the TMA copies "
+               "(setmaxnreg.dec 40), two consumer warpgroups multiply (setmaxnreg.inc 232) and keep one "
+               "wgmma group in flight, releasing each stage when its group retires; sm_90a",
+               6, /*kernels_launched=*/1);  // wgmma_kernel
+  declare_cuda(gemm_precision::tf32, "gemm_tf32_wgmma_ws",
+               "the BF16 ladder's warp-specialised wgmma kernel in TF32: wgmma.mma_async m64n256k8 tf32 "
+               "with both operands K-major (TF32 has no transposed form), so B is first transposed into "
+               "B^T on the stream (32 x 32 shared-memory tiles, inside the timed run); 128 x 256 x 32 "
+               "tiles by TMA, 4 stages, a producer and two consumer warpgroups; inputs read as TF32 "
+               "(truncated, the hardware's rounding); sm_90a",
+               4, /*kernels_launched=*/2);  // transpose_b_kernel, wgmma_kernel
+  return 0;
+}();
+
+}  // namespace
+}  // namespace kstudy::gemm
