@@ -16,73 +16,22 @@
 // accumulation are float32, and O is rounded to bfloat16 (nearest even) once.
 #include <Kokkos_Core.hpp>
 
-#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
-#include <vector>
+#include <utility>
 
 #include "attention/attention.hpp"
+#include "attention/attention_kokkos_common.hpp"
 #include "kstudy/support/kokkos_support.hpp"
 
 namespace kstudy::attention {
 namespace {
 
-using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-
-template <attention_precision P>
-using storage_t = std::conditional_t<P == attention_precision::fp32, float, std::uint16_t>;
-
-// Bit casts through a union: valid in host and device code of every compiler Kokkos supports.
-union float_bits {
-  float f;
-  std::uint32_t u;
-};
-
-KOKKOS_INLINE_FUNCTION float load_value(float x) { return x; }
-KOKKOS_INLINE_FUNCTION float load_value(std::uint16_t bits) {
-  float_bits b;
-  b.u = std::uint32_t(bits) << 16;
-  return b.f;
-}
-
-KOKKOS_INLINE_FUNCTION void store_value(float& out, float x) { out = x; }
-// Nearest-even bfloat16; NaN stays NaN.
-KOKKOS_INLINE_FUNCTION void store_value(std::uint16_t& out, float x) {
-  float_bits b;
-  b.f = x;
-  if (x != x) {
-    out = static_cast<std::uint16_t>((b.u >> 16) | 0x40u);
-    return;
-  }
-  b.u += 0x7fffu + ((b.u >> 16) & 1u);
-  out = static_cast<std::uint16_t>(b.u >> 16);
-}
-
-// One key tile's online-softmax step for a query row: rescales what the earlier tiles accumulated in orow
-// and row_sum to the new running maximum, then adds the tile's weights exp(s - max) and their values.
-// scores: the tile's scaled scores; tile_max: their maximum; values: the tile's V rows (dim apart).
-KOKKOS_INLINE_FUNCTION void accumulate_tile(const float* scores, float tile_max, const float* values, int keys, int dim,
-                                            float* orow, float& row_max, float& row_sum) {
-  const float m_old = row_max, m_new = m_old > tile_max ? m_old : tile_max;
-  float l = row_sum;
-  if (m_new > m_old) {  // rescale what the earlier tiles accumulated (nothing yet on the first)
-    const float correction = expf(m_old - m_new);  // 0 while m_old is -inf
-    l *= correction;
-    for (int d = 0; d < dim; ++d) orow[d] *= correction;
-  }
-  for (int j = 0; j < keys; ++j) {
-    const float p = expf(scores[j] - m_new);
-    const float* const vj = values + j * dim;
-    l += p;
-    for (int d = 0; d < dim; ++d) orow[d] += p * vj[d];
-  }
-  row_max = m_new;
-  row_sum = l;
-}
+using namespace kokkos_shared;  // the helpers, host kernel and variant bases both rungs share
 
 // The tiling of one launch: rows per team (block_q), keys per tile (block_k), the odd strides of the
 // per-row arrays and the scratch level.
@@ -203,18 +152,11 @@ struct attention_body {
 };
 
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_fused final : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
-
+class attention_kokkos_fused final : public attention_kokkos_base<ExecutionSpace, P> {
  public:
   using body_type = attention_body<ExecutionSpace, P>;
-  using array_type = typename body_type::array_type;
   using policy_type = typename body_type::policy_type;
-  using storage = storage_t<P>;
-  using kokkos_base::on_host;
-
-  attention_kokkos_fused() : kokkos_base(/*own_stream=*/true) {}
-  ~attention_kokkos_fused() override { m_instance.drain(); }  // queued work ends before the buffers are freed
+  using attention_kokkos_base<ExecutionSpace, P>::on_host;
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = attention_problem(problem, P);
@@ -225,13 +167,11 @@ class attention_kokkos_fused final : public detail::kokkos_queued_variant<Execut
     const std::int64_t blocks = (data.tokens() + tiles.block_q - 1) / tiles.block_q;
     if (data.heads() * blocks > std::numeric_limits<int>::max())
       throw std::invalid_argument("attention_kokkos_fused: more teams than a Kokkos league holds (2^31 - 1)");
-    m_elements = data.elements();
-    const auto n = static_cast<std::size_t>(m_elements);
-    const auto alloc = [](const std::string& label) { return Kokkos::view_alloc(label, Kokkos::WithoutInitializing); };
-    m_body.q = array_type(alloc("kstudy::attention::q"), n);
-    m_body.k = array_type(alloc("kstudy::attention::k"), n);
-    m_body.v = array_type(alloc("kstudy::attention::v"), n);
-    m_body.o = array_type(alloc("kstudy::attention::o"), n);
+    this->allocate(data.elements());
+    m_body.q = this->m_q;
+    m_body.k = this->m_k;
+    m_body.v = this->m_v;
+    m_body.o = this->m_o;
     m_body.tokens = data.tokens();
     m_body.dim = static_cast<int>(data.head_dim());
     m_body.blocks_per_head = static_cast<int>(blocks);
@@ -241,40 +181,16 @@ class attention_kokkos_fused final : public detail::kokkos_queued_variant<Execut
     this->upload(data.streamed_inputs());
   }
 
-  void poison() override {
-    if constexpr (P == attention_precision::fp32)
-      Kokkos::deep_copy(m_space, m_body.o, std::numeric_limits<float>::quiet_NaN());
-    else
-      Kokkos::deep_copy(m_space, m_body.o, std::uint16_t(0xffff));  // a NaN pattern
-    m_space.fence();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");
-    using host_view = Kokkos::View<const storage*, Kokkos::HostSpace, unmanaged>;
-    const auto n = static_cast<std::size_t>(m_elements);
-    Kokkos::deep_copy(m_space, m_body.q, host_view(inputs[0].as<const storage>(), n));
-    Kokkos::deep_copy(m_space, m_body.k, host_view(inputs[1].as<const storage>(), n));
-    Kokkos::deep_copy(m_space, m_body.v, host_view(inputs[2].as<const storage>(), n));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    using host_view = Kokkos::View<storage*, Kokkos::HostSpace, unmanaged>;
-    Kokkos::deep_copy(
-        m_space, host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)), m_body.o);
-  }
   void launch() override {
     const int team_size = on_host ? 1 : m_body.tiles.block_q;  // one thread per query row on a device
     const auto bytes = scratch_bytes<ExecutionSpace>(m_body.tiles, m_body.dim);
     const policy_type policy =
-        policy_type(m_space, m_teams, team_size).set_scratch_size(m_body.tiles.level, Kokkos::PerTeam(bytes));
+        policy_type(this->m_space, m_teams, team_size).set_scratch_size(m_body.tiles.level, Kokkos::PerTeam(bytes));
     Kokkos::parallel_for("kstudy::attention_kokkos_fused", policy, m_body);
   }
 
  private:
-  using kokkos_base::m_instance;
-  using kokkos_base::m_space;
   body_type m_body;
-  std::int64_t m_elements = 0;
   int m_teams = 1;
 };
 
@@ -302,9 +218,9 @@ class attention_kokkos_fused final : public detail::kokkos_queued_variant<Execut
 // 8 quads per 64 FMAs, twice the barriers and softmax work per FMA with 32-key tiles, 4 teams of 4 warps
 // per SM at <= 128 registers).
 //
-// Host (a team is one thread and 64 query rows; one scratch level holds Q, O accumulators, a 64-key K tile
-// transposed, the V tile and a score row): the score row is 64 independent sums updated along the
-// transposed K tile and O += p V runs along head_dim, both contiguous inner loops the compiler vectorises.
+// Host: the register-tiled rungs' shared host kernel (kokkos_shared::host_body, attention_kokkos_common.hpp):
+// a team is one thread and 64 query rows; the score row is updated along a 64-key K tile stored transposed in
+// team scratch and O += p V runs along head_dim, both contiguous inner loops the compiler vectorises.
 
 #if defined(__CUDA_ARCH__)  // the device pass only: the host compiler warns on an unknown pragma
 #define KSTUDY_ATTENTION_UNROLL _Pragma("unroll")
@@ -316,22 +232,17 @@ class attention_kokkos_fused final : public detail::kokkos_queued_variant<Execut
 #define KSTUDY_ATTENTION_UNROLL_4
 #endif
 
-constexpr int tiled_rows = 64;      // query rows per team
-constexpr int tiled_threads = 128;  // threads per team on a device
-constexpr int tiled_max_head_dim = 128;
-constexpr int tiled_host_keys = 64;  // keys per tile on a host
-
 template <int DMAX>
 struct device_tiles {
-  static_assert(DMAX % 32 == 0 && DMAX <= tiled_max_head_dim, "DMAX: a multiple of 32 up to 128");
+  static_assert(DMAX % 32 == 0 && DMAX <= max_device_head_dim, "DMAX: a multiple of 32 up to 128");
   static constexpr int keys = 32;           // per K/V tile
   static constexpr int pitch = DMAX + 4;    // Q, K, V rows
   static constexpr int p_pitch = keys + 8;  // P rows
   static constexpr int dq = DMAX / 32;      // quads of O columns per thread
-  static constexpr int q_floats = tiled_rows * pitch;
-  static constexpr int kp_floats = keys * pitch > tiled_rows* p_pitch ? keys* pitch : tiled_rows* p_pitch;
+  static constexpr int q_floats = tile_rows * pitch;
+  static constexpr int kp_floats = keys * pitch > tile_rows* p_pitch ? keys* pitch : tile_rows* p_pitch;
   static constexpr int v_floats = keys * pitch;
-  static constexpr int part_floats = tiled_rows * 8;  // per row, one partial per thread of the row
+  static constexpr int part_floats = tile_rows * 8;  // per row, one partial per thread of the row
   static constexpr int q_level = DMAX <= 64 ? 0 : 1;
   static constexpr int align_floats = 4;  // slack to realign a scratch level to 16 bytes
   KOKKOS_INLINE_FUNCTION static constexpr std::size_t level_floats(int level) {
@@ -339,49 +250,8 @@ struct device_tiles {
                       : std::size_t(q_level == 1 ? q_floats + align_floats : 0);
   }
 };
-static_assert(tiled_threads == 2 * tiled_rows && device_tiles<64>::keys * tiled_rows == 16 * tiled_threads,
+static_assert(device_threads == 2 * tile_rows && device_tiles<64>::keys * tile_rows == 16 * device_threads,
               "the thread mapping: 8 threads per row group of 4 rows, 4 x 4 scores per thread");
-
-// Four consecutive floats; float4 accesses on CUDA (p 16-byte aligned), scalar ones elsewhere.
-struct quad {
-  float x, y, z, w;
-};
-KOKKOS_FORCEINLINE_FUNCTION quad load_quad(const float* p) {
-#if defined(__CUDA_ARCH__)
-  const float4 v = *reinterpret_cast<const float4*>(p);
-  return {v.x, v.y, v.z, v.w};
-#else
-  return {p[0], p[1], p[2], p[3]};
-#endif
-}
-KOKKOS_FORCEINLINE_FUNCTION void store_quad(float* p, const quad& v) {
-#if defined(__CUDA_ARCH__)
-  *reinterpret_cast<float4*>(p) = make_float4(v.x, v.y, v.z, v.w);
-#else
-  p[0] = v.x;
-  p[1] = v.y;
-  p[2] = v.z;
-  p[3] = v.w;
-#endif
-}
-// Four consecutive inputs from global memory, widened; p aligned to 4 elements (one 16- or 8-byte load).
-KOKKOS_FORCEINLINE_FUNCTION quad load_input_quad(const float* p) { return load_quad(p); }
-KOKKOS_FORCEINLINE_FUNCTION quad load_input_quad(const std::uint16_t* p) {
-#if defined(__CUDA_ARCH__)
-  const uint2 v = *reinterpret_cast<const uint2*>(p);
-  return {load_value(std::uint16_t(v.x & 0xffffu)), load_value(std::uint16_t(v.x >> 16)),
-          load_value(std::uint16_t(v.y & 0xffffu)), load_value(std::uint16_t(v.y >> 16))};
-#else
-  return {load_value(p[0]), load_value(p[1]), load_value(p[2]), load_value(p[3])};
-#endif
-}
-
-KOKKOS_INLINE_FUNCTION float* align16(float* p) {
-  return reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(p) + 15) & ~std::uintptr_t(15));
-}
-
-template <class ExecutionSpace>
-using scratch_floats = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, unmanaged>;
 
 // The device kernel (see above) for head_dim <= DMAX.
 template <class ExecutionSpace, attention_precision P, int DMAX>
@@ -393,7 +263,7 @@ struct tiled_device_body {
   // Teams of 128 threads, 4 per SM for DMAX 64 (at most 128 registers a thread), 3 for DMAX 128 (168; capped
   // for four it spilled 244 bytes). sm_90, nvcc 13: 128 / 168 registers, 40-56 bytes of spills either way
   // (long-lived 64-bit scratch pointers: Kokkos hands scratch out as generic pointers).
-  using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<tiled_threads, DMAX <= 64 ? 4 : 3>>;
+  using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<device_threads, DMAX <= 64 ? 4 : 3>>;
   using member_type = typename policy_type::member_type;
 
   array_type q, k, v, o;
@@ -409,7 +279,7 @@ struct tiled_device_body {
     // Two quads in flight per thread, as in attention_fused_f32: unrolled further the loads hold registers
     // the accumulators need.
     KSTUDY_ATTENTION_UNROLL_2
-    for (int f = rank; f < count * chunks; f += tiled_threads) {
+    for (int f = rank; f < count * chunks; f += device_threads) {
       const int r = f / chunks, c = (f % chunks) * 4;
       const std::int64_t t = row0 + r;
       quad x = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -448,12 +318,12 @@ struct tiled_device_body {
     const int warp = rank >> 5, lane = rank & 31, rg = lane >> 3, cg = lane & 7;
     const int r_first = warp * 16 + rg;  // this thread's rows: r_first + 4 i
     const std::int64_t head = team.league_rank() / blocks_per_head;
-    const std::int64_t row0 = std::int64_t(team.league_rank() % blocks_per_head) * tiled_rows;
+    const std::int64_t row0 = std::int64_t(team.league_rank() % blocks_per_head) * tile_rows;
     const std::int64_t head_base = head * tokens * dim;
     const bool vector = dim % 4 == 0;  // every row starts 4-element aligned
     const float minus_infinity = -INFINITY;
 
-    load_tile(qs, tiled_rows, q.data() + head_base, row0, rank, vector);
+    load_tile(qs, tile_rows, q.data() + head_base, row0, rank, vector);
 
     float acc[4][dq][4];
     float m[4], l[4];
@@ -588,213 +458,10 @@ struct tiled_device_body {
   }
 };
 
-// The host kernel: one thread per team and 64 query rows, any head_dim.
 template <class ExecutionSpace, attention_precision P>
-struct tiled_host_body {
-  using storage = storage_t<P>;
-  using device_type = Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>;
-  using array_type = Kokkos::View<storage*, device_type>;
-  using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
-  using member_type = typename policy_type::member_type;
-
-  array_type q, k, v, o;
-  std::int64_t tokens = 0;
-  int dim = 0, blocks_per_head = 1, level = 0;
-  float scale = 1.0f;
-
-  // Q block, O accumulators, K tile transposed (dim x 64), V tile (64 x dim), a score row, max and sum per row.
-  KOKKOS_INLINE_FUNCTION static std::size_t floats(int dim) {
-    return std::size_t(4) * tiled_rows * dim + tiled_host_keys + 2 * tiled_rows;
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const scratch_floats<ExecutionSpace> scratch(team.team_scratch(level), floats(dim));
-    float* const qs = scratch.data();
-    float* const os = qs + std::size_t(tiled_rows) * dim;
-    float* const kt = os + std::size_t(tiled_rows) * dim;
-    float* const vs = kt + std::size_t(tiled_host_keys) * dim;
-    float* const sr = vs + std::size_t(tiled_host_keys) * dim;
-    float* const row_max = sr + tiled_host_keys;
-    float* const row_sum = row_max + tiled_rows;
-    const std::int64_t head = team.league_rank() / blocks_per_head;
-    const std::int64_t row0 = std::int64_t(team.league_rank() % blocks_per_head) * tiled_rows;
-    const int rows = static_cast<int>(tokens - row0 < tiled_rows ? tokens - row0 : tiled_rows);
-    const std::int64_t head_base = head * tokens * dim;
-    const storage* const qg = q.data() + head_base + row0 * dim;
-    for (int i = 0; i < rows * dim; ++i) {
-      qs[i] = load_value(qg[i]);
-      os[i] = 0.0f;
-    }
-    for (int r = 0; r < rows; ++r) {
-      row_max[r] = -INFINITY;
-      row_sum[r] = 0.0f;
-    }
-    for (std::int64_t key0 = 0; key0 < tokens; key0 += tiled_host_keys) {
-      const int keys = static_cast<int>(tokens - key0 < tiled_host_keys ? tokens - key0 : tiled_host_keys);
-      const storage* const kg = k.data() + head_base + key0 * dim;
-      const storage* const vg = v.data() + head_base + key0 * dim;
-      for (int j = 0; j < keys; ++j)
-        for (int d = 0; d < dim; ++d) {
-          kt[d * tiled_host_keys + j] = load_value(kg[j * dim + d]);
-          vs[j * dim + d] = load_value(vg[j * dim + d]);
-        }
-      for (int r = 0; r < rows; ++r) {
-        for (int j = 0; j < keys; ++j) sr[j] = 0.0f;
-        for (int d = 0; d < dim; ++d) {
-          const float qd = qs[r * dim + d];
-          const float* const kd = kt + d * tiled_host_keys;
-          for (int j = 0; j < keys; ++j) sr[j] += qd * kd[j];
-        }
-        float tile_max = -INFINITY;
-        for (int j = 0; j < keys; ++j) {
-          sr[j] *= scale;
-          tile_max = tile_max > sr[j] ? tile_max : sr[j];
-        }
-        accumulate_tile(sr, tile_max, vs, keys, dim, os + r * dim, row_max[r], row_sum[r]);
-      }
-    }
-    storage* const og = o.data() + head_base + row0 * dim;
-    for (int r = 0; r < rows; ++r) {
-      const float inv = 1.0f / row_sum[r];
-      for (int d = 0; d < dim; ++d) store_value(og[r * dim + d], os[r * dim + d] * inv);
-    }
-  }
-};
-
-template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_tiled final : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
-
+class attention_kokkos_tiled final : public tiled_attention_variant<ExecutionSpace, P, tiled_device_body> {
  public:
-  using storage = storage_t<P>;
-  using array_type = typename tiled_host_body<ExecutionSpace, P>::array_type;
-  using kokkos_base::on_host;
-
-  attention_kokkos_tiled() : kokkos_base(/*own_stream=*/true) {}
-  ~attention_kokkos_tiled() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-
-  void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = attention_problem(problem, P);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    if (data.tokens() > std::numeric_limits<int>::max() / 2)
-      throw std::invalid_argument("attention_kokkos_tiled: tokens beyond 2^30");
-    const std::int64_t blocks = (data.tokens() + tiled_rows - 1) / tiled_rows;
-    if (data.heads() * blocks > std::numeric_limits<int>::max())
-      throw std::invalid_argument("attention_kokkos_tiled: more teams than a Kokkos league holds (2^31 - 1)");
-    m_dim = static_cast<int>(data.head_dim());
-    if constexpr (on_host) {
-      if (data.head_dim() > 65536) throw std::invalid_argument("attention_kokkos_tiled: head_dim beyond 65536");
-      m_host_bytes = scratch_floats<ExecutionSpace>::shmem_size(tiled_host_body<ExecutionSpace, P>::floats(m_dim));
-      using policy = typename tiled_host_body<ExecutionSpace, P>::policy_type;
-      m_level = m_host_bytes <= static_cast<std::size_t>(policy::scratch_size_max(0)) ? 0 : 1;
-      if (m_host_bytes > static_cast<std::size_t>(policy::scratch_size_max(m_level)))
-        throw std::invalid_argument("attention_kokkos_tiled: head_dim too large for the team scratch");
-    } else {
-      if (data.head_dim() > tiled_max_head_dim)
-        throw std::invalid_argument("attention_kokkos_tiled: head_dim beyond " + std::to_string(tiled_max_head_dim));
-      m_dmax = m_dim <= 64 ? 64 : 128;
-      if (m_dmax == 64)
-        check_device_scratch<64>();
-      else
-        check_device_scratch<128>();
-    }
-    m_elements = data.elements();
-    const auto n = static_cast<std::size_t>(m_elements);
-    const auto alloc = [](const std::string& label) { return Kokkos::view_alloc(label, Kokkos::WithoutInitializing); };
-    m_q = array_type(alloc("kstudy::attention::q"), n);
-    m_k = array_type(alloc("kstudy::attention::k"), n);
-    m_v = array_type(alloc("kstudy::attention::v"), n);
-    m_o = array_type(alloc("kstudy::attention::o"), n);
-    m_tokens = data.tokens();
-    m_blocks_per_head = static_cast<int>(blocks);
-    m_scale = data.scale();
-    m_teams = static_cast<int>(data.heads() * blocks);
-    this->upload(data.streamed_inputs());
-  }
-
-  void poison() override {
-    if constexpr (P == attention_precision::fp32)
-      Kokkos::deep_copy(m_space, m_o, std::numeric_limits<float>::quiet_NaN());
-    else
-      Kokkos::deep_copy(m_space, m_o, std::uint16_t(0xffff));  // a NaN pattern
-    m_space.fence();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 3) throw std::invalid_argument(std::string(operation_name(P)) + ": expected Q, K and V");
-    using host_view = Kokkos::View<const storage*, Kokkos::HostSpace, unmanaged>;
-    const auto n = static_cast<std::size_t>(m_elements);
-    Kokkos::deep_copy(m_space, m_q, host_view(inputs[0].as<const storage>(), n));
-    Kokkos::deep_copy(m_space, m_k, host_view(inputs[1].as<const storage>(), n));
-    Kokkos::deep_copy(m_space, m_v, host_view(inputs[2].as<const storage>(), n));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    using host_view = Kokkos::View<storage*, Kokkos::HostSpace, unmanaged>;
-    Kokkos::deep_copy(m_space,
-                      host_view(static_cast<storage*>(o_output(outputs)), static_cast<std::size_t>(m_elements)), m_o);
-  }
-  void launch() override {
-    if constexpr (on_host) {
-      using body_type = tiled_host_body<ExecutionSpace, P>;
-      body_type body;
-      fill(body);
-      body.level = m_level;
-      typename body_type::policy_type policy(m_space, m_teams, 1);
-      policy = policy.set_scratch_size(m_level, Kokkos::PerTeam(m_host_bytes));
-      Kokkos::parallel_for("kstudy::attention_kokkos_tiled", policy, body);
-    } else {
-      if (m_dmax == 64)
-        launch_device<64>();
-      else
-        launch_device<128>();
-    }
-  }
-
- private:
-  template <class Body>
-  void fill(Body& body) const {
-    body.q = m_q;
-    body.k = m_k;
-    body.v = m_v;
-    body.o = m_o;
-    body.tokens = m_tokens;
-    body.dim = m_dim;
-    body.blocks_per_head = m_blocks_per_head;
-    body.scale = m_scale;
-  }
-  template <int DMAX>
-  static std::size_t device_bytes(int level) {
-    return scratch_floats<ExecutionSpace>::shmem_size(device_tiles<DMAX>::level_floats(level));
-  }
-  template <int DMAX>
-  static void check_device_scratch() {
-    using policy = typename tiled_device_body<ExecutionSpace, P, DMAX>::policy_type;
-    for (int level = 0; level < 2; ++level)
-      if (device_bytes<DMAX>(level) > static_cast<std::size_t>(policy::scratch_size_max(level)))
-        throw std::invalid_argument("attention_kokkos_tiled: the DMAX " + std::to_string(DMAX) + " tiles need " +
-                                    std::to_string(device_bytes<DMAX>(level)) + " bytes of level-" +
-                                    std::to_string(level) + " team scratch; this Kokkos offers " +
-                                    std::to_string(policy::scratch_size_max(level)));
-  }
-  template <int DMAX>
-  void launch_device() {
-    using body_type = tiled_device_body<ExecutionSpace, P, DMAX>;
-    body_type body;
-    fill(body);
-    typename body_type::policy_type policy(m_space, m_teams, tiled_threads);
-    policy = policy.set_scratch_size(0, Kokkos::PerTeam(device_bytes<DMAX>(0)));
-    if constexpr (device_tiles<DMAX>::q_level == 1)
-      policy = policy.set_scratch_size(1, Kokkos::PerTeam(device_bytes<DMAX>(1)));
-    Kokkos::parallel_for("kstudy::attention_kokkos_tiled", policy, body);
-  }
-
-  using kokkos_base::m_instance;
-  using kokkos_base::m_space;
-  array_type m_q, m_k, m_v, m_o;
-  std::int64_t m_elements = 0, m_tokens = 0;
-  std::size_t m_host_bytes = 0;
-  int m_dim = 0, m_dmax = 64, m_level = 0, m_blocks_per_head = 1, m_teams = 1;
-  float m_scale = 1.0f;
+  attention_kokkos_tiled() : attention_kokkos_tiled::tiled_attention_variant("attention_kokkos_tiled") {}
 };
 
 template <class Space, attention_precision P>

@@ -16,17 +16,16 @@
 // Every variant runs on its own execution-space instance (its own stream on CUDA).
 #include <Kokkos_Core.hpp>
 
-#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
-#include <limits>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <vector>
+#include <utility>
 
 #include "kstudy/support/kokkos_support.hpp"
 #include "layernorm/layernorm.hpp"
+#include "layernorm/layernorm_kokkos_base.hpp"
 
 namespace kstudy::layernorm {
 namespace {
@@ -100,86 +99,16 @@ void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, 
       });
 }
 
-// Buffers, transfers and poisoning of a LayerNorm kind in one execution space; a variant implements
-// launch() (queues one resident run on m_space).
+// layernorm_kokkos (K plain) and residual_layernorm_kokkos_fused (K residual): the team kernel on x, or on
+// x + r (writing h). The plain kernel reads neither r nor h, so x and y stand in for them.
 template <class ExecutionSpace, layernorm_kind K>
-class layernorm_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
-
- public:
-  using memory_space = typename ExecutionSpace::memory_space;
-  using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
-  using vector_type = Kokkos::View<float*, device_type>;
-  using host_view = Kokkos::View<float*, Kokkos::HostSpace, unmanaged>;
-  using const_host_view = Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>;
-  using kokkos_base::on_host;
-
-  layernorm_kokkos_base() : kokkos_base(/*own_stream=*/true) {}
-  ~layernorm_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-
-  void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = layernorm_problem(problem, K);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    m_rows = data.rows();
-    m_hidden = data.hidden();
-    const auto elements = static_cast<std::size_t>(data.elements()), hidden = static_cast<std::size_t>(m_hidden);
-    const auto alloc = [](const std::string& label) { return Kokkos::view_alloc(label, Kokkos::WithoutInitializing); };
-    m_x = vector_type(alloc("kstudy::layernorm::x"), elements);
-    m_y = vector_type(alloc("kstudy::layernorm::y"), elements);
-    if constexpr (has_residual(K)) {
-      m_r = vector_type(alloc("kstudy::layernorm::r"), elements);
-      m_h = vector_type(alloc("kstudy::layernorm::h"), elements);
-    }
-    m_gamma = vector_type(alloc("kstudy::layernorm::gamma"), hidden);
-    m_beta = vector_type(alloc("kstudy::layernorm::beta"), hidden);
-    Kokkos::deep_copy(m_space, m_gamma, const_host_view(data.gamma(), hidden));
-    Kokkos::deep_copy(m_space, m_beta, const_host_view(data.beta(), hidden));
-    this->upload(data.streamed_inputs());
-  }
-
-  void poison() override {
-    Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
-    if constexpr (has_residual(K)) Kokkos::deep_copy(m_space, m_h, std::numeric_limits<float>::quiet_NaN());
-    m_space.fence();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != std::size_t(input_count(K)))
-      throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
-                                  " input arrays");
-    const auto elements = static_cast<std::size_t>(m_rows * m_hidden);
-    Kokkos::deep_copy(m_space, m_x, const_host_view(inputs[0].as<const float>(), elements));
-    if constexpr (has_residual(K))
-      Kokkos::deep_copy(m_space, m_r, const_host_view(inputs[1].as<const float>(), elements));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    const auto elements = static_cast<std::size_t>(m_rows * m_hidden);
-    Kokkos::deep_copy(m_space, host_view(y_output(outputs), elements), m_y);
-    if constexpr (has_residual(K)) Kokkos::deep_copy(m_space, host_view(h_output(outputs), elements), m_h);
-  }
-
- protected:
-  using kokkos_base::m_instance;
-  using kokkos_base::m_space;
-  std::int64_t m_rows = 0, m_hidden = 0;
-  vector_type m_x, m_r, m_gamma, m_beta, m_y, m_h;
-};
-
-template <class ExecutionSpace>
-class layernorm_kokkos final : public layernorm_kokkos_base<ExecutionSpace, layernorm_kind::plain> {
+class layernorm_kokkos final : public layernorm_kokkos_base<ExecutionSpace, K> {
  public:
   void launch() override {
-    launch_rows<ExecutionSpace, false>(this->m_space, this->m_x, this->m_x, this->m_gamma, this->m_beta, this->m_y,
-                                       this->m_y, this->m_rows, this->m_hidden);
-  }
-};
-
-template <class ExecutionSpace>
-class residual_layernorm_kokkos_fused final : public layernorm_kokkos_base<ExecutionSpace, layernorm_kind::residual> {
- public:
-  void launch() override {
-    launch_rows<ExecutionSpace, true>(this->m_space, this->m_x, this->m_r, this->m_gamma, this->m_beta, this->m_y,
-                                      this->m_h, this->m_rows, this->m_hidden);
+    constexpr bool residual = has_residual(K);
+    launch_rows<ExecutionSpace, residual>(this->m_space, this->m_x, residual ? this->m_r : this->m_x, this->m_gamma,
+                                          this->m_beta, this->m_y, residual ? this->m_h : this->m_y, this->m_rows,
+                                          this->m_hidden);
   }
 };
 
@@ -214,7 +143,7 @@ void register_space() {
     return pass_traffic(s.rows, s.features, team_kernel_reads<Space>(s.features), 1);
   };
   plain.kernels_launched = 1;  // layernorm_rows
-  detail::register_kokkos_variant<layernorm_kokkos<Space>>(std::move(plain));
+  detail::register_kokkos_variant<layernorm_kokkos<Space, layernorm_kind::plain>>(std::move(plain));
 
   auto fused =
       variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_fused", "residual_layernorm_kokkos",
@@ -228,7 +157,7 @@ void register_space() {
   };
   fused.fusion = fusion_level::full;
   fused.kernels_launched = 1;  // residual_layernorm_rows
-  detail::register_kokkos_variant<residual_layernorm_kokkos_fused<Space>>(std::move(fused));
+  detail::register_kokkos_variant<layernorm_kokkos<Space, layernorm_kind::residual>>(std::move(fused));
 
   auto unfused =
       variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_unfused", "residual_layernorm_kokkos",

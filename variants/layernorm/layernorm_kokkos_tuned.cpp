@@ -21,21 +21,19 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
-#include <stdexcept>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "detail/kokkos_rows.hpp"
+#include "detail/kokkos_rows_launch.hpp"
 #include "kstudy/support/kokkos_support.hpp"
 #include "layernorm/layernorm.hpp"
+#include "layernorm/layernorm_kokkos_base.hpp"
 
 namespace kstudy::layernorm {
 namespace {
 
 namespace rows = detail::rows;
-using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
 using rows::moments;
 using rows::moments_combine;
@@ -71,17 +69,7 @@ struct layernorm_rows {
   float hidden = 1.0f, epsilon = 0.0f;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& member) const {
-    if constexpr (Shape == rows::shape::vector_rows) {
-      const std::int64_t first = std::int64_t(member.league_rank()) * member.team_size();
-      const std::int64_t left = row_count - first;
-      const int count = left < member.team_size() ? static_cast<int>(left) : member.team_size();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count),
-                           [&](const int i) { resident_row(member, first + i); });
-    } else if constexpr (Shape == rows::shape::team_rows) {
-      resident_row(member, member.league_rank());
-    } else {
-      streamed_row(member, member.league_rank());
-    }
+    rows::run_team_rows<Shape>(member, row_count, *this);
   }
 
   // v[k] <- vector i of the row's input: x, or x + r (then also written to h).
@@ -110,17 +98,10 @@ struct layernorm_rows {
     y(i) = rows::pack(out);
   }
 
-  // The two-pass statistics of the first `valid` vectors of v.
+  // The sum of the squared deviations from mean of the first `valid` vectors of v.
   template <int N>
-  KOKKOS_INLINE_FUNCTION static moments statistics(const float (&v)[N][Vec], const int valid) {
-    if (valid == 0) return moments_combine::identity();
-    float sum = 0.0f;
-    KSTUDY_ROWS_UNROLL
-    for (int k = 0; k < N; ++k) {
-      KSTUDY_ROWS_UNROLL
-      for (int j = 0; j < Vec; ++j) sum += v[k][j];  // the padding is 0
-    }
-    const float count = static_cast<float>(valid * Vec), mean = sum / count;
+  KOKKOS_FORCEINLINE_FUNCTION static float squared_deviations(const float (&v)[N][Vec], const int valid,
+                                                              const float mean) {
     float m2 = 0.0f;
     KSTUDY_ROWS_UNROLL
     for (int k = 0; k < N; ++k) {
@@ -132,7 +113,21 @@ struct layernorm_rows {
         }
       }
     }
-    return moments{count, mean, m2};
+    return m2;
+  }
+
+  // The two-pass statistics of the first `valid` vectors of v.
+  template <int N>
+  KOKKOS_INLINE_FUNCTION static moments statistics(const float (&v)[N][Vec], const int valid) {
+    if (valid == 0) return moments_combine::identity();
+    float sum = 0.0f;
+    KSTUDY_ROWS_UNROLL
+    for (int k = 0; k < N; ++k) {
+      KSTUDY_ROWS_UNROLL
+      for (int j = 0; j < Vec; ++j) sum += v[k][j];  // the padding is 0
+    }
+    const float count = static_cast<float>(valid * Vec), mean = sum / count;
+    return moments{count, mean, squared_deviations(v, valid, mean)};
   }
 
   // Two reductions of plain float sums, as the CUDA register rung: the row's sum (then its mean), then the
@@ -171,21 +166,7 @@ struct layernorm_rows {
     if constexpr (team) member.team_barrier();
     float row_m2 = 0.0f;
     rows::reduce_slices<team>(
-        member, vector_length,
-        [&](const int, float& partial) {
-          float m2 = 0.0f;
-          KSTUDY_ROWS_UNROLL
-          for (int k = 0; k < Items; ++k) {
-            if (k < valid) {
-              KSTUDY_ROWS_UNROLL
-              for (int j = 0; j < Vec; ++j) {
-                const float d = v[k][j] - mean;
-                m2 += d * d;
-              }
-            }
-          }
-          partial += m2;
-        },
+        member, vector_length, [&](const int, float& partial) { partial += squared_deviations(v, valid, mean); },
         Kokkos::Sum<float>(row_m2));
     const float rstd = 1.0f / sqrtf(row_m2 / hidden + epsilon);
     rows::for_slices<team>(member, vector_length, [&](const int s) {
@@ -253,13 +234,12 @@ struct layernorm_rows {
 // Hosts: one row per index of a RangePolicy over raw pointers (a static schedule: each core streams its own
 // block of rows), three passes of `omp simd` loops, the last two over the row in the core's cache (4,096
 // floats: 16 KiB, inside L1): the sum (with the residual, h = x + r is written on the way), then the sum of
-// squared deviations from the mean (the exact two-pass statistics), then y. Each sum runs in SIMD lanes over
-// host_fold floats (16 terms a lane of an AVX-512 vector, 64 of an SSE one: a short sequential chunk, then
-// a tree, which the gate's u K allows) folded into a double, so no float total of the whole row swamps the
-// small terms next to outliers. One Chan merge (a division) per chunk of the streamed device kernel costs a
-// host core more than the memory does (~40% of the host read roof); plain sums vectorise.
-constexpr std::int64_t host_fold = 256;
-
+// squared deviations from the mean (the exact two-pass statistics), then y. Each sum is a rows::folded_sum:
+// SIMD lanes over host_fold floats (16 terms a lane of an AVX-512 vector, 64 of an SSE one: a short
+// sequential chunk, then a tree, which the gate's u K allows) folded into a double, so no float total of the
+// whole row swamps the small terms next to outliers. One Chan merge (a division) per chunk of the streamed
+// device kernel costs a host core more than the memory does (~40% of the host read roof); plain sums
+// vectorise.
 template <bool Residual>
 struct layernorm_host_rows {
   const float *x = nullptr, *r = nullptr, *gamma = nullptr, *beta = nullptr;
@@ -279,40 +259,21 @@ struct layernorm_host_rows {
     if constexpr (Residual) {
       const float* const __restrict__ res = r + base;
       float* const __restrict__ sums = h + base;
-      for (std::int64_t start = 0; start < hidden; start += host_fold) {
-        const std::int64_t end = start + host_fold < hidden ? start + host_fold : hidden;
-        float chunk = 0.0f;
-#pragma omp simd reduction(+ : chunk)
-        for (std::int64_t i = start; i < end; ++i) {
-          const float e = in[i] + res[i];
-          sums[i] = e;
-          chunk += e;
-        }
-        sum += chunk;
-      }
+      sum = rows::folded_sum(hidden, [&](const std::int64_t i) {
+        const float e = in[i] + res[i];
+        sums[i] = e;
+        return e;
+      });
       v = sums;
     } else {
-      for (std::int64_t start = 0; start < hidden; start += host_fold) {
-        const std::int64_t end = start + host_fold < hidden ? start + host_fold : hidden;
-        float chunk = 0.0f;
-#pragma omp simd reduction(+ : chunk)
-        for (std::int64_t i = start; i < end; ++i) chunk += in[i];
-        sum += chunk;
-      }
+      sum = rows::folded_sum(hidden, [&](const std::int64_t i) { return in[i]; });
     }
     const float mean = static_cast<float>(sum / static_cast<double>(hidden));
     const float* const __restrict__ w = v;
-    double m2 = 0.0;
-    for (std::int64_t start = 0; start < hidden; start += host_fold) {
-      const std::int64_t end = start + host_fold < hidden ? start + host_fold : hidden;
-      float chunk = 0.0f;
-#pragma omp simd reduction(+ : chunk)
-      for (std::int64_t i = start; i < end; ++i) {
-        const float d = w[i] - mean;
-        chunk += d * d;
-      }
-      m2 += chunk;
-    }
+    const double m2 = rows::folded_sum(hidden, [&](const std::int64_t i) {
+      const float d = w[i] - mean;
+      return d * d;
+    });
     const float rstd = static_cast<float>(1.0 / std::sqrt(m2 / static_cast<double>(hidden) + double(epsilon)));
 #pragma omp simd
     for (std::int64_t i = 0; i < hidden; ++i) out[i] = (w[i] - mean) * rstd * g[i] + b[i];
@@ -331,137 +292,75 @@ constexpr std::int64_t resident_hidden() {
 }
 
 template <class ExecutionSpace, layernorm_kind K>
-class layernorm_kokkos_tuned final : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class layernorm_kokkos_tuned final : public layernorm_kokkos_base<ExecutionSpace, K> {
+  using base = layernorm_kokkos_base<ExecutionSpace, K>;
   static constexpr bool residual = has_residual(K);
+  using shape = launch_shape<residual>;
 
  public:
-  using memory_space = typename ExecutionSpace::memory_space;
-  using vector_type = Kokkos::View<float*, Kokkos::Device<ExecutionSpace, memory_space>>;
-  using host_view = Kokkos::View<float*, Kokkos::HostSpace, unmanaged>;
-  using const_host_view = Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>;
-  using kokkos_base::on_host;
-
-  layernorm_kokkos_tuned() : kokkos_base(/*own_stream=*/true) {}
-  ~layernorm_kokkos_tuned() override { m_instance.drain(); }  // queued work ends before the buffers are freed
+  using base::on_host;
 
   void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = layernorm_problem(problem, K);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    m_rows = data.rows();
-    m_hidden = data.hidden();
-    if (m_rows > std::numeric_limits<int>::max())
-      throw std::invalid_argument(std::string(operation_name(K)) + ": more rows than a Kokkos league holds (2^31 - 1)");
-    const auto elements = static_cast<std::size_t>(data.elements()), hidden = static_cast<std::size_t>(m_hidden);
-    const auto alloc = [](const std::string& label) { return Kokkos::view_alloc(label, Kokkos::WithoutInitializing); };
-    m_x = vector_type(alloc("kstudy::layernorm::x"), elements);
-    m_y = vector_type(alloc("kstudy::layernorm::y"), elements);
-    if constexpr (residual) {
-      m_r = vector_type(alloc("kstudy::layernorm::r"), elements);
-      m_h = vector_type(alloc("kstudy::layernorm::h"), elements);
-    }
-    m_gamma = vector_type(alloc("kstudy::layernorm::gamma"), hidden);
-    m_beta = vector_type(alloc("kstudy::layernorm::beta"), hidden);
-    Kokkos::deep_copy(m_space, m_gamma, const_host_view(data.gamma(), hidden));
-    Kokkos::deep_copy(m_space, m_beta, const_host_view(data.beta(), hidden));
-
+    const auto& data = this->prepare_arrays(problem, options, /*rows_in_league=*/true);
     bool vec4 = m_hidden % 4 == 0;
     for (const auto* p : {m_x.data(), m_y.data(), m_r.data(), m_h.data(), m_gamma.data(), m_beta.data()})
       vec4 = vec4 && rows::quad_aligned(p);  // a null (absent) array is aligned
-    int vector_length = 1, max_team_size = 1;
-    if constexpr (!on_host) {
-      vector_length = policy_type<ExecutionSpace, residual>::vector_length_max();  // a warp on CUDA
-      max_team_size = std::max(1, launch_shape<residual>::max_threads / vector_length);
-    }
-    m_plan = rows::plan_rows(m_rows, m_hidden, vec4, vector_length, max_team_size, launch_shape<residual>::lane_floats);
-    if constexpr (!on_host) check_team_size();
+    m_plan = rows::plan_launch<policy_type<ExecutionSpace, residual>>(m_rows, m_hidden, vec4, shape::max_threads,
+                                                                      shape::lane_floats);
+    if constexpr (!on_host)
+      rows::check_team_size<policy_type<ExecutionSpace, residual>, shape::lane_floats>(
+          m_space, m_plan, std::string(operation_name(K)) + "_kokkos_tuned", make_kernel());
     this->upload(data.streamed_inputs());
-  }
-
-  void poison() override {
-    Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
-    if constexpr (residual) Kokkos::deep_copy(m_space, m_h, std::numeric_limits<float>::quiet_NaN());
-    m_space.fence();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != std::size_t(input_count(K)))
-      throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
-                                  " input arrays");
-    const auto elements = static_cast<std::size_t>(m_rows * m_hidden);
-    Kokkos::deep_copy(m_space, m_x, const_host_view(inputs[0].as<const float>(), elements));
-    if constexpr (residual) Kokkos::deep_copy(m_space, m_r, const_host_view(inputs[1].as<const float>(), elements));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    const auto elements = static_cast<std::size_t>(m_rows * m_hidden);
-    Kokkos::deep_copy(m_space, host_view(y_output(outputs), elements), m_y);
-    if constexpr (residual) Kokkos::deep_copy(m_space, host_view(h_output(outputs), elements), m_h);
   }
 
   void launch() override {
     if constexpr (on_host) {
       const layernorm_host_rows<residual> rows_functor{m_x.data(), m_r.data(), m_gamma.data(), m_beta.data(),
                                                        m_y.data(), m_h.data(), m_hidden,       epsilon};
-      Kokkos::parallel_for(std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_host_rows",
-                           Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(m_space, 0, m_rows),
-                           rows_functor);
+      rows::launch_host_rows(m_space, m_rows, std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_host_rows",
+                             rows_functor);
     } else {
-      rows::dispatch<!on_host, launch_shape<residual>::lane_floats>(
-          m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-            using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
-                                           decltype(items_c)::value>;
-            const policy_type<ExecutionSpace, residual> policy(m_space, static_cast<int>(m_plan.league),
-                                                               m_plan.team_size, m_plan.vector_length);
-            Kokkos::parallel_for(
-                std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_" + rows::shape_name(m_plan.shape), policy,
-                make_functor<functor>());
-          });
+      rows::launch_plan<policy_type<ExecutionSpace, residual>, shape::lane_floats>(
+          m_space, m_plan, std::string("kstudy::") + operation_name(K) + "_kokkos_tuned_", make_kernel());
     }
   }
 
  private:
-  template <class Functor>
-  Functor make_functor() const {
-    constexpr int vec = Functor::vec;
-    const auto n = m_rows * m_hidden;
-    Functor f;
-    f.x = rows::as_input<ExecutionSpace, vec>(m_x.data(), n);
-    f.gamma = rows::as_input<ExecutionSpace, vec>(m_gamma.data(), m_hidden);
-    f.beta = rows::as_input<ExecutionSpace, vec>(m_beta.data(), m_hidden);
-    f.y = rows::as_output<ExecutionSpace, vec>(m_y.data(), n);
-    if constexpr (residual) {
-      f.r = rows::as_input<ExecutionSpace, vec>(m_r.data(), n);
-      f.h = rows::as_output<ExecutionSpace, vec>(m_h.data(), n);
-    }
-    f.row_count = m_rows;
-    f.vectors = m_hidden / vec;
-    f.vector_length = m_plan.vector_length;
-    f.hidden = static_cast<float>(m_hidden);
-    f.epsilon = epsilon;
-    return f;
+  // The plan's kernel from dispatch's arguments, over this variant's arrays.
+  auto make_kernel() const {
+    return [this](auto shape_c, auto vec_c, auto items_c) {
+      using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
+                                     decltype(items_c)::value>;
+      constexpr int vec = functor::vec;
+      const auto n = m_rows * m_hidden;
+      functor f;
+      f.x = rows::as_input<ExecutionSpace, vec>(m_x.data(), n);
+      f.gamma = rows::as_input<ExecutionSpace, vec>(m_gamma.data(), m_hidden);
+      f.beta = rows::as_input<ExecutionSpace, vec>(m_beta.data(), m_hidden);
+      f.y = rows::as_output<ExecutionSpace, vec>(m_y.data(), n);
+      if constexpr (residual) {
+        f.r = rows::as_input<ExecutionSpace, vec>(m_r.data(), n);
+        f.h = rows::as_output<ExecutionSpace, vec>(m_h.data(), n);
+      }
+      f.row_count = m_rows;
+      f.vectors = m_hidden / vec;
+      f.vector_length = m_plan.vector_length;
+      f.hidden = static_cast<float>(m_hidden);
+      f.epsilon = epsilon;
+      return f;
+    };
   }
 
-  // The planned team must launch: the LaunchBounds cap the kernels' registers so that max_threads always
-  // fit; this says so if a compiler or a Kokkos version disagrees.
-  void check_team_size() const {
-    rows::dispatch<!on_host, launch_shape<residual>::lane_floats>(
-        m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-          using functor = layernorm_rows<ExecutionSpace, residual, decltype(shape_c)::value, decltype(vec_c)::value,
-                                         decltype(items_c)::value>;
-          const policy_type<ExecutionSpace, residual> probe(m_space, 1, 1, m_plan.vector_length);
-          const int limit = probe.team_size_max(make_functor<functor>(), Kokkos::ParallelForTag());
-          if (limit < m_plan.team_size)
-            throw std::runtime_error(std::string(operation_name(K)) + "_kokkos_tuned: a team of " +
-                                     std::to_string(m_plan.team_size) + " threads does not launch (at most " +
-                                     std::to_string(limit) + ")");
-        });
-  }
-
-  using kokkos_base::m_instance;
-  using kokkos_base::m_space;
-  std::int64_t m_rows = 0, m_hidden = 0;
+  using base::m_beta;
+  using base::m_gamma;
+  using base::m_h;
+  using base::m_hidden;
+  using base::m_r;
+  using base::m_rows;
+  using base::m_space;
+  using base::m_x;
+  using base::m_y;
   rows::plan m_plan;
-  vector_type m_x, m_r, m_gamma, m_beta, m_y, m_h;
 };
 
 // Matrix reads of the kernel: once from registers, twice when the rows are streamed.

@@ -18,14 +18,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
-#include <vector>
+#include <utility>
 
 #include "kstudy/support/kokkos_support.hpp"
 #include "softmax/softmax.hpp"
+#include "softmax/softmax_kokkos_base.hpp"
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -152,47 +149,20 @@ struct two_pass_body {
 };
 
 template <class ExecutionSpace>
-class softmax_kokkos final : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class softmax_kokkos final : public softmax_kokkos_base<ExecutionSpace> {
+  using base = softmax_kokkos_base<ExecutionSpace>;
 
  public:
-  using memory_space = typename ExecutionSpace::memory_space;
-  using matrix_type = typename softmax_types<ExecutionSpace>::matrix_type;
   using policy_type = typename softmax_types<ExecutionSpace>::policy_type;
   using slots_type = typename softmax_types<ExecutionSpace>::slots_type;
-  using kokkos_base::on_host;
-
-  softmax_kokkos() : kokkos_base(/*own_stream=*/true) {}
-  ~softmax_kokkos() override { m_instance.drain(); }
+  using base::on_host;
 
   void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = softmax_problem(problem);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    m_rows = data.rows();
-    m_cols = data.cols();
-    if (m_rows > std::numeric_limits<int>::max())
-      throw std::invalid_argument("softmax_kokkos: more rows than a Kokkos league holds (2^31 - 1)");
-    const auto n = static_cast<std::size_t>(data.elements());
-    m_x = matrix_type(Kokkos::view_alloc("kstudy::softmax::x", Kokkos::WithoutInitializing), n);
-    m_y = matrix_type(Kokkos::view_alloc("kstudy::softmax::y", Kokkos::WithoutInitializing), n);
+    const auto& data = this->prepare_arrays(problem, options, "softmax_kokkos");
     m_team = team_size();
     this->upload(data.streamed_inputs());
   }
 
-  void poison() override {
-    Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
-    m_space.fence();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
-    Kokkos::deep_copy(
-        m_space, m_x,
-        Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.size()));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(y_output(outputs), m_y.size()), m_y);
-  }
   void launch() override {
     const policy_type policy = policy_type(m_space, static_cast<int>(m_rows), m_team)
                                    .set_scratch_size(0, Kokkos::PerTeam(slots_type::shmem_size(m_team)));
@@ -221,11 +191,12 @@ class softmax_kokkos final : public detail::kokkos_queued_variant<ExecutionSpace
     }
   }
 
-  using kokkos_base::m_instance;
-  using kokkos_base::m_space;
-  std::int64_t m_rows = 0, m_cols = 0;
+  using base::m_cols;
+  using base::m_rows;
+  using base::m_space;
+  using base::m_x;
+  using base::m_y;
   int m_team = 1;
-  matrix_type m_x, m_y;
 };
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {

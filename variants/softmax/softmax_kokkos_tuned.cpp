@@ -20,21 +20,18 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
-#include <stdexcept>
-#include <string>
 #include <utility>
-#include <vector>
 
 #include "detail/kokkos_rows.hpp"
+#include "detail/kokkos_rows_launch.hpp"
 #include "kstudy/support/kokkos_support.hpp"
 #include "softmax/softmax.hpp"
+#include "softmax/softmax_kokkos_base.hpp"
 
 namespace kstudy::softmax {
 namespace {
 
 namespace rows = detail::rows;
-using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
 using rows::max_sum;
 using rows::max_sum_combine;
@@ -60,17 +57,29 @@ struct softmax_rows {
   int vector_length = 1;
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& member) const {
-    if constexpr (Shape == rows::shape::vector_rows) {
-      const std::int64_t first = std::int64_t(member.league_rank()) * member.team_size();
-      const std::int64_t left = row_count - first;
-      const int count = left < member.team_size() ? static_cast<int>(left) : member.team_size();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count),
-                           [&](const int i) { resident_row(member, first + i); });
-    } else if constexpr (Shape == rows::shape::team_rows) {
-      resident_row(member, member.league_rank());
-    } else {
-      streamed_row(member, member.league_rank());
+    rows::run_team_rows<Shape>(member, row_count, *this);
+  }
+
+  // v <- the lane's Items vectors of the row at base, from vector `first` on, slices apart, -inf past the
+  // row's end; returns their maximum (-inf on a lane without elements).
+  KOKKOS_FORCEINLINE_FUNCTION float load_lane(const std::int64_t base, const std::int64_t first, const int slices,
+                                              float (&v)[Items][Vec]) const {
+    const float minus_infinity = -INFINITY;  // the macro: numeric_limits is host-only in device code
+    float m = minus_infinity;
+    KSTUDY_ROWS_UNROLL
+    for (int k = 0; k < Items; ++k) {
+      const std::int64_t q = first + std::int64_t(k) * slices;
+      if (q < vectors) {
+        const rows::vec_t<Vec> loaded = x(base + q);
+        rows::unpack(loaded, v[k]);
+      } else {
+        KSTUDY_ROWS_UNROLL
+        for (int j = 0; j < Vec; ++j) v[k][j] = minus_infinity;
+      }
+      KSTUDY_ROWS_UNROLL
+      for (int j = 0; j < Vec; ++j) m = m > v[k][j] ? m : v[k][j];
     }
+    return m;
   }
 
   KOKKOS_INLINE_FUNCTION void resident_row(const member_type& member, const std::int64_t row) const {
@@ -84,20 +93,7 @@ struct softmax_rows {
     rows::reduce_slices<team>(
         member, vector_length,
         [&](const int s, max_sum& partial) {
-          float m = minus_infinity;
-          KSTUDY_ROWS_UNROLL
-          for (int k = 0; k < Items; ++k) {
-            const std::int64_t q = s + std::int64_t(k) * slices;
-            if (q < vectors) {
-              const rows::vec_t<Vec> loaded = x(base + q);
-              rows::unpack(loaded, v[k]);
-            } else {
-              KSTUDY_ROWS_UNROLL
-              for (int j = 0; j < Vec; ++j) v[k][j] = minus_infinity;
-            }
-            KSTUDY_ROWS_UNROLL
-            for (int j = 0; j < Vec; ++j) m = m > v[k][j] ? m : v[k][j];
-          }
+          const float m = load_lane(base, s, slices, v);
           float sum = 0.0f;
           if (m != minus_infinity) {
             KSTUDY_ROWS_UNROLL
@@ -132,7 +128,6 @@ struct softmax_rows {
   KOKKOS_INLINE_FUNCTION void streamed_row(const member_type& member, const std::int64_t row) const {
     const int slices = member.team_size() * vector_length;
     const std::int64_t base = row * vectors, stride = std::int64_t(Items) * slices;
-    const float minus_infinity = -INFINITY;
     max_sum total;
     rows::reduce_slices<true>(
         member, vector_length,
@@ -140,20 +135,7 @@ struct softmax_rows {
           max_sum lane = max_sum_combine::identity();
           for (std::int64_t chunk = s; chunk < vectors; chunk += stride) {  // chunk: the lane's first vector
             float v[Items][Vec];
-            float m = minus_infinity;
-            KSTUDY_ROWS_UNROLL
-            for (int k = 0; k < Items; ++k) {
-              const std::int64_t q = chunk + std::int64_t(k) * slices;
-              if (q < vectors) {
-                const rows::vec_t<Vec> loaded = x(base + q);
-                rows::unpack(loaded, v[k]);
-              } else {
-                KSTUDY_ROWS_UNROLL
-                for (int j = 0; j < Vec; ++j) v[k][j] = minus_infinity;
-              }
-              KSTUDY_ROWS_UNROLL
-              for (int j = 0; j < Vec; ++j) m = m > v[k][j] ? m : v[k][j];
-            }
+            const float m = load_lane(base, chunk, slices, v);
             float sum = 0.0f;  // m is finite: vector `chunk` is in the row
             KSTUDY_ROWS_UNROLL
             for (int k = 0; k < Items; ++k) {
@@ -191,9 +173,6 @@ struct softmax_rows {
 // SIMD lanes, no fast-math needed) around an exp written in plain, branch-free float arithmetic, so the
 // compiler turns the exp into SIMD code as well.
 
-// Floats per partial sum folded into the row's double total (64 terms a lane of an SSE vector).
-constexpr std::int64_t host_fold = 256;
-
 // exp(d) for d <= 0 (or -inf), without a library call. Cody and Waite's reduction d = n ln2 + r, |r| <=
 // ln2 / 2, with ln2 split so that n * ln2_hi is exact (n has at most 8 bits), then Cephes' expf polynomial
 // (1 + r + r^2 P(r), P of degree 5) and the scale 2^n built from its exponent bits. Measured against a
@@ -230,9 +209,9 @@ inline float host_exp_nonpositive(const float d) {
 }
 
 // One row per index, three passes, the last two over the row in the core's cache (4,096 floats: 16 KiB of
-// x and of y, inside L1): the maximum; y = exp(x - max) and its sum (in SIMD lanes over host_fold floats,
-// folded into a double); y *= 1 / sum (a reciprocal and a multiply: the gate's 2 roundings). One exp per
-// element; the row is read from memory once and written once.
+// x and of y, inside L1): the maximum; y = exp(x - max) and its sum (rows::folded_sum: in SIMD lanes over
+// short chunks, folded into a double); y *= 1 / sum (a reciprocal and a multiply: the gate's 2 roundings).
+// One exp per element; the row is read from memory once and written once.
 struct softmax_host_rows {
   const float* x = nullptr;
   float* y = nullptr;
@@ -244,18 +223,11 @@ struct softmax_host_rows {
     float m = -INFINITY;
 #pragma omp simd reduction(max : m)
     for (std::int64_t i = 0; i < cols; ++i) m = m > in[i] ? m : in[i];
-    double sum = 0.0;
-    for (std::int64_t start = 0; start < cols; start += host_fold) {
-      const std::int64_t end = start + host_fold < cols ? start + host_fold : cols;
-      float chunk = 0.0f;
-#pragma omp simd reduction(+ : chunk)
-      for (std::int64_t i = start; i < end; ++i) {
-        const float e = host_exp_nonpositive(in[i] - m);
-        out[i] = e;
-        chunk += e;
-      }
-      sum += chunk;
-    }
+    const double sum = rows::folded_sum(cols, [&](const std::int64_t i) {
+      const float e = host_exp_nonpositive(in[i] - m);
+      out[i] = e;
+      return e;
+    });
     const float scale = 1.0f / static_cast<float>(sum);
 #pragma omp simd
     for (std::int64_t i = 0; i < cols; ++i) out[i] *= scale;
@@ -263,99 +235,50 @@ struct softmax_host_rows {
 };
 
 template <class ExecutionSpace>
-class softmax_kokkos_tuned final : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class softmax_kokkos_tuned final : public softmax_kokkos_base<ExecutionSpace> {
+  using base = softmax_kokkos_base<ExecutionSpace>;
 
  public:
-  using memory_space = typename ExecutionSpace::memory_space;
-  using matrix_type = Kokkos::View<float*, Kokkos::Device<ExecutionSpace, memory_space>>;
-  using kokkos_base::on_host;
-
-  softmax_kokkos_tuned() : kokkos_base(/*own_stream=*/true) {}
-  ~softmax_kokkos_tuned() override { m_instance.drain(); }
+  using base::on_host;
 
   void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = softmax_problem(problem);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    m_rows = data.rows();
-    m_cols = data.cols();
-    if (m_rows > std::numeric_limits<int>::max())
-      throw std::invalid_argument("softmax_kokkos_tuned: more rows than a Kokkos league holds (2^31 - 1)");
-    const auto n = static_cast<std::size_t>(data.elements());
-    m_x = matrix_type(Kokkos::view_alloc("kstudy::softmax::x", Kokkos::WithoutInitializing), n);
-    m_y = matrix_type(Kokkos::view_alloc("kstudy::softmax::y", Kokkos::WithoutInitializing), n);
+    const auto& data = this->prepare_arrays(problem, options, "softmax_kokkos_tuned");
     const bool vec4 = m_cols % 4 == 0 && rows::quad_aligned(m_x.data()) && rows::quad_aligned(m_y.data());
-    int vector_length = 1, max_team_size = 1;
-    if constexpr (!on_host) {
-      vector_length = policy_type<ExecutionSpace>::vector_length_max();  // a warp on CUDA
-      max_team_size = std::max(1, max_threads / vector_length);          // LaunchBounds<512, 2>
-    }
-    m_plan = rows::plan_rows(m_rows, m_cols, vec4, vector_length, max_team_size, lane_floats);
-    if constexpr (!on_host) check_team_size();
+    m_plan = rows::plan_launch<policy_type<ExecutionSpace>>(m_rows, m_cols, vec4, max_threads, lane_floats);
+    if constexpr (!on_host)
+      rows::check_team_size<policy_type<ExecutionSpace>, lane_floats>(m_space, m_plan, "softmax_kokkos_tuned",
+                                                                      make_kernel());
     this->upload(data.streamed_inputs());
   }
 
-  void poison() override {
-    Kokkos::deep_copy(m_space, m_y, std::numeric_limits<float>::quiet_NaN());
-    m_space.fence();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
-    Kokkos::deep_copy(
-        m_space, m_x,
-        Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.size()));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(y_output(outputs), m_y.size()), m_y);
-  }
-
   void launch() override {
-    if constexpr (on_host) {
-      // Rows in contiguous blocks per thread (a static schedule): each core streams its own part of x.
-      Kokkos::parallel_for("kstudy::softmax_kokkos_tuned_host_rows",
-                           Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(m_space, 0, m_rows),
-                           softmax_host_rows{m_x.data(), m_y.data(), m_cols});
-    } else {
-      rows::dispatch<!on_host, lane_floats>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
-        using functor =
-            softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
-        const policy_type<ExecutionSpace> policy(m_space, static_cast<int>(m_plan.league), m_plan.team_size,
-                                                 m_plan.vector_length);
-        Kokkos::parallel_for(std::string("kstudy::softmax_kokkos_tuned_") + rows::shape_name(m_plan.shape), policy,
-                             make_functor<functor>());
-      });
-    }
+    if constexpr (on_host)
+      rows::launch_host_rows(m_space, m_rows, "kstudy::softmax_kokkos_tuned_host_rows",
+                             softmax_host_rows{m_x.data(), m_y.data(), m_cols});
+    else
+      rows::launch_plan<policy_type<ExecutionSpace>, lane_floats>(m_space, m_plan, "kstudy::softmax_kokkos_tuned_",
+                                                                  make_kernel());
   }
 
  private:
-  template <class Functor>
-  Functor make_functor() const {
-    constexpr int vec = Functor::vec;
-    const auto n = static_cast<std::int64_t>(m_x.size());
-    return Functor{rows::as_input<ExecutionSpace, vec>(m_x.data(), n),
-                   rows::as_output<ExecutionSpace, vec>(m_y.data(), n), m_rows, m_cols / vec, m_plan.vector_length};
-  }
-
-  // The planned team must launch: LaunchBounds<512, 2> caps the kernels at 64 registers, so 512 threads
-  // always fit; this says so if a compiler or a Kokkos version disagrees.
-  void check_team_size() const {
-    rows::dispatch<!on_host, lane_floats>(m_plan, [this](auto shape_c, auto vec_c, auto items_c) {
+  // The plan's kernel from dispatch's arguments, over this variant's arrays.
+  auto make_kernel() const {
+    return [this](auto shape_c, auto vec_c, auto items_c) {
       using functor =
           softmax_rows<ExecutionSpace, decltype(shape_c)::value, decltype(vec_c)::value, decltype(items_c)::value>;
-      const policy_type<ExecutionSpace> probe(m_space, 1, 1, m_plan.vector_length);
-      const int limit = probe.team_size_max(make_functor<functor>(), Kokkos::ParallelForTag());
-      if (limit < m_plan.team_size)
-        throw std::runtime_error("softmax_kokkos_tuned: a team of " + std::to_string(m_plan.team_size) +
-                                 " threads does not launch (at most " + std::to_string(limit) + ")");
-    });
+      constexpr int vec = functor::vec;
+      const auto n = static_cast<std::int64_t>(m_x.size());
+      return functor{rows::as_input<ExecutionSpace, vec>(m_x.data(), n),
+                     rows::as_output<ExecutionSpace, vec>(m_y.data(), n), m_rows, m_cols / vec, m_plan.vector_length};
+    };
   }
 
-  using kokkos_base::m_instance;
-  using kokkos_base::m_space;
-  std::int64_t m_rows = 0, m_cols = 0;
+  using base::m_cols;
+  using base::m_rows;
+  using base::m_space;
+  using base::m_x;
+  using base::m_y;
   rows::plan m_plan;
-  matrix_type m_x, m_y;
 };
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
