@@ -8,6 +8,11 @@ py=${KSTUDY_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+# The guide's size promise (docs/extending.md): lines of code, neither blank nor comment-only.
+loc() { grep -cvE '^\s*(//.*)?$' "$1"; }
+(($(loc "$src/tests/toy/toy_variant.cpp") <= 25)) || fail "the toy variant is over the guide's 25 lines"
+(($(loc "$src/tests/toy/toy_operation.cpp") <= 80)) || fail "the toy operation is over the guide's 80 lines"
+
 "$exe" list > "$work/list.txt"
 grep -q "^toy_axpy (n): " "$work/list.txt" || fail "kstudy list does not show the toy operation"
 grep -q "toy_axpy_kokkos@serial" "$work/list.txt" || fail "kstudy list does not show the toy variant"

@@ -26,57 +26,36 @@
 #include <vector>
 
 #include "detail/kokkos_float4.hpp"
+#include "kstudy/support/kokkos_arrays.hpp"
 #include "kstudy/support/kokkos_support.hpp"
 #include "transpose/transpose.hpp"
 
 namespace kstudy::transpose {
 namespace {
 
-using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-
+// The buffers (x in, t out), transfers and poisoning are kokkos_array_variant's; a family implements launch().
 template <class ExecutionSpace>
-class transpose_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class transpose_kokkos_base : public kokkos_array_variant<ExecutionSpace> {
+  using array_base = kokkos_array_variant<ExecutionSpace>;
 
  public:
-  using memory_space = typename ExecutionSpace::memory_space;
-  using device_type = Kokkos::Device<ExecutionSpace, memory_space>;
-  using vector_type = Kokkos::View<float*, device_type>;
-  using kokkos_base::on_host;
+  using vector_type = typename array_base::view;
+  using device_type = typename vector_type::device_type;
+  using array_base::on_host;
 
-  transpose_kokkos_base() : kokkos_base(/*own_stream=*/true) {}
-  ~transpose_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers go
+  transpose_kokkos_base() { this->bind_operation(operation_name); }
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = transpose_problem(problem);
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     m_rows = data.rows();
     m_cols = data.cols();
-    const auto n = static_cast<std::size_t>(data.elements());
-    m_x = vector_type(Kokkos::view_alloc("kstudy::transpose::x", Kokkos::WithoutInitializing), n);
-    m_t = vector_type(Kokkos::view_alloc("kstudy::transpose::t", Kokkos::WithoutInitializing), n);
-    this->upload(data.streamed_inputs());
-  }
-
-  void poison() override {
-    Kokkos::deep_copy(m_space, m_t, std::numeric_limits<float>::quiet_NaN());
-    m_space.fence();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 1) throw std::invalid_argument("transpose: expected one input array");
-    Kokkos::deep_copy(
-        m_space, m_x,
-        Kokkos::View<const float*, Kokkos::HostSpace, unmanaged>(inputs[0].as<const float>(), m_x.extent(0)));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    Kokkos::deep_copy(m_space, Kokkos::View<float*, Kokkos::HostSpace, unmanaged>(t_output(outputs), m_t.extent(0)),
-                      m_t);
+    array_base::prepare(problem, options);
+    m_x = this->input(0);
+    m_t = this->output(0);
   }
 
  protected:
-  using kokkos_base::m_instance;
-  using kokkos_base::m_space;
   std::int64_t m_rows = 0, m_cols = 0;
   vector_type m_x, m_t;
 };

@@ -1,0 +1,169 @@
+#pragma once
+// The thin base of an operation whose outputs are float32 arrays, each element gated against a float64
+// reference value and a bound the operation derives (a stream kernel, an axpy, a transpose). The operation
+// writes what is its own:
+//   - info (m_info), generate() (an array_problem or a class derived from it), the element counts of its
+//     outputs, and expected(problem, output, index): the reference value of one output element and its bound
+//     (0 demands the same bits);
+//   - essential_traffic, essential_flops, input_bytes;
+// and the base derives the rest from expected(): the relayout of a one-layout operation (a copy), poison
+// (NaN), the gate, corrupt() (one element moved just past twice its bound), the conformance hooks
+// (reference_outputs, drop_work: the tail of every output left zero), output_bytes and reference_bytes
+// (none: the reference is computed from the inputs while the gate runs). CRTP, so the per-element reference
+// inlines into the gate's loop. Derived::expected must be public (or the base a friend).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
+#include "kstudy/support/moved_beyond.hpp"
+
+namespace kstudy {
+
+// One output element's reference: its float64 value and how far a correct output may lie from it.
+struct expected_value {
+  double value = 0;
+  double bound = 0;
+};
+
+// The gate's accumulator over outputs compared one element at a time: counts failures, keeps the first
+// failure's description, the largest error and the largest error in bounds. NaN (poison left behind) fails;
+// a bound of 0 demands the same bits (so -0 for +0 fails too: a copy moves bits, it computes nothing).
+class elementwise_gate {
+ public:
+  // Returns whether the element passed; `where` is called for the first failure only.
+  template <class Where>
+  bool compare(float got, expected_value want, Where&& where) {
+    ++m_checked;
+    const double error = std::fabs(double(got) - want.value);
+    bool ok = error <= want.bound;
+    if (ok && want.bound == 0) {
+      const float rounded = static_cast<float>(want.value);
+      ok = std::memcmp(&got, &rounded, sizeof got) == 0;
+    }
+    if (std::isfinite(error)) {
+      m_max_abs = std::max(m_max_abs, error);
+      if (want.bound > 0) m_max_relative = std::max(m_max_relative, error / want.bound);
+    } else {
+      m_max_abs = m_max_relative = std::numeric_limits<double>::infinity();
+    }
+    if (!ok && m_failures++ == 0) {
+      std::ostringstream os;
+      os.precision(9);
+      os << where() << " = " << got << ", reference " << want.value << ", bound " << want.bound;
+      if (want.bound == 0) os << " (bitwise)";
+      m_first = os.str();
+    }
+    return ok;
+  }
+
+  gate_result result(double rtol = 0, double atol = 0) const {
+    gate_result g;
+    g.rtol = rtol;
+    g.atol = atol;
+    g.checked = m_checked;
+    g.value_failures = m_failures;
+    g.max_abs_error = m_max_abs;
+    g.max_relative_error = m_max_relative;
+    g.passed = m_failures == 0;
+    if (!g.passed)
+      g.message = m_first + "; " + std::to_string(m_failures) + " of " + std::to_string(m_checked) + " elements fail";
+    return g;
+  }
+
+ private:
+  std::int64_t m_checked = 0, m_failures = 0;
+  double m_max_abs = 0, m_max_relative = 0;
+  std::string m_first;
+};
+
+template <class Derived, class Problem = array_problem>
+class elementwise_operation : public operation {
+ public:
+  const operation_info& info() const override { return m_info; }
+
+  // One layout: the same values are a copy.
+  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
+    const auto& p = problem_as<Problem>(source, m_info.name);
+    if (p.shape().rows != shape.rows || p.shape().features != shape.features || p.shape().depth != shape.depth)
+      throw std::invalid_argument(m_info.name + ": relayout cannot change the shape");
+    return std::make_unique<Problem>(p);
+  }
+  // Nothing stored: expected() computes each element's reference from the inputs while the gate runs.
+  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
+    problem_as<Problem>(problem, m_info.name);
+    return std::make_unique<reference_data>();
+  }
+  std::int64_t reference_bytes(const table_shape&) const override { return 0; }
+  std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
+    auto bytes = self().output_elements(shape);
+    for (auto& b : bytes) b *= std::int64_t(sizeof(float));
+    return bytes;
+  }
+
+  void poison(const std::vector<host_span>& outputs) const override {
+    for (const auto& o : outputs) std::fill_n(o.as<float>(), elements(o), std::numeric_limits<float>::quiet_NaN());
+  }
+
+  gate_result check(const problem_data& problem, const reference_data&,
+                    const std::vector<host_span>& outputs) const override {
+    const auto& p = problem_as<Problem>(problem, m_info.name);
+    elementwise_gate gate;
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      const float* got = outputs[o].as<const float>();
+      for (std::int64_t i = 0, n = elements(outputs[o]); i < n; ++i)
+        gate.compare(got[i], self().expected(p, o, i), [&] { return where(o, i); });
+    }
+    return gate.result(m_rtol, m_atol);
+  }
+
+  // The first element of the first output moved just past twice its bound (one ulp where the bound is 0).
+  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
+    const auto want = self().expected(problem_as<Problem>(problem, m_info.name), 0, 0);
+    float* z = outputs.at(0).as<float>();
+    z[0] = detail::moved_beyond(z[0], want.bound);
+  }
+
+  bool reference_outputs(const problem_data& problem, const reference_data&,
+                         const std::vector<host_span>& outputs) const override {
+    const auto& p = problem_as<Problem>(problem, m_info.name);
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      float* z = outputs[o].as<float>();
+      for (std::int64_t i = 0, n = elements(outputs[o]); i < n; ++i)
+        z[i] = static_cast<float>(self().expected(p, o, i).value);
+    }
+    return true;
+  }
+  // Less work: the tail of every output never written (left zero).
+  void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
+                 double fraction) const override {
+    reference_outputs(problem, reference, outputs);
+    for (const auto& o : outputs) {
+      const std::int64_t n = elements(o);
+      const auto dropped = std::min(n, std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(n)))));
+      std::fill(o.as<float>() + (n - dropped), o.as<float>() + n, 0.0f);
+    }
+  }
+
+ protected:
+  // How the gate names output element i of output o in its message; an operation may name it by its
+  // coordinates instead.
+  std::string where(std::size_t o, std::int64_t i) const { return m_info.outputs.at(o) + "[" + std::to_string(i) + "]"; }
+
+  operation_info m_info;
+  double m_rtol = 0, m_atol = 0;  // the tolerance model's constants, archived with each gate result
+
+ private:
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+  static std::int64_t elements(const host_span& span) { return span.bytes / std::int64_t(sizeof(float)); }
+};
+
+}  // namespace kstudy
