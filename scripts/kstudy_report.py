@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """kstudy report / compare / history (reached through `kstudy report ...`, `kstudy compare ...`, `kstudy history ...`).
 
-    kstudy_report.py report ARCHIVE... --out DIR [--shape 1048576x16] [--cpu-baseline BENCH.json] [--note TEXT]
+    kstudy_report.py report ARCHIVE... --out DIR [--shape ROWSxFEATURES] [--cpu-baseline BENCH.json] [--note TEXT]
     kstudy_report.py compare A.h5 B.h5 [...] [--by backend|machine|kokkos] [--force] [--out CSV]
     kstudy_report.py compare BASE.h5 NEW.h5 --gate 5% [--alpha 0.01] [--min-samples 5] [--gate-json FILE]
     kstudy_report.py history add ARCHIVE... | show --variant V [...] [--plot FILE.png] | list   [--store PATH]
@@ -49,8 +49,9 @@ def parser():
     r = sub.add_parser("report", help="evidence tables (CSV), figures (PNG) and report.md from archives")
     r.add_argument("archives", nargs="+", metavar="ARCHIVE")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
-    r.add_argument("--shape", default="1048576x16", metavar="ROWSxFEATURES",
-                   help="reference point for the speedup table, waterfall and roofline (default 1048576x16)")
+    r.add_argument("--shape", metavar="ROWSxFEATURES",
+                   help="reference point for the speedup table, waterfall and roofline (default: the shape measured "
+                        "with the most variants beside a CPU reference, the largest of those)")
     r.add_argument("--cpu-baseline", metavar="BENCH_JSON",
                    help="also compare against the cpu_reference repetitions of a kstudy_bench Google Benchmark JSON")
     r.add_argument("--note", action="append", metavar="TEXT", help="a caveat to print at the top of report.md")

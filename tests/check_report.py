@@ -50,7 +50,8 @@ def main():
     kstudy, fixture = sys.argv[1], Path(sys.argv[2])
     with tempfile.TemporaryDirectory(prefix="kstudy_report_") as tmp:
         out = Path(tmp) / "report"
-        run = subprocess.run([kstudy, "report", str(fixture), "--out", str(out)], capture_output=True, text=True)
+        run = subprocess.run([kstudy, "report", str(fixture), "--out", str(out), "--shape", "1048576x16"],
+                             capture_output=True, text=True)
         print(run.stdout, run.stderr)
         check(run.returncode == 0, f"kstudy report exited {run.returncode}")
         md = (out / "report.md").read_text()

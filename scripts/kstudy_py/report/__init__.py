@@ -125,7 +125,7 @@ def command_line(argv):
     return "kstudy report " + " ".join(shown)
 
 
-def build_report(archives, out, shape=(1048576, 16), cpu_baseline=None, notes=(), command="", extra_sections=()):
+def build_report(archives, out, shape=None, cpu_baseline=None, notes=(), command="", extra_sections=()):
     """Writes every table, figure and report.md under `out`; returns the sections in reading order."""
     from .inputs import ReportInputs
     from .markdown import render
@@ -139,7 +139,7 @@ def build_report(archives, out, shape=(1048576, 16), cpu_baseline=None, notes=()
 
 def main(args):
     archives = A.load(args.archives)
-    shape = tuple(int(x) for x in args.shape.lower().split("x"))
+    shape = tuple(int(x) for x in args.shape.lower().split("x")) if args.shape else None
     sections = build_report(archives, args.out, shape=shape, cpu_baseline=args.cpu_baseline, notes=args.note or [],
                             command=command_line(sys.argv[2:]), extra_sections=args.sections or [])
     written = sorted(p.name for p in Path(args.out).iterdir() if p.suffix in (".csv", ".png"))

@@ -24,7 +24,7 @@ class ReportInputs:
     def __init__(self, archives, out, shape, cpu_baseline, notes, command):
         self.archives = archives
         self.out = Path(out)
-        self.shape = shape
+        self._shape = tuple(shape) if shape else None
         self.cpu_baseline_path = Path(cpu_baseline) if cpu_baseline else None
         self.cpu_baseline_name = self.cpu_baseline_path.name if cpu_baseline else ""
         self.cpu_baseline_in_title = f" ({self.cpu_baseline_name})" if cpu_baseline else ""
@@ -153,6 +153,22 @@ class ReportInputs:
         b = self.bench_baseline
         hit = b[(b.operation == operation) & (b.rows == rows) & (b.features == features)] if len(b) else b
         return float(hit["median"].iloc[0]) if len(hit) else None
+
+    @property
+    def shape(self):
+        """The reference point of the speedup table, waterfall and roofline: the one asked for, else the shape
+        measured with the most variants beside a CPU reference (the largest of those: the farthest from launch
+        overhead). Read from the archives: no operation's shape is a default here."""
+        if self._shape is None:
+            s = self.speedups if len(self.speedups) else self.points
+            if len(s) == 0:
+                self._shape = (0, 0)
+            else:
+                counts = s.groupby(["rows", "features"]).variant.nunique().reset_index()
+                counts["size"] = counts.rows * counts.features
+                best = counts.sort_values(["variant", "size"]).iloc[-1]
+                self._shape = (int(best.rows), int(best.features))
+        return self._shape
 
     def shape_label(self, rows=None, features=None):
         rows, features = (rows, features) if rows is not None else self.shape

@@ -29,7 +29,7 @@ LEGACY_IMPLEMENTATION = {"fused_cuda": "handwritten_cuda", "stream_cuda": "handw
                          "cublas": "vendor_library", "cub": "vendor_library", "cpu_reference": "reference",
                          "composed": "kokkos_mixed", "partial_fusion": "kokkos_mixed",
                          "stream_kokkos_kernels": "kokkos_kernels"}
-# Labels archived before `mixed` and `kokkos_mixed` existed (issue 24) that did not say what ran: variant name
+# Labels archived before `mixed` and `kokkos_mixed` existed that did not say what ran: variant name
 # (without @backend) -> (the label stored then, what runs). Applied only where the archive stores the old label,
 # so an archive written since keeps its own.
 RELABELLED = {"attention_textbook": ("handwritten_cuda", "mixed"),
@@ -56,7 +56,7 @@ def is_handwritten(implementation):
 
 # Two of an autotuned variant's tuned_parameters say how it chose rather than what: `candidates`, the number of
 # configurations it timed at the point, and `same_as_rung`, the earlier rung whose configuration (kernel and launch
-# parameters) it chose, 0 for one of its own. Archives before them (issue 24) carry neither.
+# parameters) it chose, 0 for one of its own. Archives before them carry neither.
 TUNER_KEYS = ("candidates", "same_as_rung")
 
 

@@ -1,4 +1,4 @@
-"""Energy per call from timer `energy` (issue 29): per variant and point, the calls back to back through one region
+"""Energy per call from timer `energy`: per variant and point, the calls back to back through one region
 of at least the energy window, each sample already per call (the region's wall time and NVML energy divided by its
 calls). Shown: the median time per call, the median energy per call with its interquartile range, the power those
 two imply, the sampled power, and essential bytes (or flops) per joule. Device variants only: NVML measures the

@@ -1,4 +1,4 @@
-"""Compute by operation (issue 15): for every compute-bound operation (its variants table names a compute ceiling,
+"""Compute by operation: for every compute-bound operation (its variants table names a compute ceiling,
 schema 7: GEMM at each input precision, attention), each family's best resident time at every point as essential
 TFLOP/s and as a share of the compute roofs measured in the same archive (the operation's own ceiling, a cuBLAS GEMM
 at the same precision or the FMA probe, and device_fp32_fma), what Kokkos costs against handwritten CUDA or the

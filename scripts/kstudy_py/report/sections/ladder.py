@@ -1,9 +1,10 @@
-"""Kernel ladders (seed 002: write the kernel naively, change one thing at a time, and prove with counters why it
-got faster). For every operation whose variants table has rungs (`variants.rung` > 0, schema 6), one table at its
-headline point: the rungs in order, then the portable (Kokkos) variants, then the vendor libraries; each row's
-resident median, essential GB/s (bandwidth-bound operations) or TFLOP/s (compute-bound ones: the operation names a
-compute ceiling, schema 7), % of the roof measured in the same archive, × the previous rung and × the vendor, and,
-where a profile archive (`kstudy profile`) has the same variant and point, its counters beside the stopwatch.
+"""Kernel ladders (the kernel lab's method: write the kernel naively, change one thing at a time, and prove with
+counters why it got faster). For every operation whose variants table has rungs (`variants.rung` > 0, schema 6), one
+table at its headline point: the rungs in order, then the portable (Kokkos) variants, then the vendor libraries;
+each row's resident median, essential GB/s (bandwidth-bound operations) or TFLOP/s (compute-bound ones: the
+operation names a compute ceiling, schema 7), % of the roof measured in the same archive, × the previous rung and ×
+the vendor, and, where a profile archive (`kstudy profile`) has the same variant and point, its counters beside the
+stopwatch.
 
 Rules (every number from the archives, none from names except the vendor rule):
 - Headline point: HEADLINE_POINTS[operation] where the experiment measured it, else its largest point (most
@@ -29,10 +30,10 @@ from ..variants import PORTABLE, tuned_choice
 from .bandwidth import resident_points
 
 VENDOR = "vendor_library"  # variant_info::implementation
-# The seed's headline shapes (issue 14's targets), used where the experiment measured them.
+# The seed's headline shapes (the lab's targets), used where the experiment measured them.
 HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1, 1), "transpose": (8192, 8192, 1), "softmax": (65536, 4096, 1),
                    "layernorm": (65536, 4096, 1), "residual_layernorm": (65536, 4096, 1),
-                   # issue 15: the seed's 4096^3 SGEMM, attention at 1 x 16 heads x 4,096 tokens x 64 (where
+                   # the seed's 4096^3 SGEMM, attention at 1 x 16 heads x 4,096 tokens x 64 (where
                    # profile_attention measures its counters; every tokens count is in Compute by operation)
                    "gemm": (4096, 4096, 4096), "gemm_tf32": (4096, 4096, 4096), "gemm_bf16": (4096, 4096, 4096),
                    "attention": (16, 4096, 64), "attention_bf16": (16, 4096, 64)}

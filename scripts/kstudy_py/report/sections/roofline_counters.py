@@ -35,7 +35,7 @@ WEIGHTED = list(A.PIPES) + ["ipc"] + STALLS
 RANKED_STALLS = [s for s in STALLS if s != "stall_selected"]
 # The measured compute roofs of each precision, first found wins (ceilings of a CUDA build, schema 7): the FMA
 # probe for CUDA-core float32, cuBLAS at each tensor-core input type; for BF16 the best of cuBLAS and the wgmma
-# peak probe (device_bf16_tensor, from session 12: a handwritten wgmma GEMM beat cuBLAS), cuBLAS in older
+# peak probe (device_bf16_tensor, since a handwritten wgmma GEMM beat cuBLAS), cuBLAS in older
 # archives. Other precisions have none measured: the operation's ceiling.
 PRECISION_ROOFS = {"fp32": ("device_fp32_fma",), "tensor_tf32": ("cublas_tf32_gemm",),
                    "tensor_bf16": ("device_bf16_tensor", "cublas_bf16_gemm")}

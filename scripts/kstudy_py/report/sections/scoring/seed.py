@@ -71,7 +71,7 @@ STAGE_CEILING = "host_stage_pageable_to_pinned"
 
 
 def pageable_pipeline_claims(inputs):
-    """From pageable memory (issue 16's target): does the pipelined one-shot, which stages pageable input into
+    """From pageable memory (the plain-kernel target): does the pipelined one-shot, which stages pageable input into
     reused pinned chunks with host threads while earlier chunks upload and compute, beat the CPU reference at
     1,048,576×16 and above? The bound is the measured host staging copy: the table's bytes / its bandwidth."""
     sp = inputs.speedups
