@@ -4,19 +4,26 @@
 # the NVIDIA driver (the target's libstdc++/HDF5/benchmark may differ or be missing; see notes).
 #   scripts/make_gpu_bundle.sh [BUILD_DIR=build/cuda] [BUNDLE_DIR=bundle]
 # On the GPU machine:  BUNDLE_DIR/run_tests.sh   and   BUNDLE_DIR/kstudy run quick --out quick.h5
+# KSTUDY_BUNDLE_EXES="kstudy" makes a study-only bundle (no benchmark, no tests: smaller, and a study can start
+# before the test binary is built).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$repo/build/cuda}
 bundle=${2:-$repo/bundle}
-for exe in src/app/kstudy src/app/kstudy_bench tests/kstudy_tests; do
-  [[ -x $build/$exe ]] || { echo "make_gpu_bundle: $build/$exe missing: build the cuda preset first" >&2; exit 1; }
+read -r -a exes <<< "${KSTUDY_BUNDLE_EXES:-kstudy kstudy_bench kstudy_tests}"
+declare -A where=([kstudy]=src/app/kstudy [kstudy_bench]=src/app/kstudy_bench [kstudy_tests]=tests/kstudy_tests)
+for exe in "${exes[@]}"; do
+  [[ -n ${where[$exe]:-} ]] || { echo "make_gpu_bundle: unknown executable '$exe'" >&2; exit 2; }
+  [[ -x $build/${where[$exe]} ]] || { echo "make_gpu_bundle: $build/${where[$exe]} missing: build the cuda preset first" >&2; exit 1; }
 done
 rm -rf "$bundle"; mkdir -p "$bundle/lib"
-cp "$build/src/app/kstudy" "$build/src/app/kstudy_bench" "$build/tests/kstudy_tests" "$bundle/"
-# The tests' stand-in NVML (tests/fake_nvml), which kstudy_tests looks for in lib/, and the process
-# tests' helper program, which they look for beside kstudy_tests.
-cp "$build/tests/libkstudy_fake_nvidia_ml.so" "$bundle/lib/"
-cp "$build/tests/kstudy_process_helper" "$bundle/"
+for exe in "${exes[@]}"; do cp "$build/${where[$exe]}" "$bundle/"; done
+if [[ -x $bundle/kstudy_tests ]]; then
+  # The tests' stand-in NVML (tests/fake_nvml), which kstudy_tests looks for in lib/, and the process
+  # tests' helper program, which they look for beside kstudy_tests.
+  cp "$build/tests/libkstudy_fake_nvidia_ml.so" "$bundle/lib/"
+  cp "$build/tests/kstudy_process_helper" "$bundle/"
+fi
 cp -r "$repo/experiments" "$bundle/experiments"
 # What the tests read from the source tree, in its layout beside kstudy_tests (tests/source_files.hpp looks
 # there first), so the bundle passes its suite from any folder on any machine.
@@ -31,13 +38,13 @@ find "$bundle/scripts/kstudy_py" -name __pycache__ -prune -exec rm -rf {} +  # r
 # Left to the target: the C library family, the driver, and the CUDA toolkit's own libraries (cuBLAS,
 # NVRTC, the runtime), which a GPU machine with the same CUDA major version provides.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcu|libnvrtc|libnvJitLink)'
-for exe in kstudy kstudy_bench kstudy_tests; do
+for exe in "${exes[@]}"; do
   ldd "$bundle/$exe" | awk '/=> \// {print $1, $3}' | while read -r name path; do
     [[ $name =~ $skip ]] && continue
     cp -Ln "$path" "$bundle/lib/$name" 2>/dev/null || true
   done
 done
-for exe in kstudy kstudy_bench kstudy_tests; do
+for exe in "${exes[@]}"; do
   # The binaries look in lib/ first ($ORIGIN/lib); patch it in where the build did not.
   if command -v patchelf >/dev/null; then patchelf --set-rpath '$ORIGIN/lib' "$bundle/$exe"; fi
 done

@@ -34,8 +34,8 @@ from kstudy_py import archive  # noqa: E402
 
 QUICK = source / "data/h200-2026-12-01-s8/quick.h5"  # scoring at 4099, 262144, 1048576 rows x 16
 LAB = source / "data/h200-2026-12-01-s9/lab.h5"  # softmax, LayerNorm, ... at 65536 rows
-STUDY = source / "data/h200-2026-11-30-s3/study.h5"  # the layout conversion (layout_transpose)
-SWEEPS = source / "data/h200-2026-11-30-s3/sweeps.h5"  # scoring rows and features sweeps
+STUDY = source / "data/h200-2026-12-02-s14/study.h5"  # the layout conversion (layout_transpose)
+SWEEPS = source / "data/h200-2026-12-02-s14/sweeps.h5"  # scoring rows and features sweeps
 failures = 0
 
 

@@ -77,7 +77,8 @@ def sweep_lines(path):
 def calibration_lines(path):
     s = S.samples(path)
     lines = []
-    t = s[s.experiment == "transfer_calibration"]
+    calibration = s[s.experiment == "transfer_calibration"]
+    t = calibration[calibration.timer == "transfer"] if "timer" in calibration.columns else calibration
     if len(t):
         med = t.groupby(["bytes", "direction", "memory_kind"]).seconds.median().reset_index()
         med["GiB/s"] = med.bytes / med.seconds / 2**30
@@ -91,6 +92,18 @@ def calibration_lines(path):
                 hit = med[(med.bytes == b) & (med.direction == d) & (med.memory_kind == m)]
                 cells.append(S.number(float(hit["GiB/s"].iloc[0])) if len(hit) else "")
             lines.append(f"| {b:,} | " + " | ".join(cells) + " |")
+        lines.append("")
+    pin = calibration[calibration.timer == "pin"] if "timer" in calibration.columns else calibration.iloc[:0]
+    if len(pin):
+        med = pin.groupby(["variant", "bytes"]).seconds.median()
+        calls = sorted(pin.variant.unique())
+        sizes = [b for b in (1 << 20, 16 << 20, 256 << 20, 1 << 30) if b in set(pin.bytes)]
+        lines += ["What making host memory page-locked costs (`transfer_calibration`'s pinning points, median time of "
+                  "one call; the price a pinned one-shot must earn back):", "",
+                  "| bytes | " + " | ".join(f"`{c}`" for c in calls) + " |", "| --- |" + " --- |" * len(calls)]
+        for b in sizes:
+            lines.append(f"| {b:,} | " + " | ".join(
+                f"{S.micro(med[(c, b)])} µs" if (c, b) in med.index else "" for c in calls) + " |")
         lines.append("")
     launch = s[s.experiment == "launch_overhead"]
     if len(launch):
