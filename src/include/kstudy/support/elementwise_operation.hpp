@@ -156,7 +156,9 @@ class elementwise_operation : public operation {
  protected:
   // How the gate names output element i of output o in its message; an operation may name it by its
   // coordinates instead.
-  std::string where(std::size_t o, std::int64_t i) const { return m_info.outputs.at(o) + "[" + std::to_string(i) + "]"; }
+  std::string where(std::size_t o, std::int64_t i) const {
+    return m_info.outputs.at(o) + "[" + std::to_string(i) + "]";
+  }
 
   operation_info m_info;
   double m_rtol = 0, m_atol = 0;  // the tolerance model's constants, archived with each gate result

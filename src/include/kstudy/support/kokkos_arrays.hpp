@@ -56,7 +56,8 @@ class kokkos_array_variant : public detail::kokkos_queued_variant<ExecutionSpace
       Kokkos::deep_copy(this->m_space, m_inputs[i], host_view(inputs[i].as<T>(), m_inputs[i].extent(0)));
   }
   void enqueue_download(const std::vector<host_span>& outputs) override {
-    if (outputs.size() != m_outputs.size()) throw std::invalid_argument(m_operation + ": wrong number of output arrays");
+    if (outputs.size() != m_outputs.size())
+      throw std::invalid_argument(m_operation + ": wrong number of output arrays");
     for (std::size_t o = 0; o < outputs.size(); ++o)
       Kokkos::deep_copy(this->m_space, host_view(outputs[o].as<T>(), m_outputs[o].extent(0)), m_outputs[o]);
   }
