@@ -8,10 +8,10 @@ kstudy=${1:-build/cpu/src/app/kstudy}
 report=("$kstudy" report)
 [[ -x $kstudy ]] || report=(/usr/bin/python3 scripts/kstudy_report.py report)
 d=data/h200-2026-12-02-s14
-old=data/h200-2026-11-30-s3
+n=data/h200-2026-12-02-s15
 rm -rf docs/report-h200
 # 1048576x16: the seed's headline shape, where its own table and the waterfall are read.
-"${report[@]}" $d/study.h5 $d/sweeps.h5 $d/advise_check.h5 $old/cold.h5 $old/profile.h5 --out docs/report-h200 \
+"${report[@]}" $d/study.h5 $d/sweeps.h5 $d/advise_check.h5 $n/cold.h5 $n/profile.h5 $n/block_size.h5 --out docs/report-h200 \
   --shape 1048576x16 --cpu-baseline $d/bench.json \
-  --note "study.h5, sweeps.h5, advise_check.h5 and bench.json: commit d4011f5, on the H200 of 2026-12-02 (data/h200-2026-12-02-s14/README.md). sweeps.h5 holds rows_sweep and feature_sweep complete at the files' protocol (three calls, resumed). cold.h5 (commit aca4d11) and profile.h5 (3188829) are the 2026-11-30 dataset's, not re-measured: their kernels predate the cache-carveout and plain-kernel fixes." \
+  --note "study.h5, sweeps.h5, advise_check.h5 and bench.json: commit d4011f5, on the H200 of 2026-12-02 (data/h200-2026-12-02-s14/README.md). sweeps.h5 holds rows_sweep and feature_sweep complete at the files' protocol (three calls, resumed). cold.h5, profile.h5 and block_size.h5: commit a22d839, on an H200 later that day (data/h200-2026-12-02-s15/README.md); the scoring kernels are the same code at both commits." \
   --note "bench.json holds the device variants only (kstudy_bench, CUDA events); the CPU columns of the resident table come from the sweeps."

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 SCRIPT = Path(sys.argv[1]).resolve()
 REPO = SCRIPT.parent.parent
-ARCHIVE = "data/h200-2026-12-01-s9/plain_baseline.h5"
+ARCHIVE = "data/h200-2026-12-02-s15/plain_baseline.h5"
 PAGE = f"""# A page
 
 Prose the generator never touches.
