@@ -9,6 +9,12 @@ then the tables regenerated from the new archives.
                                                    # runs what OUT lacks; run it again to complete (it resumes)
     scripts/reproduce.py adopt out --dataset data/h200-2026-12-24   # copy them in, point the markers at them,
                                                    # regenerate every table (scripts/results.py --write)
+    scripts/reproduce.py reports                   # regenerate every committed report under docs/ and every table
+
+`reports` replays, from the repository root, the `kstudy report` command each report folder records
+(docs/*/report_command.json, notes included), into that folder emptied first, then regenerates every table; `git diff`
+shows what changed. A report's inputs change by running `kstudy report` with the new archives once: the folder then
+records the new command.
 
 The command of an archive is the one it records (root attribute `command_line`): `kstudy run EXPERIMENT... [options]`
 or `kstudy profile ...`, with its --out replaced and `--resume` added when the output exists, so a run cut by a
@@ -18,6 +24,7 @@ call's time limit is completed by the next call, and a complete one costs a seco
 Exit codes: 0 done, 1 --check found a difference, 2 bad usage or a page/archive that cannot be read, 77 h5py missing.
 """
 import argparse
+import json
 import shlex
 import shutil
 import subprocess
@@ -35,6 +42,7 @@ from kstudy_py import results  # noqa: E402  (the markers' grammar and pages: th
 # Options whose value is where the archive went, or a scratch folder: the script supplies its own.
 DROPPED_WITH_VALUE = {"--out", "-o", "--keep-ncu", "--json"}
 DROPPED = {"--overwrite", "--resume", "-q", "--quiet"}
+REPORT_COMMAND = "report_command.json"  # written by `kstudy report` into its folder (kstudy_py/report)
 
 
 class Error(Exception):
@@ -201,6 +209,32 @@ def do_adopt(args):
                             *[str(p) for p in pages(args.root)], "--write", "--root", str(args.root)])
 
 
+def do_reports(args):
+    """Every committed report regenerated from its recorded command, then every generated table."""
+    commands = sorted((args.root / "docs").glob(f"*/{REPORT_COMMAND}"))
+    if not commands:
+        raise Error(f"no docs/*/{REPORT_COMMAND}: no report here records its command (run `kstudy report` once)")
+    for recorded in commands:
+        folder = recorded.parent
+        try:
+            argv = json.loads(recorded.read_text())["argv"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise Error(f"{recorded}: not a recorded report command ({error})")
+        out = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--out", "-o")), None)
+        if out is None or (args.root / out).resolve() != folder.resolve():
+            raise Error(f"{recorded}: its command writes to {out!r}, not to the folder that records it")
+        print(f"reproduce.py: {folder.relative_to(args.root)}: kstudy report {shlex.join(argv)}", flush=True)
+        for old in folder.iterdir():  # a section that no longer applies leaves no stale table behind
+            if old.is_file() and old.suffix in (".csv", ".png", ".md", ".json"):
+                old.unlink()
+        code = subprocess.call([sys.executable, str(REPO / "scripts" / "kstudy_report.py"), "report", *argv],
+                               cwd=args.root)
+        if code:
+            raise Error(f"{folder.relative_to(args.root)}: kstudy report exited {code}")
+    return subprocess.call([sys.executable, str(Path(__file__).resolve().parent / "results.py"),
+                            *[str(p) for p in pages(args.root)], "--write", "--root", str(args.root)])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=REPO, help="the repository (default: this script's)")
@@ -210,10 +244,11 @@ def main():
     adopt = sub.add_parser("adopt", help="copy re-measured archives in and regenerate the tables")
     adopt.add_argument("source", help="the script's OUT folder, brought back")
     adopt.add_argument("--dataset", required=True, help="the new dataset folder, data/...")
+    sub.add_parser("reports", help="regenerate every report under docs/ from its recorded command, then the tables")
     args = parser.parse_args()
     args.root = args.root.resolve()
     try:
-        return {"plan": do_plan, "script": do_script, "adopt": do_adopt}[args.what](args) or 0
+        return {"plan": do_plan, "script": do_script, "adopt": do_adopt, "reports": do_reports}[args.what](args) or 0
     except (Error, OSError) as error:
         print(f"reproduce.py: {error}", file=sys.stderr)
         return 2

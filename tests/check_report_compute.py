@@ -278,6 +278,43 @@ def check_schema6_defaults(tmp):
     check(archive.compute_ceilings() == {}, archive.compute_ceilings())
 
 
+def check_modelled_traffic_over_memory_roof():
+    """A point placed by the traffic model (no DRAM counters) that would move more than the memory roof allows is
+    the model's error (cache reuse), not a beaten roof: never above_roof, never a finding; measured bytes over the
+    same roof, or modelled flops over the compute roof, are."""
+    from types import SimpleNamespace
+    from kstudy_py.report.sections import roofline_counters as rc
+
+    class Roofs:
+        label = "run"
+
+        def ceiling(self, name, timer=None):
+            return {"device_read": 4e12}.get(name)
+
+        def compute_ceiling(self, name, timer=None):
+            return {"device_fp32_fma": 60e12}.get(name)
+
+    inputs = SimpleNamespace(archives=[Roofs()])
+
+    def row(**over):
+        r = dict(flops=np.nan, dram_bytes=np.nan, modelled_bytes_read=8e9, modelled_bytes_written=0.0,
+                 essential_flops=2e9, median_s=1e-3, profiled_duration_s=np.nan, timer="device_events",
+                 timing_archive="run", profile_archive="run", compute_ceiling="device_fp32_fma",
+                 dominant_precision="fp32")
+        r.update(over)
+        return SimpleNamespace(**r)
+
+    model = rc.place(row(), inputs)  # 8 GB in 1 ms: 8 TB/s, twice the 4 TB/s roof, by the model only
+    check(model["binding_roof"] == "device_read" and model["traffic_model_high"] and not model["above_roof"], model)
+    measured = rc.place(row(flops=2e9, dram_bytes=8e9), inputs)  # the same bytes counted by ncu: a real excess
+    check(measured["above_roof"] and not measured["traffic_model_high"], measured)
+    compute = rc.place(row(modelled_bytes_read=1e6, essential_flops=1.2e11), inputs)  # 120 TFLOP/s of exact flops
+    check(compute["binding_roof"] == "device_fp32_fma" and compute["above_roof"]
+          and not compute["traffic_model_high"], compute)
+    under = rc.place(row(modelled_bytes_read=2e9), inputs)  # 2 TB/s: under the roof, nothing to say
+    check(not under["above_roof"] and not under["traffic_model_high"], under)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="kstudy_report_compute_") as tmp:
         tmp = Path(tmp)
@@ -291,6 +328,7 @@ def main():
         check_schema6_defaults(tmp)
         check_executed_flops()
         check_roofline_counters(tmp)
+    check_modelled_traffic_over_memory_roof()
     print("compute report checks passed")
 
 

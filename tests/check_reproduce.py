@@ -2,7 +2,8 @@
 """scripts/reproduce.py on a scratch repository: plan reads the command a published archive records; the script it
 writes re-measures the archive (a cpu kstudy), skips it once complete, says what waits when the time is short, and
 exits 3 then; adopt copies the new archive into a dataset folder, points the marker at it and regenerates the block;
-adopt of an incomplete folder exits 2 naming what is missing.
+adopt of an incomplete folder exits 2 naming what is missing; reports regenerates a report folder from the command it
+records (notes in full, a stale table removed) and refuses one whose command writes elsewhere.
 
     tests/check_reproduce.py KSTUDY REPO
 """
@@ -83,6 +84,27 @@ with tempfile.TemporaryDirectory() as scratch:
           f"adopt writes the dataset's README with its provenance block:\n{readme}")
     code, _, err = reproduce(root, "adopt", str(out_dir), "--dataset", "/tmp/elsewhere")
     check(code == 2 and "a folder under data/" in err, f"adopt refuses a dataset outside data/: {code} {err}")
+
+    # reports: a report folder records its whole command (notes included) and is regenerated from it alone.
+    code, _, err = reproduce(root, "reports")
+    check(code == 2 and "no docs/*/report_command.json" in err, f"reports with no report: {code} {err}")
+    note = "a note's full text, kept"
+    made = subprocess.run([str(KSTUDY), "report", "data/new/ds__tiny.h5", "--out", "docs/rep", "--note", note],
+                          cwd=root, capture_output=True, text=True)
+    recorded = root / "docs/rep/report_command.json"
+    check(made.returncode == 0 and recorded.exists()
+          and json.loads(recorded.read_text())["argv"] == ["data/new/ds__tiny.h5", "--out", "docs/rep", "--note", note],
+          f"kstudy report records its argv: {made.stderr}")
+    first = (root / "docs/rep/report.md").read_text() if made.returncode == 0 else ""
+    (root / "docs/rep/report.md").unlink(missing_ok=True)
+    (root / "docs/rep/stale.csv").write_text("a table no section writes any more\n")
+    code, out, err = reproduce(root, "reports")
+    again = (root / "docs/rep/report.md").read_text() if (root / "docs/rep/report.md").exists() else ""
+    check(code == 0 and again == first and note in again and not (root / "docs/rep/stale.csv").exists()
+          and "docs/rep: kstudy report" in out, f"reports regenerates the report from its command: {code} {out} {err}")
+    recorded.write_text(json.dumps({"argv": ["data/new/ds__tiny.h5", "--out", "docs/elsewhere"]}))
+    code, _, err = reproduce(root, "reports")
+    check(code == 2 and "not to the folder that records it" in err, f"a command writing elsewhere: {code} {err}")
 
 print("check_reproduce.py:", "FAILED: " + "; ".join(failures) if failures else "every case passed")
 sys.exit(1 if failures else 0)

@@ -16,6 +16,7 @@ missing are kept in report.md as skipped, with the reason.
 """
 import importlib
 import importlib.util
+import json
 import pkgutil
 import shlex
 import sys
@@ -118,6 +119,9 @@ def run_sections(inputs, registrations):
     return [s for s in results if s is not None]
 
 
+COMMAND_FILE = "report_command.json"  # in the report folder: the argv of `kstudy report` that wrote it
+
+
 def command_line(argv):
     shown = []
     for i, arg in enumerate(argv):  # the notes are quoted in full in report.md; abbreviate them here
@@ -142,6 +146,9 @@ def main(args):
     shape = tuple(int(x) for x in args.shape.lower().split("x")) if args.shape else None
     sections = build_report(archives, args.out, shape=shape, cpu_baseline=args.cpu_baseline, notes=args.note or [],
                             command=command_line(sys.argv[2:]), extra_sections=args.sections or [])
+    # The whole command, notes included, so `scripts/reproduce.py reports` can regenerate this report from its
+    # archives without anyone keeping a script per report (report.md shows it with the notes abbreviated).
+    (Path(args.out) / COMMAND_FILE).write_text(json.dumps({"argv": sys.argv[2:]}, indent=1, ensure_ascii=False) + "\n")
     written = sorted(p.name for p in Path(args.out).iterdir() if p.suffix in (".csv", ".png"))
     skipped = [s.title for s in sections if s.skipped]
     print(f"report: {Path(args.out) / 'report.md'} ({len(written)} tables and figures"
