@@ -17,7 +17,10 @@ import pandas as pd
 # did during each timed region (samples.energy_joules, power_watts, min_sm_clock_mhz, throttle_reasons), the
 # cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings,
 # 10 renamed the gate counts, 11 added the profile's counters of a roofline from counters (PROFILE_SCHEMA11)
-SCHEMA_VERSIONS = {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
+# The tables, their columns and the columns' former names as the C++ record tables declare them, once:
+# archive_schema.json is `kstudy schema`'s output, and ctest archive_schema fails when it is not current.
+SCHEMA = json.loads(Path(__file__).with_name("archive_schema.json").read_text())
+SCHEMA_VERSIONS = {str(v) for v in range(1, int(SCHEMA["schema_version"]) + 1)}
 # Versions whose samples, gates and variants tables are an earlier version's (only other tables changed): their
 # timings compare with that version's without --force. 11 only added profile counters.
 SAMPLES_SCHEMA = {"11": "10"}
@@ -52,11 +55,11 @@ SCHEMA7_DEFAULTS = {
     "ceilings": {"flops": 0, "flops_per_second": 0.0, "clock": "host_wall"},  # clock: schema 8
     "variants": {"depth": 1, "compute_ceiling": "", "peak_device_bytes": -1, "tuned_parameters": ""},
 }
-# Columns renamed in schema 10 (the gate table's counts, as kstudy::gate_result names them): former -> current.
-RENAMED_COLUMNS = {"gate": {"score_failures": "value_failures", "flag_mismatches": "discrete_mismatches",
-                            "ambiguous_rows": "ambiguous"}}
-TABLES = ("samples", "gate", "ceilings", "summary", "attribution", "health", "variants",
-          "profile")  # profile: kstudy profile only
+TABLES = tuple(t["table"] for t in SCHEMA["tables"])  # the profile: written by kstudy profile only ("optional")
+COLUMNS = {t["table"]: [f["name"] for f in t["fields"]] for t in SCHEMA["tables"]}
+# Columns renamed since (schema 10: the gate table's counts, as kstudy::gate_result names them): former -> current.
+RENAMED_COLUMNS = {t["table"]: {f["former_name"]: f["name"] for f in t["fields"] if f.get("former_name")}
+                   for t in SCHEMA["tables"]}
 GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_verdict)
 # NVML clocks-event reasons that flag a sample as throttled (kstudy/gpu_health.hpp): SW power cap, HW slowdown,
 # SW thermal, HW thermal, HW power brake; not GPU idle (0x1) or application clocks (0x2).

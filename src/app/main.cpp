@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kstudy/archive.hpp"
+#include "kstudy/archive_schema.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/experiment_kind.hpp"
@@ -444,6 +445,8 @@ int main(int argc, char** argv) {
   salvage->add_option("archive", salvage_in, "The damaged archive (read only)")->required();
   salvage->add_option("-o,--out", salvage_out, "New archive to write")->required();
   salvage->add_flag("--overwrite", salvage_overwrite, "Replace an existing output archive");
+  auto* schema = app.add_subcommand(
+      "schema", "Print the archive schema (every table, its columns, types and former names) as JSON");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare",
@@ -470,6 +473,10 @@ int main(int argc, char** argv) {
   std::optional<kstudy::kokkos_session> kokkos;
   try {
     if (*list) return list_command();
+    if (*schema) {
+      std::cout << kstudy::archive_schema_json();
+      return 0;
+    }
     if (*info) {
       // Kokkos' runtime configuration where Kokkos can start; else what the build knows, and why not.
       const auto reason = kstudy::kokkos_unavailable_reason();

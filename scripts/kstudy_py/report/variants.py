@@ -11,10 +11,7 @@ import pandas as pd
 
 from .. import archive as A
 
-FIELDS = ["variant", "operation", "axes", "family", "fusion_level", "implementation", "layout", "backend", "on_device",
-          "kernels_launched", "rung", "rows", "features", "depth", "block_size", "modelled_bytes_read",
-          "modelled_bytes_written", "essential_bytes", "essential_flops", "compute_ceiling", "peak_device_bytes",
-          "tuned_parameters"]
+FIELDS = A.COLUMNS["variants"]  # the archive's variants table, as kstudy schema declares it
 SHAPE_KEYS = ["variant", "rows", "features", "block_size"]  # of legacy (schema <= 3) archives: two axes
 # The family of every operation's CPU baseline (the C++ variants' `implementation`).
 REFERENCE_FAMILY = "cpu_reference"
