@@ -8,30 +8,25 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/detail/name_table.hpp"
 #include "detail/record_fields.hpp"
 #include "kstudy/archive.hpp"
 
 namespace kstudy {
 
-const char* to_string(open_mode mode) {
-  switch (mode) {
-    case open_mode::create:
-      return "create";
-    case open_mode::overwrite:
-      return "overwrite";
-    case open_mode::append:
-      return "append";
-    case open_mode::resume:
-      return "resume";
-  }
-  throw std::invalid_argument("kstudy: open_mode value " + std::to_string(static_cast<int>(mode)) + " has no name");
-}
+namespace {
+constexpr detail::name_table<open_mode, 4> k_open_mode_names{{
+    {open_mode::create, "create"},
+    {open_mode::overwrite, "overwrite"},
+    {open_mode::append, "append"},
+    {open_mode::resume, "resume"},
+}};
+}  // namespace
+
+const char* to_string(open_mode mode) { return detail::name_of(k_open_mode_names, mode, "open_mode"); }
 
 open_mode parse_open_mode(const std::string& name) {
-  for (open_mode mode : {open_mode::create, open_mode::overwrite, open_mode::append, open_mode::resume})
-    if (name == to_string(mode)) return mode;
-  throw std::invalid_argument("kstudy: unknown archive open mode '" + name +
-                              "' (known: create, overwrite, append, resume)");
+  return detail::value_of(k_open_mode_names, name, "archive open mode");
 }
 
 const record_schema& record_batch::schema() const {

@@ -1,16 +1,15 @@
 #include "kstudy/records.hpp"
 
-#include <array>
-#include <stdexcept>
 #include <string>
-#include <utility>
+
+#include "detail/name_table.hpp"
 
 namespace kstudy {
 
 namespace {
-// One table per enum for both directions, so a new value cannot be printable but unparsable.
-template <class E, std::size_t N>
-using name_table = std::array<std::pair<E, const char*>, N>;
+using detail::name_of;
+using detail::name_table;
+using detail::value_of;
 
 constexpr name_table<timer_kind, 13> k_timer_names{{
     {timer_kind::host_wall, "host_wall"},
@@ -38,23 +37,6 @@ constexpr name_table<cache_mode, 2> k_cache_mode_names{{
     {cache_mode::warm, "warm"},
     {cache_mode::cold, "cold"},
 }};
-
-template <class E, std::size_t N>
-const char* name_of(const name_table<E, N>& table, E value, const char* what) {
-  for (const auto& [k, name] : table)
-    if (k == value) return name;
-  throw std::invalid_argument(std::string("kstudy: ") + what + " value " + std::to_string(static_cast<int>(value)) +
-                              " has no name");
-}
-
-template <class E, std::size_t N>
-E value_of(const name_table<E, N>& table, const std::string& name, const char* what) {
-  for (const auto& [k, n] : table)
-    if (name == n) return k;
-  std::string known;
-  for (const auto& entry : table) known += (known.empty() ? "" : ", ") + std::string(entry.second);
-  throw std::invalid_argument(std::string("kstudy: unknown ") + what + " '" + name + "' (known: " + known + ")");
-}
 }  // namespace
 
 const char* to_string(timer_kind kind) { return name_of(k_timer_names, kind, "timer_kind"); }

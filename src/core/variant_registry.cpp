@@ -3,42 +3,34 @@
 #include <stdexcept>
 #include <string>
 
+#include "detail/name_table.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy {
 
+namespace {
+constexpr detail::name_table<implementation, 7> k_implementation_names{{
+    {implementation::kokkos, "kokkos"},
+    {implementation::kokkos_kernels, "kokkos_kernels"},
+    {implementation::handwritten_cuda, "handwritten_cuda"},
+    {implementation::vendor_library, "vendor_library"},
+    {implementation::reference, "reference"},
+    {implementation::mixed, "mixed"},
+    {implementation::kokkos_mixed, "kokkos_mixed"},
+}};
+
+constexpr detail::name_table<fusion_level, 3> k_fusion_level_names{{
+    {fusion_level::none, "none"},
+    {fusion_level::partial, "partial"},
+    {fusion_level::full, "full"},
+}};
+}  // namespace
+
 std::string_view to_string(implementation kind) {
-  switch (kind) {
-    case implementation::kokkos:
-      return "kokkos";
-    case implementation::kokkos_kernels:
-      return "kokkos_kernels";
-    case implementation::handwritten_cuda:
-      return "handwritten_cuda";
-    case implementation::vendor_library:
-      return "vendor_library";
-    case implementation::reference:
-      return "reference";
-    case implementation::mixed:
-      return "mixed";
-    case implementation::kokkos_mixed:
-      return "kokkos_mixed";
-  }
-  throw std::invalid_argument("kstudy: implementation value " + std::to_string(static_cast<int>(kind)) +
-                              " has no name");
+  return detail::name_of(k_implementation_names, kind, "implementation");
 }
 
-std::string_view to_string(fusion_level level) {
-  switch (level) {
-    case fusion_level::none:
-      return "none";
-    case fusion_level::partial:
-      return "partial";
-    case fusion_level::full:
-      return "full";
-  }
-  throw std::invalid_argument("kstudy: fusion_level value " + std::to_string(static_cast<int>(level)) + " has no name");
-}
+std::string_view to_string(fusion_level level) { return detail::name_of(k_fusion_level_names, level, "fusion_level"); }
 
 variant_registry& variant_registry::instance() {
   static variant_registry registry;

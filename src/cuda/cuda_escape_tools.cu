@@ -94,33 +94,13 @@ __global__ void touch_kernel(float* data, int elements) {
   for (int i = threadIdx.x; i < elements; i += blockDim.x) data[i] += 1.0f;
 }
 
-// The device read roof: float4 loads over the buffer, a per-thread sum, one atomic per warp. This is
-// how the best fused kernels read, so their bandwidth is quoted against what reading can reach.
 // The roof kernels keep Loads float4 loads in flight per thread (64 or 128 bytes): with one, the read roof
 // measured 3,953 GB/s on the H200 while a dot product that reads two arrays reached 4,380 (docs/performance_notes.md);
 // a roof that a kernel beats is not a roof, so the roof is the best of several such probes.
-template <int Loads>
-__global__ void read_sum_kernel(const float4* __restrict__ data, long long count4, float* sink) {
-  float acc = 0.0f;
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (Loads - 1) * stride < count4; i += Loads * stride) {
-    float4 v[Loads];
-#pragma unroll
-    for (int k = 0; k < Loads; ++k) v[k] = __ldg(data + i + k * stride);
-#pragma unroll
-    for (int k = 0; k < Loads; ++k) acc += (v[k].x + v[k].y) + (v[k].z + v[k].w);
-  }
-  for (; i < count4; i += stride) {
-    const float4 v = __ldg(data + i);
-    acc += (v.x + v.y) + (v.z + v.w);
-  }
-  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
-  if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
-}
-
-template <int Loads>
-__global__ void copy_kernel(const float4* __restrict__ from, float4* __restrict__ to, long long count4) {
+// Both walk the buffer alike: a grid-stride loop that issues Loads float4 loads before using any, then a
+// one-load tail; use(j, v) gets element j's value.
+template <int Loads, class Use>
+__device__ __forceinline__ void for_each_float4(const float4* __restrict__ from, long long count4, Use&& use) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + (Loads - 1) * stride < count4; i += Loads * stride) {
@@ -128,9 +108,24 @@ __global__ void copy_kernel(const float4* __restrict__ from, float4* __restrict_
 #pragma unroll
     for (int k = 0; k < Loads; ++k) v[k] = __ldg(from + i + k * stride);
 #pragma unroll
-    for (int k = 0; k < Loads; ++k) to[i + k * stride] = v[k];
+    for (int k = 0; k < Loads; ++k) use(i + k * stride, v[k]);
   }
-  for (; i < count4; i += stride) to[i] = __ldg(from + i);
+  for (; i < count4; i += stride) use(i, __ldg(from + i));
+}
+
+// The device read roof: float4 loads over the buffer, a per-thread sum, one atomic per warp. This is
+// how the best fused kernels read, so their bandwidth is quoted against what reading can reach.
+template <int Loads>
+__global__ void read_sum_kernel(const float4* __restrict__ data, long long count4, float* sink) {
+  float acc = 0.0f;
+  for_each_float4<Loads>(data, count4, [&](long long, const float4& v) { acc += (v.x + v.y) + (v.z + v.w); });
+  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+  if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
+}
+
+template <int Loads>
+__global__ void copy_kernel(const float4* __restrict__ from, float4* __restrict__ to, long long count4) {
+  for_each_float4<Loads>(from, count4, [&](long long j, const float4& v) { to[j] = v; });
 }
 
 int multiprocessor_count() {

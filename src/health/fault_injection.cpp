@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/detail/name_table.hpp"
 #include "kstudy/variant_unavailable.hpp"
 
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
@@ -18,24 +19,22 @@
 
 namespace kstudy {
 
+namespace {
+// slow_down's name alone: KSTUDY_INJECT_FAULT also takes slow=FACTOR.
+constexpr detail::name_table<fault_kind, 7> k_fault_kind_names{{
+    {fault_kind::host_exception, "throw"},
+    {fault_kind::invalid_launch, "launch"},
+    {fault_kind::device_trap, "trap"},
+    {fault_kind::corrupt_output, "corrupt"},
+    {fault_kind::late_corrupt_output, "corrupt_late"},
+    {fault_kind::slow_down, "slow"},
+    {fault_kind::unavailable, "unavailable"},
+}};
+}  // namespace
+
 const char* to_string(fault_kind kind) {
-  switch (kind) {
-    case fault_kind::host_exception:
-      return "throw";
-    case fault_kind::invalid_launch:
-      return "launch";
-    case fault_kind::device_trap:
-      return "trap";
-    case fault_kind::corrupt_output:
-      return "corrupt";
-    case fault_kind::late_corrupt_output:
-      return "corrupt_late";
-    case fault_kind::slow_down:
-      return "slow";
-    case fault_kind::unavailable:
-      return "unavailable";
-  }
-  return "?";
+  const char* name = detail::find_name(k_fault_kind_names, kind);
+  return name != nullptr ? name : "?";
 }
 
 fault_plan parse_fault_plan(const std::string& value) {
@@ -54,19 +53,7 @@ fault_plan parse_fault_plan(const std::string& value) {
   fault_plan plan;
   plan.pattern = parts[0];
   const std::string& kind = parts[1];
-  if (kind == "throw")
-    plan.kind = fault_kind::host_exception;
-  else if (kind == "launch")
-    plan.kind = fault_kind::invalid_launch;
-  else if (kind == "trap")
-    plan.kind = fault_kind::device_trap;
-  else if (kind == "corrupt")
-    plan.kind = fault_kind::corrupt_output;
-  else if (kind == "corrupt_late")
-    plan.kind = fault_kind::late_corrupt_output;
-  else if (kind == "unavailable")
-    plan.kind = fault_kind::unavailable;
-  else if (kind == "slow" || kind.rfind("slow=", 0) == 0) {
+  if (kind == "slow" || kind.rfind("slow=", 0) == 0) {
     plan.kind = fault_kind::slow_down;
     plan.slowdown = 2.0;
     if (kind != "slow") {
@@ -82,7 +69,9 @@ fault_plan parse_fault_plan(const std::string& value) {
         throw std::invalid_argument(where + "slowdown factor '" + factor + "' is not a number from 1 to 100");
       plan.slowdown = value;
     }
-  } else
+  } else if (const fault_kind* named = detail::find_value(k_fault_kind_names, kind))
+    plan.kind = *named;
+  else
     throw std::invalid_argument(where + "unknown kind '" + kind +
                                 "' (throw, launch, trap, corrupt, corrupt_late, slow[=FACTOR] or unavailable)");
   if (parts.size() == 3) {

@@ -15,6 +15,7 @@
 #include "kstudy/probes.hpp"
 #endif
 #include "kstudy/views/host_buffers.hpp"
+#include "detail/wall_times.hpp"
 
 namespace kstudy {
 
@@ -42,15 +43,7 @@ ceiling_record ceiling_of(const std::string& name, std::int64_t bytes, const std
 // A roof on the host clock: one warm-up (first touch, module load), then the median of `trials` runs of op,
 // which fences its own work (as host variants and resident_wall time theirs).
 ceiling_record timed(const std::string& name, std::int64_t bytes, int trials, const std::function<void()>& op) {
-  op();
-  std::vector<double> seconds;
-  for (int t = 0; t < trials; ++t) {
-    wall_timer timer;
-    timer.start();
-    op();
-    seconds.push_back(timer.seconds());
-  }
-  return ceiling_of(name, bytes, seconds, timer_kind::host_wall);
+  return ceiling_of(name, bytes, detail::wall_times(1, trials, op), timer_kind::host_wall);
 }
 
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS

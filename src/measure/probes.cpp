@@ -14,6 +14,7 @@
 
 #include "kstudy/timers.hpp"
 #include "kstudy/views/layout_conversion.hpp"
+#include "detail/wall_times.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
@@ -73,18 +74,7 @@ bool device_context_lost(std::string& why) {
 }
 
 namespace {
-template <class F>
-std::vector<double> repeat(int warmups, int trials, F&& op) {
-  for (int w = 0; w < warmups; ++w) op();
-  std::vector<double> out;
-  for (int t = 0; t < trials; ++t) {
-    wall_timer timer;
-    timer.start();
-    op();
-    out.push_back(timer.seconds());
-  }
-  return out;
-}
+using detail::wall_times;
 
 void launch_one_element(const Kokkos::View<int*>& touch) {
   Kokkos::parallel_for(
@@ -98,7 +88,7 @@ std::vector<double> time_transfers(std::int64_t bytes, host_memory kind, bool ho
   Kokkos::View<std::byte*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(host.data(), bytes);
   Kokkos::View<std::byte*> d(Kokkos::view_alloc("kstudy::probe::transfer", Kokkos::WithoutInitializing), bytes);
   std::fill(host.data(), host.data() + bytes, std::byte{1});  // first touch outside the timed region
-  return repeat(warmups, trials, [&] {
+  return wall_times(warmups, trials, [&] {
     if (host_to_device)
       Kokkos::deep_copy(d, h);
     else
@@ -172,12 +162,12 @@ std::vector<double> time_launch_probe(const std::string& name, int warmups, int 
   Kokkos::View<int*> touch("kstudy::probe::touch", 1);
   Kokkos::DefaultExecutionSpace space;
   if (name == "kokkos_for_1_sync")
-    return repeat(warmups, trials, [&] {
+    return wall_times(warmups, trials, [&] {
       launch_one_element(touch);
       space.fence();
     });
   if (name == "kokkos_for_1000_queued") {
-    auto t = repeat(warmups, trials, [&] {
+    auto t = wall_times(warmups, trials, [&] {
       for (int i = 0; i < 1000; ++i) launch_one_element(touch);
       space.fence();
     });
@@ -186,12 +176,12 @@ std::vector<double> time_launch_probe(const std::string& name, int warmups, int 
   }
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
   if (name == "cuda_empty_sync")
-    return repeat(warmups, trials, [&] {
+    return wall_times(warmups, trials, [&] {
       cuda_escape::launch_empty_kernel(nullptr);
       cuda_escape::synchronize(nullptr);
     });
   if (name == "cuda_empty_1000_queued") {
-    auto t = repeat(warmups, trials, [&] {
+    auto t = wall_times(warmups, trials, [&] {
       for (int i = 0; i < 1000; ++i) cuda_escape::launch_empty_kernel(nullptr);
       cuda_escape::synchronize(nullptr);
     });
@@ -236,7 +226,7 @@ std::vector<double> time_layout_conversion(std::int64_t rows, std::int64_t featu
   Kokkos::DefaultExecutionSpace space;
   fill_distinct(space, source);
   Kokkos::deep_copy(space, destination, std::numeric_limits<float>::quiet_NaN());
-  auto seconds = repeat(warmups, trials, [&] { convert_to_feature_major(space, source, destination); });
+  auto seconds = wall_times(warmups, trials, [&] { convert_to_feature_major(space, source, destination); });
   // The timing counts only if the conversion is right: every element compared (a NaN left by the poison
   // compares unequal too).
   const std::int64_t wrong = count_mismatches(space, source, destination);
