@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::attention {
@@ -42,29 +43,27 @@ std::int64_t essential_flops(std::int64_t heads, std::int64_t tokens, std::int64
 
 // A problem: the shape and the generated Q, K, V. Float32 problems hold float arrays (q(), k(), v());
 // bfloat16 ones hold bit patterns (q_bf16(), ...) and nullptr floats.
-class attention_data final : public problem_data {
+// Streamed: {Q, K, V}, in the stored precision.
+class attention_data final : public array_problem {
  public:
   attention_data(attention_precision precision, const table_shape& shape, std::unique_ptr<float[]> q,
                  std::unique_ptr<float[]> k, std::unique_ptr<float[]> v, std::unique_ptr<std::uint16_t[]> q_bf16,
                  std::unique_ptr<std::uint16_t[]> k_bf16, std::unique_ptr<std::uint16_t[]> v_bf16);
-
-  const table_shape& shape() const override { return m_shape; }
-  // {Q, K, V}, in the stored precision.
-  std::vector<host_span> streamed_inputs() const override;
+  attention_data(const attention_data&) = delete;  // the accessors point into its own arrays
 
   attention_precision precision() const { return m_precision; }
-  std::int64_t heads() const { return m_shape.rows; }
-  std::int64_t tokens() const { return m_shape.features; }
-  std::int64_t head_dim() const { return m_shape.depth; }
+  std::int64_t heads() const { return shape().rows; }
+  std::int64_t tokens() const { return shape().features; }
+  std::int64_t head_dim() const { return shape().depth; }
   std::int64_t elements() const { return heads() * tokens() * head_dim(); }  // of each of Q, K, V, O
   // 1 / sqrt(head_dim), the score scale every variant applies (as a float).
   float scale() const;
-  const float* q() const { return m_q.get(); }
-  const float* k() const { return m_k.get(); }
-  const float* v() const { return m_v.get(); }
-  const std::uint16_t* q_bf16() const { return m_q_bf16.get(); }
-  const std::uint16_t* k_bf16() const { return m_k_bf16.get(); }
-  const std::uint16_t* v_bf16() const { return m_v_bf16.get(); }
+  const float* q() const { return m_q; }
+  const float* k() const { return m_k; }
+  const float* v() const { return m_v; }
+  const std::uint16_t* q_bf16() const { return m_q_bf16; }
+  const std::uint16_t* k_bf16() const { return m_k_bf16; }
+  const std::uint16_t* v_bf16() const { return m_v_bf16; }
   // Element i of Q, K or V as the exact float the computation starts from (bf16 widened).
   float q_at(std::int64_t i) const;
   float k_at(std::int64_t i) const;
@@ -72,9 +71,8 @@ class attention_data final : public problem_data {
 
  private:
   attention_precision m_precision;
-  table_shape m_shape;
-  std::unique_ptr<float[]> m_q, m_k, m_v;
-  std::unique_ptr<std::uint16_t[]> m_q_bf16, m_k_bf16, m_v_bf16;
+  const float *m_q, *m_k, *m_v;
+  const std::uint16_t *m_q_bf16, *m_k_bf16, *m_v_bf16;
 };
 
 // The problem as an attention_data of the expected precision; throws std::invalid_argument otherwise.

@@ -54,9 +54,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -67,6 +65,7 @@
 #include "attention/attention.hpp"
 #include "detail/bf16.hpp"
 #include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -94,26 +93,14 @@ attention_data::attention_data(attention_precision precision, const table_shape&
                                std::unique_ptr<float[]> k, std::unique_ptr<float[]> v,
                                std::unique_ptr<std::uint16_t[]> q_bf16, std::unique_ptr<std::uint16_t[]> k_bf16,
                                std::unique_ptr<std::uint16_t[]> v_bf16)
-    : m_precision(precision),
-      m_shape(shape),
-      m_q(std::move(q)),
-      m_k(std::move(k)),
-      m_v(std::move(v)),
-      m_q_bf16(std::move(q_bf16)),
-      m_k_bf16(std::move(k_bf16)),
-      m_v_bf16(std::move(v_bf16)) {}
-
-std::vector<host_span> attention_data::streamed_inputs() const {
-  // The runner copies from these spans and never writes through them.
-  const std::int64_t bytes = elements() * element_bytes(m_precision);
-  if (m_precision == attention_precision::fp32)
-    return {{const_cast<float*>(m_q.get()), bytes},
-            {const_cast<float*>(m_k.get()), bytes},
-            {const_cast<float*>(m_v.get()), bytes}};
-  return {{const_cast<std::uint16_t*>(m_q_bf16.get()), bytes},
-          {const_cast<std::uint16_t*>(m_k_bf16.get()), bytes},
-          {const_cast<std::uint16_t*>(m_v_bf16.get()), bytes}};
-}
+    : array_problem(shape),
+      m_precision(precision),
+      m_q(adopt("q", std::move(q), elements())),
+      m_k(adopt("k", std::move(k), elements())),
+      m_v(adopt("v", std::move(v), elements())),
+      m_q_bf16(adopt("q", std::move(q_bf16), elements())),
+      m_k_bf16(adopt("k", std::move(k_bf16), elements())),
+      m_v_bf16(adopt("v", std::move(v_bf16), elements())) {}
 
 float attention_data::scale() const { return static_cast<float>(1.0 / std::sqrt(double(head_dim()))); }
 
@@ -147,18 +134,10 @@ const attention_data& attention_problem(const problem_data& problem, attention_p
 
 variant_info variant_info_for(attention_precision precision, const std::string& name, const std::string& family,
                               const std::string& description) {
-  variant_info info;
-  info.name = name;
-  info.operation = operation_name(precision);
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = table_layout::row_major;
-  info.kernels_launched = 1;
-  info.traffic = [precision](const table_shape& shape) {
-    return essential_traffic(precision, shape.rows, shape.features, shape.depth);
-  };
-  return info;
+  return operation_variant_info(name, operation_name(precision), family, description,
+                                [precision](const table_shape& shape) {
+                                  return essential_traffic(precision, shape.rows, shape.features, shape.depth);
+                                });
 }
 
 namespace {
@@ -241,12 +220,6 @@ class attention_reference final : public reference_data {
   std::vector<double> o, weight, perturbation;  // rows x head_dim: o_d, W_d, A_d
   std::vector<double> row_perturbation;         // rbar per sampled row
 };
-
-std::string format_g9(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
 
 bool checks_every_row(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) {
   return double(heads) * double(tokens) * double(tokens) * double(head_dim) <= full_check_work;
@@ -400,15 +373,10 @@ class attention_operation final : public operation {
   void poison(const std::vector<host_span>& outputs) const override {
     const auto& out = outputs.at(0);
     const std::int64_t n = out.bytes / element_bytes(P);
-    if constexpr (P == attention_precision::fp32) {
-      float* o = out.as<float>();
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) o[i] = std::numeric_limits<float>::quiet_NaN();
-    } else {
-      std::uint16_t* o = out.as<std::uint16_t>();
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) o[i] = 0xffff;  // a NaN pattern
-    }
+    if constexpr (P == attention_precision::fp32)
+      fill_nan(out);
+    else
+      fill_parallel(out.as<std::uint16_t>(), n, [](std::int64_t) { return std::uint16_t(0xffff); });  // a NaN pattern
   }
 
   gate_result check(const problem_data& problem, const reference_data& reference,
@@ -423,11 +391,7 @@ class attention_operation final : public operation {
     g.atol = absolute_tolerance;
     g.checked = n;  // every element against the hull; the sampled rows' also against the float64 reference
     const double hull = hull_tolerance(tokens);
-    std::int64_t failures = 0, first_bad = n;
-    double max_abs = 0.0, max_rel = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) \
-    reduction(max : max_abs, max_rel)
-    for (std::int64_t row = 0; row < heads * tokens; ++row) {
+    const gate_tally tally = tally_parallel(heads * tokens, [&](std::int64_t row, gate_tally& t) {
       const std::int64_t h = row / tokens;
       const auto found = std::lower_bound(ref.rows.begin(), ref.rows.end(), row);
       const std::int64_t sample = found != ref.rows.end() && *found == row ? found - ref.rows.begin() : -1;
@@ -442,22 +406,15 @@ class attention_operation final : public operation {
           element_reference(ref, sample, d, tokens, dim, expected, bound);
           const double err = std::isnan(value) ? INFINITY : std::fabs(value - expected);
           bad = bad || !(err <= bound);
-          max_abs = std::max(max_abs, err);
-          max_rel = std::max(max_rel, err == 0.0 ? 0.0 : err / bound * g.rtol);
+          t.error(err, err == 0.0 ? 0.0 : err / bound * g.rtol);
         } else if (bad) {
-          max_rel = INFINITY;
+          t.error(0.0, INFINITY);
         }
-        if (bad) {
-          ++failures;
-          first_bad = std::min(first_bad, i);
-        }
+        if (bad) t.fail(i);
       }
-    }
-    g.value_failures = failures;
-    g.max_abs_error = max_abs;
-    g.max_relative_error = max_rel;
-    g.passed = failures == 0;
-    if (!g.passed) g.message = describe_failure(p, ref, o, first_bad, failures);
+    });
+    tally.into(g);
+    if (!g.passed) g.message = describe_failure(p, ref, o, tally.first_bad, tally.failures);
     return g;
   }
 
@@ -562,9 +519,7 @@ class attention_operation final : public operation {
 
  private:
   void check_shape(const table_shape& shape) const {
-    shape.validate();
-    if (shape.layout != table_layout::row_major)
-      throw std::invalid_argument(m_info.name + ": expects a row-major heads x tokens x head_dim shape");
+    require_row_major(shape, m_info.name, "heads x tokens x head_dim shape");
   }
 
   // Element i of Q, K or V as the float the computation starts from; the precision is known here, so the

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::gemm {
@@ -43,33 +44,30 @@ std::int64_t essential_flops(std::int64_t m, std::int64_t n, std::int64_t k);
 
 // A problem: the shape and the generated A and B in the shape's layout. Float32 operations hold float
 // arrays (a(), b()); gemm_bf16 holds bfloat16 bit patterns (a_bf16(), b_bf16()) and nullptr floats.
-class gemm_data final : public problem_data {
+// Streamed: {A, B}, in the stored precision.
+class gemm_data final : public array_problem {
  public:
   gemm_data(gemm_precision precision, const table_shape& shape, std::unique_ptr<float[]> a, std::unique_ptr<float[]> b,
             std::unique_ptr<std::uint16_t[]> a_bf16, std::unique_ptr<std::uint16_t[]> b_bf16);
-
-  const table_shape& shape() const override { return m_shape; }
-  // {A, B}, in the stored precision.
-  std::vector<host_span> streamed_inputs() const override;
+  gemm_data(const gemm_data&) = delete;  // the accessors point into its own arrays
 
   gemm_precision precision() const { return m_precision; }
-  std::int64_t m() const { return m_shape.rows; }
-  std::int64_t n() const { return m_shape.features; }
-  std::int64_t k() const { return m_shape.depth; }
-  bool row_major() const { return m_shape.layout == table_layout::row_major; }
-  const float* a() const { return m_a.get(); }
-  const float* b() const { return m_b.get(); }
-  const std::uint16_t* a_bf16() const { return m_a_bf16.get(); }
-  const std::uint16_t* b_bf16() const { return m_b_bf16.get(); }
+  std::int64_t m() const { return shape().rows; }
+  std::int64_t n() const { return shape().features; }
+  std::int64_t k() const { return shape().depth; }
+  bool row_major() const { return shape().layout == table_layout::row_major; }
+  const float* a() const { return m_a; }
+  const float* b() const { return m_b; }
+  const std::uint16_t* a_bf16() const { return m_a_bf16; }
+  const std::uint16_t* b_bf16() const { return m_b_bf16; }
   // A(i, l) and B(l, j) as the multiply's exact float inputs (bf16 widened; fp32 and tf32 as stored).
   float a_at(std::int64_t i, std::int64_t l) const;
   float b_at(std::int64_t l, std::int64_t j) const;
 
  private:
   gemm_precision m_precision;
-  table_shape m_shape;
-  std::unique_ptr<float[]> m_a, m_b;
-  std::unique_ptr<std::uint16_t[]> m_a_bf16, m_b_bf16;
+  const float *m_a, *m_b;
+  const std::uint16_t *m_a_bf16, *m_b_bf16;
 };
 
 // The problem as a gemm_data of the expected precision; throws std::invalid_argument for another

@@ -64,9 +64,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -76,6 +74,7 @@
 #include "gemm/gemm.hpp"
 #include "detail/bf16.hpp"
 #include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -94,21 +93,12 @@ std::int64_t essential_flops(std::int64_t m, std::int64_t n, std::int64_t k) { r
 gemm_data::gemm_data(gemm_precision precision, const table_shape& shape, std::unique_ptr<float[]> a,
                      std::unique_ptr<float[]> b, std::unique_ptr<std::uint16_t[]> a_bf16,
                      std::unique_ptr<std::uint16_t[]> b_bf16)
-    : m_precision(precision),
-      m_shape(shape),
-      m_a(std::move(a)),
-      m_b(std::move(b)),
-      m_a_bf16(std::move(a_bf16)),
-      m_b_bf16(std::move(b_bf16)) {}
-
-std::vector<host_span> gemm_data::streamed_inputs() const {
-  const std::int64_t bytes = input_element_bytes(m_precision);
-  // The runner copies from these spans and never writes through them.
-  if (m_precision == gemm_precision::bf16)
-    return {{const_cast<std::uint16_t*>(m_a_bf16.get()), m() * k() * bytes},
-            {const_cast<std::uint16_t*>(m_b_bf16.get()), k() * n() * bytes}};
-  return {{const_cast<float*>(m_a.get()), m() * k() * bytes}, {const_cast<float*>(m_b.get()), k() * n() * bytes}};
-}
+    : array_problem(shape),
+      m_precision(precision),
+      m_a(adopt("a", std::move(a), shape.rows * shape.depth)),
+      m_b(adopt("b", std::move(b), shape.depth * shape.features)),
+      m_a_bf16(adopt("a", std::move(a_bf16), shape.rows * shape.depth)),
+      m_b_bf16(adopt("b", std::move(b_bf16), shape.depth * shape.features)) {}
 
 using detail::widen_bf16;
 
@@ -139,16 +129,11 @@ const gemm_data& gemm_problem(const problem_data& problem, gemm_precision expect
 
 variant_info variant_info_for(gemm_precision precision, const std::string& name, const std::string& family,
                               const std::string& description, table_layout layout) {
-  variant_info info;
-  info.name = name;
-  info.operation = operation_name(precision);
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
+  variant_info info = operation_variant_info(
+      name, operation_name(precision), family, description, [precision](const table_shape& shape) {
+        return essential_traffic(precision, shape.rows, shape.features, shape.depth);
+      });
   info.layout = layout;
-  info.traffic = [precision](const table_shape& shape) {
-    return essential_traffic(precision, shape.rows, shape.features, shape.depth);
-  };
   return info;
 }
 
@@ -335,12 +320,6 @@ double relative_tolerance(gemm_precision precision, std::int64_t k) {
 // Bound on the float64 evaluation error of a projection (sums of up to n + k + 2 products, on either side).
 double projection_slack(std::int64_t n, std::int64_t k) { return double(n + k + 2) * 0x1.0p-52; }
 
-std::string format_g9(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
-
 template <gemm_precision P>
 class gemm_operation final : public operation {
  public:
@@ -409,12 +388,7 @@ class gemm_operation final : public operation {
     return {shape.rows * shape.features * std::int64_t(sizeof(float))};
   }
 
-  void poison(const std::vector<host_span>& outputs) const override {
-    float* c = c_output(outputs);
-    const std::int64_t count = outputs.at(0).bytes / std::int64_t(sizeof(float));
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < count; ++i) c[i] = std::numeric_limits<float>::quiet_NaN();
-  }
+  void poison(const std::vector<host_span>& outputs) const override { fill_nan(outputs.at(0)); }
 
   gate_result check(const problem_data& problem, const reference_data& reference,
                     const std::vector<host_span>& outputs) const override {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::layernorm {
@@ -55,28 +56,25 @@ inline constexpr std::int64_t max_register_hidden = std::int64_t(register_thread
 std::int64_t essential_flops(layernorm_kind kind, std::int64_t rows, std::int64_t hidden);
 
 // A problem: the shape and the generated x (r), gamma, beta. Inputs are never NaN or Inf.
-class layernorm_data final : public problem_data {
+// Streamed: {x} or {x, r}; gamma and beta are parameters, not streamed.
+class layernorm_data final : public array_problem {
  public:
   layernorm_data(layernorm_kind kind, const table_shape& shape, std::unique_ptr<float[]> x, std::unique_ptr<float[]> r,
                  std::unique_ptr<float[]> gamma, std::unique_ptr<float[]> beta);
-
-  const table_shape& shape() const override { return m_shape; }
-  // {x} or {x, r}: gamma and beta are parameters, not streamed.
-  std::vector<host_span> streamed_inputs() const override;
+  layernorm_data(const layernorm_data&) = delete;  // the accessors point into its own arrays
 
   layernorm_kind kind() const { return m_kind; }
-  std::int64_t rows() const { return m_shape.rows; }
-  std::int64_t hidden() const { return m_shape.features; }
-  std::int64_t elements() const { return m_shape.rows * m_shape.features; }
-  const float* x() const { return m_x.get(); }
-  const float* r() const { return m_r.get(); }  // nullptr for layernorm
-  const float* gamma() const { return m_gamma.get(); }
-  const float* beta() const { return m_beta.get(); }
+  std::int64_t rows() const { return shape().rows; }
+  std::int64_t hidden() const { return shape().features; }
+  std::int64_t elements() const { return rows() * hidden(); }
+  const float* x() const { return m_x; }
+  const float* r() const { return m_r; }  // nullptr for layernorm
+  const float* gamma() const { return m_gamma; }
+  const float* beta() const { return m_beta; }
 
  private:
   layernorm_kind m_kind;
-  table_shape m_shape;
-  std::unique_ptr<float[]> m_x, m_r, m_gamma, m_beta;
+  const float *m_x, *m_r, *m_gamma, *m_beta;
 };
 
 // The problem as a layernorm_data of the expected kind; throws std::invalid_argument for another

@@ -39,8 +39,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -48,6 +46,7 @@
 #include <vector>
 
 #include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -73,20 +72,12 @@ std::int64_t essential_flops(layernorm_kind kind, std::int64_t rows, std::int64_
 layernorm_data::layernorm_data(layernorm_kind kind, const table_shape& shape, std::unique_ptr<float[]> x,
                                std::unique_ptr<float[]> r, std::unique_ptr<float[]> gamma,
                                std::unique_ptr<float[]> beta)
-    : m_kind(kind),
-      m_shape(shape),
-      m_x(std::move(x)),
-      m_r(std::move(r)),
-      m_gamma(std::move(gamma)),
-      m_beta(std::move(beta)) {}
-
-std::vector<host_span> layernorm_data::streamed_inputs() const {
-  // The runner copies from these spans and never writes through them.
-  const std::int64_t bytes = elements() * std::int64_t(sizeof(float));
-  std::vector<host_span> inputs{{const_cast<float*>(m_x.get()), bytes}};
-  if (has_residual(m_kind)) inputs.push_back({const_cast<float*>(m_r.get()), bytes});
-  return inputs;
-}
+    : array_problem(shape),
+      m_kind(kind),
+      m_x(adopt("x", std::move(x), shape.rows * shape.features)),
+      m_r(adopt("r", std::move(r), shape.rows * shape.features)),
+      m_gamma(adopt("gamma", std::move(gamma), shape.features, false)),
+      m_beta(adopt("beta", std::move(beta), shape.features, false)) {}
 
 const layernorm_data& layernorm_problem(const problem_data& problem, layernorm_kind expected) {
   const auto* data = dynamic_cast<const layernorm_data*>(&problem);
@@ -103,18 +94,10 @@ const layernorm_data& layernorm_problem(const problem_data& problem, layernorm_k
 
 variant_info variant_info_for(layernorm_kind kind, const std::string& name, const std::string& family,
                               const std::string& description, int matrix_reads, int matrix_writes) {
-  variant_info info;
-  info.name = name;
-  info.operation = operation_name(kind);
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = table_layout::row_major;
-  info.kernels_launched = 1;
-  info.traffic = [matrix_reads, matrix_writes](const table_shape& shape) {
-    return pass_traffic(shape.rows, shape.features, matrix_reads, matrix_writes);
-  };
-  return info;
+  return operation_variant_info(name, operation_name(kind), family, description,
+                                [matrix_reads, matrix_writes](const table_shape& shape) {
+                                  return pass_traffic(shape.rows, shape.features, matrix_reads, matrix_writes);
+                                });
 }
 
 namespace {
@@ -190,12 +173,6 @@ class layernorm_reference final : public reference_data {
 
 constexpr double unit_roundoff = 0x1.0p-24;
 
-std::string format_g9(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
-
 template <layernorm_kind K>
 class layernorm_operation final : public operation {
  public:
@@ -266,12 +243,7 @@ class layernorm_operation final : public operation {
   }
 
   void poison(const std::vector<host_span>& outputs) const override {
-    for (const auto& out : outputs) {
-      float* v = out.as<float>();
-      const std::int64_t n = out.bytes / std::int64_t(sizeof(float));
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) v[i] = std::numeric_limits<float>::quiet_NaN();
-    }
+    for (const auto& out : outputs) fill_nan(out);
   }
 
   gate_result check(const problem_data& problem, const reference_data& reference,
@@ -287,11 +259,7 @@ class layernorm_operation final : public operation {
     g.checked = output_count(K) * total;
     const float* y = y_output(outputs);
     const float* h = has_residual(K) ? h_output(outputs) : nullptr;
-    std::int64_t failures = 0, first_bad = std::numeric_limits<std::int64_t>::max();
-    double max_abs = 0.0, max_rel = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) \
-    reduction(max : max_abs, max_rel)
-    for (std::int64_t row = 0; row < rows; ++row) {
+    const gate_tally tally = tally_parallel(rows, [&](std::int64_t row, gate_tally& t) {
       for (std::int64_t j = 0; j < n; ++j) {
         const std::int64_t i = row * n + j;
         double expected, bound;
@@ -308,22 +276,15 @@ class layernorm_operation final : public operation {
             if (!bad) code = total + i;
             bad = true;
           }
-          max_abs = std::max(max_abs, h_err);
+          t.error(h_err, 0.0);
           if (h_err != 0.0) rel = std::max(rel, h_bound > 0.0 ? h_err / h_bound * g.rtol : INFINITY);
         }
-        if (bad) {
-          ++failures;
-          first_bad = std::min(first_bad, code);
-        }
-        max_abs = std::max(max_abs, err);
-        max_rel = std::max(max_rel, rel);
+        if (bad) t.fail(code);
+        t.error(err, rel);
       }
-    }
-    g.value_failures = failures;
-    g.max_abs_error = max_abs;
-    g.max_relative_error = max_rel;
-    g.passed = failures == 0;
-    if (!g.passed) g.message = describe_failure(p, ref, outputs, first_bad, failures);
+    });
+    tally.into(g);
+    if (!g.passed) g.message = describe_failure(p, ref, outputs, tally.first_bad, tally.failures);
     return g;
   }
 
@@ -397,11 +358,7 @@ class layernorm_operation final : public operation {
   static double rtol(std::int64_t n) { return unit_roundoff * (std::sqrt(double(n)) + std::log2(double(n)) + 2.0); }
 
  private:
-  void check_shape(const table_shape& shape) const {
-    shape.validate();
-    if (shape.layout != table_layout::row_major)
-      throw std::invalid_argument(m_info.name + ": expects a row-major rows x hidden shape");
-  }
+  void check_shape(const table_shape& shape) const { require_row_major(shape, m_info.name, "rows x hidden shape"); }
 
   // The normalised input v_i: x_i, or x_i + r_i exactly in float64.
   static double input_at(const layernorm_data& p, std::int64_t i) {

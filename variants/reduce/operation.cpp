@@ -34,16 +34,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "detail/float_sum_tolerance.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -58,13 +58,6 @@ traffic_model essential_traffic(std::int64_t n) {
   return t;
 }
 
-reduce_data::reduce_data(const table_shape& shape, std::unique_ptr<float[]> x) : m_shape(shape), m_x(std::move(x)) {}
-
-std::vector<host_span> reduce_data::streamed_inputs() const {
-  // The runner copies from this span and never writes through it.
-  return {{const_cast<float*>(m_x.get()), n() * std::int64_t(sizeof(float))}};
-}
-
 const reduce_data& reduce_problem(const problem_data& problem) {
   const auto* data = dynamic_cast<const reduce_data*>(&problem);
   if (data == nullptr) throw std::invalid_argument("a reduce_sum variant was given another operation's problem");
@@ -74,34 +67,14 @@ const reduce_data& reduce_problem(const problem_data& problem) {
 
 variant_info variant_info_for(const std::string& name_suffix, const std::string& family,
                               const std::string& description) {
-  variant_info info;
-  info.name = std::string(operation_name) + "_" + name_suffix;
-  info.operation = operation_name;
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = table_layout::row_major;
-  info.kernels_launched = 1;
-  info.traffic = [](const table_shape& shape) { return essential_traffic(shape.rows); };
-  return info;
+  return operation_variant_info(std::string(operation_name) + "_" + name_suffix, operation_name, family, description,
+                                [](const table_shape& shape) { return essential_traffic(shape.rows); });
 }
 
 namespace {
 
 constexpr std::uint64_t x_array = 0x78;
 constexpr std::int64_t reference_block = 65536;
-
-class sum_reference final : public reference_data {
- public:
-  double value = 0.0;
-  double magnitude = 0.0;  // sum_i |x_i|: the scale of the tolerance
-};
-
-std::string format_g9(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
 
 class reduce_sum_operation final : public operation {
  public:
@@ -117,37 +90,20 @@ class reduce_sum_operation final : public operation {
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
-    return std::make_unique<reduce_data>(shape, detail::seeded_nonnegatives(seed, x_array, shape.rows));
+    auto p = std::make_unique<reduce_data>(shape);
+    fill_parallel(p->x(), p->n(), [seed](std::int64_t i) { return detail::seeded_nonnegative(seed, x_array, i); });
+    return p;
   }
   std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
     check_shape(shape);
-    const auto& data = reduce_problem(source);
-    if (data.n() != shape.rows) throw std::invalid_argument("reduce_sum: relayout cannot change n");
-    return std::make_unique<reduce_data>(shape, detail::copied_floats(data.x(), data.n()));
+    return copied_problem(reduce_problem(source), shape, m_info.name);
   }
 
+  // sum_i x_i and sum_i |x_i| (the scale of the tolerance).
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
     const auto& p = reduce_problem(problem);
-    const std::int64_t n = p.n(), blocks = (n + reference_block - 1) / reference_block;
-    std::vector<double> sums(static_cast<std::size_t>(blocks)), magnitudes(static_cast<std::size_t>(blocks));
     const float* x = p.x();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      double s = 0.0, m = 0.0;
-      const std::int64_t end = std::min(n, (b + 1) * reference_block);
-      for (std::int64_t i = b * reference_block; i < end; ++i) {
-        s += double(x[i]);
-        m += std::fabs(double(x[i]));
-      }
-      sums[static_cast<std::size_t>(b)] = s;
-      magnitudes[static_cast<std::size_t>(b)] = m;
-    }
-    auto ref = std::make_unique<sum_reference>();
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      ref->value += sums[static_cast<std::size_t>(b)];
-      ref->magnitude += magnitudes[static_cast<std::size_t>(b)];
-    }
-    return ref;
+    return blocked_sum(p.n(), reference_block, [x](std::int64_t i) { return double(x[i]); });
   }
 
   std::vector<std::int64_t> output_bytes(const table_shape&) const override { return {std::int64_t(sizeof(double))}; }
@@ -159,23 +115,8 @@ class reduce_sum_operation final : public operation {
   gate_result check(const problem_data& problem, const reference_data& reference,
                     const std::vector<host_span>& outputs) const override {
     const auto& p = reduce_problem(problem);
-    const auto& ref = dynamic_cast<const sum_reference&>(reference);
-    gate_result g;
-    g.rtol = rtol(p.n());
-    g.atol = 0.0;
-    g.checked = 1;
-    const double s = *s_output(outputs);
-    const double err = std::isnan(s) ? INFINITY : std::fabs(s - ref.value);
-    const double bound = g.rtol * ref.magnitude;
-    g.max_abs_error = err;
-    g.max_relative_error = err == 0.0 ? 0.0 : (ref.magnitude > 0.0 ? err / ref.magnitude : INFINITY);
-    g.value_failures = err <= bound ? 0 : 1;
-    g.passed = g.value_failures == 0;
-    if (!g.passed)
-      g.message = "reduce_sum: s = " + format_g9(s) + " but the float64 reference is " + format_g9(ref.value) +
-                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) + " = 2^-24 (8 sqrt(" +
-                  format_g9(detail::float_sum_terms(p.n(), 0)) + ") + 1) * " + format_g9(ref.magnitude) + ")";
-    return g;
+    return sum_gate(*s_output(outputs), dynamic_cast<const sum_reference&>(reference), rtol(p.n()), m_info.name + ": s",
+                    "2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(p.n(), 0)) + ") + 1)");
   }
 
   // s moved to the first double further than twice the bound from it: if s was within the bound of the
@@ -213,16 +154,11 @@ class reduce_sum_operation final : public operation {
   std::int64_t input_bytes(const table_shape& shape) const override { return shape.rows * std::int64_t(sizeof(float)); }
   // Two doubles per reference block while it is computed, two kept.
   std::int64_t reference_bytes(const table_shape& shape) const override {
-    const std::int64_t blocks = (shape.rows + reference_block - 1) / reference_block;
-    return 2 * std::int64_t(sizeof(double)) * (blocks + 1);
+    return blocked_sum_bytes(shape.rows, reference_block);
   }
 
  private:
-  void check_shape(const table_shape& shape) const {
-    shape.validate();
-    if (shape.layout != table_layout::row_major || shape.features != 1)
-      throw std::invalid_argument("reduce_sum: expects a row-major shape of n rows and one feature");
-  }
+  void check_shape(const table_shape& shape) const { require_row_major_vector(shape, m_info.name); }
   static double rtol(std::int64_t n) { return detail::float_sum_rtol(n, 0.0); }
 
   operation_info m_info;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::reduce {
@@ -23,18 +24,11 @@ traffic_model essential_traffic(std::int64_t n);
 // n - 1 additions, counted as n.
 inline std::int64_t essential_flops(std::int64_t n) { return n; }
 
-// A reduce_sum problem: n and the generated vector x. Inputs are never NaN or Inf.
-class reduce_data final : public problem_data {
+// A reduce_sum problem: n and the generated vector x (n rows of one feature). Inputs are never NaN or Inf.
+class reduce_data final : public float_matrix_problem {
  public:
-  reduce_data(const table_shape& shape, std::unique_ptr<float[]> x);
-  const table_shape& shape() const override { return m_shape; }
-  std::vector<host_span> streamed_inputs() const override;  // {x}
-  std::int64_t n() const { return m_shape.rows; }
-  const float* x() const { return m_x.get(); }
-
- private:
-  table_shape m_shape;
-  std::unique_ptr<float[]> m_x;
+  using float_matrix_problem::float_matrix_problem;
+  std::int64_t n() const { return rows(); }
 };
 
 // The problem as reduce_data; throws std::invalid_argument for another operation's problem or n < 1.

@@ -47,15 +47,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/splitmix64.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -72,13 +71,6 @@ traffic_model essential_traffic(std::int64_t rows, std::int64_t cols) {
 
 std::int64_t essential_flops(std::int64_t rows, std::int64_t cols) { return 5 * rows * cols; }
 
-softmax_data::softmax_data(const table_shape& shape, std::unique_ptr<float[]> x) : m_shape(shape), m_x(std::move(x)) {}
-
-std::vector<host_span> softmax_data::streamed_inputs() const {
-  // The runner copies from this span and never writes through it.
-  return {{const_cast<float*>(m_x.get()), elements() * std::int64_t(sizeof(float))}};
-}
-
 const softmax_data& softmax_problem(const problem_data& problem) {
   const auto* data = dynamic_cast<const softmax_data*>(&problem);
   if (data == nullptr) throw std::invalid_argument("a softmax variant was given another operation's problem");
@@ -89,15 +81,8 @@ const softmax_data& softmax_problem(const problem_data& problem) {
 
 variant_info variant_info_for(const std::string& name_suffix, const std::string& family,
                               const std::string& description) {
-  variant_info info;
-  info.name = "softmax_" + name_suffix;
-  info.operation = operation_name;
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = table_layout::row_major;
-  info.traffic = [](const table_shape& shape) { return essential_traffic(shape.rows, shape.features); };
-  return info;
+  return operation_variant_info("softmax_" + name_suffix, operation_name, family, description,
+                                [](const table_shape& shape) { return essential_traffic(shape.rows, shape.features); });
 }
 
 namespace {
@@ -164,12 +149,6 @@ double common_rtol(std::int64_t cols) {
   return unit_roundoff * (8 * std::sqrt(double(cols - 1)) + 4 * std::log2(double(cols)) + 16);
 }
 
-std::string format_g9(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
-
 class softmax_operation final : public operation {
  public:
   softmax_operation() {
@@ -186,28 +165,19 @@ class softmax_operation final : public operation {
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
     const std::int64_t rows = shape.rows, cols = shape.features;
-    std::unique_ptr<float[]> x(new float[static_cast<std::size_t>(rows * cols)]);  // filled below, in parallel
-    float* out = x.get();
+    auto p = std::make_unique<softmax_data>(shape);
+    float* out = p->x();
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
       const row_class row = classify(seed, r, cols);
       for (std::int64_t c = 0; c < cols; ++c) out[r * cols + c] = element(row, c);
     }
-    return std::make_unique<softmax_data>(shape, std::move(x));
+    return p;
   }
 
   std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
     check_shape(shape);
-    const auto& data = softmax_problem(source);
-    if (data.rows() != shape.rows || data.cols() != shape.features)
-      throw std::invalid_argument("softmax: relayout cannot change the shape");
-    const std::int64_t n = data.elements();
-    std::unique_ptr<float[]> x(new float[static_cast<std::size_t>(n)]);
-    float* out = x.get();
-    const float* in = data.x();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) out[i] = in[i];
-    return std::make_unique<softmax_data>(shape, std::move(x));
+    return copied_problem(softmax_problem(source), shape, m_info.name);
   }
 
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
@@ -251,12 +221,7 @@ class softmax_operation final : public operation {
     return {shape.rows * shape.features * std::int64_t(sizeof(float))};
   }
 
-  void poison(const std::vector<host_span>& outputs) const override {
-    float* y = y_output(outputs);
-    const std::int64_t n = outputs.at(0).bytes / std::int64_t(sizeof(float));
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
-  }
+  void poison(const std::vector<host_span>& outputs) const override { fill_nan(outputs.at(0)); }
 
   gate_result check(const problem_data& problem, const reference_data& reference,
                     const std::vector<host_span>& outputs) const override {
@@ -268,31 +233,21 @@ class softmax_operation final : public operation {
     g.atol = absolute_tolerance;
     g.checked = n;
     const float* y = y_output(outputs);
-    std::int64_t failures = 0, first_bad = n;
-    double max_abs = 0.0, max_rel = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) \
-    reduction(max : max_abs, max_rel)
-    for (std::int64_t r = 0; r < rows; ++r) {
+    const gate_tally tally = tally_parallel(rows, [&](std::int64_t r, gate_tally& t) {
       for (std::int64_t c = 0; c < cols; ++c) {
         const std::int64_t i = r * cols + c;
         double expected, bound;
         element_reference(p, ref, r, c, expected, bound);
         const double err = std::isnan(y[i]) ? INFINITY : std::fabs(double(y[i]) - expected);
-        if (!(err <= bound)) {
-          ++failures;
-          first_bad = std::min(first_bad, i);
-        }
-        max_abs = std::max(max_abs, err);
-        if (expected >= absolute_tolerance)
-          max_rel = std::max(max_rel, err / expected);
-        else if (err > absolute_tolerance)
-          max_rel = INFINITY;
+        if (!(err <= bound)) t.fail(i);
+        const double relative = expected >= absolute_tolerance ? err / expected
+                                : err > absolute_tolerance     ? INFINITY
+                                                               : 0.0;
+        t.error(err, relative);
       }
-    }
-    g.value_failures = failures;
-    g.max_abs_error = max_abs;
-    g.max_relative_error = max_rel;
-    g.passed = failures == 0;
+    });
+    tally.into(g);
+    const std::int64_t failures = tally.failures, first_bad = tally.first_bad;
     if (!g.passed) {
       const std::int64_t r = first_bad / cols, c = first_bad % cols;
       double expected, bound;
@@ -372,11 +327,7 @@ class softmax_operation final : public operation {
   }
 
  private:
-  void check_shape(const table_shape& shape) const {
-    shape.validate();
-    if (shape.layout != table_layout::row_major)
-      throw std::invalid_argument(m_info.name + ": expects a row-major rows x cols shape");
-  }
+  void check_shape(const table_shape& shape) const { require_row_major(shape, m_info.name, "rows x cols shape"); }
 
   // The float64 reference of y(r, c) and its bound (see the top of the file).
   static void element_reference(const softmax_data& p, const softmax_reference& ref, std::int64_t r, std::int64_t c,

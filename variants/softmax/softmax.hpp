@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::softmax {
@@ -21,22 +22,11 @@ traffic_model essential_traffic(std::int64_t rows, std::int64_t cols);
 // 5 per element: the max compare, the subtraction, exp (counted as one), the sum's add, the division.
 std::int64_t essential_flops(std::int64_t rows, std::int64_t cols);
 
-// A softmax problem: the shape and the generated matrix x (row-major, rows x cols). Never NaN or Inf.
-class softmax_data final : public problem_data {
+// A softmax problem: the shape and the generated matrix x (row-major, rows x cols; rows(), cols(), x()).
+// Never NaN or Inf.
+class softmax_data final : public float_matrix_problem {
  public:
-  softmax_data(const table_shape& shape, std::unique_ptr<float[]> x);
-
-  const table_shape& shape() const override { return m_shape; }
-  std::vector<host_span> streamed_inputs() const override;  // {x}
-
-  std::int64_t rows() const { return m_shape.rows; }
-  std::int64_t cols() const { return m_shape.features; }
-  std::int64_t elements() const { return rows() * cols(); }
-  const float* x() const { return m_x.get(); }
-
- private:
-  table_shape m_shape;
-  std::unique_ptr<float[]> m_x;
+  using float_matrix_problem::float_matrix_problem;
 };
 
 // The problem as a softmax_data; throws std::invalid_argument for another operation's problem or a

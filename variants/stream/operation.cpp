@@ -33,7 +33,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -44,6 +43,7 @@
 
 #include "detail/float_sum_tolerance.hpp"
 #include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -74,15 +74,10 @@ std::int64_t essential_flops(stream_kind kind, std::int64_t n) {
 
 stream_data::stream_data(stream_kind kind, const table_shape& shape, std::unique_ptr<float[]> x,
                          std::unique_ptr<float[]> y)
-    : m_kind(kind), m_shape(shape), m_x(std::move(x)), m_y(std::move(y)) {}
-
-std::vector<host_span> stream_data::streamed_inputs() const {
-  // The runner copies from these spans and never writes through them.
-  const std::int64_t bytes = n() * std::int64_t(sizeof(float));
-  std::vector<host_span> inputs{{const_cast<float*>(m_x.get()), bytes}};
-  if (has_y(m_kind)) inputs.push_back({const_cast<float*>(m_y.get()), bytes});
-  return inputs;
-}
+    : array_problem(shape),
+      m_kind(kind),
+      m_x(adopt("x", std::move(x), shape.rows)),
+      m_y(adopt("y", std::move(y), shape.rows)) {}
 
 const stream_data& stream_problem(const problem_data& problem, stream_kind expected) {
   const auto* data = dynamic_cast<const stream_data*>(&problem);
@@ -97,16 +92,9 @@ const stream_data& stream_problem(const problem_data& problem, stream_kind expec
 
 variant_info variant_info_for(stream_kind kind, const std::string& name_suffix, const std::string& family,
                               const std::string& description) {
-  variant_info info;
-  info.name = std::string(short_name(kind)) + "_" + name_suffix;
-  info.operation = operation_name(kind);
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = table_layout::row_major;
-  info.kernels_launched = 1;
-  info.traffic = [kind](const table_shape& shape) { return essential_traffic(kind, shape.rows); };
-  return info;
+  return operation_variant_info(std::string(short_name(kind)) + "_" + name_suffix, operation_name(kind), family,
+                                description,
+                                [kind](const table_shape& shape) { return essential_traffic(kind, shape.rows); });
 }
 
 namespace {
@@ -117,12 +105,9 @@ std::unique_ptr<float[]> copy_array(const float* source, std::int64_t n) {
   return source == nullptr ? nullptr : detail::copied_floats(source, n);
 }
 
-// dot's reference: the exact products summed in float64 within fixed blocks, the blocks in order.
-class dot_reference final : public reference_data {
- public:
-  double value = 0.0;
-  double magnitude = 0.0;  // sum_i |x_i * y_i|: the scale of the tolerance
-};
+// dot's reference: the exact products summed in float64 within fixed blocks, the blocks in order (value,
+// and sum_i |x_i * y_i| as magnitude: the scale of the tolerance).
+using dot_reference = sum_reference;
 
 // The elementwise kinds' reference is evaluated per element by check() (see the top of the file).
 class elementwise_reference final : public reference_data {};
@@ -149,18 +134,12 @@ inline void elementwise_reference_at(const stream_data& p, std::int64_t i, doubl
   }
 }
 
-std::string format_g9(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
-
 template <stream_kind K>
 class stream_operation final : public operation {
  public:
   stream_operation() {
     m_info.name = operation_name(K);
-    m_info.description = description();
+    m_info.description = kind_table[static_cast<int>(K)].description;
     m_info.axes = {"n"};
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {is_reduction(K) ? "d" : "z"};
@@ -191,27 +170,9 @@ class stream_operation final : public operation {
     if constexpr (!is_reduction(K)) {
       return std::make_unique<elementwise_reference>();
     } else {
-      const std::int64_t n = p.n(), blocks = (n + reference_block - 1) / reference_block;
-      std::vector<double> sums(static_cast<std::size_t>(blocks)), magnitudes(static_cast<std::size_t>(blocks));
       const float *x = p.x(), *y = p.y();
-#pragma omp parallel for schedule(static)
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        double s = 0.0, m = 0.0;
-        const std::int64_t end = std::min(n, (b + 1) * reference_block);
-        for (std::int64_t i = b * reference_block; i < end; ++i) {
-          const double product = double(x[i]) * double(y[i]);  // exact: 48 significant bits
-          s += product;
-          m += std::fabs(product);
-        }
-        sums[static_cast<std::size_t>(b)] = s;
-        magnitudes[static_cast<std::size_t>(b)] = m;
-      }
-      auto ref = std::make_unique<dot_reference>();
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        ref->value += sums[static_cast<std::size_t>(b)];
-        ref->magnitude += magnitudes[static_cast<std::size_t>(b)];
-      }
-      return ref;
+      // The products are exact: 48 significant bits.
+      return blocked_sum(p.n(), reference_block, [x, y](std::int64_t i) { return double(x[i]) * double(y[i]); });
     }
   }
 
@@ -223,10 +184,7 @@ class stream_operation final : public operation {
     if constexpr (is_reduction(K)) {
       *d_output(outputs) = std::numeric_limits<double>::quiet_NaN();
     } else {
-      float* z = z_output(outputs);
-      const std::int64_t n = outputs.at(0).bytes / std::int64_t(sizeof(float));
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) z[i] = std::numeric_limits<float>::quiet_NaN();
+      fill_nan(outputs.at(0));
     }
   }
 
@@ -310,33 +268,11 @@ class stream_operation final : public operation {
   // dot: two doubles (value, magnitude) plus the per-block sums while it is computed; the elementwise kinds
   // store none (check() evaluates the reference per element).
   std::int64_t reference_bytes(const table_shape& shape) const override {
-    if (!is_reduction(K)) return 0;
-    const std::int64_t blocks = (shape.rows + reference_block - 1) / reference_block;
-    return 2 * std::int64_t(sizeof(double)) * (blocks + 1);
+    return is_reduction(K) ? blocked_sum_bytes(shape.rows, reference_block) : 0;
   }
 
  private:
-  static std::string description() {
-    switch (K) {
-      case stream_kind::copy:
-        return "STREAM copy: z = x over n floats (8 bytes per element, no arithmetic)";
-      case stream_kind::scale:
-        return "STREAM scale: z = q * x, q = 3 (one multiply per 8 bytes)";
-      case stream_kind::add:
-        return "STREAM add: z = x + y (one addition per 12 bytes)";
-      case stream_kind::triad:
-        return "STREAM triad: z = x + q * y, q = 3 (one multiply-add per 12 bytes)";
-      case stream_kind::dot:
-        return "dot product: d = sum x_i * y_i (one multiply-add per 8 bytes), d in float64";
-    }
-    return {};
-  }
-
-  void check_shape(const table_shape& shape) const {
-    shape.validate();
-    if (shape.layout != table_layout::row_major || shape.features != 1)
-      throw std::invalid_argument(m_info.name + ": expects a row-major shape of n rows and one feature");
-  }
+  void check_shape(const table_shape& shape) const { require_row_major_vector(shape, m_info.name); }
 
   static constexpr double unit_roundoff = 0x1.0p-24;
   static constexpr double elementwise_rtol() {
@@ -361,11 +297,7 @@ class stream_operation final : public operation {
     const std::int64_t n = p.n();
     g.checked = n;
     const float* z = z_output(outputs);
-    std::int64_t failures = 0, first_bad = n;
-    double max_abs = 0.0, max_rel = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) \
-    reduction(max : max_abs, max_rel)
-    for (std::int64_t i = 0; i < n; ++i) {
+    const gate_tally tally = tally_parallel(n, [&](std::int64_t i, gate_tally& t) {
       double ref, scale;
       elementwise_reference_at<K>(p, i, ref, scale);
       bool bad;
@@ -380,18 +312,11 @@ class stream_operation final : public operation {
         err = std::isnan(z[i]) ? INFINITY : std::fabs(double(z[i]) - ref);
         bad = !(err <= g.rtol * scale);
       }
-      const double rel = err == 0.0 ? 0.0 : (scale > 0.0 ? err / scale : INFINITY);
-      if (bad) {
-        ++failures;
-        first_bad = std::min(first_bad, i);
-      }
-      max_abs = std::max(max_abs, err);
-      max_rel = std::max(max_rel, rel);
-    }
-    g.value_failures = failures;
-    g.max_abs_error = max_abs;
-    g.max_relative_error = max_rel;
-    g.passed = failures == 0;
+      if (bad) t.fail(i);
+      t.error(err, err == 0.0 ? 0.0 : (scale > 0.0 ? err / scale : INFINITY));
+    });
+    tally.into(g);
+    const std::int64_t failures = tally.failures, first_bad = tally.first_bad;
     if (!g.passed) {
       double ref, scale;
       elementwise_reference_at<K>(p, first_bad, ref, scale);
@@ -405,22 +330,8 @@ class stream_operation final : public operation {
   }
 
   gate_result check_dot(const stream_data& p, const dot_reference& ref, const std::vector<host_span>& outputs) const {
-    gate_result g;
-    g.rtol = dot_rtol(p.n());
-    g.atol = 0.0;
-    g.checked = 1;
-    const double d = *d_output(outputs);
-    const double err = std::isnan(d) ? INFINITY : std::fabs(d - ref.value);
-    const double bound = g.rtol * ref.magnitude + g.atol;
-    g.max_abs_error = err;
-    g.max_relative_error = err == 0.0 ? 0.0 : (ref.magnitude > 0.0 ? err / ref.magnitude : INFINITY);
-    g.value_failures = err <= bound ? 0 : 1;
-    g.passed = g.value_failures == 0;
-    if (!g.passed)
-      g.message = m_info.name + ": d = " + format_g9(d) + " but the float64 reference is " + format_g9(ref.value) +
-                  " (|error| " + format_g9(err) + ", bound " + format_g9(bound) + " = 2^-24 (8 sqrt(" +
-                  format_g9(detail::float_sum_terms(p.n(), 1.0)) + ") + 1) * " + format_g9(ref.magnitude) + ")";
-    return g;
+    return sum_gate(*d_output(outputs), ref, dot_rtol(p.n()), m_info.name + ": d",
+                    "2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(p.n(), 1.0)) + ") + 1)");
   }
 
   operation_info m_info;

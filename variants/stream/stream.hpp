@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::stream {
@@ -23,22 +24,21 @@ enum class stream_kind { copy, scale, add, triad, dot };
 // The scalar of scale and triad: a small integer, so q * y is exact in float64 and the reference exact.
 inline constexpr float scale_factor = 3.0f;
 
+// Per kind, in stream_kind's order: the registered operation's name and its one-line description.
+struct kind_names {
+  const char* operation;
+  const char* description;
+};
+inline constexpr kind_names kind_table[] = {
+    {"stream_copy", "STREAM copy: z = x over n floats (8 bytes per element, no arithmetic)"},
+    {"stream_scale", "STREAM scale: z = q * x, q = 3 (one multiply per 8 bytes)"},
+    {"stream_add", "STREAM add: z = x + y (one addition per 12 bytes)"},
+    {"stream_triad", "STREAM triad: z = x + q * y, q = 3 (one multiply-add per 12 bytes)"},
+    {"stream_dot", "dot product: d = sum x_i * y_i (one multiply-add per 8 bytes), d in float64"},
+};
+
 // The registered operation's name: stream_copy, stream_scale, ...
-constexpr const char* operation_name(stream_kind kind) {
-  switch (kind) {
-    case stream_kind::copy:
-      return "stream_copy";
-    case stream_kind::scale:
-      return "stream_scale";
-    case stream_kind::add:
-      return "stream_add";
-    case stream_kind::triad:
-      return "stream_triad";
-    case stream_kind::dot:
-      return "stream_dot";
-  }
-  return "stream_unknown";
-}
+constexpr const char* operation_name(stream_kind kind) { return kind_table[static_cast<int>(kind)].operation; }
 
 // The prefix of its variants' names: copy, scale, add, triad, dot (triad_kokkos, dot_cub, ...).
 constexpr const char* short_name(stream_kind kind) { return operation_name(kind) + 7; }
@@ -56,24 +56,21 @@ std::int64_t essential_flops(stream_kind kind, std::int64_t n);
 
 // A STREAM problem: n and the generated vectors x (and y). The runner owns it; variants read it in
 // prepare(). Inputs are never NaN or Inf.
-class stream_data final : public problem_data {
+// Streamed: {x} or {x, y}; q is a constant, not an array.
+class stream_data final : public array_problem {
  public:
   stream_data(stream_kind kind, const table_shape& shape, std::unique_ptr<float[]> x, std::unique_ptr<float[]> y);
-
-  const table_shape& shape() const override { return m_shape; }
-  // {x} or {x, y}: q is a parameter, not streamed.
-  std::vector<host_span> streamed_inputs() const override;
+  stream_data(const stream_data&) = delete;  // the accessors point into its own arrays
 
   stream_kind kind() const { return m_kind; }
-  std::int64_t n() const { return m_shape.rows; }
-  const float* x() const { return m_x.get(); }
-  const float* y() const { return m_y.get(); }  // nullptr for copy and scale
+  std::int64_t n() const { return shape().rows; }
+  const float* x() const { return m_x; }
+  const float* y() const { return m_y; }  // nullptr for copy and scale
   float q() const { return scale_factor; }
 
  private:
   stream_kind m_kind;
-  table_shape m_shape;
-  std::unique_ptr<float[]> m_x, m_y;
+  const float *m_x, *m_y;
 };
 
 // The problem as a stream_data of the expected kind; throws std::invalid_argument for another operation's

@@ -9,15 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "kstudy/support/array_problem.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/seeded_floats.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
@@ -32,14 +31,6 @@ traffic_model essential_traffic(std::int64_t rows, std::int64_t cols) {
   return t;
 }
 
-transpose_data::transpose_data(const table_shape& shape, std::unique_ptr<float[]> x)
-    : m_shape(shape), m_x(std::move(x)) {}
-
-std::vector<host_span> transpose_data::streamed_inputs() const {
-  // The runner copies from this span and never writes through it.
-  return {{const_cast<float*>(m_x.get()), elements() * std::int64_t(sizeof(float))}};
-}
-
 const transpose_data& transpose_problem(const problem_data& problem) {
   const auto* data = dynamic_cast<const transpose_data*>(&problem);
   if (data == nullptr) throw std::invalid_argument("a transpose variant was given another operation's problem");
@@ -50,16 +41,8 @@ const transpose_data& transpose_problem(const problem_data& problem) {
 
 variant_info variant_info_for(const std::string& name_suffix, const std::string& family,
                               const std::string& description) {
-  variant_info info;
-  info.name = std::string(operation_name) + "_" + name_suffix;
-  info.operation = operation_name;
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = table_layout::row_major;
-  info.kernels_launched = 1;
-  info.traffic = [](const table_shape& shape) { return essential_traffic(shape.rows, shape.features); };
-  return info;
+  return operation_variant_info(std::string(operation_name) + "_" + name_suffix, operation_name, family, description,
+                                [](const table_shape& shape) { return essential_traffic(shape.rows, shape.features); });
 }
 
 namespace {
@@ -68,12 +51,6 @@ constexpr std::uint64_t x_array = 0x54;
 
 // Nothing: check() compares with x directly.
 class transpose_reference final : public reference_data {};
-
-std::string format_g9(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
 
 bool same_bits(float a, float b) {
   std::uint32_t x, y;
@@ -96,14 +73,13 @@ class transpose_operation final : public operation {
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
-    return std::make_unique<transpose_data>(shape, detail::seeded_floats(seed, x_array, shape.rows * shape.features));
+    auto p = std::make_unique<transpose_data>(shape);
+    fill_parallel(p->x(), p->elements(), [seed](std::int64_t i) { return detail::seeded_float(seed, x_array, i); });
+    return p;
   }
   std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
     check_shape(shape);
-    const auto& data = transpose_problem(source);
-    if (data.rows() != shape.rows || data.cols() != shape.features)
-      throw std::invalid_argument("transpose: relayout cannot change the shape");
-    return std::make_unique<transpose_data>(shape, detail::copied_floats(data.x(), data.elements()));
+    return copied_problem(transpose_problem(source), shape, m_info.name);
   }
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
     transpose_problem(problem);
@@ -113,12 +89,7 @@ class transpose_operation final : public operation {
     return {shape.rows * shape.features * std::int64_t(sizeof(float))};
   }
 
-  void poison(const std::vector<host_span>& outputs) const override {
-    float* t = t_output(outputs);
-    const std::int64_t n = outputs.at(0).bytes / std::int64_t(sizeof(float));
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) t[i] = std::numeric_limits<float>::quiet_NaN();
-  }
+  void poison(const std::vector<host_span>& outputs) const override { fill_nan(outputs.at(0)); }
 
   gate_result check(const problem_data& problem, const reference_data&,
                     const std::vector<host_span>& outputs) const override {
@@ -130,13 +101,10 @@ class transpose_operation final : public operation {
     g.rtol = 0.0;
     g.atol = 0.0;
     g.checked = rows * cols;
-    std::int64_t failures = 0, first_bad = rows * cols;
-    double max_abs = 0.0;
     // In 64 x 64 blocks, so both the x block and the t block stay in cache while one is gathered.
     constexpr std::int64_t block = 64;
     const std::int64_t col_blocks = (cols + block - 1) / block;
-#pragma omp parallel for schedule(static) reduction(+ : failures) reduction(min : first_bad) reduction(max : max_abs)
-    for (std::int64_t cb = 0; cb < col_blocks; ++cb) {
+    const gate_tally tally = tally_parallel(col_blocks, [&](std::int64_t cb, gate_tally& found) {
       const std::int64_t c_end = std::min(cols, (cb + 1) * block);
       for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
         const std::int64_t r_end = std::min(rows, r0 + block);
@@ -144,17 +112,15 @@ class transpose_operation final : public operation {
           for (std::int64_t r = r0; r < r_end; ++r) {
             const float got = t[c * rows + r], want = x[r * cols + c];
             if (same_bits(got, want)) continue;
-            ++failures;
-            first_bad = std::min(first_bad, c * rows + r);
-            max_abs = std::max(max_abs, std::isnan(got) ? INFINITY : std::fabs(double(got) - double(want)));
+            found.fail(c * rows + r);
+            // Any difference is infinitely many bounds (0).
+            found.error(std::isnan(got) ? INFINITY : std::fabs(double(got) - double(want)), INFINITY);
           }
         }
       }
-    }
-    g.value_failures = failures;
-    g.max_abs_error = max_abs;
-    g.max_relative_error = failures == 0 ? 0.0 : INFINITY;  // any difference is infinitely many bounds (0)
-    g.passed = failures == 0;
+    });
+    tally.into(g);
+    const std::int64_t failures = tally.failures, first_bad = tally.first_bad;
     if (!g.passed) {
       const std::int64_t c = first_bad / rows, r = first_bad % rows;
       g.message = "transpose: t(" + std::to_string(c) + ", " + std::to_string(r) + ") = t[" +
@@ -207,11 +173,7 @@ class transpose_operation final : public operation {
   std::int64_t reference_bytes(const table_shape&) const override { return 0; }
 
  private:
-  static void check_shape(const table_shape& shape) {
-    shape.validate();
-    if (shape.layout != table_layout::row_major)
-      throw std::invalid_argument("transpose: expects a row-major rows x cols shape");
-  }
+  void check_shape(const table_shape& shape) const { require_row_major(shape, m_info.name, "rows x cols shape"); }
 
   operation_info m_info;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_problem.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::transpose {
@@ -18,19 +19,10 @@ inline constexpr const char* operation_name = "transpose";
 // rows x cols floats read once and written once.
 traffic_model essential_traffic(std::int64_t rows, std::int64_t cols);
 
-class transpose_data final : public problem_data {
+// A transpose problem: the shape and the generated x (row-major rows x cols; rows(), cols(), x()).
+class transpose_data final : public float_matrix_problem {
  public:
-  transpose_data(const table_shape& shape, std::unique_ptr<float[]> x);
-  const table_shape& shape() const override { return m_shape; }
-  std::vector<host_span> streamed_inputs() const override;  // {x}
-  std::int64_t rows() const { return m_shape.rows; }
-  std::int64_t cols() const { return m_shape.features; }
-  std::int64_t elements() const { return rows() * cols(); }
-  const float* x() const { return m_x.get(); }
-
- private:
-  table_shape m_shape;
-  std::unique_ptr<float[]> m_x;
+  using float_matrix_problem::float_matrix_problem;
 };
 
 // The problem as transpose_data; throws std::invalid_argument for another operation's problem.
