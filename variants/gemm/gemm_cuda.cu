@@ -42,17 +42,13 @@
 #include <vector>
 
 #include "kstudy/support/cublas_check.hpp"
-#include "kstudy/support/cuda_buffers.hpp"
-#include "kstudy/support/cuda_variant.hpp"
 #include "gemm/gemm.hpp"
+#include "detail/cuda_arrays.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::gemm {
 namespace {
-
-using kstudy::detail::device_alloc;
-using kstudy::detail::device_free;
 
 constexpr std::int64_t max_grid_y = 65535;
 
@@ -616,62 +612,32 @@ warptile_kernels warptile_kernels_of() {
 // Buffers and transfers
 
 // A, B and C on the variant's own stream; a rung implements enqueue_run() (and plan() for its setup).
-class gemm_cuda_base : public kstudy::detail::cuda_stream_variant<> {
+class gemm_cuda_base : public kstudy::detail::cuda_array_variant<> {
  public:
   explicit gemm_cuda_base(table_layout layout = table_layout::row_major) : m_layout(layout) {}
-  ~gemm_cuda_base() override {
-    if (m_stream != nullptr) cudaStreamSynchronize(m_stream);  // queued work ends before the buffers go
-    device_free(m_a);
-    device_free(m_b);
-    device_free(m_c);
-  }
 
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = gemm_problem(problem, gemm_precision::fp32);
     if (data.shape().layout != m_layout)
       throw std::invalid_argument(std::string("gemm: this variant takes ") + std::string(to_string(m_layout)) +
                                   " inputs");
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     // Kernels index rows, columns and k with int (offsets in 64 bits).
     if (data.m() > INT_MAX || data.n() > INT_MAX || data.k() > INT_MAX)
       throw std::invalid_argument("gemm: extents beyond 2^31 - 1");
-    if (m_stream != nullptr) wait();  // a re-prepare frees buffers that queued work may still use
-    create_stream();
-    device_free(m_a);
-    device_free(m_b);
-    device_free(m_c);
+    reset_arrays("gemm", options);
     m_m = static_cast<int>(data.m());
     m_n = static_cast<int>(data.n());
     m_k = static_cast<int>(data.k());
-    device_alloc(m_a, std::int64_t(m_m) * m_k);
-    device_alloc(m_b, std::int64_t(m_k) * m_n);
-    device_alloc(m_c, std::int64_t(m_m) * m_n);
+    m_a = input_array<float>(std::int64_t(m_m) * m_k);
+    m_b = input_array<float>(std::int64_t(m_k) * m_n);
+    m_c = output_array<float>(std::int64_t(m_m) * m_n);
     upload(data.streamed_inputs());
     plan();
-  }
-
-  void poison() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_c, 0xFF, c_bytes(), m_stream));  // all-ones bytes: a NaN
-    wait();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 2) throw std::invalid_argument("gemm: expected the inputs A and B");
-    const std::size_t a_bytes = std::size_t(m_m) * std::size_t(m_k) * sizeof(float);
-    const std::size_t b_bytes = std::size_t(m_k) * std::size_t(m_n) * sizeof(float);
-    if (inputs[0].bytes < std::int64_t(a_bytes) || inputs[1].bytes < std::int64_t(b_bytes))
-      throw std::invalid_argument("gemm: input arrays smaller than A and B");
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_a, inputs[0].data, a_bytes, cudaMemcpyHostToDevice, m_stream));
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_b, inputs[1].data, b_bytes, cudaMemcpyHostToDevice, m_stream));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(c_output(outputs), m_c, c_bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
 
  protected:
   // After the inputs are on the device (queued): kernel attributes, autotuning, library handles.
   virtual void plan() {}
-  std::size_t c_bytes() const { return std::size_t(m_m) * std::size_t(m_n) * sizeof(float); }
 
   table_layout m_layout;
   int m_m = 0, m_n = 0, m_k = 0;

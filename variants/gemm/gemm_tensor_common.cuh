@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gemm/gemm.hpp"
+#include "detail/cuda_arrays.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
-#include "kstudy/support/cuda_variant.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy::gemm::tensor {
@@ -21,6 +21,7 @@ namespace kstudy::gemm::tensor {
 using kstudy::detail::device_alloc;
 using kstudy::detail::device_attribute;
 using kstudy::detail::device_free;
+using kstudy::detail::occupancy_of;
 namespace wmma = nvcuda::wmma;
 
 constexpr std::int64_t max_grid_y = 65535;
@@ -71,59 +72,31 @@ __device__ __forceinline__ void store_pair(float* __restrict__ c, std::int64_t m
 // A, B (stored precision) and C (float32) on the variant's own stream; a variant implements enqueue_run()
 // (and plan() for its setup). Handwritten variants take row-major problems only.
 template <gemm_precision P>
-class gemm_tc_base : public kstudy::detail::cuda_stream_variant<> {
+class gemm_tc_base : public kstudy::detail::cuda_array_variant<> {
  public:
   using storage = typename tc_traits<P>::storage;
 
-  ~gemm_tc_base() override {
-    device_free(m_a);
-    device_free(m_b);
-    device_free(m_c);
-  }
-
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = gemm_problem(problem, P);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     if (data.shape().layout != layout())
       throw std::invalid_argument(std::string(operation_name(P)) + ": this variant takes " +
                                   std::string(to_string(layout())) + " problems only");
-    device_free(m_a);
-    device_free(m_b);
-    device_free(m_c);
-    create_stream();
+    reset_arrays(std::string(operation_name(P)), options);
     m_m = data.m();
     m_n = data.n();
     m_k = data.k();
     m_row_major = data.row_major();
-    device_alloc(m_a, m_m * m_k);
-    device_alloc(m_b, m_k * m_n);
-    device_alloc(m_c, m_m * m_n);
+    m_a = input_array<storage>(m_m * m_k);
+    m_b = input_array<storage>(m_k * m_n);
+    m_c = output_array<float>(m_m * m_n);
     plan();
     upload(data.streamed_inputs());
-  }
-
-  void poison() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_c, 0xFF, c_bytes(), m_stream));  // all-ones bytes: a NaN
-    wait();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    const std::size_t a_bytes = static_cast<std::size_t>(m_m * m_k) * sizeof(storage);
-    const std::size_t b_bytes = static_cast<std::size_t>(m_k * m_n) * sizeof(storage);
-    if (inputs.size() != 2 || inputs[0].bytes < std::int64_t(a_bytes) || inputs[1].bytes < std::int64_t(b_bytes))
-      throw std::invalid_argument(std::string(operation_name(P)) + ": expected the input arrays A and B");
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_a, inputs[0].data, a_bytes, cudaMemcpyHostToDevice, m_stream));
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_b, inputs[1].data, b_bytes, cudaMemcpyHostToDevice, m_stream));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(c_output(outputs), m_c, c_bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
 
  protected:
   virtual void plan() {}
   // The layout the variant is registered for (its problems must come in it).
   virtual table_layout layout() const { return table_layout::row_major; }
-  std::size_t c_bytes() const { return static_cast<std::size_t>(m_m * m_n) * sizeof(float); }
   bool empty() const { return m_m == 0 || m_n == 0; }
   // Whole 16-byte vectors per row of A and B (k and n multiples of the vector), and C's rows a multiple of
   // 4 floats (wmma's store rule).
@@ -147,12 +120,5 @@ class gemm_tc_base : public kstudy::detail::cuda_stream_variant<> {
   storage *m_a = nullptr, *m_b = nullptr;
   float* m_c = nullptr;
 };
-
-template <class Kernel>
-double occupancy_of(Kernel kernel, int threads, std::size_t dynamic_shared_bytes) {
-  int blocks = 0;
-  KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_shared_bytes));
-  return double(blocks * (threads / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
-}
 
 }  // namespace kstudy::gemm::tensor

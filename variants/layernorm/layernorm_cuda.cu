@@ -28,14 +28,10 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "layernorm/layernorm.hpp"
-#include "kstudy/support/cuda_buffers.hpp"
-#include "kstudy/support/cuda_variant.hpp"
+#include "detail/cuda_arrays.hpp"
 
 namespace kstudy::layernorm {
 namespace {
-
-using kstudy::detail::device_alloc;
-using kstudy::detail::device_free;
 
 constexpr int stats_threads = 256;  // rungs 1 and 2
 constexpr int add_threads = 256;    // the unfused residual's add kernel
@@ -306,27 +302,23 @@ void launch_registers(const row_arguments& a) {
 enum class algorithm { two_pass, welford, registers, add_then_registers, fused_registers };
 
 template <layernorm_kind K, algorithm A>
-class layernorm_cuda final : public kstudy::detail::cuda_stream_variant<> {
+class layernorm_cuda final : public kstudy::detail::cuda_array_variant<> {
  public:
-  ~layernorm_cuda() override { release(); }
-
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = layernorm_problem(problem, K);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     if (data.rows() > INT_MAX || data.hidden() > INT_MAX)
       throw std::invalid_argument(std::string(operation_name(K)) + ": rows and hidden must fit a 32-bit int");
-    release();
-    create_stream();
+    reset_arrays(std::string(operation_name(K)), options);
     m_rows = data.rows();
     m_hidden = data.hidden();
-    device_alloc(m_x, data.elements());
-    device_alloc(m_y, data.elements());
+    m_x = input_array<float>(data.elements());
+    m_y = output_array<float>(data.elements());
     if constexpr (has_residual(K)) {
-      device_alloc(m_r, data.elements());
-      device_alloc(m_h, data.elements());
+      m_r = input_array<float>(data.elements());
+      m_h = output_array<float>(data.elements());
     }
-    device_alloc(m_gamma, m_hidden);
-    device_alloc(m_beta, m_hidden);
+    m_gamma = device_array<float>(m_hidden);
+    m_beta = device_array<float>(m_hidden);
     const std::size_t parameter_bytes = static_cast<std::size_t>(m_hidden) * sizeof(float);
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_gamma, data.gamma(), parameter_bytes, cudaMemcpyHostToDevice, m_stream));
     KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_beta, data.beta(), parameter_bytes, cudaMemcpyHostToDevice, m_stream));
@@ -341,26 +333,6 @@ class layernorm_cuda final : public kstudy::detail::cuda_stream_variant<> {
     upload(data.streamed_inputs());
   }
 
-  void poison() override {
-    // All-ones bytes are a float NaN.
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, bytes(), m_stream));
-    if constexpr (has_residual(K)) KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_h, 0xFF, bytes(), m_stream));
-    wait();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != std::size_t(input_count(K)))
-      throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
-                                  " input arrays");
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
-    if constexpr (has_residual(K))
-      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_r, inputs[1].data, bytes(), cudaMemcpyHostToDevice, m_stream));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(y_output(outputs), m_y, bytes(), cudaMemcpyDeviceToHost, m_stream));
-    if constexpr (has_residual(K))
-      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(h_output(outputs), m_h, bytes(), cudaMemcpyDeviceToHost, m_stream));
-  }
   void enqueue_run() override {
     row_arguments a{m_x,     m_r, m_gamma, m_beta, m_y, m_h, static_cast<int>(m_rows), static_cast<int>(m_hidden),
                     m_stream};
@@ -382,16 +354,6 @@ class layernorm_cuda final : public kstudy::detail::cuda_stream_variant<> {
   }
 
  private:
-  std::size_t bytes() const { return static_cast<std::size_t>(m_rows * m_hidden) * sizeof(float); }
-  void release() {
-    device_free(m_x);
-    device_free(m_r);
-    device_free(m_gamma);
-    device_free(m_beta);
-    device_free(m_y);
-    device_free(m_h);
-  }
-
   std::int64_t m_rows = 0, m_hidden = 0;
   int m_add_grid = 1;
   float *m_x = nullptr, *m_r = nullptr, *m_gamma = nullptr, *m_beta = nullptr, *m_y = nullptr, *m_h = nullptr;

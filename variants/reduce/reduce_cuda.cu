@@ -31,14 +31,12 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "reduce/reduce_sum.hpp"
-#include "kstudy/support/cuda_buffers.hpp"
-#include "kstudy/support/cuda_variant.hpp"
+#include "detail/cuda_arrays.hpp"
 
 namespace kstudy::reduce {
 namespace {
 
-using kstudy::detail::device_alloc;
-using kstudy::detail::device_free;
+using kstudy::detail::occupancy_of;
 
 constexpr int block_size = 256;          // every rung; a power of two for rung 2's tree
 constexpr int elements_per_thread = 16;  // rungs 2 and 3: the grid they launch
@@ -136,35 +134,18 @@ __global__ void sum_partials(const float* __restrict__ partials, int count, floa
 
 // x and the float s on the variant's own stream; a variant implements plan() (sizes its launch and
 // workspace after x is allocated) and enqueue_run().
-class reduce_cuda_base : public kstudy::detail::cuda_stream_variant<variant> {
+class reduce_cuda_base : public kstudy::detail::cuda_converting_variant {
  public:
-  ~reduce_cuda_base() override {
-    device_free(m_x);
-    device_free(m_s);
-  }
-
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = reduce_problem(problem);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    device_free(m_x);
-    device_free(m_s);
-    release_workspace();
-    create_stream();
+    reset_arrays("reduce_sum", options);
     m_n = data.n();
-    device_alloc(m_x, m_n);
-    device_alloc(m_s, 1);
+    m_x = input_array<float>(m_n);
+    m_s = output_array<float>(1);
     plan();
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
   // s is a device float; the host output a double: copied, waited for, widened.
   void download(const std::vector<host_span>& outputs) override {
     float s = 0.0f;
@@ -172,35 +153,18 @@ class reduce_cuda_base : public kstudy::detail::cuda_stream_variant<variant> {
     wait();
     *s_output(outputs) = double(s);
   }
-  void poison() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0xFF, sizeof(float), m_stream));  // all-ones bytes: a NaN
-    wait();
-  }
 
   // The run queues on m_stream; the download converts on the host after a wait, so it does not queue.
   bool enqueues_run() const override { return true; }
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 1) throw std::invalid_argument("reduce_sum: expected one input array");
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, static_cast<std::size_t>(m_n) * sizeof(float),
-                                      cudaMemcpyHostToDevice, m_stream));
-  }
 
  protected:
+  // After x is allocated: the launch and its workspace (device_array(), freed with x).
   virtual void plan() {}
-  virtual void release_workspace() {}
 
   std::int64_t m_n = 0;
   float* m_x = nullptr;
   float* m_s = nullptr;
 };
-
-// Active warps / the SM's maximum for `kernel` at block_size threads.
-template <class Kernel>
-double occupancy_of(Kernel kernel) {
-  int blocks = 0;
-  KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block_size, 0));
-  return double(blocks * (block_size / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // The rungs
@@ -208,7 +172,6 @@ double occupancy_of(Kernel kernel) {
 // Its s is a device double (sum_atomic's comment says why), downloaded as it is.
 class reduce_atomic final : public reduce_cuda_base {
  public:
-  ~reduce_atomic() override { release_workspace(); }
   void enqueue_run() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_sum, 0, sizeof(double), m_stream));
     const std::int64_t blocks = (m_n + block_size - 1) / block_size;  // 2^22 at n = 2^30: below 2^31 - 1
@@ -223,11 +186,10 @@ class reduce_atomic final : public reduce_cuda_base {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_sum, 0xFF, sizeof(double), m_stream));  // all-ones bytes: a NaN
     wait();
   }
-  double calculated_occupancy() const override { return occupancy_of(sum_atomic); }
+  double calculated_occupancy() const override { return occupancy_of(sum_atomic, block_size); }
 
  protected:
-  void plan() override { device_alloc(m_sum, 1); }
-  void release_workspace() override { device_free(m_sum); }
+  void plan() override { m_sum = device_array<double>(1); }
 
  private:
   double* m_sum = nullptr;
@@ -239,36 +201,27 @@ unsigned int spread_grid(std::int64_t n) {
   return static_cast<unsigned int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, max_spread_blocks));
 }
 
-class reduce_block_tree final : public reduce_cuda_base {
+// Rungs 2 and 3: s zeroed, then one grid-stride kernel that adds each block's sum to s atomically.
+template <void (*Kernel)(const float*, float*, std::int64_t)>
+class reduce_spread final : public reduce_cuda_base {
  public:
   void enqueue_run() override {
     KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0, sizeof(float), m_stream));
-    sum_block_tree<<<spread_grid(m_n), block_size, 0, m_stream>>>(m_x, m_s, m_n);
+    Kernel<<<spread_grid(m_n), block_size, 0, m_stream>>>(m_x, m_s, m_n);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
-  double calculated_occupancy() const override { return occupancy_of(sum_block_tree); }
-};
-
-class reduce_warp_shuffle final : public reduce_cuda_base {
- public:
-  void enqueue_run() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_s, 0, sizeof(float), m_stream));
-    sum_warp_shuffle<<<spread_grid(m_n), block_size, 0, m_stream>>>(m_x, m_s, m_n);
-    KSTUDY_CUDA_CHECK(cudaGetLastError());
-  }
-  double calculated_occupancy() const override { return occupancy_of(sum_warp_shuffle); }
+  double calculated_occupancy() const override { return occupancy_of(Kernel, block_size); }
 };
 
 class reduce_float4_wave final : public reduce_cuda_base {
  public:
-  ~reduce_float4_wave() override { release_workspace(); }
   void enqueue_run() override {
     sum_float4_partials<<<m_grid, block_size, 0, m_stream>>>(m_x, m_partials, m_n);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
     sum_partials<<<1, 1024, 0, m_stream>>>(m_partials, m_grid, m_s);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
-  double calculated_occupancy() const override { return occupancy_of(sum_float4_partials); }
+  double calculated_occupancy() const override { return occupancy_of(sum_float4_partials, block_size); }
 
  protected:
   // One resident wave, or fewer blocks when there are fewer quads than resident threads.
@@ -279,9 +232,8 @@ class reduce_float4_wave final : public reduce_cuda_base {
     const std::int64_t resident = std::int64_t(per_sm) * device_attribute(cudaDevAttrMultiProcessorCount);
     const std::int64_t work_blocks = std::max<std::int64_t>(1, (m_n / 4 + block_size - 1) / block_size);
     m_grid = static_cast<int>(std::min(resident, work_blocks));
-    device_alloc(m_partials, m_grid);
+    m_partials = device_array<float>(m_grid);
   }
-  void release_workspace() override { device_free(m_partials); }
 
  private:
   int m_grid = 1;
@@ -290,7 +242,6 @@ class reduce_float4_wave final : public reduce_cuda_base {
 
 class reduce_cub final : public reduce_cuda_base {
  public:
-  ~reduce_cub() override { release_workspace(); }
   void enqueue_run() override {
     std::size_t bytes = m_temp_bytes;
     KSTUDY_CUDA_CHECK(cub::DeviceReduce::Sum(m_temp, bytes, m_x, m_s, m_n, m_stream));
@@ -300,9 +251,8 @@ class reduce_cub final : public reduce_cuda_base {
   void plan() override {
     m_temp_bytes = 0;
     KSTUDY_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, m_temp_bytes, m_x, m_s, m_n, m_stream));
-    device_alloc(m_temp, static_cast<std::int64_t>(m_temp_bytes));
+    m_temp = device_array<unsigned char>(static_cast<std::int64_t>(m_temp_bytes));
   }
-  void release_workspace() override { device_free(m_temp); }
 
  private:
   unsigned char* m_temp = nullptr;
@@ -315,8 +265,8 @@ class reduce_cub final : public reduce_cuda_base {
 // Declared with their fields in reduce_cuda_info.cpp, which every build compiles.
 [[maybe_unused]] const int registered = [] {
   variant_binding<reduce_atomic>{"reduce_sum_atomic@cuda"};
-  variant_binding<reduce_block_tree>{"reduce_sum_block_tree@cuda"};
-  variant_binding<reduce_warp_shuffle>{"reduce_sum_warp_shuffle@cuda"};
+  variant_binding<reduce_spread<sum_block_tree>>{"reduce_sum_block_tree@cuda"};
+  variant_binding<reduce_spread<sum_warp_shuffle>>{"reduce_sum_warp_shuffle@cuda"};
   variant_binding<reduce_float4_wave>{"reduce_sum_float4_wave@cuda"};
   variant_binding<reduce_cub>{"reduce_sum_cub@cuda"};
   return 0;

@@ -27,6 +27,7 @@ namespace {
 
 using detail::clamp_nan_through;
 using detail::fused_info;  // rung 0 of the family (variant_info::rung's default)
+using detail::write_row;
 
 // Rows per block on host spaces for the feature-major walk.
 constexpr int host_row_block = 256;
@@ -177,10 +178,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
           for (std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank(); r < rows;
                r += step) {
             const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
-            score(r) = sum;
-            const bool flagged_row = sum > threshold;
-            flag(r) = flagged_row;
-            count += flagged_row;
+            write_row(score, r, sum, threshold, flag, count);
           }
         },
         this->m_count_host);
@@ -199,10 +197,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
         label, Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
         KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& count) {
           const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
-          score(r) = sum;
-          const bool flagged_row = sum > threshold;
-          flag(r) = flagged_row;
-          count += flagged_row;
+          write_row(score, r, sum, threshold, flag, count);
         },
         this->m_count_host);
   }
@@ -341,10 +336,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
               const chunk_type xv = row[c], mv = mean[c], sv = inv_std[c], wv = weight[c];
               for (int j = 0; j < Width; ++j) sum += clamp_nan_through((xv.v[j] - mv.v[j]) * sv.v[j], clip) * wv.v[j];
             }
-            score(r0 + i) = sum;
-            const bool flagged_row = sum > threshold;
-            flag(r0 + i) = flagged_row;
-            count += flagged_row;
+            write_row(score, r0 + i, sum, threshold, flag, count);
           }
         } else {
           // A uniform trip count: every lane of a warp takes part in each vector reduction's shuffles.
@@ -361,12 +353,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
                 },
                 sum);
             if (i < n_rows)
-              Kokkos::single(Kokkos::PerThread(team), [&]() {
-                score(r0 + i) = sum;
-                const bool flagged_row = sum > threshold;
-                flag(r0 + i) = flagged_row;
-                count += flagged_row;
-              });
+              Kokkos::single(Kokkos::PerThread(team), [&]() { write_row(score, r0 + i, sum, threshold, flag, count); });
           }
         }
         team.team_barrier();  // the next tile overwrites this one
@@ -407,12 +394,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
                 partial += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
               },
               sum);
-          Kokkos::single(Kokkos::PerThread(team), [&]() {
-            score(r) = sum;
-            const bool flagged_row = sum > threshold;
-            flag(r) = flagged_row;
-            count += flagged_row;
-          });
+          Kokkos::single(Kokkos::PerThread(team), [&]() { write_row(score, r, sum, threshold, flag, count); });
         },
         this->m_count_host);
   }

@@ -38,6 +38,7 @@ namespace {
 
 namespace rows = detail::rows;
 using detail::clamp_nan_through;
+using detail::write_row;
 
 // Device launch: 256-thread teams, at most 64 registers a thread so that four are resident on an SM.
 constexpr int team_threads = 256;
@@ -273,10 +274,7 @@ class fused_kokkos_tuned final : public detail::queued_kokkos_variant<ExecutionS
               sum += clamp_nan_through((v[k] - mean[f + k]) * inv_std[f + k], clip) * weight[f + k];
           }
           for (; f < features; ++f) sum += clamp_nan_through((row[f] - mean[f]) * inv_std[f], clip) * weight[f];
-          score(r) = sum;
-          const bool flagged_row = sum > threshold;
-          flag(r) = flagged_row;
-          count += flagged_row;
+          write_row(score, r, sum, threshold, flag, count);
         },
         this->m_count_host);
   }

@@ -13,6 +13,7 @@ namespace kstudy {
 namespace {
 
 using detail::clamp_nan_through;
+using detail::write_row;
 
 template <class ExecutionSpace, class Value = float>
 class plain_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value> {
@@ -37,10 +38,7 @@ class plain_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
           Value sum = 0;
           for (std::int64_t f = 0; f < features; ++f)
             sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
-          score(r) = sum;
-          const bool flagged_row = sum > threshold;
-          flag(r) = flagged_row;
-          count += flagged_row;
+          write_row(score, r, sum, threshold, flag, count);
         },
         this->m_count_host);
   }

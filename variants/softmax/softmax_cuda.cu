@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "kstudy/support/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 #include "softmax/softmax.hpp"
+#include "detail/cuda_arrays.hpp"
 
 namespace kstudy::softmax {
 namespace {
@@ -221,36 +221,18 @@ __global__ void __launch_bounds__(1024) softmax_registers(const float* __restric
 // Buffers and transfers shared by the rungs
 
 // x and y on the variant's own stream; a rung implements plan() (after allocation) and enqueue_run().
-class softmax_cuda_base : public kstudy::detail::cuda_stream_variant<> {
+class softmax_cuda_base : public kstudy::detail::cuda_array_variant<> {
  public:
-  ~softmax_cuda_base() override { release(); }
-
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = softmax_problem(problem);
     check_options(options);
-    release();
-    create_stream();
+    reset_arrays("softmax", options);
     m_rows = data.rows();
     m_cols = data.cols();
-    void* p = nullptr;
-    KSTUDY_CUDA_CHECK(cudaMalloc(&p, bytes()));
-    m_x = static_cast<float*>(p);
-    KSTUDY_CUDA_CHECK(cudaMalloc(&p, bytes()));
-    m_y = static_cast<float*>(p);
+    m_x = input_array<float>(m_rows * m_cols);
+    m_y = output_array<float>(m_rows * m_cols);
     plan(options);
     upload(data.streamed_inputs());
-  }
-
-  void poison() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_y, 0xFF, bytes(), m_stream));  // all-ones bytes: a float NaN
-    wait();
-  }
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 1) throw std::invalid_argument("softmax: expected one input array");
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(y_output(outputs), m_y, bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
 
   double calculated_occupancy() const override {
@@ -266,20 +248,11 @@ class softmax_cuda_base : public kstudy::detail::cuda_stream_variant<> {
   }
   virtual void plan(const run_options& options) = 0;
 
-  std::size_t bytes() const { return static_cast<std::size_t>(m_rows * m_cols) * sizeof(float); }
-
   std::int64_t m_rows = 0, m_cols = 0;
   float *m_x = nullptr, *m_y = nullptr;
   const void* m_kernel = nullptr;  // the kernel the plan launches, for the occupancy
   int m_block = default_block_size;
   int m_grid = 1;
-
- private:
-  void release() {
-    if (m_x != nullptr) cudaFree(m_x);
-    if (m_y != nullptr) cudaFree(m_y);
-    m_x = m_y = nullptr;
-  }
 };
 
 // Rungs 1 and 2: one block per row, block_size threads (a multiple of 32 in [32, 1024]; default 256).
@@ -296,13 +269,10 @@ class softmax_block_per_row final : public softmax_cuda_base {
 
  protected:
   void check_options(const run_options& options) const override {
-    const int block = options.block_size == 0 ? default_block_size : options.block_size;
-    if (block < 32 || block > 1024 || block % 32 != 0)
-      throw std::invalid_argument("block_size must be a multiple of 32 in [32, 1024], got " +
-                                  std::to_string(options.block_size));
+    kstudy::detail::warp_multiple_block(options, default_block_size);
   }
   void plan(const run_options& options) override {
-    m_block = options.block_size == 0 ? default_block_size : options.block_size;
+    m_block = kstudy::detail::warp_multiple_block(options, default_block_size);
     m_grid = static_cast<int>(std::min(m_rows, max_grid));
     m_kernel =
         Online ? reinterpret_cast<const void*>(softmax_online) : reinterpret_cast<const void*>(softmax_three_pass);
@@ -329,10 +299,16 @@ class softmax_registers_variant final : public softmax_cuda_base {
     softmax_registers<VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
   }
 
-  template <int VEC, int ITEMS>
-  void choose() {
-    m_launch = &launch<VEC, ITEMS>;
-    m_kernel = reinterpret_cast<const void*>(softmax_registers<VEC, ITEMS>);
+  // The kernel for `items` vectors per thread: ITEMS, or a power of two up to MAX_ITEMS (8 float4, 32 floats:
+  // a register-resident row of at most 32 floats a thread); none (m_launch stays null) past MAX_ITEMS.
+  template <int VEC, int MAX_ITEMS, int ITEMS = 1>
+  void choose(std::int64_t items) {
+    if (items == ITEMS) {
+      m_launch = &launch<VEC, ITEMS>;
+      m_kernel = reinterpret_cast<const void*>(softmax_registers<VEC, ITEMS>);
+    } else if constexpr (ITEMS < MAX_ITEMS) {
+      choose<VEC, MAX_ITEMS, ITEMS * 2>(items);
+    }
   }
 
   // The group: the smallest power of two from 32 whose threads hold the row with 16 floats each (or 1,024);
@@ -343,50 +319,13 @@ class softmax_registers_variant final : public softmax_cuda_base {
     while (m_group < 1024 && std::int64_t(m_group) * 16 < m_cols) m_group *= 2;
     const std::int64_t vectors = m_cols / vec;
     const std::int64_t needed = (vectors + m_group - 1) / m_group;
-    int items = 1;
+    std::int64_t items = 1;
     while (items < needed) items *= 2;
     m_launch = nullptr;
-    if (vec == 4) {
-      switch (items) {
-        case 1:
-          choose<4, 1>();
-          break;
-        case 2:
-          choose<4, 2>();
-          break;
-        case 4:
-          choose<4, 4>();
-          break;
-        case 8:
-          choose<4, 8>();
-          break;
-        default:
-          break;
-      }
-    } else {
-      switch (items) {
-        case 1:
-          choose<1, 1>();
-          break;
-        case 2:
-          choose<1, 2>();
-          break;
-        case 4:
-          choose<1, 4>();
-          break;
-        case 8:
-          choose<1, 8>();
-          break;
-        case 16:
-          choose<1, 16>();
-          break;
-        case 32:
-          choose<1, 32>();
-          break;
-        default:
-          break;
-      }
-    }
+    if (vec == 4)
+      choose<4, 8>(items);
+    else
+      choose<1, 32>(items);
     if (m_launch == nullptr) {  // too long for registers: rung 2's kernel, a block of 1,024 per row
       m_block = 1024;
       m_grid = static_cast<int>(std::min(m_rows, max_grid));

@@ -32,14 +32,10 @@
 #include "kstudy/variant.hpp"
 #include "stream/stream.hpp"
 #include "kstudy/support/cublas_check.hpp"
-#include "kstudy/support/cuda_buffers.hpp"
-#include "kstudy/support/cuda_variant.hpp"
+#include "detail/cuda_arrays.hpp"
 
 namespace kstudy::stream {
 namespace {
-
-using kstudy::detail::device_alloc;
-using kstudy::detail::device_free;
 
 constexpr int default_block_size = 256;
 
@@ -152,40 +148,28 @@ __global__ void stream_dot(const float* __restrict__ x, const float* __restrict_
 // options, sizes its launch and workspace; called after the vectors are allocated) and enqueue_run().
 // The dot result is a float64 on the device unless the family's library returns a float (cuBLAS).
 template <stream_kind K>
-class stream_cuda_base : public kstudy::detail::cuda_stream_variant<variant> {
+class stream_cuda_base : public kstudy::detail::cuda_converting_variant {
  public:
-  ~stream_cuda_base() override { release_vectors(); }
-
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = stream_problem(problem, K);
     check_options(data.n(), options);
-    release_vectors();
-    release_workspace();
-    create_stream();
+    reset_arrays(std::string(operation_name(K)), options);
     m_n = data.n();
     m_q = data.q();
-    device_alloc(m_x, m_n);
-    if constexpr (has_y(K)) device_alloc(m_y, m_n);
+    m_x = input_array<float>(m_n);
+    if constexpr (has_y(K)) m_y = input_array<float>(m_n);
     if constexpr (is_reduction(K)) {
       if (float_result())
-        device_alloc(m_result_float, 1);
+        m_result_float = output_array<float>(1);
       else
-        device_alloc(m_result, 1);
+        m_result = output_array<double>(1);
     } else {
-      device_alloc(m_z, m_n);
+      m_z = output_array<float>(m_n);
     }
     plan(options);
     upload(data.streamed_inputs());
   }
 
-  void run() override {
-    enqueue_run();
-    wait();
-  }
-  void upload(const std::vector<host_span>& inputs) override {
-    enqueue_upload(inputs);
-    wait();
-  }
   void download(const std::vector<host_span>& outputs) override {
     if constexpr (is_reduction(K)) {
       if (float_result()) {
@@ -199,37 +183,15 @@ class stream_cuda_base : public kstudy::detail::cuda_stream_variant<variant> {
     enqueue_download(outputs);
     wait();
   }
-  void poison() override {
-    // All-ones bytes are a NaN in float and in double.
-    if constexpr (is_reduction(K)) {
-      if (float_result())
-        KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_result_float, 0xFF, sizeof(float), m_stream));
-      else
-        KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_result, 0xFF, sizeof(double), m_stream));
-    } else {
-      KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_z, 0xFF, bytes(), m_stream));
-    }
-    wait();
-  }
 
   // Everything queues on m_stream; only a float dot result needs the host to convert it after a wait.
   bool queues_asynchronously() const override { return !float_result(); }
   bool enqueues_run() const override { return true; }
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != std::size_t(input_count(K)))
-      throw std::invalid_argument(std::string(operation_name(K)) + ": expected " + std::to_string(input_count(K)) +
-                                  " input arrays");
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
-    if constexpr (has_y(K))
-      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_y, inputs[1].data, bytes(), cudaMemcpyHostToDevice, m_stream));
-  }
   void enqueue_download(const std::vector<host_span>& outputs) override {
     if constexpr (is_reduction(K)) {
       if (float_result()) return download(outputs);
-      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(d_output(outputs), m_result, sizeof(double), cudaMemcpyDeviceToHost, m_stream));
-    } else {
-      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(z_output(outputs), m_z, bytes(), cudaMemcpyDeviceToHost, m_stream));
     }
+    cuda_array_variant::enqueue_download(outputs);
   }
 
  protected:
@@ -239,27 +201,16 @@ class stream_cuda_base : public kstudy::detail::cuda_stream_variant<variant> {
     (void)n;
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
   }
+  // After the vectors are allocated: the launch and its workspace (device_array(), freed with the vectors).
   virtual void plan(const run_options& options) = 0;
-  virtual void release_workspace() {}
   // Whether the dot result is a device float (cuBLAS) rather than a double.
   virtual bool float_result() const { return false; }
-
-  std::size_t bytes() const { return static_cast<std::size_t>(m_n) * sizeof(float); }
 
   std::int64_t m_n = 0;
   float m_q = 0.0f;
   float *m_x = nullptr, *m_y = nullptr, *m_z = nullptr;
   double* m_result = nullptr;
   float* m_result_float = nullptr;
-
- private:
-  void release_vectors() {
-    device_free(m_x);
-    device_free(m_y);
-    device_free(m_z);
-    device_free(m_result);
-    device_free(m_result_float);
-  }
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -270,8 +221,6 @@ class stream_cuda final : public stream_cuda_base<K> {
   using base = stream_cuda_base<K>;
 
  public:
-  ~stream_cuda() override { release_workspace(); }
-
   void enqueue_run() override {
     if constexpr (is_reduction(K)) {
       stream_dot<<<m_grid, m_block, 0, this->m_stream>>>(this->m_x, this->m_y, m_partials, m_ticket, this->m_result,
@@ -290,15 +239,12 @@ class stream_cuda final : public stream_cuda_base<K> {
 
  protected:
   void check_options(std::int64_t, const run_options& options) const override {
-    const int block = options.block_size == 0 ? default_block_size : options.block_size;
-    if (block < 32 || block > 1024 || block % 32 != 0)
-      throw std::invalid_argument("block_size must be a multiple of 32 in [32, 1024], got " +
-                                  std::to_string(options.block_size));
+    kstudy::detail::warp_multiple_block(options, default_block_size);
   }
 
   // One resident wave of blocks, or fewer when there are fewer quads than resident threads.
   void plan(const run_options& options) override {
-    m_block = options.block_size == 0 ? default_block_size : options.block_size;
+    m_block = kstudy::detail::warp_multiple_block(options, default_block_size);
     const int per_sm = resident_blocks_per_sm(m_block);
     if (per_sm < 1)
       throw std::runtime_error("stream_cuda: a block of " + std::to_string(m_block) + " threads does not fit an SM");
@@ -307,14 +253,10 @@ class stream_cuda final : public stream_cuda_base<K> {
     const std::int64_t work_blocks = std::max<std::int64_t>(1, (quads + m_block - 1) / m_block);
     m_grid = static_cast<int>(std::min(resident, work_blocks));
     if constexpr (is_reduction(K)) {
-      device_alloc(m_partials, m_grid);
-      device_alloc(m_ticket, 1);
+      m_partials = this->template device_array<double>(m_grid);
+      m_ticket = this->template device_array<unsigned int>(1);
       KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_ticket, 0, sizeof(unsigned int), this->m_stream));
     }
-  }
-  void release_workspace() override {
-    device_free(m_partials);
-    device_free(m_ticket);
   }
 
  private:
@@ -396,8 +338,6 @@ class stream_cub_dot final : public stream_cuda_base<stream_kind::dot> {
   using product_iterator = thrust::transform_iterator<product_at, thrust::counting_iterator<std::int64_t>>;
 
  public:
-  ~stream_cub_dot() override { release_workspace(); }
-
   void enqueue_run() override {
     std::size_t bytes = m_temp_bytes;
     KSTUDY_CUDA_CHECK(cub::DeviceReduce::Sum(m_temp, bytes, products(), m_result, m_n, m_stream));
@@ -407,9 +347,8 @@ class stream_cub_dot final : public stream_cuda_base<stream_kind::dot> {
   void plan(const run_options&) override {
     m_temp_bytes = 0;
     KSTUDY_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, m_temp_bytes, products(), m_result, m_n, m_stream));
-    device_alloc(m_temp, static_cast<std::int64_t>(m_temp_bytes));
+    m_temp = device_array<unsigned char>(static_cast<std::int64_t>(m_temp_bytes));
   }
-  void release_workspace() override { device_free(m_temp); }
 
  private:
   product_iterator products() const {

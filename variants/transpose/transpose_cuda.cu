@@ -32,19 +32,15 @@
 #include "kstudy/variant.hpp"
 #include "transpose/transpose.hpp"
 #include "kstudy/support/cublas_check.hpp"
-#include "kstudy/support/cuda_buffers.hpp"
-#include "kstudy/support/cuda_variant.hpp"
+#include "detail/cuda_arrays.hpp"
 
 namespace kstudy::transpose {
 namespace {
 
-using kstudy::detail::device_alloc;
-using kstudy::detail::device_free;
+using kstudy::detail::occupancy_of;
 
 constexpr std::int64_t max_grid_y = 65535;
 constexpr std::int64_t max_grid_x = 2147483647;
-
-using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Kernels
@@ -172,43 +168,21 @@ __global__ void __launch_bounds__(tile64_threads)
 // Buffers and transfers
 
 // x and t on the variant's own stream; a variant implements enqueue_run() (and plan() for its setup).
-class transpose_cuda_base : public kstudy::detail::cuda_stream_variant<> {
+class transpose_cuda_base : public kstudy::detail::cuda_array_variant<> {
  public:
-  ~transpose_cuda_base() override {
-    device_free(m_x);
-    device_free(m_t);
-  }
-
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = transpose_problem(problem);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    device_free(m_x);
-    device_free(m_t);
-    create_stream();
+    reset_arrays("transpose", options);
     m_rows = data.rows();
     m_cols = data.cols();
-    device_alloc(m_x, data.elements());
-    device_alloc(m_t, data.elements());
+    m_x = input_array<float>(data.elements());
+    m_t = output_array<float>(data.elements());
     plan();
     upload(data.streamed_inputs());
   }
 
-  void poison() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_t, 0xFF, bytes(), m_stream));  // all-ones bytes: a NaN
-    wait();
-  }
-
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 1) throw std::invalid_argument("transpose: expected one input array");
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(m_x, inputs[0].data, bytes(), cudaMemcpyHostToDevice, m_stream));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(t_output(outputs), m_t, bytes(), cudaMemcpyDeviceToHost, m_stream));
-  }
-
  protected:
   virtual void plan() {}
-  std::size_t bytes() const { return static_cast<std::size_t>(m_rows * m_cols) * sizeof(float); }
   // A grid of ceil(cols / tile_cols) x min(ceil(rows / tile_rows), 65,535) blocks.
   dim3 grid(std::int64_t tile_rows, std::int64_t tile_cols) const {
     const std::int64_t gx = (m_cols + tile_cols - 1) / tile_cols;
@@ -220,13 +194,6 @@ class transpose_cuda_base : public kstudy::detail::cuda_stream_variant<> {
   std::int64_t m_rows = 0, m_cols = 0;
   float *m_x = nullptr, *m_t = nullptr;
 };
-
-template <class Kernel>
-double occupancy_of(Kernel kernel, int threads) {
-  int blocks = 0;
-  KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0));
-  return double(blocks * (threads / 32)) / double(device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32);
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // The rungs

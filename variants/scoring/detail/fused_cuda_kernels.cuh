@@ -178,6 +178,15 @@ __device__ __forceinline__ float kstudy_batch_vectors(const kstudy_fused_args& a
   return __ldg(vector + f + j);
 }
 
+// Feature f + j's mean, inverse standard deviation and weight, shuffled from the lanes that hold them.
+struct kstudy_feature {
+  float mean, inv_std, weight;
+};
+__device__ __forceinline__ kstudy_feature kstudy_batch_feature(float vectors, int j) {
+  return {__shfl_sync(0xffffffffu, vectors, j), __shfl_sync(0xffffffffu, vectors, KSTUDY_BATCH + j),
+          __shfl_sync(0xffffffffu, vectors, 2 * KSTUDY_BATCH + j)};
+}
+
 // sum + the terms of features [f, f + n) of one row, its first at p, the next feature_stride floats on.
 // Full batches (n = KSTUDY_BATCH) need no guards; the last, partial one loads and adds only its n features.
 // Every lane of the warp must call it with the same f and n.
@@ -190,10 +199,8 @@ __device__ __forceinline__ float kstudy_row_batch(const kstudy_fused_args& a, co
   const float vectors = kstudy_batch_vectors(a, f, Full ? KSTUDY_BATCH : n, lane);
 #pragma unroll
   for (int j = 0; j < KSTUDY_BATCH; ++j) {
-    const float m = __shfl_sync(0xffffffffu, vectors, j);
-    const float s = __shfl_sync(0xffffffffu, vectors, KSTUDY_BATCH + j);
-    const float w = __shfl_sync(0xffffffffu, vectors, 2 * KSTUDY_BATCH + j);
-    if (Full || j < n) sum += kstudy_term(v[j], m, s, w, a.clip);
+    const kstudy_feature g = kstudy_batch_feature(vectors, j);
+    if (Full || j < n) sum += kstudy_term(v[j], g.mean, g.inv_std, g.weight, a.clip);
   }
   return sum;
 }
@@ -270,14 +277,12 @@ __device__ __forceinline__ void kstudy_quad_batch(const kstudy_fused_args& a, co
   const float vectors = kstudy_batch_vectors(a, f, Full ? KSTUDY_BATCH : n, lane);
 #pragma unroll
   for (int j = 0; j < KSTUDY_BATCH; ++j) {
-    const float m = __shfl_sync(0xffffffffu, vectors, j);
-    const float s = __shfl_sync(0xffffffffu, vectors, KSTUDY_BATCH + j);
-    const float w = __shfl_sync(0xffffffffu, vectors, 2 * KSTUDY_BATCH + j);
+    const kstudy_feature g = kstudy_batch_feature(vectors, j);
     if (Full || j < n) {
-      sum[0] += kstudy_term(v[j].x, m, s, w, a.clip);
-      sum[1] += kstudy_term(v[j].y, m, s, w, a.clip);
-      sum[2] += kstudy_term(v[j].z, m, s, w, a.clip);
-      sum[3] += kstudy_term(v[j].w, m, s, w, a.clip);
+      sum[0] += kstudy_term(v[j].x, g.mean, g.inv_std, g.weight, a.clip);
+      sum[1] += kstudy_term(v[j].y, g.mean, g.inv_std, g.weight, a.clip);
+      sum[2] += kstudy_term(v[j].z, g.mean, g.inv_std, g.weight, a.clip);
+      sum[3] += kstudy_term(v[j].w, g.mean, g.inv_std, g.weight, a.clip);
     }
   }
 }

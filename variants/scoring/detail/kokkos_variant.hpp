@@ -35,6 +35,18 @@ KOKKOS_FORCEINLINE_FUNCTION Value clamp_nan_through(Value v, Value clip) {
   return v < -clip ? -clip : (v > clip ? clip : v);
 }
 
+// Row r's results as every scoring kernel writes them: its score, its flag (the score above the threshold),
+// and the flagged count. The parameters come in the order the kernels first use the views and values, which
+// is the order a lambda calling this lays out its captures in.
+template <class ScoreView, class FlagView, class Value, class Count>
+KOKKOS_FORCEINLINE_FUNCTION void write_row(const ScoreView& score, std::int64_t r, Value sum, Value threshold,
+                                           const FlagView& flag, Count& count) {
+  score(r) = sum;
+  const bool flagged_row = sum > threshold;
+  flag(r) = flagged_row;
+  count += flagged_row;
+}
+
 template <class ExecutionSpace, class Layout, class Value = float>
 class kokkos_variant : public scoring_variant {
  public:
