@@ -221,11 +221,28 @@ def check_gpu_archive(tmp):
           and "100.0× rung 1" in summary and "1.05× `reduce_sum_cub@cuda`" in summary, summary)
 
 
+def check_headline_point_from_the_archive():
+    """The ladder's headline point is the one the archive stores for the operation (the writer's
+    operation_info::headline_point); only an archive that stores none falls back to the legacy table, and a point
+    the experiment did not measure falls back to its largest one."""
+    from types import SimpleNamespace
+    from kstudy_py.report.sections import ladder
+    g = pd.DataFrame({"rows": [65536, 65536, 1024], "features": [4096, 1024, 1024], "depth": [1, 1, 1],
+                      "essential_bytes": [2e9, 5e8, 8e6], "compute_ceiling": ["", "", ""]})
+    stored = SimpleNamespace(headline_points={"softmax": (65536, 1024, 1)})
+    check(ladder.headline_point(g, "softmax", stored) == (65536, 1024, 1), "the archive's headline point")
+    legacy = SimpleNamespace(headline_points={})
+    check(ladder.headline_point(g, "softmax", legacy) == (65536, 4096, 1), "legacy archives: the legacy table")
+    unmeasured = SimpleNamespace(headline_points={"softmax": (3, 3, 1)})
+    check(ladder.headline_point(g, "softmax", unmeasured) == (65536, 4096, 1), "not measured: the largest point")
+
+
 def main():
     kstudy = sys.argv[1]
     with tempfile.TemporaryDirectory(prefix="kstudy_report_ladder_") as tmp:
         check_cpu_archive(kstudy, Path(tmp))
         check_gpu_archive(Path(tmp))
+    check_headline_point_from_the_archive()
     print("ladder report checks passed")
 
 

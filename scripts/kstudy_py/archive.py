@@ -55,6 +55,7 @@ SCHEMA7_DEFAULTS = {
     "ceilings": {"flops": 0, "flops_per_second": 0.0, "clock": "host_wall"},  # clock: schema 8
     "variants": {"depth": 1, "compute_ceiling": "", "peak_device_bytes": -1, "tuned_parameters": ""},
 }
+LEGACY_NOT_STEADY_STATE = ("cold_compile",)  # the experiments' steady_state, for archives that do not store it
 TABLES = tuple(t["table"] for t in SCHEMA["tables"])  # the profile: written by kstudy profile only ("optional")
 COLUMNS = {t["table"]: [f["name"] for f in t["fields"]] for t in SCHEMA["tables"]}
 # Columns renamed since (schema 10: the gate table's counts, as kstudy::gate_result names them): former -> current.
@@ -273,6 +274,12 @@ class Experiment:
         except ValueError:
             self.definition = {}
         self.kind = kind_of(self.definition)
+        # What the writer's registries knew (kstudy/experiment_facts.hpp); archives written before store neither,
+        # and there the one kind that times first calls in fresh processes was cold_compile.
+        steady = text(group.attrs.get("steady_state", ""))
+        self.steady_state = steady == "true" if steady else self.kind not in LEGACY_NOT_STEADY_STATE
+        self.headline_points = {op: tuple(int(x) for x in (list(p) + [1, 1, 1])[:3])
+                                for op, p in json.loads(text(group.attrs.get("headline_points", "{}"))).items()}
         tables = {t: with_schema7_columns(t, frame(group[t]) if t in group else pd.DataFrame()) for t in TABLES}
         self.samples = with_gate_verdict(tables["samples"])
         if len(self.samples) and "timer" in self.samples:  # the layout conversion's timer before schema 10

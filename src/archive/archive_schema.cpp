@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/detail/name_table.hpp"
 #include "detail/record_fields.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/sink.hpp"
@@ -10,23 +11,13 @@
 namespace kstudy {
 namespace {
 
-const char* type_name(field_type type) {
-  switch (type) {
-    case field_type::text:
-      return "text";
-    case field_type::int64:
-      return "int64";
-    case field_type::int32:
-      return "int32";
-    case field_type::real:
-      return "float64";
-    case field_type::boolean:
-      return "bool";
-    case field_type::named_enum:
-      return "enum_name";  // an enum stored as its name
-  }
-  return "unknown";
-}
+// The column types as other languages read them; a named enum is stored as its name.
+constexpr detail::name_table<field_type, 6> type_names{{{field_type::text, "text"},
+                                                        {field_type::int64, "int64"},
+                                                        {field_type::int32, "int32"},
+                                                        {field_type::real, "float64"},
+                                                        {field_type::boolean, "bool"},
+                                                        {field_type::named_enum, "enum_name"}}};
 
 }  // namespace
 
@@ -35,7 +26,8 @@ std::string archive_schema_json() {
   for (const record_schema* schema : archive_detail::record_schemas()) {
     nlohmann::ordered_json fields = nlohmann::ordered_json::array();
     for (const record_field& field : schema->fields) {
-      nlohmann::ordered_json column{{"name", field.name}, {"type", type_name(field.type)}};
+      nlohmann::ordered_json column{{"name", field.name},
+                                    {"type", detail::name_of(type_names, field.type, "field_type")}};
       if (field.former_name != nullptr) column["former_name"] = field.former_name;
       fields.push_back(std::move(column));
     }

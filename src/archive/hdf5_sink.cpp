@@ -7,6 +7,7 @@
 #include "detail/hdf5_digest.hpp"
 #include "detail/hdf5_util.hpp"
 #include "kstudy/archive.hpp"
+#include "kstudy/experiment_facts.hpp"
 
 namespace kstudy {
 
@@ -138,6 +139,10 @@ void hdf5_sink::begin_experiment(const experiment_record& experiment) {
     write_string_attribute(group.get(), "definition", experiment.definition_json, s.path);
     write_string_attribute(group.get(), "protocol", experiment.protocol_json, s.path);
     write_string_attribute(group.get(), "fingerprint", experiment.fingerprint, s.path);
+    // What the registries know of it (the kind's steady_state, the operations' headline points), so readers
+    // take them from the file.
+    for (const auto& [key, value] : experiment_facts(experiment.definition_json))
+      write_string_attribute(group.get(), key, value, s.path);
   }
   // Every table but the optional ones up front (readers find all seven, possibly empty); on resume, any a crash
   // left uncreated.

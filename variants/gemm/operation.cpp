@@ -334,6 +334,7 @@ class gemm_operation final : public operation {
     m_info.layouts = {table_layout::row_major, table_layout::feature_major};
     m_info.outputs = {"c"};
     m_info.bench_points = {{4096, 4096, 4096}, {8192, 8192, 8192}, {1031, 517, 263}};
+    m_info.headline_point = {4096, 4096, 4096};  // the SGEMM the kernel ladder is judged at
     // The practical roof, measured in the same run: cuBLAS at the same input precision (best of 8192^3 and
     // 4096^3); for BF16 the best of that and the wgmma peak probe, which a handwritten wgmma rung beat cuBLAS.
     m_info.compute_ceiling = P == gemm_precision::fp32   ? "cublas_fp32_gemm"

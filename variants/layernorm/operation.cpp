@@ -187,6 +187,7 @@ class layernorm_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = has_residual(K) ? std::vector<std::string>{"y", "h"} : std::vector<std::string>{"y"};
     m_info.bench_points = {{65536, 768}, {65536, 4096}, {65536, 8192}};
+    m_info.headline_point = {65536, 4096};
   }
   const operation_info& info() const override { return m_info; }
 

@@ -85,6 +85,7 @@ class reduce_sum_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"s"};
     m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
+    m_info.headline_point = {std::int64_t(1) << 28};
   }
   const operation_info& info() const override { return m_info; }
 

@@ -159,6 +159,7 @@ class softmax_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"y"};
     m_info.bench_points = {{65536, 1024}, {65536, 4096}, {65536, 16384}};
+    m_info.headline_point = {65536, 4096};
   }
   const operation_info& info() const override { return m_info; }
 

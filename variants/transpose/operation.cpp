@@ -68,6 +68,7 @@ class transpose_operation final : public operation {
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"t"};
     m_info.bench_points = {{1024, 1024}, {8192, 8192}, {8191, 3001}};
+    m_info.headline_point = {8192, 8192};
   }
   const operation_info& info() const override { return m_info; }
 

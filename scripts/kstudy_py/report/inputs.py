@@ -13,9 +13,6 @@ POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows
 VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "implementation", "backend", "on_device",
                       "kernels_launched", "rung", "essential_bytes", "essential_flops", "compute_ceiling",
                       "peak_device_bytes", "tuned_parameters"]
-# A cold_compile experiment times first and second calls in fresh processes, not steady-state points; the
-# overhead section reads it.
-NOT_TIMING_POINTS = ("cold_compile",)
 HOST_IN_HOST_OUT = ("one_shot", "one_shot_alloc", "pipelined")
 BACKEND_PREFERENCE = {"openmp": 0, "threads": 1, "serial": 2}  # which CPU reference is the baseline
 
@@ -55,7 +52,7 @@ class ReportInputs:
         for a in self.archives:
             for e in a.experiments.values():
                 s = e.accepted()
-                if (a.label, e.name) not in timed or e.kind in NOT_TIMING_POINTS or s.empty:
+                if (a.label, e.name) not in timed or not e.steady_state or s.empty:
                     continue
                 aggs = {"pitch": ("pitch", "max"), "bytes": ("bytes", "max")}
                 if "occupancy" in s.columns:  # calculated occupancy (added to samples after the first archives)

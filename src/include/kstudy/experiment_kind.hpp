@@ -43,6 +43,10 @@ struct experiment_kind {
   std::function<void(const nlohmann::json& doc, experiment& e, nlohmann::json& normalised)> parse;
   // Whether the kind's points are problem points of operations, whose axis names are keys of the document.
   bool takes_operations = false;
+  // Whether its samples time steady-state calls (warm-ups, then trials in one process), so a point's median is
+  // the variant's time there. False for a kind timing first calls in fresh processes (cold_compile): a report
+  // must not pool those with steady-state points. Stored with each experiment (experiment_facts.hpp).
+  bool steady_state = true;
   // Points one replication runs, numbered 0..n-1 (sample_record::point; shards and resume count on it).
   std::function<std::int64_t(const experiment&)> point_count;
   // Checks before any measurement, beyond parsing (e.g. that every named variant exists in some build).

@@ -93,6 +93,9 @@ struct operation_info {
   // device_fp32_fma, cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm, device_bf16_tensor); empty for a
   // bandwidth-bound operation, whose bytes are quoted against the bandwidth roofs.
   std::string compute_ceiling;
+  // The point a report reads this operation's ladder at where an experiment measured it (the study's target shape,
+  // e.g. the 4096^3 SGEMM); empty: the largest point measured. Stored with each experiment (experiment_facts.hpp).
+  std::vector<std::int64_t> headline_point;
 };
 
 // Run-time compilation of an operation's kernel source with an empty cache (the cold_compile kind):

@@ -157,6 +157,7 @@ experiment_kind cold_compile_kind() {
   kind.description = "each variant's first call in a fresh process, Kokkos initialisation, NVRTC compile";
   kind.keys = experiment_fields::operation_field_keys();
   kind.takes_operations = true;
+  kind.steady_state = false;  // first calls in fresh processes
   kind.parse = [](const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
     experiment_fields::parse_operation_fields(doc, e, normalised);
     e.timers = {timer_kind::cold};

@@ -7,8 +7,10 @@ the vendor, and, where a profile archive (`kstudy profile`) has the same variant
 stopwatch.
 
 Rules (every number from the archives, none from names except the vendor rule):
-- Headline point: HEADLINE_POINTS[operation] where the experiment measured it, else its largest point (most
-  essential bytes), taken in the experiment holding most of the operation's rung points.
+- Headline point: the operation's headline point as the archive stores it (operation_info::headline_point, the
+  experiment's `headline_points` attribute; LEGACY_HEADLINE_POINTS for archives written before it) where the
+  experiment measured it, else its largest point (most essential bytes), taken in the experiment holding most of
+  the operation's rung points.
 - Time: the resident median, device events before the resident wall clock for device variants, host_wall for
   host variants (bandwidth.resident_points), default block size.
 - Roof: a compute-bound operation's device variants against its compute ceiling (variants.compute_ceiling: a
@@ -30,13 +32,14 @@ from ..variants import PORTABLE, tuned_choice
 from .bandwidth import resident_points
 
 VENDOR = "vendor_library"  # variant_info::implementation
-# The seed's headline shapes (the lab's targets), used where the experiment measured them.
-HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1, 1), "transpose": (8192, 8192, 1), "softmax": (65536, 4096, 1),
-                   "layernorm": (65536, 4096, 1), "residual_layernorm": (65536, 4096, 1),
-                   # the seed's 4096^3 SGEMM, attention at 1 x 16 heads x 4,096 tokens x 64 (where
-                   # profile_attention measures its counters; every tokens count is in Compute by operation)
-                   "gemm": (4096, 4096, 4096), "gemm_tf32": (4096, 4096, 4096), "gemm_bf16": (4096, 4096, 4096),
-                   "attention": (16, 4096, 64), "attention_bf16": (16, 4096, 64)}
+# The operations' headline points as the code declared them when archives stopped being written without them
+# (operation_info::headline_point): read only for an experiment whose archive stores none.
+LEGACY_HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1, 1), "transpose": (8192, 8192, 1), "softmax": (65536, 4096, 1),
+                          "layernorm": (65536, 4096, 1), "residual_layernorm": (65536, 4096, 1),
+                          # the seed's 4096^3 SGEMM, attention at 1 x 16 heads x 4,096 tokens x 64 (where
+                          # profile_attention measures its counters; every tokens count is in Compute by operation)
+                          "gemm": (4096, 4096, 4096), "gemm_tf32": (4096, 4096, 4096), "gemm_bf16": (4096, 4096, 4096),
+                          "attention": (16, 4096, 64), "attention_bf16": (16, 4096, 64)}
 READ_ONLY_SHARE = 0.01
 # Summed over a call's kernels, except the last three: the L2 hit rate and achieved occupancy weighted by each
 # kernel's profiled duration, registers per thread the most any kernel of the call uses.
@@ -66,9 +69,10 @@ def is_rung(frame):
     return (frame.rung.fillna(0) > 0) & ~frame.implementation.isin(PORTABLE)
 
 
-def headline_point(g, operation):
+def headline_point(g, operation, experiment):
     """(rows, features, depth) of the operation's headline point within one experiment's rows `g`."""
-    wanted = HEADLINE_POINTS.get(operation)
+    stored = experiment.headline_points if experiment.headline_points else LEGACY_HEADLINE_POINTS
+    wanted = stored.get(operation)
     if wanted is not None and ((g.rows == wanted[0]) & (g.features == wanted[1]) & (g.depth == wanted[2])).any():
         return wanted
     largest = g.sort_values(["essential_flops" if is_compute_bound(g) else "essential_bytes", "rows"]).iloc[-1]
@@ -249,7 +253,7 @@ def ladder(inputs, sec):
         rung_points = op[is_rung(op)].drop_duplicates(["archive", "experiment", "rows", "features", "depth"])
         arch, exp = rung_points.groupby(["archive", "experiment"]).size().idxmax()
         g = op[(op.archive == arch) & (op.experiment == exp)]
-        point = headline_point(g[is_rung(g)], operation)
+        point = headline_point(g[is_rung(g)], operation, archives[arch].experiments[exp])
         at = g[(g.rows == point[0]) & (g.features == point[1]) & (g.depth == point[2])]
         rows += ladder_rows(at, operation, modelled, archives[arch], counters)
     df = pd.DataFrame(rows, columns=COLUMNS)
