@@ -12,6 +12,7 @@
 
 #include "kstudy/archive.hpp"
 #include "kstudy/experiment.hpp"
+#include "kstudy/experiment_kind.hpp"
 #include "kstudy/study.hpp"
 
 namespace kstudy {
@@ -359,7 +360,7 @@ void write_experiment(hdf5_sink& sink, const std::string& name, merged_experimen
   sink.write_attribution(m.attribution);
   sink.write_health(m.health);
   sink.write_samples(m.samples);
-  sink.write_summaries(summarise(m.samples, ceilings));
+  sink.write_summaries(summarise(m.samples, ceilings, kind_of(parse_experiment(m.record.definition_json, name)).roof));
   sink.end_experiment(name);
 }
 

@@ -328,4 +328,11 @@ const ceiling_record* roof_for(const std::vector<ceiling_record>& ceilings, bool
   return find_ceiling(ceilings, on_device ? "device_read" : "host_read", clock);
 }
 
+const ceiling_record* read_roof(const summary_record& point, const std::vector<ceiling_record>& ceilings) {
+  if (point.timer == timer_kind::resident_wall || point.timer == timer_kind::device_events)
+    return roof_for(ceilings, true, clock_of(point.timer));
+  if (point.timer == timer_kind::host_wall) return roof_for(ceilings, false, clock_of(point.timer));
+  return nullptr;
+}
+
 }  // namespace kstudy

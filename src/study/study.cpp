@@ -185,7 +185,7 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
 }
 
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
-                                      const std::vector<ceiling_record>& ceilings) {
+                                      const std::vector<ceiling_record>& ceilings, roof_rule roof_rule_of) {
   // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
   // A warm and a cold run of the same point are two distributions.
   using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,
@@ -228,17 +228,8 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     r.q3 = quantile(0.75);
     r.bytes_per_second = r.median > 0 ? double(first->bytes) / r.median : 0.0;
     r.occupancy = first->occupancy;
-    const ceiling_record* roof = nullptr;
     // Only a roof timed on the timer's own clock (kstudy/ceilings.hpp): none, and no fraction, otherwise.
-    const timer_kind clock = clock_of(r.timer);
-    if (r.timer == timer_kind::resident_wall || r.timer == timer_kind::device_events)
-      roof = roof_for(ceilings, true, clock);
-    else if (r.timer == timer_kind::host_wall)
-      roof = roof_for(ceilings, false, clock);
-    else if (r.timer == timer_kind::transfer)
-      roof = find_ceiling(ceilings, r.direction + "_" + r.memory_kind, clock);
-    else if (r.timer == timer_kind::layout_conversion)
-      roof = find_ceiling(ceilings, "device_copy", clock);
+    const ceiling_record* roof = roof_rule_of(r, ceilings);
     if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;
     out.push_back(r);
   }
@@ -349,7 +340,7 @@ int run_replications(const run_request& request, const std::string& self_exe, co
 // none (its resume writes them), and a completed archive keeps the ones it has. Returns them either way.
 std::vector<summary_record> write_summaries(const run_request& request, const experiment& e,
                                             const std::vector<ceiling_record>& ceilings, int& rc) {
-  auto summaries = summarise(read_samples(request.out, e.name), ceilings);
+  auto summaries = summarise(read_samples(request.out, e.name), ceilings, kind_of(e).roof);
   if (platform::stop_requested() || rc != 0 || !read_summaries(request.out, e.name).empty()) return summaries;
   hdf5_sink archive_sink(request.out, open_mode::append);
   room_checked_sink sink(archive_sink, request.out);

@@ -44,6 +44,12 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options = {}
 const ceiling_record* roof_for(const std::vector<ceiling_record>& ceilings, bool on_device, timer_kind clock);
 // The clock a timer reads: device_events for device_events, the host clock (host_wall) for every other.
 timer_kind clock_of(timer_kind timer);
+// An experiment kind's roof rule (experiment_kind::roof): the ceiling, measured in the same run and timed on the
+// point's own clock, that a point's bandwidth is a fraction of; nullptr for none.
+using roof_rule = const ceiling_record* (*)(const summary_record& point, const std::vector<ceiling_record>& ceilings);
+// The default rule: the device read roof for a device variant's resident timings (resident_wall, device_events),
+// the host read roof for host_wall, none for the rest (one-shot and first calls cross boundaries no roof bounds).
+const ceiling_record* read_roof(const summary_record& point, const std::vector<ceiling_record>& ceilings);
 const ceiling_record* find_ceiling(const std::vector<ceiling_record>& ceilings, const std::string& name);
 const ceiling_record* find_ceiling(const std::vector<ceiling_record>& ceilings, const std::string& name,
                                    timer_kind clock);

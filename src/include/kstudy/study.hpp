@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/ceilings.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/records.hpp"
 #include "kstudy/variant.hpp"
@@ -85,8 +86,9 @@ std::vector<sweep_point> sweep_points(const experiment& e);
 // computes at the shape it runs (padding included). `kstudy run` and `kstudy profile` both store it.
 variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size);
 
-// Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings.
+// Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings: the fraction
+// of the roof the experiment's kind picks for each point (experiment_kind::roof).
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
-                                      const std::vector<ceiling_record>& ceilings);
+                                      const std::vector<ceiling_record>& ceilings, roof_rule roof = read_roof);
 
 }  // namespace kstudy

@@ -134,6 +134,10 @@ experiment_kind transfer_kind() {
     return copy_points(e) + std::int64_t(e.sizes_bytes.size() * e.pinning.size());
   };
   kind.run = run_transfer;
+  kind.roof = [](const summary_record& point, const std::vector<ceiling_record>& ceilings) {
+    // A copy against the probe of its own direction and memory kind (h2d_pinned, d2h_pageable, ...).
+    return find_ceiling(ceilings, point.direction + "_" + point.memory_kind, clock_of(point.timer));
+  };
   return kind;
 }
 
