@@ -185,7 +185,8 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
 }
 
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
-                                      const std::vector<ceiling_record>& ceilings, roof_rule roof_rule_of) {
+                                      const std::vector<ceiling_record>& ceilings, roof_rule roof) {
+  const roof_rule roof_rule_of = roof != nullptr ? roof : read_roof;
   // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
   // A warm and a cold run of the same point are two distributions.
   using key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::int64_t, std::int64_t,

@@ -49,10 +49,10 @@ struct experiment_kind {
   // the variant's time there. False for a kind timing first calls in fresh processes (cold_compile): a report
   // must not pool those with steady-state points. Stored with each experiment (experiment_facts.hpp).
   bool steady_state = true;
-  // The roof each point's summary is quoted against (kstudy/ceilings.hpp): by default the read roof of where the
-  // variant ran, for its resident and host timings; a calibration kind names its own (a copy direction's own
+  // The roof each point's summary is quoted against (kstudy/ceilings.hpp); null: read_roof, the read roof of where
+  // the variant ran, for its resident and host timings. A calibration kind names its own (a copy direction's own
   // bandwidth, the device copy roof).
-  roof_rule roof = read_roof;
+  roof_rule roof = nullptr;
   // Points one replication runs, numbered 0..n-1 (sample_record::point; shards and resume count on it).
   std::function<std::int64_t(const experiment&)> point_count;
   // Checks before any measurement, beyond parsing (e.g. that every named variant exists in some build).

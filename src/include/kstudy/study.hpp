@@ -87,8 +87,8 @@ std::vector<sweep_point> sweep_points(const experiment& e);
 variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size);
 
 // Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings: the fraction
-// of the roof the experiment's kind picks for each point (experiment_kind::roof).
+// of the roof the experiment's kind picks for each point (experiment_kind::roof; null: read_roof).
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
-                                      const std::vector<ceiling_record>& ceilings, roof_rule roof = read_roof);
+                                      const std::vector<ceiling_record>& ceilings, roof_rule roof = nullptr);
 
 }  // namespace kstudy
