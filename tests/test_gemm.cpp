@@ -1,8 +1,8 @@
 // The GEMM operations (variants/gemm): registration, essential bytes and flops, the seeded generator
-// (layout independence, bfloat16 values), the gate's tolerance model (it accepts float32 products summed
-// serially, with FMA, in blocks and trees, with truncating 8-term accumulation, and TF32-rounded or
-// -truncated products for gemm_tf32; it rejects corrupt(), a NaN anywhere, one element just past its bound,
-// a dropped k term, an unwritten tile and a wrong element the sampling misses), and every registered gemm
+// (layout independence, bfloat16 and binary16 values; the binary16 rounding itself), the gate's tolerance model (it
+// accepts float32 products summed serially, with FMA, in blocks and trees, with truncating 8-term accumulation, and
+// TF32-rounded or -truncated products for gemm_tf32; it rejects corrupt(), a NaN anywhere, one element just past its
+// bound, a dropped k term, an unwritten tile and a wrong element the sampling misses), and every registered gemm
 // variant of this build against the reference at odd shapes in both layouts. The CUDA variants exist only
 // in the CUDA flavour; without a GPU their tests skip.
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "detail/fp16.hpp"
 #include "gemm/gemm.hpp"
 #include "escape_families.hpp"
 #include "kokkos_test_support.hpp"
@@ -34,7 +35,8 @@ using kstudy::table_layout;
 using kstudy::gemm::gemm_data;
 using kstudy::gemm::gemm_precision;
 
-const gemm_precision k_precisions[] = {gemm_precision::fp32, gemm_precision::tf32, gemm_precision::bf16};
+const gemm_precision k_precisions[] = {gemm_precision::fp32, gemm_precision::tf32, gemm_precision::bf16,
+                                       gemm_precision::fp16};
 const table_layout k_layouts[] = {table_layout::row_major, table_layout::feature_major};
 constexpr std::uint64_t k_seed = 20261130;
 constexpr double k_u = 0x1.0p-24;
@@ -156,7 +158,7 @@ float displaced(double ref, double bound, double factor) {
   return v;
 }
 
-TEST(GemmOperation, ThreeOperationsOnMNK) {
+TEST(GemmOperation, FourOperationsOnMNK) {
   for (const auto precision : k_precisions) {
     const auto& op = op_of(precision);
     const auto& info = op.info();
@@ -183,7 +185,7 @@ TEST(GemmOperation, EssentialBytesAndFlops) {
   for (const auto precision : k_precisions) {
     const auto& op = op_of(precision);
     const auto s = op.shape({m, n, k}, table_layout::row_major, 0);
-    const std::int64_t e = precision == gemm_precision::bf16 ? 2 : 4;
+    const std::int64_t e = kstudy::gemm::stores_16_bit(precision) ? 2 : 4;
     EXPECT_EQ(op.essential_traffic(s).bytes_read, (m * k + k * n) * e);
     EXPECT_EQ(op.essential_traffic(s).bytes_written, m * n * 4);
     EXPECT_EQ(op.essential_flops(s), 2 * m * n * k);
@@ -259,6 +261,83 @@ TEST(GemmOperation, Bf16ValuesAreTheNearestBf16OfTheFloatValues) {
       inexact += x != y;
     }
   EXPECT_GT(inexact, 40 * 333 / 2);  // the floats have more than 8 mantissa bits
+}
+
+// gemm_fp16 stores the nearest-even binary16 of gemm's float values (as +0 below the least normal, 2^-14).
+TEST(GemmOperation, Fp16ValuesAreTheNearestFp16OfTheFloatValues) {
+  const auto f = generate(gemm_precision::fp32, 40, 50, 333), h = generate(gemm_precision::fp16, 40, 50, 333);
+  EXPECT_EQ(typed(*h).a(), nullptr);
+  EXPECT_NE(typed(*h).a_fp16(), nullptr);
+  EXPECT_EQ(typed(*h).a_bf16(), nullptr);  // not bfloat16 patterns
+  EXPECT_EQ(typed(*h).a_16bit(), typed(*h).a_fp16());
+  EXPECT_EQ(typed(*f).a_fp16(), nullptr);
+  std::int64_t inexact = 0;
+  for (std::int64_t i = 0; i < 40; ++i)
+    for (std::int64_t l = 0; l < 333; ++l) {
+      const float x = typed(*f).a_at(i, l), y = typed(*h).a_at(i, l);
+      const std::uint16_t bits = typed(*h).a_fp16()[i * 333 + l];
+      ASSERT_EQ(y, kstudy::detail::widen_fp16(bits));
+      ASSERT_TRUE(y == 0.0f || std::fabs(y) >= 0x1.0p-14f) << y;  // no subnormal input
+      if (std::fabs(x) < 0x1.0p-14f) {
+        ASSERT_EQ(bits, 0u) << x;
+        continue;
+      }
+      ASSERT_EQ(bits, kstudy::detail::round_to_fp16(x)) << x;
+      // Nearest: within half a binary16 ulp (2^-11 relative).
+      ASSERT_LE(std::fabs(double(x) - double(y)), std::ldexp(std::fabs(double(x)), -11)) << x << " " << y;
+      inexact += x != y;
+    }
+  EXPECT_GT(inexact, 40 * 333 / 2);  // the floats have more than 11 significant bits
+  for (std::int64_t l = 0; l < 333; ++l)
+    for (std::int64_t j = 0; j < 50; ++j) {
+      const float x = typed(*f).b_at(l, j);
+      const float expected =
+          std::fabs(x) < 0x1.0p-14f ? 0.0f : kstudy::detail::widen_fp16(kstudy::detail::round_to_fp16(x));
+      ASSERT_EQ(typed(*h).b_at(l, j), expected) << x;
+    }
+}
+
+// The binary16 helpers (detail/fp16.hpp): widening is exact and rounding inverts it on every pattern; around
+// every pair of neighbouring finite values (subnormal, normal, the step to infinity) a float just below the
+// midpoint rounds down, just above rounds up, and the midpoint to the even one.
+TEST(GemmFp16Format, WidenIsExactAndRoundIsNearestEven) {
+  using kstudy::detail::round_to_fp16;
+  using kstudy::detail::widen_fp16;
+  EXPECT_EQ(widen_fp16(0x3c00), 1.0f);
+  EXPECT_EQ(widen_fp16(0xc000), -2.0f);
+  EXPECT_EQ(widen_fp16(0x7bff), 65504.0f);
+  EXPECT_EQ(widen_fp16(0x0400), 0x1.0p-14f);
+  EXPECT_EQ(widen_fp16(0x0001), 0x1.0p-24f);
+  EXPECT_EQ(widen_fp16(0x83ff), -0x1.ff8p-15f);
+  EXPECT_EQ(widen_fp16(0x7c00), INFINITY);
+  EXPECT_EQ(widen_fp16(0xfc00), -INFINITY);
+  EXPECT_TRUE(std::isnan(widen_fp16(0x7e00)));
+  EXPECT_TRUE(std::signbit(widen_fp16(0x8000)) && widen_fp16(0x8000) == 0.0f);
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const auto bits = static_cast<std::uint16_t>(h);
+    const float v = widen_fp16(bits);
+    if (std::isnan(v)) {
+      ASSERT_TRUE(std::isnan(widen_fp16(round_to_fp16(v)))) << h;
+      continue;
+    }
+    ASSERT_EQ(round_to_fp16(v), bits) << h;
+    if ((h & 0x7fffu) >= 0x7c00u) continue;  // infinity: no next value
+    // One step away from zero (to infinity from the largest finite value).
+    const float next = widen_fp16(static_cast<std::uint16_t>(h + 1));
+    const double mid = std::isinf(next) ? std::copysign(65520.0, double(v)) : (double(v) + double(next)) / 2;
+    const auto mid_f = static_cast<float>(mid);
+    ASSERT_EQ(double(mid_f), mid) << h;  // 12 significant bits: exact in float
+    const auto even = (h & 1u) == 0 ? bits : static_cast<std::uint16_t>(h + 1);
+    ASSERT_EQ(round_to_fp16(mid_f), even) << h;
+    ASSERT_EQ(round_to_fp16(std::nextafter(mid_f, 0.0f)), bits) << h;
+    ASSERT_EQ(round_to_fp16(std::nextafter(mid_f, std::copysign(INFINITY, mid_f))), static_cast<std::uint16_t>(h + 1))
+        << h;
+  }
+  EXPECT_EQ(round_to_fp16(1e10f), 0x7c00);
+  EXPECT_EQ(round_to_fp16(-1e10f), 0xfc00);
+  EXPECT_EQ(round_to_fp16(1e-10f), 0x0000);
+  EXPECT_EQ(round_to_fp16(-1e-10f), 0x8000);
+  EXPECT_EQ(round_to_fp16(std::numeric_limits<float>::denorm_min()), 0x0000);
 }
 
 struct accepted_case {
@@ -427,16 +506,27 @@ TEST(GemmGate, RejectsADroppedTermAnUnwrittenTileAndAWrongUnsampledElement) {
 TEST(GemmGate, RejectsAnotherOperationsProblem) {
   const auto bf16 = generate(gemm_precision::bf16, 4, 5, 6);
   EXPECT_THROW(op_of(gemm_precision::fp32).reference(*bf16), std::invalid_argument);
+  EXPECT_THROW(op_of(gemm_precision::fp16).reference(*bf16), std::invalid_argument);  // 16-bit, other format
+  const auto fp16 = generate(gemm_precision::fp16, 4, 5, 6);
+  EXPECT_THROW(op_of(gemm_precision::bf16).reference(*fp16), std::invalid_argument);
   const auto fp32 = generate(gemm_precision::fp32, 4, 5, 6);
   EXPECT_THROW(op_of(gemm_precision::tf32).reference(*fp32), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Every registered gemm, gemm_tf32 and gemm_bf16 variant of this build
+// Every registered variant of the four gemm operations in this build
+
+// The precision of a gemm operation's name.
+gemm_precision precision_of(const std::string& operation_name) {
+  for (const auto precision : k_precisions)
+    if (operation_name == kstudy::gemm::operation_name(precision)) return precision;
+  throw std::invalid_argument(operation_name + " is not a gemm operation");
+}
 
 std::vector<std::string> gemm_variant_ids() {
   return kstudy::test::variant_ids([](const kstudy::variant_info& i) {
-    return i.operation == "gemm" || i.operation == "gemm_tf32" || i.operation == "gemm_bf16";
+    return std::any_of(std::begin(k_precisions), std::end(k_precisions),
+                       [&](gemm_precision p) { return i.operation == kstudy::gemm::operation_name(p); });
   });
 }
 using kstudy::test::variant_test_name;
@@ -461,13 +551,12 @@ TEST_P(GemmVariants, PoisonIsCaughtWhenNothingRuns) {
 }
 
 TEST_P(GemmVariants, RejectsAnotherOperationsProblemAndLayout) {
-  const auto other = entry().info.operation == "gemm_bf16" ? gemm_precision::fp32 : gemm_precision::bf16;
+  // A 16-bit operation's variant gets the other 16-bit format (same bytes, other values); the others BF16.
+  const auto own = precision_of(entry().info.operation);
+  const auto other = own == gemm_precision::bf16 ? gemm_precision::fp16 : gemm_precision::bf16;
   const auto problem = generate(other, 4, 8, 16);
   auto impl = entry().make();
   EXPECT_THROW(impl->prepare(*problem, {}), std::invalid_argument);
-  const auto own = kstudy::gemm::operation_name(gemm_precision::fp32) == entry().info.operation ? gemm_precision::fp32
-                   : entry().info.operation == "gemm_tf32"                                      ? gemm_precision::tf32
-                                                                                                : gemm_precision::bf16;
   const auto wrong_layout =
       entry().info.layout == table_layout::row_major ? table_layout::feature_major : table_layout::row_major;
   const auto swapped = generate(own, 4, 8, 16, wrong_layout);
@@ -500,7 +589,8 @@ TEST(GemmVariantRegistry, EveryBackendHasTheKokkosVariantsInBothLayouts) {
        {"gemm_kokkos_tiled", "gemm_kokkos_tiled_feature_major", "gemm_kokkos_naive", "gemm_kokkos_naive_feature_major",
         "gemm_kokkos_kernels", "gemm_kokkos_kernels_feature_major", "gemm_bf16_kokkos_tiled",
         "gemm_bf16_kokkos_tiled_feature_major", "gemm_bf16_kokkos_naive", "gemm_bf16_kokkos_naive_feature_major",
-        "gemm_kokkos_warptile", "gemm_kokkos_warptile_feature_major"})
+        "gemm_fp16_kokkos_tiled", "gemm_fp16_kokkos_tiled_feature_major", "gemm_fp16_kokkos_naive",
+        "gemm_fp16_kokkos_naive_feature_major", "gemm_kokkos_warptile", "gemm_kokkos_warptile_feature_major"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 

@@ -2,10 +2,12 @@
 // precision. Part of kstudy_cuda_tools (the framework's CUDA tools), not a variant.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <utility>
 
@@ -37,7 +39,8 @@ __global__ void __launch_bounds__(fma_block) fp32_fma_probe_kernel(float* sink, 
   if (sum == -1.0f) sink[0] = sum;
 }
 
-__global__ void fill_kernel(float* f, __nv_bfloat16* h, std::int64_t count, std::uint32_t salt) {
+// Into whichever of f (float32), h (bfloat16) and g (binary16) is not null.
+__global__ void fill_kernel(float* f, __nv_bfloat16* h, __half* g, std::int64_t count, std::uint32_t salt) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     std::uint32_t x = std::uint32_t(i) * 2654435761u ^ salt;
@@ -47,6 +50,7 @@ __global__ void fill_kernel(float* f, __nv_bfloat16* h, std::int64_t count, std:
     const float v = float(x >> 8) * (1.0f / 8388608.0f) - 1.0f;  // [-1, 1)
     if (f != nullptr) f[i] = v;
     if (h != nullptr) h[i] = __float2bfloat16(v);
+    if (g != nullptr) g[i] = __float2half_rn(v);
   }
 }
 
@@ -69,15 +73,11 @@ std::int64_t run_fp32_fma_probe() {
 }
 
 const char* gemm_roof_name(gemm_roof_precision precision) {
-  switch (precision) {
-    case gemm_roof_precision::tf32:
-      return "cublas_tf32_gemm";
-    case gemm_roof_precision::bf16:
-      return "cublas_bf16_gemm";
-    case gemm_roof_precision::fp32:
-      break;
-  }
-  return "cublas_fp32_gemm";
+  // By the enumerator's value (fp32, tf32, bf16, fp16).
+  static constexpr const char* names[] = {"cublas_fp32_gemm", "cublas_tf32_gemm", "cublas_bf16_gemm",
+                                          "cublas_fp16_gemm"};
+  static_assert(std::size(names) == std::size(gemm_roof_precisions), "a name for every cuBLAS roof");
+  return names[static_cast<int>(precision)];
 }
 
 struct cublas_gemm_probe::state {
@@ -101,15 +101,16 @@ cublas_gemm_probe::cublas_gemm_probe(gemm_roof_precision precision, std::int64_t
   s.precision = precision;
   s.n = n;
   const std::int64_t count = n * n;
-  const bool bf16 = precision == gemm_roof_precision::bf16;
-  const std::size_t input_bytes = std::size_t(count) * (bf16 ? sizeof(__nv_bfloat16) : sizeof(float));
+  const bool bf16 = precision == gemm_roof_precision::bf16, fp16 = precision == gemm_roof_precision::fp16;
+  const std::size_t input_bytes = std::size_t(count) * (bf16 || fp16 ? sizeof(std::uint16_t) : sizeof(float));
   KSTUDY_CUDA_CHECK(cudaMalloc(&s.a, input_bytes));
   KSTUDY_CUDA_CHECK(cudaMalloc(&s.b, input_bytes));
   KSTUDY_CUDA_CHECK(cudaMalloc(&s.c, std::size_t(count) * sizeof(float)));
   const int blocks = multiprocessors() * 8;
   for (auto [pointer, salt] : {std::pair<void*, std::uint32_t>{s.a, 0x1234u}, {s.b, 0x9876u}}) {
-    fill_kernel<<<blocks, 256>>>(bf16 ? nullptr : static_cast<float*>(pointer),
-                                 bf16 ? static_cast<__nv_bfloat16*>(pointer) : nullptr, count, salt);
+    fill_kernel<<<blocks, 256>>>(bf16 || fp16 ? nullptr : static_cast<float*>(pointer),
+                                 bf16 ? static_cast<__nv_bfloat16*>(pointer) : nullptr,
+                                 fp16 ? static_cast<__half*>(pointer) : nullptr, count, salt);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
   KSTUDY_CUDA_CHECK(cudaDeviceSynchronize());
@@ -124,8 +125,9 @@ cublas_gemm_probe::~cublas_gemm_probe() = default;
 void cublas_gemm_probe::run() {
   auto& s = *m_state;
   const float alpha = 1.0f, beta = 0.0f;
-  const bool bf16 = s.precision == gemm_roof_precision::bf16;
-  const cudaDataType_t input = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t input = s.precision == gemm_roof_precision::bf16   ? CUDA_R_16BF
+                               : s.precision == gemm_roof_precision::fp16 ? CUDA_R_16F
+                                                                          : CUDA_R_32F;
   const cublasComputeType_t compute =
       s.precision == gemm_roof_precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const int n = static_cast<int>(s.n);

@@ -118,7 +118,7 @@ void measure_compute_roofs(const ceiling_options& options, std::vector<ceiling_r
   // <name>_<extent>): cuBLAS at 8192^3 alone was beaten by cuBLAS at 4096^3 (51.19 against 50.96 TFLOP/s
   // on the H200, flagged "roof exceeded" by the bench), so one size is not the library's best.
   using cuda_escape::gemm_roof_precision;
-  for (const auto precision : {gemm_roof_precision::fp32, gemm_roof_precision::tf32, gemm_roof_precision::bf16}) {
+  for (const auto precision : cuda_escape::gemm_roof_precisions) {
     const std::string name = cuda_escape::gemm_roof_name(precision);
     std::vector<ceiling_record> probes;
     for (const std::int64_t extent : {options.gemm_roof_extent, options.gemm_roof_extent / 2}) {
@@ -135,24 +135,28 @@ void measure_compute_roofs(const ceiling_options& options, std::vector<ceiling_r
     out.insert(out.end(), probes.begin(), probes.end());
     out.push_back(best_of(name, probes));
   }
-  // BF16 GEMMs are divided by device_bf16_tensor, the best of the wgmma peak probe and cuBLAS BF16: a
-  // handwritten wgmma GEMM beat cuBLAS on the H200 (data/h200-2026-12-02-s12/hopper_gemm.h5), so cuBLAS alone
-  // is not a roof. Where no sm_90a code runs the probe measures nothing and the roof is cuBLAS's.
-  try {
-    if (cuda_escape::run_bf16_wgmma_probe() > 0) {
-      cuda_escape::synchronize(nullptr);
-      const std::int64_t flops = cuda_escape::run_bf16_wgmma_probe();
-      out.push_back(
-          timed_compute("device_bf16_wgmma", flops, options.trials, [] { cuda_escape::run_bf16_wgmma_probe(); }));
+  // BF16 (FP16, TF32) GEMMs are divided by device_bf16_tensor (device_fp16_tensor, device_tf32_tensor), the best
+  // of the wgmma peak probe and cuBLAS at that input type: a handwritten wgmma GEMM beat cuBLAS BF16 on the H200
+  // (data/h200-2026-12-02-s12/hopper_gemm.h5), so cuBLAS alone is not a roof. Where no sm_90a code runs the
+  // probe measures nothing and the roof is cuBLAS's.
+  for (const auto precision : cuda_escape::tensor_peak_precisions) {
+    const std::string probe = cuda_escape::wgmma_probe_name(precision);
+    try {
+      if (cuda_escape::run_wgmma_peak_probe(precision) > 0) {
+        cuda_escape::synchronize(nullptr);
+        const std::int64_t flops = cuda_escape::run_wgmma_peak_probe(precision);
+        out.push_back(
+            timed_compute(probe, flops, options.trials, [precision] { cuda_escape::run_wgmma_peak_probe(precision); }));
+      }
+    } catch (const std::exception& ex) {
+      std::cerr << "kstudy: the " << probe << " roof could not be measured (" << ex.what() << ")\n";
     }
-  } catch (const std::exception& ex) {
-    std::cerr << "kstudy: the device_bf16_wgmma roof could not be measured (" << ex.what() << ")\n";
+    const std::string cublas = cuda_escape::gemm_roof_name(cuda_escape::cublas_roof_of(precision));
+    std::vector<ceiling_record> candidates;
+    for (const auto& c : out)
+      if (c.name == probe || c.name == cublas) candidates.push_back(c);
+    if (!candidates.empty()) out.push_back(best_of(cuda_escape::tensor_roof_name(precision), candidates));
   }
-  std::vector<ceiling_record> bf16;
-  for (const auto& c : out)
-    if (c.name == "device_bf16_wgmma" || c.name == cuda_escape::gemm_roof_name(gemm_roof_precision::bf16))
-      bf16.push_back(c);
-  if (!bf16.empty()) out.push_back(best_of("device_bf16_tensor", bf16));
 }
 #endif
 

@@ -1,6 +1,6 @@
 // GEMM in Kokkos, for every enabled execution space and both layouts (family gemm_kokkos: rung 0 the
 // straightforward portable versions, rung 1 the tuned one the CUDA ladder and cuBLAS are compared against):
-//  - gemm_kokkos_tiled (gemm, gemm_bf16): a TeamPolicy, one team per tile of C. On a GPU a 128 x 128 tile,
+//  - gemm_kokkos_tiled (gemm, gemm_bf16, gemm_fp16): a TeamPolicy, one team per tile of C. On a GPU a 128 x 128 tile,
 //    256 threads each holding an 8 x 8 register sub-tile; the k loop stages 8-deep slices of A and B in
 //    team scratch (k-major, so the compute loop reads along a tile's rows and columns), double-buffered:
 //    every thread fetches its share of the next slice into registers before computing on the current one,
@@ -11,8 +11,9 @@
 //    reads of a warp are one broadcast and 16 consecutive words (no bank conflicts) and its C stores are
 //    consecutive along the layout. On a host a team is one thread computing a 64 x 64 tile from 32-deep
 //    slices (the accumulators stay in L1; the inner loop runs along the tile's contiguous direction).
-//    gemm_bf16 reads the 16-bit patterns and widens them to float (bits << 16) on the fetch: the products
-//    are exact, the accumulation is float32 as on tensor cores. Not registered for gemm_tf32: it would pass
+//    gemm_bf16 reads the 16-bit patterns and widens them to float (bits << 16) on the fetch, gemm_fp16
+//    likewise as binary16 (detail/fp16.hpp): the products are exact, the accumulation is float32 as on
+//    tensor cores. Not registered for gemm_tf32: it would pass
 //    (its float32 products are more accurate) but would not be a TF32 kernel.
 //  - gemm_kokkos_warptile (gemm; rung 1): the design of gemm_cuda.cu's rungs 6-7 as a TeamPolicy kernel. On a
 //    GPU one team of 256 threads per 128 x 128 tile of C, 16-deep k slices; the 8 warps own 32 x 64 pieces,
@@ -30,7 +31,7 @@
 //    B^T): the same kernel with the operands and m, n swapped. On a host it runs gemm_kokkos_tiled's host
 //    path (a 256-thread team has no host equivalent; that path already keeps a 64 x 64 tile in L1 with the
 //    inner loop along the contiguous direction), so on OpenMP and Serial it times as rung 0's tiled does.
-//  - gemm_kokkos_naive (gemm, gemm_bf16): one thread per element of C (a RangePolicy over m n, consecutive
+//  - gemm_kokkos_naive (gemm, gemm_bf16, gemm_fp16): one thread per element of C (a RangePolicy over m n, consecutive
 //    threads along the layout's contiguous direction of C), a float32 dot product over k from global
 //    memory: the simplest correct portable kernel, the floor the tiled one must beat.
 //  - gemm_kokkos_kernels (gemm): KokkosBlas::gemm("N", "N", 1, A, B, 0, C) (cuBLAS SGEMM where Kokkos
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "kstudy/support/kokkos_support.hpp"
+#include "detail/fp16.hpp"
 #include "detail/kokkos_float4.hpp"
 #include "gemm/gemm.hpp"
 
@@ -65,9 +67,15 @@ namespace {
 
 using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
+// A binary16 element: a type of its own, so that to_float widens it as binary16 (std::uint16_t is bfloat16).
+struct fp16_bits {
+  std::uint16_t bits;
+};
+
 // The stored element type of a precision's inputs.
 template <gemm_precision P>
-using input_t = std::conditional_t<P == gemm_precision::bf16, std::uint16_t, float>;
+using input_t = std::conditional_t<P == gemm_precision::bf16, std::uint16_t,
+                                   std::conditional_t<P == gemm_precision::fp16, fp16_bits, float>>;
 
 KOKKOS_INLINE_FUNCTION float to_float(float v) { return v; }
 KOKKOS_INLINE_FUNCTION float to_float(std::uint16_t bits) {
@@ -78,6 +86,7 @@ KOKKOS_INLINE_FUNCTION float to_float(std::uint16_t bits) {
   wide.u = std::uint32_t(bits) << 16;
   return wide.f;
 }
+KOKKOS_INLINE_FUNCTION float to_float(fp16_bits h) { return detail::widen_fp16(h.bits); }
 
 template <class Layout>
 constexpr bool is_right_v = std::is_same_v<Layout, Kokkos::LayoutRight>;
@@ -638,9 +647,11 @@ class gemm_kokkos_kernels final : public gemm_kokkos_base<ExecutionSpace, Layout
 template <class Space, class Layout, gemm_precision P>
 void register_layout() {
   constexpr table_layout layout = is_right_v<Layout> ? table_layout::row_major : table_layout::feature_major;
-  const std::string prefix = P == gemm_precision::fp32 ? "gemm" : "gemm_bf16";
+  const std::string prefix = operation_name(P);
   const std::string suffix = is_right_v<Layout> ? "" : "_feature_major";
-  const std::string widen = P == gemm_precision::bf16 ? "; bf16 widened to float on the fetch" : "";
+  const std::string widen = P == gemm_precision::bf16   ? "; bf16 widened to float on the fetch"
+                            : P == gemm_precision::fp16 ? "; fp16 widened to float on the fetch"
+                                                        : "";
   const bool host = detail::is_host_space_v<Space>;
   auto tiled = variant_info_for(
       P, prefix + "_kokkos_tiled" + suffix, "gemm_kokkos",
@@ -708,6 +719,8 @@ void register_space() {
   register_layout<Space, Kokkos::LayoutLeft, gemm_precision::fp32>();
   register_layout<Space, Kokkos::LayoutRight, gemm_precision::bf16>();
   register_layout<Space, Kokkos::LayoutLeft, gemm_precision::bf16>();
+  register_layout<Space, Kokkos::LayoutRight, gemm_precision::fp16>();
+  register_layout<Space, Kokkos::LayoutLeft, gemm_precision::fp16>();
 }
 
 [[maybe_unused]] const int registered =

@@ -3,6 +3,7 @@
 // stream, and the guarded accumulator-pair store. CUDA sources only.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -51,6 +52,18 @@ struct tc_traits<gemm_precision::bf16> {
   static constexpr int frag_k = 16;  // m16n16k16
   static constexpr int vector = 8;
   static constexpr int stages = 4;  // rung 2: 3 tiles in flight while one multiplies
+};
+
+// gemm_fp16 runs only the cuBLAS and wgmma rungs, which read storage, vector and (through the pipelines) nothing
+// else; element and fragment_precision complete the set as for BF16.
+template <>
+struct tc_traits<gemm_precision::fp16> {
+  using storage = std::uint16_t;  // binary16 bit patterns; 0 is +0.0
+  using element = __half;
+  using fragment_precision = __half;
+  static constexpr int frag_k = 16;
+  static constexpr int vector = 8;
+  static constexpr int stages = 4;
 };
 
 // C(row, col) and C(row, col + 1) from an accumulator pair, guarded; one 8-byte store where n is even (the

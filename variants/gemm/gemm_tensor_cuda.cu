@@ -32,7 +32,8 @@
 // operation stores them as bf16 bit patterns, uploaded as uint16_t and read as __nv_bfloat16.
 //
 // Family cublas (rung 0): cublasGemmEx_64 with CUBLAS_COMPUTE_32F_FAST_TF32 on float A, B, C (tf32) or
-// CUDA_R_16BF A, B, CUDA_R_32F C and CUBLAS_COMPUTE_32F (bf16), in both layouts: feature_major (column-major)
+// CUDA_R_16BF (bf16) / CUDA_R_16F (fp16: gemm_fp16's only rungs in this file) A, B, CUDA_R_32F C and
+// CUBLAS_COMPUTE_32F, in both layouts: feature_major (column-major)
 // directly, row_major as the column-major C^T = B^T A^T (row-major X is column-major X^T, same memory).
 // Every variant queues on its own non-blocking stream, so CUDA events around enqueue_run() time only its
 // kernel; run() is enqueue_run() and a stream synchronisation.
@@ -836,9 +837,10 @@ class gemm_cublas final : public gemm_tc_base<P> {
   void enqueue_run() override {
     if (this->empty()) return;
     const float alpha = 1.0f, beta = 0.0f;
-    constexpr cudaDataType_t input_type = P == gemm_precision::bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    constexpr cublasComputeType_t compute =
-        P == gemm_precision::bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    constexpr cudaDataType_t input_type = P == gemm_precision::bf16   ? CUDA_R_16BF
+                                          : P == gemm_precision::fp16 ? CUDA_R_16F
+                                                                      : CUDA_R_32F;
+    constexpr cublasComputeType_t compute = stores_16_bit(P) ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
     const std::int64_t m = this->m_m, n = this->m_n, k = this->m_k;
     if (this->m_row_major)  // column-major C^T (n x m) = B^T (n x k, ld n) A^T (k x m, ld k)
       KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, this->m_b, input_type, n,
@@ -883,6 +885,10 @@ void bind_precision() {
 [[maybe_unused]] const int registered = [] {
   bind_precision<gemm_precision::tf32>();
   bind_precision<gemm_precision::bf16>();
+  // gemm_fp16: the vendor rungs only here (its ladder is the Hopper one, gemm_wgmma_cuda.cu).
+  variant_binding<gemm_cublas<gemm_precision::fp16, table_layout::row_major>>{"gemm_fp16_cublas_row_major@cuda"};
+  variant_binding<gemm_cublas<gemm_precision::fp16, table_layout::feature_major>>{
+      "gemm_fp16_cublas_feature_major@cuda"};
   return 0;
 }();
 

@@ -21,6 +21,18 @@ void declare_cuda(gemm_precision precision, const std::string& name, const std::
   variant_declaration{std::move(info)};
 }
 
+// The vendor rungs: one cublasGemmEx_64 call in each layout.
+void declare_cublas(gemm_precision precision) {
+  const std::string op = operation_name(precision);
+  const char* vendor =
+      precision == gemm_precision::bf16   ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
+      : precision == gemm_precision::fp16 ? "cublasGemmEx_64, CUDA_R_16F A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
+                                          : "cublasGemmEx_64, CUDA_R_32F A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32";
+  declare_cuda(precision, op + "_cublas_row_major", "cublas",
+               std::string(vendor) + " (row-major as column-major C^T = B^T A^T)", table_layout::row_major, 0);
+  declare_cuda(precision, op + "_cublas_feature_major", "cublas", vendor, table_layout::feature_major, 0);
+}
+
 void declare_precision(gemm_precision precision, const char* naive_description, const char* smem_description) {
   const std::string op = operation_name(precision);
   declare_cuda(precision, op + "_wmma_naive", "gemm_tensor_cuda", naive_description, table_layout::row_major,
@@ -47,12 +59,7 @@ void declare_precision(gemm_precision precision, const char* naive_description, 
                  "256 x 128; 64 x 32 or 64 x 64 warps; 3 or 4 stages) x 2 block orders (row by row, or "
                  "8 block rows walked together for L2 reuse), the fastest timed in prepare()",
                  table_layout::row_major, 4);  // mma_tuned_kernel
-  const char* vendor = precision == gemm_precision::bf16
-                           ? "cublasGemmEx_64, CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F"
-                           : "cublasGemmEx_64, CUDA_R_32F A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32";
-  declare_cuda(precision, op + "_cublas_row_major", "cublas",
-               std::string(vendor) + " (row-major as column-major C^T = B^T A^T)", table_layout::row_major, 0);
-  declare_cuda(precision, op + "_cublas_feature_major", "cublas", vendor, table_layout::feature_major, 0);
+  declare_cublas(precision);
 }
 
 [[maybe_unused]] const int declared = [] {
@@ -68,6 +75,8 @@ void declare_precision(gemm_precision precision, const char* naive_description, 
       "block along n",
       "128 x 128 x 32 block tiles in padded shared memory, 4-stage 16-byte cp.async pipeline; 8 warps of 64 x 32, "
       "4 x 2 accumulator fragments reusing each loaded fragment");
+  // gemm_fp16: cuBLAS and the Hopper rungs (gemm_wgmma_cuda_info.cpp) only; the WMMA / mma.sync ladder is BF16's.
+  declare_cublas(gemm_precision::fp16);
   return 0;
 }();
 

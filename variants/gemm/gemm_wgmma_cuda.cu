@@ -1,6 +1,8 @@
 // Hopper rungs of gemm_bf16 (family gemm_tensor_cuda, after gemm_tensor_cuda.cu's mma.sync rungs 1-4):
 // the multiply on Hopper's own instructions, which cuBLAS uses and mma.sync cannot reach (lab II: rung 4 at
-// 0.35x cuBLAS, issuing mma.sync at 12% occupancy).
+// 0.35x cuBLAS, issuing mma.sync at 12% occupancy). gemm_fp16 runs rungs 5 and 6 unchanged but for the
+// instruction (m64n256k16.f32.f16.f16) and the tensor maps' element type: binary16 has bfloat16's size and
+// the same wgmma operand rules (16-bit, imm-trans-b allowed), so tiles, swizzle and descriptors are BF16's.
 //
 //  5 gemm_bf16_wgmma_tma  block tile 128 x 256 x 64, two warpgroups of 64 x 256 each issuing
 //                         wgmma.mma_async m64n256k16 (A and B straight from shared memory through matrix
@@ -31,7 +33,6 @@
 // skipped there and the tests skip it, so a wrong image is never timed and another GPU never fails.
 #include <cuda.h>  // CUtensorMap and its enums (the encoder is reached through the runtime, not libcuda)
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include <cstdint>
 #include <stdexcept>
@@ -43,6 +44,7 @@
 #include "gemm/gemm_tensor_common.cuh"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
+#include "kstudy/support/hopper_host.hpp"
 #include "kstudy/support/hopper_ptx.hpp"
 #include "kstudy/variant.hpp"
 #include "kstudy/variant_unavailable.hpp"
@@ -57,15 +59,16 @@ constexpr int wg_consumers = 2;  // warpgroups that multiply, 64 rows of C each
 constexpr int span_bytes = 128;  // a 128-byte swizzle span: one k tile row of A (and of K-major B)
 constexpr int a_stage_bytes = wg_block_m * span_bytes;           // 16 KB
 constexpr int b_stage_bytes = wg_block_n * span_bytes;           // 32 KB
-constexpr int b_box_cols = 64;                                   // N-major B (BF16): boxes of 64 columns (128 bytes)
+constexpr int b_box_cols = 64;                                   // N-major B (16-bit): boxes of 64 columns (128 bytes)
 constexpr int stage_bytes = a_stage_bytes + b_stage_bytes;       // what one stage's full barrier expects
 constexpr int wg_shared_bytes = wg_stages * stage_bytes + 1024;  // + slack to align stages to 1,024 bytes
 constexpr int wg_group_m = 8;                                    // block rows walked together (L2 reuse)
 [[maybe_unused]] constexpr int k_steps =
-    4;  // instructions per k tile: 16 bf16 or 8 tf32 elements, 32 bytes of the span each
+    4;  // instructions per k tile: 16 bf16 / fp16 or 8 tf32 elements, 32 bytes of the span each
 
 // Per precision: the k tile (one 128-byte span), whether B is read K-major (TF32: wgmma has no transposed TF32
-// form, so row-major B is first transposed into B^T on the stream) or N-major as it lies (BF16, imm-trans-b).
+// form, so row-major B is first transposed into B^T on the stream) or N-major as it lies (BF16 and FP16,
+// imm-trans-b).
 template <gemm_precision P>
 struct wg_traits;
 template <>
@@ -73,6 +76,12 @@ struct wg_traits<gemm_precision::bf16> {
   static constexpr int block_k = span_bytes / 2;  // 64
   static constexpr bool b_k_major = false;
   static constexpr CUtensorMapDataType map_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+};
+template <>
+struct wg_traits<gemm_precision::fp16> {
+  static constexpr int block_k = span_bytes / 2;  // 64
+  static constexpr bool b_k_major = false;
+  static constexpr CUtensorMapDataType map_type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 };
 template <>
 struct wg_traits<gemm_precision::tf32> {
@@ -100,6 +109,8 @@ __device__ __forceinline__ void multiply_tile(float (&d)[128], std::uint32_t a_r
     const std::uint64_t a = matrix_descriptor(a_rows + kk * 32, 16, 1024);
     if constexpr (P == gemm_precision::tf32)
       wgmma_m64n256k8_tf32(d, a, matrix_descriptor(b_tile + kk * 32, 16, 1024), 1);
+    else if constexpr (P == gemm_precision::fp16)
+      wgmma_m64n256k16_f16(d, a, matrix_descriptor(b_tile + kk * 16 * span_bytes, b_box_bytes, 1024), 1);
     else
       wgmma_m64n256k16_bf16(d, a, matrix_descriptor(b_tile + kk * 16 * span_bytes, b_box_bytes, 1024), 1);
   }
@@ -225,24 +236,6 @@ __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
 // ---------------------------------------------------------------------------------------------------------
 // Host side
 
-// cuTensorMapEncodeTiled from the driver the runtime has loaded (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-    KSTUDY_CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &found));
-#else
-    KSTUDY_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &function, cudaEnableDefault, &found));
-#endif
-    if (found != cudaDriverEntryPointSuccess || function == nullptr)
-      throw variant_unavailable("the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12.0 or later)");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
-  }();
-  return encoder;
-}
-
 // A 2-D tensor map over a row-major rows x cols matrix of P's stored elements whose rows lie `pitch` elements
 // apart, read in boxes of box_cols x box_rows with the 128-byte swizzle wgmma's descriptors expect.
 template <gemm_precision P>
@@ -254,9 +247,9 @@ CUtensorMap tensor_map(const void* data, std::int64_t rows, std::int64_t cols, s
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_stride[2] = {1, 1};
   const CUresult result =
-      tensor_map_encoder()(&map, wg_traits<P>::map_type, 2, const_cast<void*>(data), extent, stride, box,
-                           element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      hopper::tensor_map_encoder()(&map, wg_traits<P>::map_type, 2, const_cast<void*>(data), extent, stride, box,
+                                   element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
     throw std::runtime_error(std::string(operation_name(P)) + " wgmma: cuTensorMapEncodeTiled failed (CUresult " +
                              std::to_string(result) + ") for a " + std::to_string(rows) + " x " + std::to_string(cols) +
@@ -266,17 +259,7 @@ CUtensorMap tensor_map(const void* data, std::int64_t rows, std::int64_t cols, s
 
 // Whether the wgmma kernels' image on the current device is sm_90a code (asked once per process).
 bool sm90a_image_loaded() {
-  static const bool loaded = [] {
-    int* flag = nullptr;
-    KSTUDY_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
-    int host = -1;
-    sm90a_probe<<<1, 1>>>(flag);
-    cudaError_t status = cudaGetLastError();
-    if (status == cudaSuccess) status = cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost);
-    cudaFree(flag);
-    if (status != cudaSuccess && status != cudaErrorNoKernelImageForDevice) KSTUDY_CUDA_CHECK(status);
-    return status == cudaSuccess && host == 1;
-  }();
+  static const bool loaded = hopper::sm90a_image_runs(sm90a_probe);
   return loaded;
 }
 
@@ -394,6 +377,8 @@ class gemm_wgmma final : public gemm_tc_base<P> {
   variant_binding<gemm_wgmma<gemm_precision::bf16, false>>{"gemm_bf16_wgmma_tma@cuda"};
   variant_binding<gemm_wgmma<gemm_precision::bf16, true>>{"gemm_bf16_wgmma_ws@cuda"};
   variant_binding<gemm_wgmma<gemm_precision::tf32, true>>{"gemm_tf32_wgmma_ws@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::fp16, false>>{"gemm_fp16_wgmma_tma@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::fp16, true>>{"gemm_fp16_wgmma_ws@cuda"};
   return 0;
 }();
 #endif

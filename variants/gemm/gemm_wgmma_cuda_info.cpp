@@ -1,5 +1,6 @@
 // The declarations of gemm_wgmma_cuda.cu's variants, compiled in every build
 // (kstudy/support/cuda_registration.hpp): a build without CUDA or without sm_90a knows them as not in this build.
+#include <string>
 #include <utility>
 
 #include "gemm/gemm.hpp"
@@ -9,25 +10,36 @@
 namespace kstudy::gemm {
 namespace {
 
-void declare_cuda(gemm_precision precision, const char* name, const char* description, int rung, int kernels_launched) {
+void declare_cuda(gemm_precision precision, const std::string& name, const std::string& description, int rung,
+                  int kernels_launched) {
   auto info = cuda_variant(variant_info_for(precision, name, "gemm_tensor_cuda", description, table_layout::row_major));
   info.rung = rung;
   info.kernels_launched = kernels_launched;
   variant_declaration{std::move(info)};
 }
 
-[[maybe_unused]] const int declared = [] {
-  declare_cuda(gemm_precision::bf16, "gemm_bf16_wgmma_tma",
-               "Hopper wgmma.mma_async m64n256k16 from shared-memory descriptors (A K-major, B N-major), "
-               "128 x 256 x 64 block tiles, 2 warpgroups of 64 x 256; tiles by TMA "
-               "(cp.async.bulk.tensor, 128-byte swizzle) into 4 stages with full / empty mbarriers, "
-               "thread 0 also issuing the copies; sm_90a",
+// Rungs 5 and 6 of a 16-bit operation (gemm_bf16, gemm_fp16: the same kernels, `instruction` naming the
+// multiply's input type where it is not BF16's).
+void declare_16_bit_rungs(gemm_precision precision, const std::string& instruction) {
+  const std::string op = operation_name(precision);
+  declare_cuda(precision, op + "_wgmma_tma",
+               "Hopper wgmma.mma_async m64n256k16" + instruction +
+                   " from shared-memory descriptors (A K-major, B N-major), 128 x 256 x 64 block tiles, 2 warpgroups "
+                   "of 64 x 256; tiles by TMA (cp.async.bulk.tensor, 128-byte swizzle) into 4 stages with full / "
+                   "empty mbarriers, thread 0 also issuing the copies; sm_90a",
                5, /*kernels_launched=*/1);  // wgmma_kernel (+ row-padding copies where k or n % 8 != 0)
-  declare_cuda(gemm_precision::bf16, "gemm_bf16_wgmma_ws",
-               "rung 5 with warp specialisation: a producer warpgroup issues the TMA copies "
-               "(setmaxnreg.dec 40), two consumer warpgroups multiply (setmaxnreg.inc 232) and keep one "
-               "wgmma group in flight, releasing each stage when its group retires; sm_90a",
+  declare_cuda(precision, op + "_wgmma_ws",
+               "rung 5 with warp specialisation: a producer warpgroup issues the TMA copies (setmaxnreg.dec 40), "
+               "two consumer warpgroups multiply (setmaxnreg.inc 232) and keep one wgmma group in flight, "
+               "releasing each stage when its group retires; sm_90a",
                6, /*kernels_launched=*/1);  // wgmma_kernel
+}
+
+[[maybe_unused]] const int declared = [] {
+  declare_16_bit_rungs(gemm_precision::bf16, "");
+  // gemm_fp16: BF16's rungs with the binary16 instruction, numbered as BF16's so that the two Hopper ladders line
+  // up (FP16 has no mma.sync rungs 1-4; cuBLAS is its rung 0).
+  declare_16_bit_rungs(gemm_precision::fp16, " f16");
   declare_cuda(gemm_precision::tf32, "gemm_tf32_wgmma_ws",
                "the BF16 ladder's warp-specialised wgmma kernel in TF32: wgmma.mma_async m64n256k8 tf32 "
                "with both operands K-major (TF32 has no transposed form), so B is first transposed into "

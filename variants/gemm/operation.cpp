@@ -1,13 +1,16 @@
 // The GEMM operations (gemm.hpp): C = A B, A m x k, B k x n, C m x n float32, one operation per input
-// precision (gemm, gemm_tf32, gemm_bf16), row-major or column-major (all three matrices alike).
+// precision (gemm, gemm_tf32, gemm_bf16, gemm_fp16), row-major or column-major (all three matrices alike).
 //
 // Inputs. A(i, l) and B(l, j) are pure functions of (seed, matrix, logical index) (the same values in both
 // layouts and on every thread count): 98.9% uniform in [-1, 1) on a 2^-23 grid (full 24-bit mantissas, so
 // a TF32 or BF16 multiply really rounds them), 1% outliers of magnitude [1, 64) with random sign, 0.1%
 // exact zeros. Zero mean, so the partial sums of a dot product wander and cancel as in real data; the
 // outliers make some terms dominate a sum (the case where a swamped accumulation loses most). gemm_bf16
-// stores every value rounded to nearest-even bfloat16 (the 16-bit patterns); gemm and gemm_tf32 store
-// plain floats (a TF32 kernel rounds them itself: the tf32 gate covers that).
+// stores every value rounded to nearest-even bfloat16 (the 16-bit patterns); gemm_fp16 every value rounded
+// to nearest-even IEEE binary16, except that magnitudes below binary16's least normal 2^-14 (about 6e-5 of
+// the uniform values) are stored as +0: every input is a normal number or zero, so a kernel that flushes
+// subnormal inputs computes what the reference does (the largest magnitude, 64, is far below 65,504); gemm
+// and gemm_tf32 store plain floats (a TF32 kernel rounds them itself: the tf32 gate covers that).
 //
 // Reference (float64). An 8192^3 product in float64 is 5.5e11 multiply-adds: too much for a host beside
 // every run. So the gate is three checks, each cheap, together catching what a wrong kernel leaves:
@@ -36,7 +39,10 @@
 //   rtol = 2 u_in + u (8 + 2 sqrt(k)) + [tensor-core operations] u k / 4,  u = 2^-24,  atol = 2^-126 (FLT_MIN),
 //   u_in = u (gemm: each float32 product rounds once), 2^-10 (gemm_tf32: both inputs rounded, or
 //   truncated, to a 10-bit mantissa, so a product is off by at most (1 + 2^-10)^2 - 1 ~ 2 u_in; products
-//   of TF32 values are exact in float32), 0 (gemm_bf16: products of 8-bit mantissas are exact in float32).
+//   of TF32 values are exact in float32), 0 (gemm_bf16 and gemm_fp16: the inputs are stored already rounded,
+//   to bfloat16's 8-bit or binary16's 11-bit significands (unit roundoff 2^-9, 2^-11), and the reference is
+//   computed from the stored values; products of 8- or 11-bit significands are exact in float32, and the
+//   smallest product of two nonzero inputs, 2^-28 for binary16, is far above float32's underflow).
 // The accumulation term: the worst case of a float32 sum of k terms is (k - 1) u S (Higham, Accuracy and
 // Stability, 3.1), 4.9e-4 relative at k = 8192, which would let a dropped k term of a small element through.
 // Higham & Mary (SIAM J. Sci. Comput. 41(5), 2019, "A new approach to probabilistic rounding error
@@ -48,7 +54,7 @@
 // combine) covers the float32 orders with round-to-nearest; measured in tests/test_gemm.cpp on this data:
 // a serial chain (with or without FMA) errs by up to 34 u S at k = 8192 (the bound is 189 u S) and 16 u S
 // at k = 65,536 (520 u S); 64-term blocks added in a tree by 3 u S.
-// Tensor cores (gemm_tf32, gemm_bf16) do not round to nearest when they accumulate: the products of one MMA
+// Tensor cores (gemm_tf32, gemm_bf16, gemm_fp16) do not round to nearest when they accumulate: the products of one MMA
 // and the accumulator are aligned and truncated (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of
 // NVIDIA tensor cores", PeerJ Comput. Sci. 7:e330, 2021). Truncation errors all point toward zero, so they
 // add up linearly, not like sqrt(k): a chain of 8-term blocks each added with truncation measured 437 u S at
@@ -58,7 +64,8 @@
 // beside 2 u_in; gemm (float32 on CUDA cores: FFMA rounds to nearest) does not get it.
 // What the bound can tell apart at the largest bench point (8192^3): a k-slice of 1% (82 terms) left out
 // moves an element by ~sqrt(82 E[a^2] E[b^2]) = 128 against S ~ 8192 E|a| E|b| = 5,500 on these inputs,
-// 2.3e-2 S, while rtol is 1.1e-5 (gemm: ~2,000x), 1.3e-4 (gemm_bf16: ~170x) and 2.1e-3 (gemm_tf32: ~11x).
+// 2.3e-2 S, while rtol is 1.1e-5 (gemm: ~2,000x), 1.3e-4 (gemm_bf16, gemm_fp16: ~170x) and 2.1e-3
+// (gemm_tf32: ~11x).
 // atol: products below FLT_MIN flushed to zero by a kernel's FTZ mode carry no accuracy.
 // gate_result::rtol is rtol; max_relative_error is max |c - ref| / S over the checked elements.
 #include <algorithm>
@@ -73,6 +80,7 @@
 
 #include "gemm/gemm.hpp"
 #include "detail/bf16.hpp"
+#include "detail/fp16.hpp"
 #include "kstudy/support/moved_beyond.hpp"
 #include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/splitmix64.hpp"
@@ -91,25 +99,40 @@ traffic_model essential_traffic(gemm_precision precision, std::int64_t m, std::i
 std::int64_t essential_flops(std::int64_t m, std::int64_t n, std::int64_t k) { return 2 * m * n * k; }
 
 gemm_data::gemm_data(gemm_precision precision, const table_shape& shape, std::unique_ptr<float[]> a,
-                     std::unique_ptr<float[]> b, std::unique_ptr<std::uint16_t[]> a_bf16,
-                     std::unique_ptr<std::uint16_t[]> b_bf16)
+                     std::unique_ptr<float[]> b, std::unique_ptr<std::uint16_t[]> a16,
+                     std::unique_ptr<std::uint16_t[]> b16)
     : array_problem(shape),
       m_precision(precision),
       m_a(adopt("a", std::move(a), shape.rows * shape.depth)),
       m_b(adopt("b", std::move(b), shape.depth * shape.features)),
-      m_a_bf16(adopt("a", std::move(a_bf16), shape.rows * shape.depth)),
-      m_b_bf16(adopt("b", std::move(b_bf16), shape.depth * shape.features)) {}
+      m_a16(adopt("a", std::move(a16), shape.rows * shape.depth)),
+      m_b16(adopt("b", std::move(b16), shape.depth * shape.features)) {}
 
 using detail::widen_bf16;
+using detail::widen_fp16;
+
+namespace {
+// The float element `at` of a stored matrix stands for.
+float stored_value(gemm_precision precision, const float* f, const std::uint16_t* h, std::int64_t at) {
+  switch (precision) {
+    case gemm_precision::bf16:
+      return widen_bf16(h[at]);
+    case gemm_precision::fp16:
+      return widen_fp16(h[at]);
+    case gemm_precision::fp32:
+    case gemm_precision::tf32:
+      break;
+  }
+  return f[at];
+}
+}  // namespace
 
 float gemm_data::a_at(std::int64_t i, std::int64_t l) const {
-  const std::int64_t at = row_major() ? i * k() + l : l * m() + i;
-  return m_precision == gemm_precision::bf16 ? widen_bf16(m_a_bf16[at]) : m_a[at];
+  return stored_value(m_precision, m_a, m_a16, row_major() ? i * k() + l : l * m() + i);
 }
 
 float gemm_data::b_at(std::int64_t l, std::int64_t j) const {
-  const std::int64_t at = row_major() ? l * n() + j : j * k() + l;
-  return m_precision == gemm_precision::bf16 ? widen_bf16(m_b_bf16[at]) : m_b[at];
+  return stored_value(m_precision, m_b, m_b16, row_major() ? l * n() + j : j * k() + l);
 }
 
 const gemm_data& gemm_problem(const problem_data& problem, gemm_precision expected) {
@@ -121,8 +144,8 @@ const gemm_data& gemm_problem(const problem_data& problem, gemm_precision expect
     throw std::invalid_argument(std::string(operation_name(expected)) + ": m, n and k must be positive");
   if (data->shape().layout != table_layout::row_major && data->shape().layout != table_layout::feature_major)
     throw std::invalid_argument(std::string(operation_name(expected)) + ": expects row_major or feature_major");
-  const bool bf16 = expected == gemm_precision::bf16;
-  if (bf16 ? (data->a_bf16() == nullptr || data->b_bf16() == nullptr) : (data->a() == nullptr || data->b() == nullptr))
+  if (stores_16_bit(expected) ? (data->a_16bit() == nullptr || data->b_16bit() == nullptr)
+                              : (data->a() == nullptr || data->b() == nullptr))
     throw std::invalid_argument(std::string(operation_name(expected)) + ": an input matrix is missing");
   return *data;
 }
@@ -158,6 +181,11 @@ float element(std::uint64_t key, std::int64_t index) {
 }
 
 using detail::round_to_bf16;
+using detail::round_to_fp16;
+
+// A generated value as gemm_fp16 stores it: nearest-even binary16, magnitudes below the least normal (2^-14)
+// as +0 (see the top of the file).
+std::uint16_t fp16_input(float v) { return std::fabs(v) < 0x1.0p-14f ? std::uint16_t(0) : round_to_fp16(v); }
 
 // Storage offset of element (r, c) of an rows x cols matrix in a layout.
 inline std::int64_t offset(bool row_major, std::int64_t r, std::int64_t c, std::int64_t rows, std::int64_t cols) {
@@ -179,8 +207,16 @@ struct logical_index {
   }
 };
 
-double widen(float v) { return v; }
-double widen(std::uint16_t v) { return widen_bf16(v); }
+// A stored element in float64: float32 as it is, a 16-bit pattern as the precision's format.
+template <gemm_precision P>
+double widen(float v) {
+  return v;
+}
+template <gemm_precision P>
+double widen(std::uint16_t v) {
+  static_assert(stores_16_bit(P), "16-bit storage is bfloat16 or binary16");
+  return P == gemm_precision::fp16 ? widen_fp16(v) : widen_bf16(v);
+}
 
 // A matrix operand as the matrix-vector products see it: element (r, c) at data[r * rs + c * cs].
 template <class T>
@@ -189,8 +225,9 @@ struct strided {
   std::int64_t rows, cols, rs, cs;
 };
 
-// y = M x and y_abs = |M| x_abs in float64. When `parallel`, OpenMP over the outputs.
-template <class T>
+// y = M x and y_abs = |M| x_abs in float64, M's elements read as P stores them. When `parallel`, OpenMP
+// over the outputs.
+template <gemm_precision P, class T>
 void matvec(const strided<T>& mat, const double* x, const double* x_abs, double* y, double* y_abs, bool parallel) {
   if (mat.rs != 1 || mat.cs == 1) {
     // Dot form: an output's row runs along memory (or no order is better).
@@ -199,7 +236,7 @@ void matvec(const strided<T>& mat, const double* x, const double* x_abs, double*
       const T* row = mat.data + r * mat.rs;
       double s = 0.0, sa = 0.0;
       for (std::int64_t c = 0; c < mat.cols; ++c) {
-        const double v = widen(row[c * mat.cs]);
+        const double v = widen<P>(row[c * mat.cs]);
         s += v * x[c];
         sa += std::fabs(v) * x_abs[c];
       }
@@ -219,7 +256,7 @@ void matvec(const strided<T>& mat, const double* x, const double* x_abs, double*
       const T* column = mat.data + c * mat.cs;
       const double xc = x[c], xa = x_abs[c];
       for (std::int64_t r = begin; r < end; ++r) {
-        const double v = widen(column[r]);
+        const double v = widen<P>(column[r]);
         y[r] += v * xc;
         y_abs[r] += std::fabs(v) * xa;
       }
@@ -306,7 +343,8 @@ double input_roundoff(gemm_precision precision) {
     case gemm_precision::tf32:
       return 0x1.0p-10;
     case gemm_precision::bf16:
-      return 0.0;
+    case gemm_precision::fp16:
+      return 0.0;  // stored rounded; the reference computes from the stored values (see the top of the file)
   }
   return unit_roundoff;
 }
@@ -328,7 +366,8 @@ class gemm_operation final : public operation {
     m_info.description = std::string("C = A B, A m x k and B k x n ") +
                          (P == gemm_precision::fp32   ? "float32, float32 multiply"
                           : P == gemm_precision::tf32 ? "float32 multiplied as TF32 (tensor cores)"
-                                                      : "bfloat16, exact products") +
+                          : P == gemm_precision::bf16 ? "bfloat16, exact products"
+                                                      : "IEEE binary16, exact products") +
                          ", C float32 (2 m n k flops)";
     m_info.axes = {"m", "n", "k"};
     m_info.layouts = {table_layout::row_major, table_layout::feature_major};
@@ -336,10 +375,12 @@ class gemm_operation final : public operation {
     m_info.bench_points = {{4096, 4096, 4096}, {8192, 8192, 8192}, {1031, 517, 263}};
     m_info.headline_point = {4096, 4096, 4096};  // the SGEMM the kernel ladder is judged at
     // The practical roof, measured in the same run: cuBLAS at the same input precision (best of 8192^3 and
-    // 4096^3); for BF16 the best of that and the wgmma peak probe, which a handwritten wgmma rung beat cuBLAS.
+    // 4096^3); for the tensor-core operations the best of that and the wgmma peak probe of the same input type,
+    // since a handwritten wgmma rung beat cuBLAS BF16.
     m_info.compute_ceiling = P == gemm_precision::fp32   ? "cublas_fp32_gemm"
-                             : P == gemm_precision::tf32 ? "cublas_tf32_gemm"
-                                                         : "device_bf16_tensor";
+                             : P == gemm_precision::tf32 ? "device_tf32_tensor"
+                             : P == gemm_precision::bf16 ? "device_bf16_tensor"
+                                                         : "device_fp16_tensor";
   }
   const operation_info& info() const override { return m_info; }
 
@@ -348,9 +389,10 @@ class gemm_operation final : public operation {
     const std::int64_t m = shape.rows, n = shape.features, k = shape.depth;
     const bool row_major = shape.layout == table_layout::row_major;
     const std::uint64_t a_key = splitmix64(seed ^ splitmix64(a_array)), b_key = splitmix64(seed ^ splitmix64(b_array));
-    if constexpr (P == gemm_precision::bf16) {
-      auto a = fill<std::uint16_t>(a_key, {row_major, m, k}, [](float v) { return round_to_bf16(v); });
-      auto b = fill<std::uint16_t>(b_key, {row_major, k, n}, [](float v) { return round_to_bf16(v); });
+    if constexpr (stores_16_bit(P)) {
+      const auto convert = [](float v) { return P == gemm_precision::bf16 ? round_to_bf16(v) : fp16_input(v); };
+      auto a = fill<std::uint16_t>(a_key, {row_major, m, k}, convert);
+      auto b = fill<std::uint16_t>(b_key, {row_major, k, n}, convert);
       return std::make_unique<gemm_data>(P, shape, nullptr, nullptr, std::move(a), std::move(b));
     } else {
       auto a = fill<float>(a_key, {row_major, m, k}, [](float v) { return v; });
@@ -366,9 +408,9 @@ class gemm_operation final : public operation {
       throw std::invalid_argument(m_info.name + ": relayout cannot change the shape");
     const bool from = data.row_major(), to = shape.layout == table_layout::row_major;
     const std::int64_t m = data.m(), n = data.n(), k = data.k();
-    if constexpr (P == gemm_precision::bf16) {
-      auto a = copy(data.a_bf16(), from, to, m, k);
-      auto b = copy(data.b_bf16(), from, to, k, n);
+    if constexpr (stores_16_bit(P)) {
+      auto a = copy(data.a_16bit(), from, to, m, k);
+      auto b = copy(data.b_16bit(), from, to, k, n);
       return std::make_unique<gemm_data>(P, shape, nullptr, nullptr, std::move(a), std::move(b));
     } else {
       auto a = copy(data.a(), from, to, m, k);
@@ -379,8 +421,8 @@ class gemm_operation final : public operation {
 
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
     const auto& p = gemm_problem(problem, P);
-    if constexpr (P == gemm_precision::bf16)
-      return make_reference<std::uint16_t>(p, p.a_bf16(), p.b_bf16());
+    if constexpr (stores_16_bit(P))
+      return make_reference<std::uint16_t>(p, p.a_16bit(), p.b_16bit());
     else
       return make_reference<float>(p, p.a(), p.b());
   }
@@ -496,8 +538,8 @@ class gemm_operation final : public operation {
             }
           }
       }
-      matvec(strided<float>{c, n, m, row_major ? 1 : m, row_major ? n : 1}, u.data(), ones.data(), left.data(),
-             left_abs.data(), true);
+      matvec<P>(strided<float>{c, n, m, row_major ? 1 : m, row_major ? n : 1}, u.data(), ones.data(), left.data(),
+                left_abs.data(), true);
     }
     const double slack = projection_slack(std::max(m, n), k);
     std::int64_t unexplained_rows = 0, unexplained_cols = 0, first_row = -1, first_col = -1, first_block = 0;
@@ -619,8 +661,8 @@ class gemm_operation final : public operation {
       return;
     }
     consistent_fill(p, ref, c);
-    if constexpr (P == gemm_precision::bf16)
-      sampled_lines_product<std::uint16_t>(p, p.a_bf16(), p.b_bf16(), ref, kept, c);
+    if constexpr (stores_16_bit(P))
+      sampled_lines_product<std::uint16_t>(p, p.a_16bit(), p.b_16bit(), ref, kept, c);
     else
       sampled_lines_product<float>(p, p.a(), p.b(), ref, kept, c);
   }
@@ -724,11 +766,11 @@ class gemm_operation final : public operation {
         x_abs[std::size_t(l)] = std::fabs(x[std::size_t(l)]);
       }
       if (is_row)
-        matvec(ops.b_t, x.data(), x_abs.data(), &ref->row_value[line * std::size_t(n)],
-               &ref->row_scale[line * std::size_t(n)], false);
+        matvec<P>(ops.b_t, x.data(), x_abs.data(), &ref->row_value[line * std::size_t(n)],
+                  &ref->row_scale[line * std::size_t(n)], false);
       else
-        matvec(ops.a, x.data(), x_abs.data(), &ref->col_value[line * std::size_t(m)],
-               &ref->col_scale[line * std::size_t(m)], false);
+        matvec<P>(ops.a, x.data(), x_abs.data(), &ref->col_value[line * std::size_t(m)],
+                  &ref->col_scale[line * std::size_t(m)], false);
     }
     // Projections: A (B v) with |A| (|B| 1), and B^T (A^T u) with |B|^T (|A|^T 1).
     std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
@@ -739,8 +781,8 @@ class gemm_operation final : public operation {
     block_projections(p, v, *ref);
     ref->left.resize(std::size_t(n));
     ref->left_scale.resize(std::size_t(n));
-    matvec(ops.a_t, u.data(), ones.data(), w.data(), w_abs.data(), true);
-    matvec(ops.b_t, w.data(), w_abs.data(), ref->left.data(), ref->left_scale.data(), true);
+    matvec<P>(ops.a_t, u.data(), ones.data(), w.data(), w_abs.data(), true);
+    matvec<P>(ops.b_t, w.data(), w_abs.data(), ref->left.data(), ref->left_scale.data(), true);
     return ref;
   }
 
@@ -802,7 +844,7 @@ class gemm_operation final : public operation {
         const bool is_row = s < std::int64_t(ref.rows.size());
         const std::int64_t fixed = is_row ? ref.rows[std::size_t(s)] : ref.cols[std::size_t(s) - ref.rows.size()];
         for (std::int64_t l = 0; l < kept; ++l) x[std::size_t(l)] = is_row ? p.a_at(fixed, l) : p.b_at(l, fixed);
-        matvec(is_row ? ops.b_t : ops.a, x.data(), x_abs.data(), y.data(), y_abs.data(), false);
+        matvec<P>(is_row ? ops.b_t : ops.a, x.data(), x_abs.data(), y.data(), y_abs.data(), false);
         for (std::int64_t t = 0; t < (is_row ? n : m); ++t)
           c[is_row ? offset(p.row_major(), fixed, t, m, n) : offset(p.row_major(), t, fixed, m, n)] =
               static_cast<float>(y[std::size_t(t)]);
@@ -910,6 +952,7 @@ class gemm_operation final : public operation {
 const operation_registration<gemm_operation<gemm_precision::fp32>> register_gemm;
 const operation_registration<gemm_operation<gemm_precision::tf32>> register_gemm_tf32;
 const operation_registration<gemm_operation<gemm_precision::bf16>> register_gemm_bf16;
+const operation_registration<gemm_operation<gemm_precision::fp16>> register_gemm_fp16;
 
 }  // namespace
 }  // namespace kstudy::gemm

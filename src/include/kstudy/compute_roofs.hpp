@@ -14,18 +14,31 @@ namespace kstudy::cuda_escape {
 // returns the flops it performs (2 per FMA).
 std::int64_t run_fp32_fma_probe();
 
-// The BF16 tensor-core probe (sm_90a builds on a compute capability 9.0 GPU): one block of 2 warpgroups per
-// SM, each issuing wgmma.mma_async m64n256k16 back to back on operands resident in shared memory. Queues one
-// launch on the legacy default stream and returns its flops; returns 0, queuing nothing, where no sm_90a code
-// runs (another GPU, or a build without it), so that the roof is left out rather than wrong.
-std::int64_t run_bf16_wgmma_probe();
-
 enum class gemm_roof_precision {
   fp32,  // cublasGemmEx float32 in and out, CUBLAS_COMPUTE_32F, pedantic math (no TF32): SGEMM
   tf32,  // float32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32
   bf16,  // bfloat16 A and B, float32 C, CUBLAS_COMPUTE_32F
+  fp16,  // IEEE binary16 A and B, float32 C, CUBLAS_COMPUTE_32F
 };
-const char* gemm_roof_name(gemm_roof_precision precision);  // cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm
+// Every precision with a cuBLAS roof, in the order the roofs are measured.
+constexpr gemm_roof_precision gemm_roof_precisions[] = {gemm_roof_precision::fp32, gemm_roof_precision::tf32,
+                                                        gemm_roof_precision::bf16, gemm_roof_precision::fp16};
+// cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm, cublas_fp16_gemm
+const char* gemm_roof_name(gemm_roof_precision precision);
+
+// The tensor-core peak probes (sm_90a builds on a compute capability 9.0 GPU): one block of 2 warpgroups per
+// SM, each issuing wgmma.mma_async m64n256k16 (BF16, FP16) or m64n256k8 (TF32) back to back on operands
+// resident in shared memory. Queues one launch on the legacy default stream and returns its flops; returns 0, queuing
+// nothing, where no sm_90a code runs (another GPU, or a build without it), so that the roof is left out rather than
+// wrong. Each is a roof together with cuBLAS at the same input type: tensor_roof_name is the best of the two.
+enum class tensor_peak_precision { bf16, fp16, tf32 };
+constexpr tensor_peak_precision tensor_peak_precisions[] = {tensor_peak_precision::bf16, tensor_peak_precision::fp16,
+                                                            tensor_peak_precision::tf32};
+std::int64_t run_wgmma_peak_probe(tensor_peak_precision precision);
+// device_{bf16,fp16,tf32}_wgmma (the probes); device_{bf16,fp16,tf32}_tensor (the roofs).
+const char* wgmma_probe_name(tensor_peak_precision precision);
+const char* tensor_roof_name(tensor_peak_precision precision);
+gemm_roof_precision cublas_roof_of(tensor_peak_precision precision);  // cuBLAS at the same input type
 
 // A square cuBLAS GEMM C = A B of extent n at one precision on device buffers filled with values in
 // [-1, 1) (zeros would draw less power and flatter the clock), created once; run() queues one GEMM on the

@@ -34,11 +34,15 @@ WEIGHTED = list(A.PIPES) + ["ipc"] + STALLS
 # `selected` is the cycle an instruction issues in (1 per instruction by definition): not a reason to wait.
 RANKED_STALLS = [s for s in STALLS if s != "stall_selected"]
 # The measured compute roofs of each precision, first found wins (ceilings of a CUDA build, schema 7): the FMA
-# probe for CUDA-core float32, cuBLAS at each tensor-core input type; for BF16 the best of cuBLAS and the wgmma
-# peak probe (device_bf16_tensor, since a handwritten wgmma GEMM beat cuBLAS), cuBLAS in older
-# archives. Other precisions have none measured: the operation's ceiling.
-PRECISION_ROOFS = {"fp32": ("device_fp32_fma",), "tensor_tf32": ("cublas_tf32_gemm",),
-                   "tensor_bf16": ("device_bf16_tensor", "cublas_bf16_gemm")}
+# probe for CUDA-core float32; for each tensor-core input type the best of cuBLAS and a wgmma peak probe
+# (device_*_tensor, since a handwritten wgmma GEMM beat cuBLAS), cuBLAS alone in older archives. Other
+# precisions have none measured: the operation's ceiling.
+PRECISION_ROOFS = {"fp32": ("device_fp32_fma",), "tensor_tf32": ("device_tf32_tensor", "cublas_tf32_gemm"),
+                   "tensor_bf16": ("device_bf16_tensor", "cublas_bf16_gemm"),
+                   "tensor_fp16": ("device_fp16_tensor", "cublas_fp16_gemm")}
+# An archive older than a variant's ceiling name has cuBLAS's roof of that type only.
+OLDER_ROOFS = {"device_bf16_tensor": ("cublas_bf16_gemm",), "device_tf32_tensor": ("cublas_tf32_gemm",),
+               "device_fp16_tensor": ("cublas_fp16_gemm",)}
 MEMORY_ROOFS = ("device_read", "device_copy")
 VARIANT_COLUMNS = ["operation", "family", "rung", "implementation", "compute_ceiling", "essential_flops",
                    "modelled_bytes_read", "modelled_bytes_written"]
@@ -118,8 +122,7 @@ def place(r, inputs):
     memory = {n: roof_value(archive, n, False) for n in MEMORY_ROOFS}
     memory = {n: v for n, v in memory.items() if v}
     memory_roof = max(memory, key=memory.get) if memory else ""
-    # An archive older than its variants' ceiling names (device_bf16_tensor) has cuBLAS's roof only.
-    older = ("cublas_bf16_gemm",) if r.compute_ceiling == "device_bf16_tensor" else ()
+    older = OLDER_ROOFS.get(r.compute_ceiling, ())
     candidates = PRECISION_ROOFS.get(r.dominant_precision, ()) + (r.compute_ceiling,) + older
     compute_roof = next((n for n in candidates if isinstance(n, str) and n and roof_value(archive, n, True)), "")
     compute = roof_value(archive, compute_roof, True)

@@ -1,7 +1,7 @@
 #pragma once
-// Hopper's own instructions as inline PTX, for the code that needs them (the gemm_bf16 wgmma rungs, the
-// framework's tensor-core peak probe): shared-memory addresses, mbarriers, TMA tile loads, wgmma matrix
-// descriptors, m64n256k16 BF16 and m64n256k8 TF32 multiplies, setmaxnreg. Device code for the arch-specific sm_90a
+// Hopper's own instructions as inline PTX, for the code that needs them (the gemm wgmma rungs, the framework's
+// tensor-core peak probes): shared-memory addresses, mbarriers, TMA tile loads, wgmma matrix descriptors,
+// m64n256k16 BF16 / FP16 and m64n256k8 TF32 multiplies, setmaxnreg. Device code for the arch-specific sm_90a
 // target only: everything here exists where __CUDA_ARCH_FEAT_SM90_ALL is defined (nvcc
 // -gencode=arch=compute_90a,code=sm_90a) and nowhere else, so a caller guards its kernel bodies the same way.
 #if defined(__CUDACC__)
@@ -83,6 +83,11 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b,
                                                       int accumulate) {
   KSTUDY_HOPPER_WGMMA_M64N256("m64n256k16.f32.bf16.bf16", "1, 1, 0, 1");
+}
+// The same with IEEE binary16 A and B (products exact in fp32).
+__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                     int accumulate) {
+  KSTUDY_HOPPER_WGMMA_M64N256("m64n256k16.f32.f16.f16", "1, 1, 0, 1");
 }
 // D (64 x 256, fp32) += A (64 x 8, K-major) B (8 x 256, K-major: TF32 has no transposed form) with both operands
 // read as TF32 (the low 13 mantissa bits ignored); accumulate = 0 ignores D.
