@@ -1,10 +1,10 @@
-// The attention operations (variants/attention): registration, essential bytes and flops, the seeded
-// generator (realistic score spread, peaked queries, sink keys, V outliers; bf16 values exactly the rounded
-// float32 ones), the gate's tolerance model (it accepts a serial float32 attention and a flash-style online
-// softmax in float32, for bf16 one that rounds P to bfloat16; it rejects corrupt(), poison anywhere, a
-// slightly wrong sampled element, a result missing one key and a wrong scale), and every registered attention
-// and attention_bf16 variant of this build against the reference at odd shapes. The CUDA variants exist only
-// in the CUDA flavour; without a GPU they skip.
+// The attention operations (variants/attention: float32, bf16 and fp16, each without a mask and causal):
+// registration, essential bytes and flops, the seeded generator (realistic score spread, peaked queries, sink
+// keys, V outliers; bf16 and fp16 values exactly the rounded float32 ones), the gate's tolerance model (it
+// accepts a serial float32 attention and a flash-style online softmax in float32, for bf16 and fp16 one that
+// rounds P; it rejects corrupt(), poison anywhere, a slightly wrong sampled element, a result missing one key,
+// a wrong causal mask and a wrong scale), and every registered attention variant of this build against the
+// reference at odd shapes. The CUDA variants exist only in the CUDA flavour; without a GPU they skip.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 
 #include "attention/attention.hpp"
 #include "detail/bf16.hpp"
+#include "detail/fp16.hpp"
 #include "escape_families.hpp"
 #include "kokkos_test_support.hpp"
 #include "kstudy/host_io.hpp"
@@ -31,39 +32,75 @@ namespace {
 using kstudy::operation;
 using kstudy::table_layout;
 using kstudy::attention::attention_data;
+using kstudy::attention::attention_mask;
 using kstudy::attention::attention_precision;
 
-const attention_precision k_precisions[] = {attention_precision::fp32, attention_precision::bf16};
+// An operation: its precision and mask.
+struct op_kind {
+  attention_precision precision;
+  attention_mask mask;
+};
+const op_kind k_kinds[] = {
+    {attention_precision::fp32, attention_mask::none},   {attention_precision::bf16, attention_mask::none},
+    {attention_precision::fp16, attention_mask::none},   {attention_precision::fp32, attention_mask::causal},
+    {attention_precision::bf16, attention_mask::causal}, {attention_precision::fp16, attention_mask::causal}};
 constexpr std::uint64_t k_seed = 20261130;
 
-const operation& op_of(attention_precision precision) {
-  return kstudy::test::registered_operation(kstudy::attention::operation_name(precision));
+const operation& op_of(attention_precision precision, attention_mask mask = attention_mask::none) {
+  return kstudy::test::registered_operation(kstudy::attention::operation_name(precision, mask));
 }
+const operation& op_of(op_kind kind) { return op_of(kind.precision, kind.mask); }
 
+std::unique_ptr<kstudy::problem_data> generate(op_kind kind, std::int64_t heads, std::int64_t tokens, std::int64_t dim,
+                                               std::uint64_t seed = k_seed) {
+  const auto& op = op_of(kind);
+  return op.generate(op.shape({heads, tokens, dim}, table_layout::row_major, 0), seed);
+}
 std::unique_ptr<kstudy::problem_data> generate(attention_precision precision, std::int64_t heads, std::int64_t tokens,
                                                std::int64_t dim, std::uint64_t seed = k_seed) {
-  const auto& op = op_of(precision);
-  return op.generate(op.shape({heads, tokens, dim}, table_layout::row_major, 0), seed);
+  return generate({precision, attention_mask::none}, heads, tokens, dim, seed);
 }
 
 const attention_data& typed(const kstudy::problem_data& p) { return dynamic_cast<const attention_data&>(p); }
 
 using kstudy::detail::round_to_bf16;
+using kstudy::detail::round_to_fp16;
 using kstudy::detail::widen_bf16;
+using kstudy::detail::widen_fp16;
+
+// A float rounded to the problem's 16-bit storage and back (float32: unchanged).
+float rounded(attention_precision precision, float x) {
+  switch (precision) {
+    case attention_precision::bf16:
+      return widen_bf16(round_to_bf16(x));
+    case attention_precision::fp16:
+      return widen_fp16(round_to_fp16(x));
+    default:
+      return x;
+  }
+}
+std::uint16_t bits_of(attention_precision precision, float x) {
+  return precision == attention_precision::fp16 ? round_to_fp16(x) : round_to_bf16(x);
+}
+double widened(attention_precision precision, std::uint16_t bits) {
+  return precision == attention_precision::fp16 ? widen_fp16(bits) : widen_bf16(bits);
+}
+std::string name_of(op_kind kind) { return kstudy::attention::operation_name(kind.precision, kind.mask); }
 
 // How a float32 implementation computes attention (the test's emulations of the kernels the gate must pass).
 struct emulation {
-  bool online = true;          // flash-style: key tiles of 64, running max and sum, rescaled accumulator
-  bool round_p = false;        // P rounded to bfloat16 before the P V product (tensor cores)
-  std::int64_t skip_key = -1;  // a key left out of every row (a wrong result)
-  float scale = 0.0f;          // 0: the problem's scale
+  bool online = true;            // flash-style: key tiles of 64, running max and sum, rescaled accumulator
+  bool round_p = false;          // P rounded to the 16-bit storage before the P V product (tensor cores)
+  std::int64_t skip_key = -1;    // a key left out of every row (a wrong result)
+  float scale = 0.0f;            // 0: the problem's scale
+  std::int64_t mask_offset = 0;  // causal problems: query t attends keys j <= t + mask_offset (0: right)
 };
 
-// Fills O (float32, or bfloat16 bits rounded once) with the emulation's result for every row.
+// Fills O (float32, or 16-bit bits rounded once) with the emulation's result for every row.
 void emulate(const attention_data& p, const emulation& how, const std::vector<kstudy::host_span>& outputs) {
   const std::int64_t heads = p.heads(), tokens = p.tokens(), dim = p.head_dim();
   const float scale = how.scale != 0.0f ? how.scale : p.scale();
-  const bool bf16 = p.precision() == attention_precision::bf16;
+  const bool sixteen = p.precision() != attention_precision::fp32;
   void* out = outputs.at(0).data;
   constexpr std::int64_t tile = 64;
   const std::int64_t n = p.elements();
@@ -76,6 +113,7 @@ void emulate(const attention_data& p, const emulation& how, const std::vector<ks
 #pragma omp parallel for schedule(dynamic)
   for (std::int64_t row = 0; row < heads * tokens; ++row) {
     const std::int64_t h = row / tokens;
+    const std::int64_t keys = p.causal() ? std::min(tokens, row % tokens + 1 + how.mask_offset) : tokens;
     std::vector<float> q(static_cast<std::size_t>(dim)), o(static_cast<std::size_t>(dim), 0.0f),
         s(static_cast<std::size_t>(tokens));
     for (std::int64_t d = 0; d < dim; ++d) q[d] = qs[row * dim + d];
@@ -86,27 +124,27 @@ void emulate(const attention_data& p, const emulation& how, const std::vector<ks
       return dot * scale;
     };
     const auto accumulate = [&](std::int64_t j, float weight) {
-      const float w = how.round_p ? widen_bf16(round_to_bf16(weight)) : weight;
+      const float w = how.round_p ? rounded(p.precision(), weight) : weight;
       const float* const v = &vs[(h * tokens + j) * dim];
       for (std::int64_t d = 0; d < dim; ++d) o[d] += w * v[d];
     };
     float l = 0.0f;
     if (!how.online) {
       float m = -INFINITY;
-      for (std::int64_t j = 0; j < tokens; ++j) {
+      for (std::int64_t j = 0; j < keys; ++j) {
         s[j] = score(j);
         if (j != how.skip_key) m = std::max(m, s[j]);
       }
-      for (std::int64_t j = 0; j < tokens; ++j) {
+      for (std::int64_t j = 0; j < keys; ++j) {
         s[j] = j == how.skip_key ? 0.0f : std::exp(s[j] - m);
         l += s[j];
       }
-      for (std::int64_t j = 0; j < tokens; ++j) accumulate(j, s[j] / l);
+      for (std::int64_t j = 0; j < keys; ++j) accumulate(j, s[j] / l);
       l = 1.0f;
     } else {
       float m = -INFINITY;
-      for (std::int64_t k0 = 0; k0 < tokens; k0 += tile) {
-        const std::int64_t end = std::min(tokens, k0 + tile);
+      for (std::int64_t k0 = 0; k0 < keys; k0 += tile) {
+        const std::int64_t end = std::min(keys, k0 + tile);
         float tile_max = -INFINITY;
         for (std::int64_t j = k0; j < end; ++j) {
           s[j] = score(j);
@@ -128,8 +166,8 @@ void emulate(const attention_data& p, const emulation& how, const std::vector<ks
     }
     for (std::int64_t d = 0; d < dim; ++d) {
       const float value = o[d] / l;
-      if (bf16)
-        static_cast<std::uint16_t*>(out)[row * dim + d] = round_to_bf16(value);
+      if (sixteen)
+        static_cast<std::uint16_t*>(out)[row * dim + d] = bits_of(p.precision(), value);
       else
         static_cast<float*>(out)[row * dim + d] = value;
     }
@@ -151,15 +189,26 @@ std::int64_t heaviest_key(const attention_data& p) {
   return best;
 }
 
-TEST(AttentionOperation, TwoOperationsOnHeadsTokensAndHeadDim) {
-  for (const auto precision : k_precisions) {
-    const auto& op = op_of(precision);
+TEST(AttentionOperation, SixOperationsOnHeadsTokensAndHeadDim) {
+  EXPECT_STREQ(kstudy::attention::operation_name(attention_precision::fp32, attention_mask::none), "attention");
+  EXPECT_STREQ(kstudy::attention::operation_name(attention_precision::bf16, attention_mask::none), "attention_bf16");
+  EXPECT_STREQ(kstudy::attention::operation_name(attention_precision::fp16, attention_mask::none), "attention_fp16");
+  EXPECT_STREQ(kstudy::attention::operation_name(attention_precision::fp32, attention_mask::causal),
+               "attention_causal");
+  EXPECT_STREQ(kstudy::attention::operation_name(attention_precision::bf16, attention_mask::causal),
+               "attention_bf16_causal");
+  EXPECT_STREQ(kstudy::attention::operation_name(attention_precision::fp16, attention_mask::causal),
+               "attention_fp16_causal");
+  for (const auto kind : k_kinds) {
+    const auto precision = kind.precision;
+    const auto& op = op_of(kind);
     const auto& info = op.info();
+    EXPECT_EQ(info.name, name_of(kind));
     EXPECT_EQ(info.axes, (std::vector<std::string>{"heads", "tokens", "head_dim"})) << info.name;
     EXPECT_EQ(info.layouts, std::vector<table_layout>{table_layout::row_major});
     EXPECT_EQ(info.outputs, std::vector<std::string>{"o"});
     EXPECT_FALSE(info.bench_points.empty());
-    EXPECT_EQ(kstudy::test::escape_families(info.name), std::set<std::string>{"attention_cuda"});
+    EXPECT_EQ(kstudy::test::escape_families(info.name).count("attention_cuda"), 1u) << info.name;
     const auto shape = op.shape({3, 257, 33}, table_layout::row_major, 0);
     EXPECT_EQ(shape.rows, 3);
     EXPECT_EQ(shape.features, 257);
@@ -174,13 +223,17 @@ TEST(AttentionOperation, TwoOperationsOnHeadsTokensAndHeadDim) {
 
 TEST(AttentionOperation, EssentialBytesAndFlops) {
   const std::int64_t h = 16, t = 16384, d = 64, m = h * t * d;
-  for (const auto precision : k_precisions) {
-    const auto& op = op_of(precision);
-    const std::int64_t b = precision == attention_precision::fp32 ? 4 : 2;
+  for (const auto kind : k_kinds) {
+    const auto& op = op_of(kind);
+    const std::int64_t b = kind.precision == attention_precision::fp32 ? 4 : 2;
+    const bool causal = kind.mask == attention_mask::causal;
     const auto s = op.shape({h, t, d}, table_layout::row_major, 0);
     EXPECT_EQ(op.essential_traffic(s).bytes_read, 3 * b * m);  // Q, K, V once
     EXPECT_EQ(op.essential_traffic(s).bytes_written, b * m);   // O once
-    EXPECT_EQ(op.essential_flops(s), 4 * h * t * t * d);
+    // Causal: half, as FlashAttention's benchmarks count (T^2 / 2 pairs, also for odd T).
+    EXPECT_EQ(op.essential_flops(s), (causal ? 2 : 4) * h * t * t * d);
+    const auto odd = op.shape({3, 1001, 64}, table_layout::row_major, 0);
+    EXPECT_EQ(op.essential_flops(odd), (causal ? 2 : 4) * 3 * 1001 * 1001 * 64);
     EXPECT_EQ(op.input_bytes(s), 3 * b * m);
     // The reference never holds a T x T matrix: sampled rows only at this size.
     EXPECT_LT(op.reference_bytes(s), 8 * 3 * m / 100);
@@ -204,13 +257,13 @@ TEST(AttentionOperation, GeneratorIsDeterministicWithRealisticScoresAndOutliers)
   const auto bf = generate(attention_precision::bf16, heads, tokens, dim);
   const auto& pb = typed(*bf);
   ASSERT_EQ(pb.q(), nullptr);
-  ASSERT_NE(pb.q_bf16(), nullptr);
+  ASSERT_NE(pb.q_bits(), nullptr);
   EXPECT_EQ(bf->streamed_inputs()[2].bytes, n * 2);
   for (std::int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(pb.q_bf16()[i], round_to_bf16(pa.q()[i])) << i;
-    ASSERT_EQ(pb.k_bf16()[i], round_to_bf16(pa.k()[i])) << i;
-    ASSERT_EQ(pb.v_bf16()[i], round_to_bf16(pa.v()[i])) << i;
-    ASSERT_EQ(pb.v_at(i), widen_bf16(pb.v_bf16()[i]));
+    ASSERT_EQ(pb.q_bits()[i], round_to_bf16(pa.q()[i])) << i;
+    ASSERT_EQ(pb.k_bits()[i], round_to_bf16(pa.k()[i])) << i;
+    ASSERT_EQ(pb.v_bits()[i], round_to_bf16(pa.v()[i])) << i;
+    ASSERT_EQ(pb.v_at(i), widen_bf16(pb.v_bits()[i]));
     ASSERT_EQ(pa.v_at(i), pa.v()[i]);
   }
 
@@ -257,8 +310,44 @@ TEST(AttentionOperation, GeneratorIsDeterministicWithRealisticScoresAndOutliers)
     EXPECT_GT(sink, 3.0) << h;  // a key that scores ~ +5 on average
   }
   const auto copied = op_of(attention_precision::bf16).relayout(*bf, bf->shape());
-  EXPECT_EQ(std::memcmp(pb.k_bf16(), typed(*copied).k_bf16(), n * 2), 0);
-  EXPECT_NE(pb.k_bf16(), typed(*copied).k_bf16());
+  EXPECT_EQ(std::memcmp(pb.k_bits(), typed(*copied).k_bits(), n * 2), 0);
+  EXPECT_NE(pb.k_bits(), typed(*copied).k_bits());
+}
+
+// fp16: the float32 values rounded to nearest even fp16, all finite (far inside its range); the causal
+// operations generate the same Q, K, V as the unmasked ones and say so in mask().
+TEST(AttentionOperation, Fp16AndCausalProblems) {
+  const std::int64_t heads = 2, tokens = 517, dim = 64, n = heads * tokens * dim;
+  const auto a = generate(attention_precision::fp32, heads, tokens, dim);
+  const auto& pa = typed(*a);
+  const auto half = generate(attention_precision::fp16, heads, tokens, dim);
+  const auto& ph = typed(*half);
+  EXPECT_EQ(ph.precision(), attention_precision::fp16);
+  EXPECT_FALSE(ph.causal());
+  ASSERT_EQ(ph.q(), nullptr);
+  ASSERT_NE(ph.q_bits(), nullptr);
+  EXPECT_EQ(half->streamed_inputs()[1].bytes, n * 2);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(ph.q_bits()[i], round_to_fp16(pa.q()[i])) << i;
+    ASSERT_EQ(ph.k_bits()[i], round_to_fp16(pa.k()[i])) << i;
+    ASSERT_EQ(ph.v_bits()[i], round_to_fp16(pa.v()[i])) << i;
+    ASSERT_EQ(ph.q_at(i), widen_fp16(ph.q_bits()[i]));
+    ASSERT_EQ(ph.v_at(i), widen_fp16(ph.v_bits()[i]));
+    ASSERT_TRUE(std::isfinite(ph.q_at(i)) && std::isfinite(ph.k_at(i)) && std::isfinite(ph.v_at(i))) << i;
+    ASSERT_LE(std::fabs(ph.q_at(i)), 13.5f);
+  }
+  for (const auto kind : k_kinds) {
+    if (kind.mask != attention_mask::causal) continue;
+    const auto masked = generate(kind, heads, tokens, dim);
+    const auto plain = generate(kind.precision, heads, tokens, dim);
+    const auto& pm = typed(*masked);
+    EXPECT_TRUE(pm.causal()) << name_of(kind);
+    EXPECT_EQ(pm.mask(), attention_mask::causal);
+    EXPECT_EQ(pm.precision(), kind.precision);
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(pm.k_at(i), typed(*plain).k_at(i)) << name_of(kind) << " " << i;
+    const auto copied = op_of(kind).relayout(*masked, masked->shape());
+    EXPECT_TRUE(typed(*copied).causal());
+  }
 }
 
 struct gate_case {
@@ -269,17 +358,17 @@ const std::vector<gate_case> k_gate_cases = {{1, 1, 1}, {1, 33, 7}, {3, 257, 33}
 
 TEST(AttentionGate, AcceptsFloat32SerialAndOnlineSoftmax) {
   KSTUDY_REQUIRE_KOKKOS();  // host_outputs are Kokkos host Views
-  for (const auto precision : k_precisions) {
-    const auto& op = op_of(precision);
+  for (const auto kind : k_kinds) {
+    const auto& op = op_of(kind);
     for (const auto& c : k_gate_cases) {
-      const auto problem = generate(precision, c.heads, c.tokens, c.dim);
+      const auto problem = generate(kind, c.heads, c.tokens, c.dim);
       const auto reference = op.reference(*problem);
       kstudy::host_outputs out(op, problem->shape());
       const auto spans = out.spans();
       const std::string where =
           op.info().name + " " + std::to_string(c.heads) + "x" + std::to_string(c.tokens) + "x" + std::to_string(c.dim);
       std::vector<emulation> ways = {{false, false, -1, 0.0f}, {true, false, -1, 0.0f}};
-      if (precision == attention_precision::bf16) ways.push_back({true, true, -1, 0.0f});
+      if (kind.precision != attention_precision::fp32) ways.push_back({true, true, -1, 0.0f});
       for (const auto& how : ways) {
         emulate(typed(*problem), how, spans);
         const auto g = op.check(*problem, *reference, spans);
@@ -307,20 +396,21 @@ TEST(AttentionGate, AcceptsFloat32SerialAndOnlineSoftmax) {
 // sample); one sampled element slightly wrong.
 TEST(AttentionGate, RejectsOneBadElementAnywhere) {
   KSTUDY_REQUIRE_KOKKOS();
-  for (const auto precision : k_precisions) {
-    const auto& op = op_of(precision);
-    const auto problem = generate(precision, 2, 4096, 16);  // sampled rows
+  for (const auto kind : k_kinds) {
+    const auto precision = kind.precision;
+    const auto& op = op_of(kind);
+    const auto problem = generate(kind, 2, 4096, 16);  // sampled rows
     const auto& p = typed(*problem);
     const auto reference = op.reference(*problem);
     kstudy::host_outputs out(op, problem->shape());
     const auto spans = out.spans();
-    const bool bf16 = precision == attention_precision::bf16;
+    const bool sixteen = precision != attention_precision::fp32;
     const auto get = [&](std::int64_t i) {
-      return bf16 ? double(widen_bf16(spans[0].as<std::uint16_t>()[i])) : double(spans[0].as<float>()[i]);
+      return sixteen ? widened(precision, spans[0].as<std::uint16_t>()[i]) : double(spans[0].as<float>()[i]);
     };
     const auto set = [&](std::int64_t i, double value) {
-      if (bf16)
-        spans[0].as<std::uint16_t>()[i] = round_to_bf16(static_cast<float>(value));
+      if (sixteen)
+        spans[0].as<std::uint16_t>()[i] = bits_of(precision, static_cast<float>(value));
       else
         spans[0].as<float>()[i] = static_cast<float>(value);
     };
@@ -330,7 +420,7 @@ TEST(AttentionGate, RejectsOneBadElementAnywhere) {
       ASSERT_TRUE(op.check(*problem, *reference, spans).passed);
       const double kept = get(i);
       set(i, std::numeric_limits<double>::quiet_NaN());
-      if (bf16) spans[0].as<std::uint16_t>()[i] = 0xffff;
+      if (sixteen) spans[0].as<std::uint16_t>()[i] = 0xffff;
       auto g = op.check(*problem, *reference, spans);
       EXPECT_FALSE(g.passed) << op.info().name << " NaN at " << i;
       EXPECT_EQ(g.value_failures, 1);
@@ -343,7 +433,11 @@ TEST(AttentionGate, RejectsOneBadElementAnywhere) {
     // Row T - 1 of head 1 is always sampled: a change far inside the V range but past the bound fails.
     const std::int64_t i = (2 * 4096 - 1) * 16 + 3;
     emulate(p, {}, spans);
-    set(i, get(i) + (bf16 ? 0.05 : 2e-3));
+    // Past the bound: bf16's is ~2^-8 of the output's scale, fp16's ~2^-10, float32's far below.
+    const double step = precision == attention_precision::bf16   ? 0.05
+                        : precision == attention_precision::fp16 ? 0.01
+                                                                 : 2e-3;
+    set(i, get(i) + step);
     const auto g = op.check(*problem, *reference, spans);
     EXPECT_FALSE(g.passed) << op.info().name;
     EXPECT_EQ(g.value_failures, 1) << g.message;
@@ -351,36 +445,53 @@ TEST(AttentionGate, RejectsOneBadElementAnywhere) {
   }
 }
 
-TEST(AttentionGate, RejectsAMissingKeyAndAWrongScale) {
+TEST(AttentionGate, RejectsAMissingKeyAWrongMaskAndAWrongScale) {
   KSTUDY_REQUIRE_KOKKOS();
-  for (const auto precision : k_precisions) {
-    const auto& op = op_of(precision);
+  for (const auto kind : k_kinds) {
+    const auto precision = kind.precision;
+    const auto& op = op_of(kind);
+    const bool causal = kind.mask == attention_mask::causal;
     for (const auto& c : std::vector<gate_case>{{2, 1031, 64}, {2, 4096, 16}}) {
-      const auto problem = generate(precision, c.heads, c.tokens, c.dim);
+      const auto problem = generate(kind, c.heads, c.tokens, c.dim);
       const auto& p = typed(*problem);
       const auto reference = op.reference(*problem);
       kstudy::host_outputs out(op, problem->shape());
       const auto spans = out.spans();
       const std::string where = op.info().name + " T=" + std::to_string(c.tokens);
-      const bool bf16 = precision == attention_precision::bf16;
-      for (const std::int64_t key : {heaviest_key(p), c.tokens / 2}) {
-        if (bf16 && key != heaviest_key(p)) continue;  // a typical key weighs ~1/T: below bf16's 2^-8
+      const bool sixteen = precision != attention_precision::fp32;
+      // Causal: key 63 weighs ~1/64 in rows 63 and 64 (always sampled); row 0 attends key 0 only, so the
+      // heaviest key of the unmasked row 0 says nothing there.
+      std::vector<std::int64_t> keys =
+          causal ? std::vector<std::int64_t>{63} : std::vector<std::int64_t>{heaviest_key(p)};
+      // A typical key weighs ~1/T: below bf16's 2^-8, not below fp16's 2^-10 at these T.
+      if (precision != attention_precision::bf16) keys.push_back(c.tokens / 2);
+      for (const std::int64_t key : keys) {
         emulation how;
-        how.round_p = bf16;
+        how.round_p = sixteen;
         how.skip_key = key;
         emulate(p, how, spans);
         const auto g = op.check(*problem, *reference, spans);
         EXPECT_FALSE(g.passed) << where << " without key " << key;
       }
+      if (causal) {  // one key too many per row: j <= t + 1
+        emulation how;
+        how.round_p = sixteen;
+        how.mask_offset = 1;
+        emulate(p, how, spans);
+        const auto g = op.check(*problem, *reference, spans);
+        EXPECT_FALSE(g.passed) << where << " with keys j <= t + 1";
+      }
       const float right = p.scale();
       std::vector<float> wrong = {1.0f / float(c.dim), 1.0f};
-      if (!bf16)
+      if (precision == attention_precision::fp32)
         wrong.push_back(right * (1.0f + 0x1.0p-10f));  // 0.1%: past float32's bound
+      else if (precision == attention_precision::fp16)
+        wrong.push_back(right * 1.01f);
       else
         wrong.push_back(right * 1.05f);
       for (const float scale : wrong) {
         emulation how;
-        how.round_p = bf16;
+        how.round_p = sixteen;
         how.scale = scale;
         emulate(p, how, spans);
         const auto g = op.check(*problem, *reference, spans);
@@ -390,17 +501,45 @@ TEST(AttentionGate, RejectsAMissingKeyAndAWrongScale) {
   }
 }
 
+// The causal gate rejects the unmasked result, and the unmasked gate the causal one (the same Q, K, V).
+TEST(AttentionGate, TellsTheMasksApart) {
+  KSTUDY_REQUIRE_KOKKOS();
+  for (const auto kind : k_kinds) {
+    if (kind.mask != attention_mask::causal) continue;
+    const auto& causal_op = op_of(kind);
+    const auto& plain_op = op_of(kind.precision);
+    const auto causal = generate(kind, 2, 300, 32);
+    const auto plain = generate(kind.precision, 2, 300, 32);
+    kstudy::host_outputs out(causal_op, causal->shape());
+    const auto spans = out.spans();
+    emulate(typed(*plain), {}, spans);
+    EXPECT_TRUE(plain_op.check(*plain, *plain_op.reference(*plain), spans).passed) << name_of(kind);
+    EXPECT_FALSE(causal_op.check(*causal, *causal_op.reference(*causal), spans).passed) << name_of(kind);
+    emulate(typed(*causal), {}, spans);
+    EXPECT_TRUE(causal_op.check(*causal, *causal_op.reference(*causal), spans).passed) << name_of(kind);
+    EXPECT_FALSE(plain_op.check(*plain, *plain_op.reference(*plain), spans).passed) << name_of(kind);
+  }
+}
+
 TEST(AttentionGate, RejectsAnotherOperationsProblem) {
-  const auto fp32 = generate(attention_precision::fp32, 1, 16, 8);
-  EXPECT_THROW(op_of(attention_precision::bf16).reference(*fp32), std::invalid_argument);
+  for (const auto kind : k_kinds)
+    for (const auto other : k_kinds) {
+      if (kind.precision == other.precision && kind.mask == other.mask) continue;
+      const auto problem = generate(other, 1, 16, 8);
+      EXPECT_THROW(op_of(kind).reference(*problem), std::invalid_argument) << name_of(kind) << " " << name_of(other);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Every registered attention and attention_bf16 variant of this build
+// Every registered variant of the attention operations in this build
 
+bool is_attention_operation(const std::string& name) {
+  for (const auto kind : k_kinds)
+    if (name == name_of(kind)) return true;
+  return false;
+}
 std::vector<std::string> attention_variant_ids() {
-  return kstudy::test::variant_ids(
-      [](const kstudy::variant_info& i) { return i.operation == "attention" || i.operation == "attention_bf16"; });
+  return kstudy::test::variant_ids([](const kstudy::variant_info& i) { return is_attention_operation(i.operation); });
 }
 using kstudy::test::variant_test_name;
 
@@ -423,11 +562,14 @@ TEST_P(AttentionVariants, PoisonIsCaughtWhenNothingRuns) {
   EXPECT_EQ(g.value_failures, 2 * 65 * 9);
 }
 
+// Another precision's problem, and the same precision's with the other mask.
 TEST_P(AttentionVariants, RejectsAnotherOperationsProblem) {
-  const auto other = entry().info.operation == "attention" ? attention_precision::bf16 : attention_precision::fp32;
-  const auto problem = generate(other, 1, 16, 8);
-  auto impl = entry().make();
-  EXPECT_THROW(impl->prepare(*problem, {}), std::invalid_argument);
+  for (const auto kind : k_kinds) {
+    if (name_of(kind) == entry().info.operation) continue;
+    const auto problem = generate(kind, 1, 16, 8);
+    auto impl = entry().make();
+    EXPECT_THROW(impl->prepare(*problem, {}), std::invalid_argument) << name_of(kind);
+  }
 }
 
 TEST_P(AttentionVariants, MetadataIsComplete) {
@@ -451,12 +593,12 @@ INSTANTIATE_TEST_SUITE_P(Attention, AttentionVariants, ::testing::ValuesIn(atten
 TEST(AttentionVariantRegistry, EveryBackendHasTheKokkosFusedKernel) {
   std::set<std::string> ids;
   for (const auto& id : attention_variant_ids()) ids.insert(id);
-  for (const char* op : {"attention", "attention_bf16"}) {
+  for (const auto kind : k_kinds) {
+    const std::string op = name_of(kind);
     std::int64_t kokkos = 0;
     for (const auto& id : ids) {
       const auto& info = kstudy::variant_registry::instance().find(id)->info;
-      if (info.operation == op &&
-          info.name == (std::string(op) == "attention" ? "attention_kokkos_fused" : "attention_bf16_kokkos_fused")) {
+      if (info.operation == op && info.name == op + "_kokkos_fused") {
         ++kokkos;
         EXPECT_EQ(info.family, "attention_kokkos");
         EXPECT_EQ(info.implementation, kstudy::implementation::kokkos);

@@ -1,13 +1,18 @@
 // Attention in plain CUDA (family attention_cuda): O = softmax(scale * Q K^T) V per head, Q, K, V, O heads x
-// tokens x head_dim row-major, scale = 1 / sqrt(head_dim), no mask. docs/lab2_attention_design.md has the
-// design, the register and shared-memory budgets and the predicted throughput of each kernel.
-//  1 attention_textbook / attention_bf16_textbook: the seed's textbook, three steps through device memory.
+// tokens x head_dim row-major, scale = 1 / sqrt(head_dim); no mask except the causal textbooks.
+// docs/lab2_attention_design.md has the design, the register and shared-memory budgets and the predicted
+// throughput of each kernel.
+//  1 attention_textbook / attention_bf16_textbook / attention_fp16_textbook: the seed's textbook, three steps
+//    through device memory.
 //    S = scale * Q K^T by one strided-batched cuBLAS GEMM (a batch per head; S is heads x tokens x tokens
 //    float32), a row softmax kernel in place (one block per row: max, sum of exp, normalise), O = P V by a
 //    second strided-batched GEMM. fp32: cublasSgemmStridedBatched with the default math mode (no TF32).
 //    bf16: cublasGemmStridedBatchedEx, bf16 Q, K -> S float32 (CUBLAS_COMPUTE_32F); the softmax writes P as
 //    bf16 over the first half of each S row (row pitch 2 * tokens bf16), and P V writes O as bf16 (fp32
-//    compute, one rounding). Peak device memory grows with tokens^2.
+//    compute, one rounding). fp16: the same with CUDA_R_16F and fp16 P. Peak device memory grows with tokens^2.
+//    attention_causal_textbook / attention_bf16_causal_textbook / attention_fp16_causal_textbook: the same
+//    GEMMs over the full tokens^2 (the masked half is computed too), the softmax over keys j <= t of query t
+//    and P = 0 beyond.
 //  2 attention_fused (fp32, CUDA cores): one block of 128 threads per (head, 64 query rows); K and V tiles
 //    of 64 keys staged in shared memory; each thread owns a 4 x 8 block of the score tile and a 4 x 8 block
 //    of the output (4 query rows, 8 of 64 head_dim columns), register-tiled FMA over float4 shared-memory
@@ -17,13 +22,15 @@
 //    per (head, 128 query rows), 16 rows per warp. Q fragments in registers for the whole block; S = Q K^T
 //    into fp32 fragments, online softmax on the fragments (a row is shared by the 4 threads of a quad:
 //    two shuffles), P re-packed to bf16 A fragments in registers (FlashAttention-2's layout identity), V
-//    transposed into shared memory so its B fragments are 32-bit loads (no ldmatrix). At head_dim <= 32 the
+//    transposed into shared memory so its B fragments are 32-bit loads (no ldmatrix). attention_fp16_fused:
+//    the same kernel instantiated with mma .f16.f16 and fp16 packing (Fp16 = true). At head_dim <= 32 the
 //    next K/V tile is prefetched into registers during the current one's math (at 64 the 16 registers it
 //    takes would spill under the 128-register cap of two blocks per SM, so the tile is loaded in place).
 //  3 attention_fused_pipelined (fp32): rung 2's kernel with 16-byte cp.async copies into three rotating tile
 //    buffers, so the K and V copies of tile j + 1 overlap tile j's math (no staging registers).
 //  3 attention_bf16_fused_pipelined: cp.async 2-stage K/V ring (one barrier per tile), V row-major and read
 //    by ldmatrix.x4.trans (no transposing scalar stores), Q and K fragments by ldmatrix.x4, padded rows.
+//    attention_fp16_fused_pipelined: its fp16 instance, as rung 2's.
 //  4 attention_bf16_fused_autotuned: rung 3's kernel and a template of it over 4 / 8 warps and a 2 / 3-stage
 //    ring, each timed on the prepared problem in prepare(); the fastest runs (tuned_parameters() says which).
 // The fused kernels take any head_dim <= 128 (compiled for a maximum of 32, 64 or 128, zero-padded above
@@ -31,6 +38,7 @@
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a stream synchronisation.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,6 +51,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "attention/attention_cuda_base.cuh"
 #include "kstudy/support/cublas_check.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
 #include "kstudy/support/cuda_variant.hpp"
@@ -52,7 +61,6 @@
 namespace kstudy::attention {
 namespace {
 
-using kstudy::detail::device_alloc;
 using kstudy::detail::device_free;
 
 constexpr float log2_e = 1.4426950408889634f;
@@ -63,7 +71,8 @@ using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Rung 1's softmax: one block per row of S (float32, in place). P is written as Out (float: over S itself;
-// bf16 bits: over the first half of S's row, p_pitch = 2 * cols).
+// bf16 bits or __half: over the first half of S's row, p_pitch = 2 * cols). Causal: row r is query
+// t = r % cols, whose max and sum run over keys c <= t; P is 0 beyond (the P V GEMM still reads it).
 
 constexpr int softmax_threads = 512;
 
@@ -89,19 +98,23 @@ __device__ __forceinline__ void store_probability(float* p, std::int64_t i, floa
 __device__ __forceinline__ void store_probability(std::uint16_t* p, std::int64_t i, float value) {
   p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(value));
 }
+__device__ __forceinline__ void store_probability(__half* p, std::int64_t i, float value) {
+  p[i] = __float2half_rn(value);
+}
 
-template <class Out>
+template <class Out, bool Causal = false>
 __global__ void __launch_bounds__(softmax_threads)
     textbook_softmax(float* s, Out* p, std::int64_t rows, std::int64_t cols, std::int64_t p_pitch) {
   __shared__ float slots[32];
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* sr = s + row * cols;
     Out* pr = p + row * p_pitch;
+    const std::int64_t keys = Causal ? row % cols + 1 : cols;  // the keys query row % cols attends
     float m = -INFINITY;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, sr[c]);
+    for (std::int64_t c = threadIdx.x; c < keys; c += blockDim.x) m = fmaxf(m, sr[c]);
     m = block_all_reduce<true>(m, slots);
     float sum = 0.0f;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(sr[c] - m);
+    for (std::int64_t c = threadIdx.x; c < keys; c += blockDim.x) sum += expf(sr[c] - m);
     sum = block_all_reduce<false>(sum, slots);
     // In place, a chunk of blockDim.x columns at a time: every thread reads its score of the chunk before
     // any thread writes the chunk's probabilities. bf16 P of columns [c0, c0 + B) overlaps the floats
@@ -110,7 +123,7 @@ __global__ void __launch_bounds__(softmax_threads)
       const std::int64_t c = c0 + threadIdx.x;
       const float x = c < cols ? sr[c] : 0.0f;
       __syncthreads();
-      if (c < cols) store_probability(pr, c, expf(x - m) / sum);
+      if (c < cols) store_probability(pr, c, Causal && c >= keys ? 0.0f : expf(x - m) / sum);
     }
   }
 }
@@ -388,9 +401,48 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The fp16 twins: the same fragment layouts, f16 operands (rungs 2 and 3 with Fp16 = true).
+__device__ __forceinline__ std::uint32_t pack_fp16(float lo, float hi) {
+  const __half2 pair = __floats2half2_rn(lo, hi);
+  std::uint32_t bits;
+  memcpy(&bits, &pair, sizeof(bits));
+  return bits;
+}
+__device__ __forceinline__ void mma_fp16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The 16-bit format of a kernel instance: bf16, or fp16 when Fp16.
+template <bool Fp16>
+__device__ __forceinline__ std::uint32_t pack16(float lo, float hi) {
+  if constexpr (Fp16)
+    return pack_fp16(lo, hi);
+  else
+    return pack_bf16(lo, hi);
+}
+template <bool Fp16>
+__device__ __forceinline__ void mma16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (Fp16)
+    mma_fp16(c, a, b0, b1);
+  else
+    mma_bf16(c, a, b0, b1);
+}
+template <bool Fp16>
+__device__ __forceinline__ std::uint16_t round16(float x) {
+  if constexpr (Fp16)
+    return __half_as_ushort(__float2half_rn(x));
+  else
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
 // Two blocks (16 warps) per SM: at most 128 registers per thread for DMAX <= 64; DMAX = 128 takes what it
 // needs (the generic path). Only DMAX = 32 has the registers to prefetch the next K/V tile.
-template <int DMAX>
+// Fp16: the same kernel on fp16 Q, K, V, P and O (attention_fp16_fused).
+template <int DMAX, bool Fp16 = false>
 __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
     attention_fused_bf16(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                          const std::uint16_t* __restrict__ v, std::uint16_t* __restrict__ o, std::int64_t tokens,
@@ -473,7 +525,8 @@ __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
       for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
       const std::uint16_t* k0 = ks + (n * 8 + g) * k_pitch + 2 * t4;
 #pragma unroll
-      for (int kt = 0; kt < kt_steps; ++kt) mma_bf16(s[n], qa[kt], load_u32(k0 + kt * 16), load_u32(k0 + kt * 16 + 8));
+      for (int kt = 0; kt < kt_steps; ++kt)
+        mma16<Fp16>(s[n], qa[kt], load_u32(k0 + kt * 16), load_u32(k0 + kt * 16 + 8));
     }
 
     // Online softmax in the log2 domain; row g holds s[.][0..1], row g + 8 s[.][2..3]; a row's 64 scores
@@ -518,13 +571,13 @@ __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
     // O += P V: the C fragments of key n-tiles 2 kk and 2 kk + 1 are the A fragment of key k-step kk.
 #pragma unroll
     for (int kk = 0; kk < bf16_keys / 16; ++kk) {
-      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const std::uint32_t pa[4] = {pack16<Fp16>(s[2 * kk][0], s[2 * kk][1]), pack16<Fp16>(s[2 * kk][2], s[2 * kk][3]),
+                                   pack16<Fp16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack16<Fp16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int n = 0; n < d_tiles8; ++n) {
         const std::uint16_t* v0 = vt + (n * 8 + g) * v_pitch + kk * 16 + 2 * t4;
-        mma_bf16(acc[n], pa, load_u32(v0), load_u32(v0 + 8));
+        mma16<Fp16>(acc[n], pa, load_u32(v0), load_u32(v0 + 8));
       }
     }
   }
@@ -542,10 +595,10 @@ __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
       if (d >= head_dim) continue;
       const float lo = acc[n][2 * h] * inv, hi = acc[n][2 * h + 1] * inv;
       if (head_dim % 2 == 0) {  // d even, so the pair is 4-byte aligned and inside the row
-        *reinterpret_cast<std::uint32_t*>(orow + d) = pack_bf16(lo, hi);
+        *reinterpret_cast<std::uint32_t*>(orow + d) = pack16<Fp16>(lo, hi);
       } else {
-        orow[d] = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
-        if (d + 1 < head_dim) orow[d + 1] = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+        orow[d] = round16<Fp16>(lo);
+        if (d + 1 < head_dim) orow[d + 1] = round16<Fp16>(hi);
       }
     }
   }
@@ -829,7 +882,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const s
 }
 
 // Two blocks (16 warps) per SM at <= 128 registers for DMAX <= 64 (54 KiB of shared memory each at 64).
-template <int DMAX>
+// Fp16: the same kernel on fp16 Q, K, V, P and O (attention_fp16_fused_pipelined).
+template <int DMAX, bool Fp16 = false>
 __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
     attention_pipelined_bf16(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                              const std::uint16_t* __restrict__ v, std::uint16_t* __restrict__ o, std::int64_t tokens,
@@ -900,8 +954,8 @@ __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
       for (int kp = 0; kp < kt_steps / 2; ++kp) {
         std::uint32_t b[4];
         ldmatrix_x4(b, ks + n * 8 * pitch + kp * 32 + k_lane);
-        mma_bf16(s[n], qa[2 * kp], b[0], b[1]);
-        mma_bf16(s[n], qa[2 * kp + 1], b[2], b[3]);
+        mma16<Fp16>(s[n], qa[2 * kp], b[0], b[1]);
+        mma16<Fp16>(s[n], qa[2 * kp + 1], b[2], b[3]);
       }
     }
 
@@ -946,15 +1000,15 @@ __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
     // ldmatrix.x4.trans = b0, b1 of n-tile 2 np and b0, b1 of 2 np + 1.
 #pragma unroll
     for (int kk = 0; kk < bf16p_keys / 16; ++kk) {
-      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const std::uint32_t pa[4] = {pack16<Fp16>(s[2 * kk][0], s[2 * kk][1]), pack16<Fp16>(s[2 * kk][2], s[2 * kk][3]),
+                                   pack16<Fp16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack16<Fp16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int np = 0; np < d_tiles8 / 2; ++np) {
         std::uint32_t b[4];
         ldmatrix_x4_trans(b, vs + kk * 16 * pitch + np * 16 + v_lane);
-        mma_bf16(acc[2 * np], pa, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], pa, b[2], b[3]);
+        mma16<Fp16>(acc[2 * np], pa, b[0], b[1]);
+        mma16<Fp16>(acc[2 * np + 1], pa, b[2], b[3]);
       }
     }
     stage ^= 1;
@@ -972,10 +1026,10 @@ __global__ void __launch_bounds__(bf16p_threads, DMAX <= 64 ? 2 : 1)
       if (d >= head_dim) continue;
       const float lo = acc[n][2 * h] * inv, hi = acc[n][2 * h + 1] * inv;
       if (head_dim % 2 == 0) {
-        *reinterpret_cast<std::uint32_t*>(orow + d) = pack_bf16(lo, hi);
+        *reinterpret_cast<std::uint32_t*>(orow + d) = pack16<Fp16>(lo, hi);
       } else {
-        orow[d] = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
-        if (d + 1 < head_dim) orow[d + 1] = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+        orow[d] = round16<Fp16>(lo);
+        if (d + 1 < head_dim) orow[d + 1] = round16<Fp16>(hi);
       }
     }
   }
@@ -1184,82 +1238,25 @@ __global__ void __launch_bounds__(32 * Warps, bf16_tuned_tiles<DMAX, Warps, Stag
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Buffers, transfers and stream, shared by every variant of both precisions
-
-template <attention_precision P>
-using element_t = std::conditional_t<P == attention_precision::fp32, float, std::uint16_t>;
-
-// Q, K, V, O on the variant's own stream; a variant implements plan() (after allocation) and enqueue_run().
-template <attention_precision P>
-class attention_cuda_base : public kstudy::detail::cuda_stream_variant<> {
- public:
-  using element = element_t<P>;
-
-  ~attention_cuda_base() override { release_all(); }
-
-  void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = attention_problem(problem, P);
-    if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
-    check_shape(data.heads(), data.tokens(), data.head_dim());
-    release_all();
-    create_stream();
-    m_heads = data.heads();
-    m_tokens = data.tokens();
-    m_head_dim = data.head_dim();
-    m_scale = data.scale();
-    device_alloc(m_q, data.elements());
-    device_alloc(m_k, data.elements());
-    device_alloc(m_v, data.elements());
-    device_alloc(m_o, data.elements());
-    plan();
-    upload(data.streamed_inputs());
-  }
-
-  void poison() override {
-    KSTUDY_CUDA_CHECK(cudaMemsetAsync(m_o, 0xFF, bytes(), m_stream));  // all-ones: NaN in float32 and bf16
-    wait();
-  }
-  void enqueue_upload(const std::vector<host_span>& inputs) override {
-    if (inputs.size() != 3) throw std::invalid_argument("attention: expected the three inputs Q, K, V");
-    element* targets[3] = {m_q, m_k, m_v};
-    for (int i = 0; i < 3; ++i)
-      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(targets[i], inputs[i].data, bytes(), cudaMemcpyHostToDevice, m_stream));
-  }
-  void enqueue_download(const std::vector<host_span>& outputs) override {
-    KSTUDY_CUDA_CHECK(cudaMemcpyAsync(o_output(outputs), m_o, bytes(), cudaMemcpyDeviceToHost, m_stream));
-  }
-
- protected:
-  // Throws std::invalid_argument for a shape the variant cannot take, before any allocation.
-  virtual void check_shape(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) const {
-    if (heads < 1 || tokens < 1 || head_dim < 1)
-      throw std::invalid_argument("attention: heads, tokens and head_dim must be positive");
-  }
-  virtual void plan() {}
-  virtual void release() {}  // the variant's own buffers
-
-  std::size_t bytes() const { return static_cast<std::size_t>(m_heads * m_tokens * m_head_dim) * sizeof(element); }
-
-  std::int64_t m_heads = 0, m_tokens = 0, m_head_dim = 0;
-  float m_scale = 1.0f;
-  element *m_q = nullptr, *m_k = nullptr, *m_v = nullptr, *m_o = nullptr;
-
- private:
-  void release_all() {
-    release();
-    device_free(m_q);
-    device_free(m_k);
-    device_free(m_v);
-    device_free(m_o);
-  }
-};
-
-// ---------------------------------------------------------------------------------------------------------
 // Rung 1: the textbook
 
+// 16-bit storage: cuBLAS's data type and the softmax's P type.
 template <attention_precision P>
-class attention_textbook final : public attention_cuda_base<P> {
-  using base = attention_cuda_base<P>;
+struct half_storage {
+  static constexpr cudaDataType_t type = CUDA_R_16BF;
+  using probability = std::uint16_t;  // bf16 bits (store_probability rounds to bf16)
+};
+template <>
+struct half_storage<attention_precision::fp16> {
+  static constexpr cudaDataType_t type = CUDA_R_16F;
+  using probability = __half;
+};
+
+// M causal: S and P V stay full products (the textbook does the masked half's work too); the softmax
+// writes P = 0 above the diagonal.
+template <attention_precision P, attention_mask M = attention_mask::none>
+class attention_textbook final : public attention_cuda_base<P, M> {
+  using base = attention_cuda_base<P, M>;
 
  public:
   ~attention_textbook() override {
@@ -1282,14 +1279,16 @@ class attention_textbook final : public attention_cuda_base<P> {
       KSTUDY_CUBLAS_CHECK(cublasSgemmStridedBatched(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, d, td,
                                                     m_scores, t, tt, &zero, this->m_o, d, td, heads));
     } else {
-      KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k, CUDA_R_16BF, d, td, this->m_q, CUDA_R_16BF, d,
-          td, &zero, m_scores, CUDA_R_32F, t, tt, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      auto* probabilities = reinterpret_cast<std::uint16_t*>(m_scores);  // row pitch 2 * tokens bf16
+      constexpr cudaDataType_t type = half_storage<P>::type;
+      KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, this->m_k,
+                                                     type, d, td, this->m_q, type, d, td, &zero, m_scores, CUDA_R_32F,
+                                                     t, tt, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      // Row pitch 2 * tokens 16-bit values, over S.
+      auto* probabilities = reinterpret_cast<typename half_storage<P>::probability*>(m_scores);
       launch_softmax(probabilities, 2 * static_cast<std::int64_t>(t));
-      KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, CUDA_R_16BF, d, td, probabilities, CUDA_R_16BF,
-          2 * t, 2 * tt, &zero, this->m_o, CUDA_R_16BF, d, td, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      KSTUDY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &one, this->m_v, type,
+                                                     d, td, probabilities, type, 2 * t, 2 * tt, &zero, this->m_o, type,
+                                                     d, td, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
   }
 
@@ -1327,13 +1326,13 @@ class attention_textbook final : public attention_cuda_base<P> {
   void launch_softmax(Out* probabilities, std::int64_t p_pitch) {
     const std::int64_t rows = this->m_heads * this->m_tokens;
     const unsigned int grid = static_cast<unsigned int>(std::min(rows, max_grid));
-    textbook_softmax<Out>
+    textbook_softmax<Out, M == attention_mask::causal>
         <<<grid, softmax_threads, 0, this->m_stream>>>(m_scores, probabilities, rows, this->m_tokens, p_pitch);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
 
   cublasHandle_t m_handle = nullptr;
-  float* m_scores = nullptr;  // heads x tokens x tokens float32 (bf16: P over the first half of each row)
+  float* m_scores = nullptr;  // heads x tokens x tokens float32 (bf16, fp16: P over the first half of each row)
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1397,6 +1396,21 @@ struct pipelined_kernels<attention_precision::bf16> : fused_kernels<attention_pr
   template <int DMAX>
   static std::size_t smem() {
     return bf16_pipe_tiles<DMAX>::smem_bytes;
+  }
+};
+// fp16: the bf16 kernels' Fp16 instances, the same launch shapes.
+template <>
+struct fused_kernels<attention_precision::fp16> : fused_kernels<attention_precision::bf16> {
+  template <int DMAX>
+  static kernel_t kernel() {
+    return attention_fused_bf16<DMAX, true>;
+  }
+};
+template <>
+struct pipelined_kernels<attention_precision::fp16> : pipelined_kernels<attention_precision::bf16> {
+  template <int DMAX>
+  static kernel_t kernel() {
+    return attention_pipelined_bf16<DMAX, true>;
   }
 };
 
@@ -1587,6 +1601,8 @@ class attention_bf16_autotuned final : public attention_cuda_base<attention_prec
 [[maybe_unused]] const int registered = [] {
   constexpr auto fp32 = attention_precision::fp32;
   constexpr auto bf16 = attention_precision::bf16;
+  constexpr auto fp16 = attention_precision::fp16;
+  constexpr auto causal = attention_mask::causal;
   variant_binding<attention_textbook<fp32>>{"attention_textbook@cuda"};
   variant_binding<attention_fused<fp32>>{"attention_fused@cuda"};
   variant_binding<attention_textbook<bf16>>{"attention_bf16_textbook@cuda"};
@@ -1594,6 +1610,12 @@ class attention_bf16_autotuned final : public attention_cuda_base<attention_prec
   variant_binding<attention_fused<fp32, pipelined_kernels<fp32>>>{"attention_fused_pipelined@cuda"};
   variant_binding<attention_fused<bf16, pipelined_kernels<bf16>>>{"attention_bf16_fused_pipelined@cuda"};
   variant_binding<attention_bf16_autotuned>{"attention_bf16_fused_autotuned@cuda"};
+  variant_binding<attention_textbook<fp16>>{"attention_fp16_textbook@cuda"};
+  variant_binding<attention_fused<fp16>>{"attention_fp16_fused@cuda"};
+  variant_binding<attention_fused<fp16, pipelined_kernels<fp16>>>{"attention_fp16_fused_pipelined@cuda"};
+  variant_binding<attention_textbook<fp32, causal>>{"attention_causal_textbook@cuda"};
+  variant_binding<attention_textbook<bf16, causal>>{"attention_bf16_causal_textbook@cuda"};
+  variant_binding<attention_textbook<fp16, causal>>{"attention_fp16_causal_textbook@cuda"};
   return 0;
 }();
 

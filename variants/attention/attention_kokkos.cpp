@@ -1,5 +1,7 @@
 // Fused attention in Kokkos, for every enabled execution space (portable, rung 0, family attention_kokkos):
-// attention_kokkos_fused (attention) and attention_bf16_kokkos_fused (attention_bf16).
+// <operation>_kokkos_fused for every attention operation (attention_kokkos_fused, attention_bf16_kokkos_fused,
+// ..., attention_fp16_causal_kokkos_fused) and <operation>_kokkos_tiled for the unmasked ones (the causal ones
+// on host spaces only: the device kernel has no mask).
 // a TeamPolicy with one team per (head, block of query rows). The team stages its query block in team
 // scratch, then streams K and V through scratch one tile of keys at a time (consecutive threads load
 // consecutive elements: coalesced on a GPU). Each query row keeps an online softmax -- running max m,
@@ -12,8 +14,9 @@
 // Tile sizes start at 64 x 64 and shrink until the scratch fits the space's level-0 team scratch (Kokkos 3.4:
 // 40 KB on CUDA, 32 KB on hosts); a head_dim too large even for 8 x 8 tiles uses level-1 scratch (global
 // memory) instead.
-// attention_bf16 reads the 16-bit patterns and widens them to float (bits << 16, exact); scores, softmax and
-// accumulation are float32, and O is rounded to bfloat16 (nearest even) once.
+// The bf16 and fp16 operations read the 16-bit patterns and widen them to float (exact); scores, softmax and
+// accumulation are float32, and O is rounded to bfloat16 or fp16 (nearest even) once. With the causal mask a
+// team's key tiles stop at its last row and each row takes the keys up to its own (attended_keys).
 #include <Kokkos_Core.hpp>
 
 #include <cmath>
@@ -78,7 +81,7 @@ tiling choose_tiling(int dim) {
   return t;
 }
 
-template <class ExecutionSpace, attention_precision P>
+template <class ExecutionSpace, attention_precision P, attention_mask M>
 struct attention_body {
   using storage = storage_t<P>;
   using device_type = Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>;
@@ -118,8 +121,9 @@ struct attention_body {
       row_max[r] = minus_infinity;
       row_sum[r] = 0.0f;
     });
-    for (std::int64_t k0 = 0; k0 < tokens; k0 += bk) {
-      const int keys = static_cast<int>(tokens - k0 < bk ? tokens - k0 : bk);
+    const std::int64_t keys_end = key_end<M>(tokens, q0 + rows - 1);
+    for (std::int64_t k0 = 0; k0 < keys_end; k0 += bk) {
+      const int keys = static_cast<int>(keys_end - k0 < bk ? keys_end - k0 : bk);
       const std::int64_t kv_base = (h * tokens + k0) * dim;
       team.team_barrier();  // the previous tile is consumed (and the Q block staged) before it is overwritten
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, keys * dim), [&](const int i) {
@@ -131,8 +135,9 @@ struct attention_body {
         const float* const qr = qs + r * rs;
         float* const orow = os + r * rs;
         float* const sr = scores + r * ss;
+        const int attended = attended_keys<M>(q0 + r, k0, keys);
         float tile_max = minus_infinity;
-        for (int j = 0; j < keys; ++j) {
+        for (int j = 0; j < attended; ++j) {
           const float* const kj = ks + j * dim;
           float dot = 0.0f;
           for (int d = 0; d < dim; ++d) dot += qr[d] * kj[d];
@@ -140,7 +145,7 @@ struct attention_body {
           sr[j] = s;
           tile_max = tile_max > s ? tile_max : s;
         }
-        accumulate_tile(sr, tile_max, vs, keys, dim, orow, row_max[r], row_sum[r]);
+        accumulate_tile(sr, tile_max, vs, attended, dim, orow, row_max[r], row_sum[r]);
       });
     }
     team.team_barrier();
@@ -151,15 +156,15 @@ struct attention_body {
   }
 };
 
-template <class ExecutionSpace, attention_precision P>
+template <class ExecutionSpace, attention_precision P, attention_mask M>
 class attention_kokkos_fused final : public attention_kokkos_base<ExecutionSpace, P> {
  public:
-  using body_type = attention_body<ExecutionSpace, P>;
+  using body_type = attention_body<ExecutionSpace, P, M>;
   using policy_type = typename body_type::policy_type;
   using attention_kokkos_base<ExecutionSpace, P>::on_host;
 
   void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = attention_problem(problem, P);
+    const auto& data = attention_problem(problem, P, M);
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     if (data.tokens() > std::numeric_limits<int>::max() / 2 || data.head_dim() > 65536)
       throw std::invalid_argument("attention_kokkos_fused: tokens or head_dim too large");
@@ -458,46 +463,46 @@ struct tiled_device_body {
   }
 };
 
-template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_tiled final : public tiled_attention_variant<ExecutionSpace, P, tiled_device_body> {
+template <class ExecutionSpace, attention_precision P, attention_mask M>
+class attention_kokkos_tiled final : public tiled_attention_variant<ExecutionSpace, P, M, tiled_device_body> {
  public:
   attention_kokkos_tiled() : attention_kokkos_tiled::tiled_attention_variant("attention_kokkos_tiled") {}
 };
 
-template <class Space, attention_precision P>
-void register_precision() {
-  constexpr bool fp32 = P == attention_precision::fp32;
-  // Variant ids are unique per backend across operations, so the bf16 one carries the precision in its name.
-  auto info = variant_info_for(
-      P, fp32 ? "attention_kokkos_fused" : "attention_bf16_kokkos_fused", "attention_kokkos",
-      "Kokkos TeamPolicy, one team per (head, block of query rows): K and V tiles staged in team scratch, online "
-      "softmax per row (running max and sum, rescaled accumulator); never forms the T x T scores");
-  info.rung = 0;
-  info.implementation = implementation::kokkos;
-  info.fusion = fusion_level::full;
-  info.kernels_launched = 1;  // attention_kokkos_fused
-  detail::register_kokkos_variant<attention_kokkos_fused<Space, P>>(std::move(info));
-
+template <class Space, attention_precision P, attention_mask M>
+void register_tiled(const std::string& operation) {
   const bool host = detail::is_host_space_v<Space>;
   auto tiled = variant_info_for(
-      P, fp32 ? "attention_kokkos_tiled" : "attention_bf16_kokkos_tiled", "attention_kokkos",
+      P, M, operation + "_kokkos_tiled", "attention_kokkos",
       std::string("Kokkos TeamPolicy, one team per (head, 64 query rows), online softmax: ") +
           (host ? "one thread per team, 64-key K tiles transposed in team scratch, vectorised score rows and "
                   "O += p V"
                 : "128 threads, Q block and 32-key K/V tiles in padded team scratch, 4 x 4 register tiles of S "
                   "and 4 x 8 (head_dim <= 64) or 4 x 16 of O per thread, quad scratch reads") +
-          (fp32 ? "" : "; bf16 widened on the load, O rounded once"));
-  tiled.rung = 0;
-  tiled.implementation = implementation::kokkos;
-  tiled.fusion = fusion_level::full;
-  tiled.kernels_launched = 1;  // attention_kokkos_tiled
-  detail::register_kokkos_variant<attention_kokkos_tiled<Space, P>>(std::move(tiled));
+          storage_note(P) + causal_note(M));
+  register_fused_rung<attention_kokkos_tiled<Space, P, M>>(std::move(tiled), 0);  // one kernel, attention_kokkos_tiled
+}
+
+template <class Space, attention_precision P, attention_mask M>
+void register_operation() {
+  // Variant ids are unique per backend across operations, so each carries its operation's name.
+  const std::string operation = operation_name(P, M);
+  auto info = variant_info_for(
+      P, M, operation + "_kokkos_fused", "attention_kokkos",
+      std::string("Kokkos TeamPolicy, one team per (head, block of query rows): K and V tiles staged in team "
+                  "scratch, online softmax per row (running max and sum, rescaled accumulator); never forms the "
+                  "T x T scores") +
+          storage_note(P) + causal_note(M));
+  register_fused_rung<attention_kokkos_fused<Space, P, M>>(std::move(info), 0);  // one kernel, attention_kokkos_fused
+  // The tiled rung's device kernel has no mask: the causal operations get its host path only.
+  if constexpr (detail::is_host_space_v<Space> || M == attention_mask::none) register_tiled<Space, P, M>(operation);
 }
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  register_precision<space, attention_precision::fp32>();
-  register_precision<space, attention_precision::bf16>();
+  for_each_attention_operation([](auto precision, auto mask) {
+    register_operation<space, decltype(precision)::value, decltype(mask)::value>();
+  });
 });
 
 }  // namespace

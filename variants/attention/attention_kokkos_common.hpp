@@ -5,6 +5,9 @@
 // the buffers and transfers of a variant, and the variant class of a register-tiled rung. The device kernels
 // themselves stay in their rungs' files.
 #include <Kokkos_Core.hpp>
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>  // the device's fp16 conversions (one cvt each)
+#endif
 
 #include <cmath>
 #include <cstddef>
@@ -13,17 +16,75 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/fp16.hpp"
 #include "kstudy/support/kokkos_support.hpp"
+#include "kstudy/variant.hpp"
 
 namespace kstudy::attention::kokkos_shared {
 
 using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
+// fp16 storage: the 16-bit pattern in a type of its own, so that the loads and stores below pick fp16's
+// widening and rounding by overload (bfloat16 is a plain std::uint16_t).
+struct fp16_bits {
+  std::uint16_t bits;
+};
+
 template <attention_precision P>
-using storage_t = std::conditional_t<P == attention_precision::fp32, float, std::uint16_t>;
+using storage_t = std::conditional_t<P == attention_precision::fp32, float,
+                                     std::conditional_t<P == attention_precision::bf16, std::uint16_t, fp16_bits>>;
+
+// The NaN pattern poison() fills O with.
+template <attention_precision P>
+storage_t<P> nan_value() {
+  if constexpr (P == attention_precision::fp32)
+    return std::numeric_limits<float>::quiet_NaN();
+  else if constexpr (P == attention_precision::bf16)
+    return std::uint16_t(0xffff);
+  else
+    return fp16_bits{0xffff};
+}
+
+// Calls f(precision, mask) for every attention operation, each as a std::integral_constant (the Kokkos
+// rungs register a variant per operation).
+template <class F>
+void for_each_attention_operation(F&& f) {
+  using fp32 = std::integral_constant<attention_precision, attention_precision::fp32>;
+  using bf16 = std::integral_constant<attention_precision, attention_precision::bf16>;
+  using fp16 = std::integral_constant<attention_precision, attention_precision::fp16>;
+  using none = std::integral_constant<attention_mask, attention_mask::none>;
+  using causal = std::integral_constant<attention_mask, attention_mask::causal>;
+  f(fp32{}, none{});
+  f(bf16{}, none{});
+  f(fp16{}, none{});
+  f(fp32{}, causal{});
+  f(bf16{}, causal{});
+  f(fp16{}, causal{});
+}
+
+// What a variant's description adds for the storage and the mask.
+inline std::string storage_note(attention_precision precision) {
+  return precision == attention_precision::fp32   ? ""
+         : precision == attention_precision::bf16 ? "; bf16 widened on the load, O rounded once"
+                                                  : "; fp16 widened on the load, O rounded once";
+}
+inline std::string causal_note(attention_mask mask) {
+  return mask == attention_mask::none ? "" : "; causal: key tiles stop at the block's last row, keys j <= t per row";
+}
+
+// Registers Variant (one fused kernel of family attention_kokkos) with info at the given rung.
+template <class Variant>
+void register_fused_rung(variant_info info, int rung) {
+  info.rung = rung;
+  info.implementation = implementation::kokkos;
+  info.fusion = fusion_level::full;
+  info.kernels_launched = 1;
+  detail::register_kokkos_variant<Variant>(std::move(info));
+}
 
 template <class ExecutionSpace>
 using scratch_floats = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, unmanaged>;
@@ -41,6 +102,16 @@ KOKKOS_INLINE_FUNCTION float load_value(std::uint16_t bits) {
   return b.f;
 }
 
+// The float an fp16 pattern stands for (exact). On CUDA devices one conversion instruction; elsewhere
+// (hosts) detail/fp16.hpp's.
+KOKKOS_INLINE_FUNCTION float load_value(fp16_bits h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h.bits));
+#else
+  return detail::widen_fp16(h.bits);
+#endif
+}
+
 KOKKOS_INLINE_FUNCTION void store_value(float& out, float x) { out = x; }
 // Nearest-even bfloat16; NaN stays NaN.
 KOKKOS_INLINE_FUNCTION void store_value(std::uint16_t& out, float x) {
@@ -52,6 +123,29 @@ KOKKOS_INLINE_FUNCTION void store_value(std::uint16_t& out, float x) {
   }
   b.u += 0x7fffu + ((b.u >> 16) & 1u);
   out = static_cast<std::uint16_t>(b.u >> 16);
+}
+// Nearest-even fp16 (subnormals kept, 65520 and beyond to infinity, NaN stays NaN), as load_value.
+KOKKOS_INLINE_FUNCTION void store_value(fp16_bits& out, float x) {
+#if defined(__CUDA_ARCH__)
+  out.bits = __half_as_ushort(__float2half_rn(x));
+#else
+  out.bits = detail::round_to_fp16(x);
+#endif
+}
+
+// The keys of a tile of `keys` starting at key0 that query row t attends: all without a mask, those up to t
+// with the causal one (none when the tile lies beyond t).
+template <attention_mask M>
+KOKKOS_INLINE_FUNCTION int attended_keys(std::int64_t t, std::int64_t key0, int keys) {
+  if (M == attention_mask::none) return keys;
+  const std::int64_t through_t = t - key0 + 1;
+  return through_t < 0 ? 0 : (through_t < keys ? static_cast<int>(through_t) : keys);
+}
+// The keys a block of query rows up to last_row attends: every token without a mask, up to last_row with the
+// causal one.
+template <attention_mask M>
+KOKKOS_INLINE_FUNCTION std::int64_t key_end(std::int64_t tokens, std::int64_t last_row) {
+  return M == attention_mask::none ? tokens : last_row + 1;
 }
 
 // One key tile's online-softmax step for a query row: rescales what the earlier tiles accumulated in orow
@@ -109,6 +203,9 @@ KOKKOS_FORCEINLINE_FUNCTION quad load_input_quad(const std::uint16_t* p) {
   return {load_value(p[0]), load_value(p[1]), load_value(p[2]), load_value(p[3])};
 #endif
 }
+KOKKOS_FORCEINLINE_FUNCTION quad load_input_quad(const fp16_bits* p) {
+  return {load_value(p[0]), load_value(p[1]), load_value(p[2]), load_value(p[3])};
+}
 KOKKOS_INLINE_FUNCTION float* align16(float* p) {
   return reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(p) + 15) & ~std::uintptr_t(15));
 }
@@ -124,8 +221,9 @@ constexpr int host_keys = 64;
 // The host kernel of the register-tiled rungs: a team is one thread and tile_rows query rows, any head_dim.
 // One scratch level holds Q, the O accumulators, a host_keys-key K tile transposed, the V tile and a score
 // row: the score row is host_keys independent sums updated along the transposed K tile and O += p V runs
-// along head_dim, both contiguous inner loops the compiler vectorises.
-template <class ExecutionSpace, attention_precision P>
+// along head_dim, both contiguous inner loops the compiler vectorises. With the causal mask the block stops
+// at its last row's key and each row takes the keys up to its own.
+template <class ExecutionSpace, attention_precision P, attention_mask M>
 struct host_body {
   using storage = storage_t<P>;
   using device_type = Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>;
@@ -165,8 +263,9 @@ struct host_body {
       row_max[r] = -INFINITY;
       row_sum[r] = 0.0f;
     }
-    for (std::int64_t key0 = 0; key0 < tokens; key0 += host_keys) {
-      const int keys = static_cast<int>(tokens - key0 < host_keys ? tokens - key0 : host_keys);
+    const std::int64_t keys_end = key_end<M>(tokens, row0 + rows - 1);
+    for (std::int64_t key0 = 0; key0 < keys_end; key0 += host_keys) {
+      const int keys = static_cast<int>(keys_end - key0 < host_keys ? keys_end - key0 : host_keys);
       const storage* const kg = k.data() + head_base + key0 * dim;
       const storage* const vg = v.data() + head_base + key0 * dim;
       for (int j = 0; j < keys; ++j)
@@ -175,18 +274,19 @@ struct host_body {
           vs[j * dim + d] = load_value(vg[j * dim + d]);
         }
       for (int r = 0; r < rows; ++r) {
-        for (int j = 0; j < keys; ++j) sr[j] = 0.0f;
+        const int attended = attended_keys<M>(row0 + r, key0, keys);
+        for (int j = 0; j < attended; ++j) sr[j] = 0.0f;
         for (int d = 0; d < dim; ++d) {
           const float qd = qs[r * dim + d];
           const float* const kd = kt + d * host_keys;
-          for (int j = 0; j < keys; ++j) sr[j] += qd * kd[j];
+          for (int j = 0; j < attended; ++j) sr[j] += qd * kd[j];
         }
         float tile_max = -INFINITY;
-        for (int j = 0; j < keys; ++j) {
+        for (int j = 0; j < attended; ++j) {
           sr[j] *= scale;
           tile_max = tile_max > sr[j] ? tile_max : sr[j];
         }
-        accumulate_tile(sr, tile_max, vs, keys, dim, os + r * dim, row_max[r], row_sum[r]);
+        accumulate_tile(sr, tile_max, vs, attended, dim, os + r * dim, row_max[r], row_sum[r]);
       }
     }
     storage* const og = o.data() + head_base + row0 * dim;
@@ -213,10 +313,7 @@ class attention_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpac
   ~attention_kokkos_base() override { m_instance.drain(); }  // queued work ends before the buffers are freed
 
   void poison() override {
-    if constexpr (P == attention_precision::fp32)
-      Kokkos::deep_copy(m_space, m_o, std::numeric_limits<float>::quiet_NaN());
-    else
-      Kokkos::deep_copy(m_space, m_o, std::uint16_t(0xffff));  // a NaN pattern
+    Kokkos::deep_copy(m_space, m_o, nan_value<P>());
     m_space.fence();
   }
 
@@ -255,17 +352,20 @@ class attention_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpac
 // A register-tiled rung's variant: one team per (head, tile_rows query rows); on a device
 // DeviceBody<ExecutionSpace, P, DMAX> (DMAX 64 for head_dim <= 64, else 128: its tiles say what team scratch
 // it takes), on a host host_body. A rung derives with its name, which its errors and kernel label carry.
-template <class ExecutionSpace, attention_precision P, template <class, attention_precision, int> class DeviceBody>
+// The device kernels have no mask: the causal operations take the host path only.
+template <class ExecutionSpace, attention_precision P, attention_mask M,
+          template <class, attention_precision, int> class DeviceBody>
 class tiled_attention_variant : public attention_kokkos_base<ExecutionSpace, P> {
   using base = attention_kokkos_base<ExecutionSpace, P>;
 
  public:
   using base::on_host;
+  static_assert(M == attention_mask::none || on_host, "the device kernels have no causal mask");
 
   explicit tiled_attention_variant(const std::string& name) : m_name(name), m_label("kstudy::" + name) {}
 
   void prepare(const problem_data& problem, const run_options& options) override {
-    const auto& data = attention_problem(problem, P);
+    const auto& data = attention_problem(problem, P, M);
     if (options.block_size < 0) throw std::invalid_argument("block_size must be positive");
     if (data.tokens() > std::numeric_limits<int>::max() / 2)
       throw std::invalid_argument(m_name + ": tokens beyond 2^30");
@@ -275,8 +375,8 @@ class tiled_attention_variant : public attention_kokkos_base<ExecutionSpace, P> 
     m_dim = static_cast<int>(data.head_dim());
     if constexpr (on_host) {
       if (data.head_dim() > 65536) throw std::invalid_argument(m_name + ": head_dim beyond 65536");
-      m_host_bytes = scratch_floats<ExecutionSpace>::shmem_size(host_body<ExecutionSpace, P>::floats(m_dim));
-      using policy = typename host_body<ExecutionSpace, P>::policy_type;
+      m_host_bytes = scratch_floats<ExecutionSpace>::shmem_size(host_body<ExecutionSpace, P, M>::floats(m_dim));
+      using policy = typename host_body<ExecutionSpace, P, M>::policy_type;
       m_level = m_host_bytes <= static_cast<std::size_t>(policy::scratch_size_max(0)) ? 0 : 1;
       if (m_host_bytes > static_cast<std::size_t>(policy::scratch_size_max(m_level)))
         throw std::invalid_argument(m_name + ": head_dim too large for the team scratch");
@@ -299,7 +399,7 @@ class tiled_attention_variant : public attention_kokkos_base<ExecutionSpace, P> 
 
   void launch() override {
     if constexpr (on_host) {
-      using body_type = host_body<ExecutionSpace, P>;
+      using body_type = host_body<ExecutionSpace, P, M>;
       body_type body;
       fill(body);
       body.level = m_level;

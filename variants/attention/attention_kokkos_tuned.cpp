@@ -1,5 +1,7 @@
-// Fused attention in Kokkos, tuned (portable, rung 1 of family attention_kokkos): attention_kokkos_tuned
-// (attention) and attention_bf16_kokkos_tuned (attention_bf16), for every enabled execution space.
+// Fused attention in Kokkos, tuned (portable, rung 1 of family attention_kokkos): <operation>_kokkos_tuned
+// (attention_kokkos_tuned, attention_bf16_kokkos_tuned, attention_fp16_kokkos_tuned) for every enabled
+// execution space; the causal operations' ones on host spaces only (the device kernel has no mask; the host
+// path is rung 0's, which honours it).
 //
 // Device: rung 0's register-tiled kernel (attention_kokkos_tiled in attention_kokkos.cpp) with the K/V tile
 // copies taken off the critical path and the scratch accesses made shared-memory accesses.
@@ -99,7 +101,9 @@ KOKKOS_FORCEINLINE_FUNCTION void store_output_quad(float* p, const quad& v, bool
     p[3] = v.w;
   }
 }
-KOKKOS_FORCEINLINE_FUNCTION void store_output_quad(std::uint16_t* p, const quad& v, bool) {
+// 16-bit outputs (bfloat16 or fp16 patterns): four rounded scalar stores.
+template <class Bits>
+KOKKOS_FORCEINLINE_FUNCTION void store_output_quad(Bits* p, const quad& v, bool) {
   store_value(p[0], v.x);
   store_value(p[1], v.y);
   store_value(p[2], v.z);
@@ -408,37 +412,35 @@ struct tuned_device_body {
   }
 };
 
-template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_tuned final : public tiled_attention_variant<ExecutionSpace, P, tuned_device_body> {
+template <class ExecutionSpace, attention_precision P, attention_mask M>
+class attention_kokkos_tuned final : public tiled_attention_variant<ExecutionSpace, P, M, tuned_device_body> {
  public:
   attention_kokkos_tuned() : attention_kokkos_tuned::tiled_attention_variant("attention_kokkos_tuned") {}
 };
 
-template <class Space, attention_precision P>
-void register_precision() {
-  constexpr bool fp32 = P == attention_precision::fp32;
+template <class Space, attention_precision P, attention_mask M>
+void register_operation() {
   const bool host = detail::is_host_space_v<Space>;
-  // Variant ids are unique per backend across operations, so the bf16 one carries the precision in its name.
+  // Variant ids are unique per backend across operations, so each carries its operation's name.
   auto info = variant_info_for(
-      P, fp32 ? "attention_kokkos_tuned" : "attention_bf16_kokkos_tuned", "attention_kokkos",
+      P, M, std::string(operation_name(P, M)) + "_kokkos_tuned", "attention_kokkos",
       std::string("Kokkos TeamPolicy, one team per (head, 64 query rows), online softmax: ") +
           (host ? "host path not tuned (rung 0's: one thread per team, 64-key K tiles transposed in team "
                   "scratch, vectorised score rows and O += p V)"
                 : "rung 0's 128-thread register tiling (4 x 4 S, 4 x 8 or 4 x 16 O per thread, 32-key tiles in "
                   "padded, bank-conflict-free scratch) with the next K/V tile loaded into registers during "
                   "O += P V, scratch rebased to shared-memory instructions on CUDA, float4 O stores") +
-          (fp32 ? "" : "; bf16 widened on the load, O rounded once"));
-  info.rung = 1;
-  info.implementation = implementation::kokkos;
-  info.fusion = fusion_level::full;
-  info.kernels_launched = 1;  // attention_kokkos_tuned
-  detail::register_kokkos_variant<attention_kokkos_tuned<Space, P>>(std::move(info));
+          storage_note(P) + causal_note(M));
+  register_fused_rung<attention_kokkos_tuned<Space, P, M>>(std::move(info), 1);  // one kernel, attention_kokkos_tuned
 }
 
 [[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  register_precision<space, attention_precision::fp32>();
-  register_precision<space, attention_precision::bf16>();
+  for_each_attention_operation([](auto precision, auto mask) {
+    // The device kernel has no mask: the causal operations get the host path only.
+    if constexpr (detail::is_host_space_v<space> || decltype(mask)::value == attention_mask::none)
+      register_operation<space, decltype(precision)::value, decltype(mask)::value>();
+  });
 });
 
 }  // namespace

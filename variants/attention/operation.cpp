@@ -1,5 +1,6 @@
-// The attention operations (attention.hpp): attention (float32) and attention_bf16, one class over the
-// precision, registered twice.
+// The attention operations (attention.hpp): attention (float32), attention_bf16, attention_fp16 and their
+// causal twins attention_causal, attention_bf16_causal, attention_fp16_causal: one class over the precision
+// and the mask, registered six times.
 //
 // Inputs. Pure functions of (seed, array, index), so every thread count and relayout gives the same values.
 // Per head h: a direction u_h in {-1, +1}^D. Scores are kept realistic for softmax (spread of a few units,
@@ -10,26 +11,33 @@
 //    0.25 U[-1, 1): aligned with every query's u_h component, it scores ~ +0.625 sqrt(D) above the rest
 //    (+5 at D = 64) for most queries;
 //  - v(h, t, d) = U[-1, 1), 1 element in 256 an outlier of magnitude [8, 32) and random sign.
-// attention_bf16 rounds each generated float to the nearest-even bfloat16 and keeps the bits; q_at() and
-// friends return the widened values every computation starts from.
+// The bf16 and fp16 operations round each generated float to the nearest-even bfloat16 or fp16 and keep the
+// bits; q_at() and friends return the widened values every computation starts from. Every value is far inside
+// fp16's range (|q| < 13.5, |k| < 2.75, |v| < 32; fp16's largest is 65504); the generator is the same for
+// both masks (a causal problem holds the same Q, K, V as the unmasked one of its seed).
 //
 // Reference (float64). A full reference costs H T^2 D (4.4e12 at 16 x 16,384 x 64): impossible on a host per
 // point. The gate therefore checks O in two ways:
 //  (a) every element: finite and inside the hull of its head's V column, [min_j v_jd, max_j v_jd], loosened
-//      by u (T + 2 sqrt(T) + 8 log2 T + 16) max_j |v_jd| (+ 2^-7 of it for bfloat16): O is a convex
-//      combination of V's rows, and only the mismatch of the numerator's and the normaliser's rounding (and
-//      bf16's rounding of P and O) can move it out. O(H T D);
+//      by u (T + 2 sqrt(T) + 8 log2 T + 16) max_j |v_jd| (+ 2^-7 of it for bfloat16, + 2^-9 + 2^-25 T for
+//      fp16): O is a convex combination of V's rows, and only the mismatch of the numerator's and the
+//      normaliser's rounding (and the 16-bit rounding of P and O) can move it out. O(H T D). With the causal
+//      mask row t combines rows j <= t only, a subset, so it stays inside the whole column's hull (the check
+//      is the same, looser for early rows);
 //  (b) sampled rows exactly: in every head rows 0, T - 1, 63, 64, 127, 128 (tile edges, when < T), the row
 //      with the largest |q| (a peaked one) and 16 random rows (seeded from the problem's values); every row
 //      when H T^2 D <= 2^28. For a sampled row the reference stores per element o_d = sum_j p_j v_jd,
 //      W_d = sum_j p_j |v_jd| and A_d = sum_j p_j r_j |v_jd|, and per row rbar = sum_j p_j r_j (r_j below):
-//      3 D + 1 doubles per row, never a T x T matrix.
+//      3 D + 1 doubles per row, never a T x T matrix. The sums run over the keys the row attends: every j,
+//      or j <= t for query t with the causal mask (the weights p_j renormalised over those).
 //
-// Tolerance of a sampled element (u = 2^-24; first order; p_j the exact weights, d_j = s_j - max s):
+// Tolerance of a sampled element (u = 2^-24; first order; p_j the exact weights, d_j = s_j - max s; T the
+// count of terms is an upper bound with the causal mask, where row t has t + 1):
 //  - scores s_j = scale q.k_j in float32: a dot product of D terms and the scale's rounding and multiply,
 //    |ds_j| <= u (D + 2) scale sum_d |q_d k_jd| (gamma_D; Higham, Accuracy and Stability, 3.1). bfloat16
-//    products are exact in float32, but tensor cores accumulate with truncation (Fasi, Higham, Mikaitis and
-//    Pranesh 2021: up to 2u per addition), so attention_bf16 takes u (2D + 2);
+//    and fp16 products are exact in float32 (8 x 8 and 11 x 11 significant bits), but tensor cores accumulate
+//    with truncation (Fasi, Higham, Mikaitis and Pranesh 2021: up to 2u per addition), so the bf16 and fp16
+//    operations take u (2D + 2);
 //  - exp(d_j): as the softmax operation's model (variants/softmax/operation.cpp), 4u + 3u |d_j| relative
 //    (2 ulp, the argument scaled by log2 e, CUDA's __expf);
 //    with r_j = |ds_j| + 4u + 3u |d_j| the relative perturbation of term j, a perturbed weight is
@@ -41,14 +49,24 @@
 //  - online softmax: each rescale of the running sum and accumulator by a computed exp(m_old - m_new)
 //    rounds both (5u); about ln(T) rescales per row on random data plus one per combining level:
 //    u (4 log2 T + 8) (W_d + |o_d|);
-//  - bfloat16 only: P rounded to bfloat16 before the tensor-core P V product (2^-9 relative per weight, and
-//    the normaliser may sum the unrounded ones) and O rounded to bfloat16 once (2^-9 |o_d|): 2^-8 (W_d + |o_d|).
+//  - bfloat16 only: P rounded to bfloat16 before the tensor-core P V product (2^-8 relative per weight, the
+//    unit roundoff of 8 significant bits: 2^-8 W_d; the normaliser sums the unrounded weights) and O rounded
+//    to bfloat16 once (2^-8 |o_d|): 2^-8 (W_d + |o_d|);
+//  - fp16 only: P rounded to fp16 (2^-11 per weight: 2^-11 W_d; a normaliser that sums the rounded weights
+//    adds 2^-11 |o_d|) and O rounded once (2^-11 |o_d|): 2^-10 (W_d + |o_d|) covers the three. fp16 has
+//    subnormals: a weight below 2^-14 is rounded to a multiple of 2^-24, an absolute error up to 2^-25.
+//    Kernels round either the normalised p_j (the textbook) or exp(s_j - m) against a running max m (the
+//    flash-style ones; m is at most the final max, so the weight is at least p_j, and later rescales by <= 1
+//    and the division by S >= 1 keep its error under 2^-25 in p_j's terms). Either way a subnormal one has
+//    p_j < 2^-14, so the reference adds 2^-25 to p_j r_j of every term with p_j < 2^-14 (into A_d as
+//    2^-25 |v_jd|, and into rbar), and the hull check 2^-25 T max |v|;
 //  - atol 2^-96: exp terms that underflow float32 (each below 2^-126 of S >= 1, times |v| <= 2^5, T <= 2^24).
 // bound_d = A_d + rbar |o_d| + u (T + 1) |o_d| + u (8 + 2 sqrt T) W_d + u (4 log2 T + 8) (W_d + |o_d|)
-//           [+ 2^-8 (W_d + |o_d|)] + atol.
-// tests/test_attention.cpp checks the model: a serial float32 reference, a float32 flash-style online softmax
-// (and for bf16 one rounding P) pass; dropping one key or using a wrong scale fails.
-// gate_result::rtol is u (T + 2 sqrt T + 4 log2 T + 17) [+ 2^-8], the relative part common to every element
+//           [+ 2^-8 (W_d + |o_d|) for bf16, 2^-10 (W_d + |o_d|) for fp16] + atol.
+// tests/test_attention.cpp checks the model for every precision and mask: a serial float32 reference, a
+// float32 flash-style online softmax (and for bf16 and fp16 one rounding P) pass; dropping one key, a wrong
+// mask (keys j <= t + 1) and a slightly wrong scale fail.
+// gate_result::rtol is u (T + 2 sqrt T + 4 log2 T + 17) [+ 2^-8 or 2^-10], the relative part common to every element
 // (W_d ~ |o_d| scale); max_relative_error is max over sampled elements of |error| / bound * rtol, so it is at
 // most rtol exactly when they all pass.
 #include <algorithm>
@@ -64,6 +82,7 @@
 
 #include "attention/attention.hpp"
 #include "detail/bf16.hpp"
+#include "detail/fp16.hpp"
 #include "kstudy/support/moved_beyond.hpp"
 #include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/splitmix64.hpp"
@@ -75,7 +94,17 @@ namespace kstudy::attention {
 namespace {
 
 using detail::round_to_bf16;
+using detail::round_to_fp16;
 using detail::widen_bf16;
+using detail::widen_fp16;
+
+// The float a 16-bit pattern of the precision stands for, and the nearest-even pattern of a float.
+float widen_bits(attention_precision precision, std::uint16_t bits) {
+  return precision == attention_precision::fp16 ? widen_fp16(bits) : widen_bf16(bits);
+}
+std::uint16_t round_to_bits(attention_precision precision, float f) {
+  return precision == attention_precision::fp16 ? round_to_fp16(f) : round_to_bf16(f);
+}
 
 }  // namespace
 
@@ -85,56 +114,59 @@ traffic_model essential_traffic(attention_precision precision, std::int64_t head
   return traffic_model{3 * matrix, matrix};  // Q, K, V read once; O written once
 }
 
-std::int64_t essential_flops(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) {
-  return 4 * heads * tokens * tokens * head_dim;
+std::int64_t essential_flops(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim, attention_mask mask) {
+  const std::int64_t full = 4 * heads * tokens * tokens * head_dim;
+  return mask == attention_mask::causal ? full / 2 : full;  // full is even: exact for odd tokens too
 }
 
-attention_data::attention_data(attention_precision precision, const table_shape& shape, std::unique_ptr<float[]> q,
-                               std::unique_ptr<float[]> k, std::unique_ptr<float[]> v,
-                               std::unique_ptr<std::uint16_t[]> q_bf16, std::unique_ptr<std::uint16_t[]> k_bf16,
-                               std::unique_ptr<std::uint16_t[]> v_bf16)
+attention_data::attention_data(attention_precision precision, attention_mask mask, const table_shape& shape,
+                               std::unique_ptr<float[]> q, std::unique_ptr<float[]> k, std::unique_ptr<float[]> v,
+                               std::unique_ptr<std::uint16_t[]> q_bits, std::unique_ptr<std::uint16_t[]> k_bits,
+                               std::unique_ptr<std::uint16_t[]> v_bits)
     : array_problem(shape),
       m_precision(precision),
+      m_mask(mask),
       m_q(adopt("q", std::move(q), elements())),
       m_k(adopt("k", std::move(k), elements())),
       m_v(adopt("v", std::move(v), elements())),
-      m_q_bf16(adopt("q", std::move(q_bf16), elements())),
-      m_k_bf16(adopt("k", std::move(k_bf16), elements())),
-      m_v_bf16(adopt("v", std::move(v_bf16), elements())) {}
+      m_q_bits(adopt("q", std::move(q_bits), elements())),
+      m_k_bits(adopt("k", std::move(k_bits), elements())),
+      m_v_bits(adopt("v", std::move(v_bits), elements())) {}
 
 float attention_data::scale() const { return static_cast<float>(1.0 / std::sqrt(double(head_dim()))); }
 
 float attention_data::q_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_q[static_cast<std::size_t>(i)]
-                                                  : widen_bf16(m_q_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bits(m_precision, m_q_bits[static_cast<std::size_t>(i)]);
 }
 float attention_data::k_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_k[static_cast<std::size_t>(i)]
-                                                  : widen_bf16(m_k_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bits(m_precision, m_k_bits[static_cast<std::size_t>(i)]);
 }
 float attention_data::v_at(std::int64_t i) const {
   return m_precision == attention_precision::fp32 ? m_v[static_cast<std::size_t>(i)]
-                                                  : widen_bf16(m_v_bf16[static_cast<std::size_t>(i)]);
+                                                  : widen_bits(m_precision, m_v_bits[static_cast<std::size_t>(i)]);
 }
 
-const attention_data& attention_problem(const problem_data& problem, attention_precision expected) {
+const attention_data& attention_problem(const problem_data& problem, attention_precision expected,
+                                        attention_mask expected_mask) {
   const auto* data = dynamic_cast<const attention_data*>(&problem);
-  const std::string name = operation_name(expected);
-  if (data == nullptr || data->precision() != expected)
+  const std::string name = operation_name(expected, expected_mask);
+  if (data == nullptr || data->precision() != expected || data->mask() != expected_mask)
     throw std::invalid_argument("a " + name + " variant was given another operation's problem");
   if (data->heads() < 1 || data->tokens() < 1 || data->head_dim() < 1)
     throw std::invalid_argument(name + ": heads, tokens and head_dim must be positive");
   if (data->shape().layout != table_layout::row_major) throw std::invalid_argument(name + ": inputs must be row-major");
   const bool present = expected == attention_precision::fp32
                            ? data->q() != nullptr && data->k() != nullptr && data->v() != nullptr
-                           : data->q_bf16() != nullptr && data->k_bf16() != nullptr && data->v_bf16() != nullptr;
+                           : data->q_bits() != nullptr && data->k_bits() != nullptr && data->v_bits() != nullptr;
   if (!present) throw std::invalid_argument(name + ": an input array is missing");
   return *data;
 }
 
-variant_info variant_info_for(attention_precision precision, const std::string& name, const std::string& family,
-                              const std::string& description) {
-  return operation_variant_info(name, operation_name(precision), family, description,
+variant_info variant_info_for(attention_precision precision, attention_mask mask, const std::string& name,
+                              const std::string& family, const std::string& description) {
+  return operation_variant_info(name, operation_name(precision, mask), family, description,
                                 [precision](const table_shape& shape) {
                                   return essential_traffic(precision, shape.rows, shape.features, shape.depth);
                                 });
@@ -207,6 +239,8 @@ std::unique_ptr<T[]> copy_array(const T* source, std::int64_t n) {
 
 constexpr double unit_roundoff = 0x1.0p-24;
 constexpr double bf16_term = 0x1.0p-8;
+constexpr double fp16_term = 0x1.0p-10;
+constexpr double fp16_normal_min = 0x1.0p-14, fp16_subnormal_error = 0x1.0p-25;
 constexpr double absolute_tolerance = 0x1.0p-96;
 constexpr std::int64_t random_rows_per_head = 16;
 constexpr std::int64_t edge_rows[] = {63, 64, 127, 128};
@@ -231,24 +265,32 @@ std::int64_t sampled_rows_bound(std::int64_t heads, std::int64_t tokens, std::in
   return heads * std::min<std::int64_t>(tokens, 2 + 4 + 1 + random_rows_per_head);
 }
 
-template <attention_precision P>
+template <attention_precision P, attention_mask M>
 class attention_operation final : public operation {
  public:
   attention_operation() {
-    m_info.name = operation_name(P);
-    m_info.description = P == attention_precision::fp32
-                             ? "scaled dot-product attention O = softmax(Q K^T / sqrt(d)) V per head, float32 "
-                               "(heads x tokens x head_dim; flops 4 H T^2 D)"
-                             : "scaled dot-product attention, bfloat16 Q, K, V, O (float32 softmax and "
-                               "accumulation; flops 4 H T^2 D)";
+    m_info.name = operation_name(P, M);
+    const std::string storage = P == attention_precision::fp32   ? "float32 Q, K, V, O"
+                                : P == attention_precision::bf16 ? "bfloat16 Q, K, V, O"
+                                                                 : "fp16 Q, K, V, O";
+    m_info.description =
+        (causal ? std::string("causal scaled dot-product attention O = softmax(Q K^T / sqrt(d), keys j <= t) V per "
+                              "head, ")
+                : std::string("scaled dot-product attention O = softmax(Q K^T / sqrt(d)) V per head, ")) +
+        storage + (P == attention_precision::fp32 ? "" : " (float32 softmax and accumulation)") +
+        (causal ? "; heads x tokens x head_dim; flops 2 H T^2 D (FlashAttention's count)"
+                : "; heads x tokens x head_dim; flops 4 H T^2 D");
     m_info.axes = {"heads", "tokens", "head_dim"};
     m_info.layouts = {table_layout::row_major};
     m_info.outputs = {"o"};
     m_info.bench_points = {{16, 4096, 64}, {16, 16384, 64}, {3, 257, 33}};
     m_info.headline_point = {16, 4096, 64};  // where profile_attention reads its counters
-    // fp32 attention runs on the CUDA cores: the FMA probe is its roof; bf16 runs its two products on tensor
-    // cores: cuBLAS's bf16 GEMM is the practical roof of those (softmax's exponentials are not counted).
-    m_info.compute_ceiling = P == attention_precision::fp32 ? "device_fp32_fma" : "device_bf16_tensor";
+    // fp32 attention runs on the CUDA cores: the FMA probe is its roof; bf16 and fp16 run their two products on
+    // tensor cores: the best of cuBLAS and the wgmma peak probe of the same input type is theirs (softmax's
+    // exponentials are not counted).
+    m_info.compute_ceiling = P == attention_precision::fp32   ? "device_fp32_fma"
+                             : P == attention_precision::bf16 ? "device_bf16_tensor"
+                                                              : "device_fp16_tensor";
   }
   const operation_info& info() const override { return m_info; }
 
@@ -260,35 +302,37 @@ class attention_operation final : public operation {
     std::unique_ptr<float[]> q(new float[size]), k(new float[size]), v(new float[size]);  // filled below
     generate_floats(seed, heads, tokens, head_dim, q.get(), k.get(), v.get());
     if constexpr (P == attention_precision::fp32) {
-      return std::make_unique<attention_data>(P, shape, std::move(q), std::move(k), std::move(v), nullptr, nullptr,
+      return std::make_unique<attention_data>(P, M, shape, std::move(q), std::move(k), std::move(v), nullptr, nullptr,
                                               nullptr);
     } else {
-      const auto to_bf16 = [n](const float* source) {
+      // Nearest-even bfloat16 or fp16; the values stay far inside fp16's range (|q| < 13.5, |k| < 2.75,
+      // |v| < 32), and only a few tiny ones become fp16 subnormals.
+      const auto to_bits = [n](const float* source) {
         std::unique_ptr<std::uint16_t[]> bits(new std::uint16_t[static_cast<std::size_t>(n)]);
         std::uint16_t* out = bits.get();
 #pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(source[i]);
+        for (std::int64_t i = 0; i < n; ++i) out[i] = round_to_bits(P, source[i]);
         return bits;
       };
-      return std::make_unique<attention_data>(P, shape, nullptr, nullptr, nullptr, to_bf16(q.get()), to_bf16(k.get()),
-                                              to_bf16(v.get()));
+      return std::make_unique<attention_data>(P, M, shape, nullptr, nullptr, nullptr, to_bits(q.get()),
+                                              to_bits(k.get()), to_bits(v.get()));
     }
   }
 
   // Only row-major exists: the same arrays, copied.
   std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
     check_shape(shape);
-    const auto& d = attention_problem(source, P);
+    const auto& d = attention_problem(source, P, M);
     if (d.heads() != shape.rows || d.tokens() != shape.features || d.head_dim() != shape.depth)
       throw std::invalid_argument(m_info.name + ": relayout cannot change the extents");
     const std::int64_t n = d.elements();
-    return std::make_unique<attention_data>(P, shape, copy_array(d.q(), n), copy_array(d.k(), n), copy_array(d.v(), n),
-                                            copy_array(d.q_bf16(), n), copy_array(d.k_bf16(), n),
-                                            copy_array(d.v_bf16(), n));
+    return std::make_unique<attention_data>(P, M, shape, copy_array(d.q(), n), copy_array(d.k(), n),
+                                            copy_array(d.v(), n), copy_array(d.q_bits(), n), copy_array(d.k_bits(), n),
+                                            copy_array(d.v_bits(), n));
   }
 
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
-    const auto& p = attention_problem(problem, P);
+    const auto& p = attention_problem(problem, P, M);
     const std::int64_t heads = p.heads(), tokens = p.tokens(), dim = p.head_dim();
     auto ref = std::make_unique<attention_reference>();
     const auto hd = static_cast<std::size_t>(heads * dim);
@@ -322,9 +366,10 @@ class attention_operation final : public operation {
 #pragma omp for schedule(dynamic)
       for (std::int64_t k = 0; k < count; ++k) {
         const std::int64_t row = ref->rows[static_cast<std::size_t>(k)], h = row / tokens;
+        const std::int64_t keys = keys_of(row % tokens, tokens);
         for (std::int64_t d = 0; d < dim; ++d) q[static_cast<std::size_t>(d)] = q_of(p, row * dim + d);
         double m = -INFINITY;
-        for (std::int64_t j = 0; j < tokens; ++j) {
+        for (std::int64_t j = 0; j < keys; ++j) {
           const std::int64_t base = (h * tokens + j) * dim;
           double dot = 0.0, magnitude = 0.0;
           for (std::int64_t d = 0; d < dim; ++d) {
@@ -337,7 +382,7 @@ class attention_operation final : public operation {
           m = std::max(m, scale * dot);
         }
         double sum = 0.0;
-        for (std::int64_t j = 0; j < tokens; ++j) {
+        for (std::int64_t j = 0; j < keys; ++j) {
           const auto jj = static_cast<std::size_t>(j);
           const double d = s[jj] - m;
           r[jj] += 4 * u + 3 * u * std::fabs(d);
@@ -348,10 +393,13 @@ class attention_operation final : public operation {
         double* w = &ref->weight[static_cast<std::size_t>(k * dim)];
         double* a = &ref->perturbation[static_cast<std::size_t>(k * dim)];
         double rbar = 0.0;
-        for (std::int64_t j = 0; j < tokens; ++j) {
+        for (std::int64_t j = 0; j < keys; ++j) {
           const auto jj = static_cast<std::size_t>(j);
-          const double pj = s[jj] / sum, pr = pj * r[jj];
+          const double pj = s[jj] / sum;
           if (pj == 0.0) continue;
+          // fp16 only: a weight below 2^-14 may be an fp16 subnormal, 2^-25 off (the file's comment).
+          const double pr =
+              pj * r[jj] + (P == attention_precision::fp16 && pj < fp16_normal_min ? fp16_subnormal_error : 0.0);
           rbar += pr;
           const std::int64_t base = (h * tokens + j) * dim;
           for (std::int64_t d = 0; d < dim; ++d) {
@@ -382,7 +430,7 @@ class attention_operation final : public operation {
 
   gate_result check(const problem_data& problem, const reference_data& reference,
                     const std::vector<host_span>& outputs) const override {
-    const auto& p = attention_problem(problem, P);
+    const auto& p = attention_problem(problem, P, M);
     const auto& ref = dynamic_cast<const attention_reference&>(reference);
     if (outputs.size() != 1) throw std::invalid_argument(m_info.name + ": expected one output array");
     const std::int64_t heads = p.heads(), tokens = p.tokens(), dim = p.head_dim(), n = p.elements();
@@ -422,7 +470,7 @@ class attention_operation final : public operation {
   // Element (0, 0, 0) (row 0 is always sampled) moved to the first representable value more than twice its
   // bound away: |new - ref| >= |new - o| - |o - ref| > bound.
   void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
-    const auto& p = attention_problem(problem, P);
+    const auto& p = attention_problem(problem, P, M);
     const auto ref_owner = reference(p);
     const auto& ref = dynamic_cast<const attention_reference&>(*ref_owner);
     double expected, bound;
@@ -435,8 +483,8 @@ class attention_operation final : public operation {
       y = detail::moved_beyond(y, bound);
     } else {
       std::uint16_t& y = static_cast<std::uint16_t*>(o)[0];
-      std::uint16_t moved = round_to_bf16(static_cast<float>(current + 2 * bound));
-      while (!(std::fabs(double(widen_bf16(moved)) - current) > 2 * bound))
+      std::uint16_t moved = round_to_bits(P, static_cast<float>(current + 2 * bound));
+      while (!(std::fabs(double(widen_bits(P, moved)) - current) > 2 * bound))
         moved = (moved & 0x8000u) == 0 ? static_cast<std::uint16_t>(moved + 1)
                                        : (moved == 0x8000u ? std::uint16_t(1) : static_cast<std::uint16_t>(moved - 1));
       y = moved;
@@ -448,7 +496,7 @@ class attention_operation final : public operation {
   // (uniform weights) that the gate's hull check accepts: returns false then.
   bool reference_outputs(const problem_data& problem, const reference_data& reference,
                          const std::vector<host_span>& outputs) const override {
-    const auto& p = attention_problem(problem, P);
+    const auto& p = attention_problem(problem, P, M);
     const auto& ref = dynamic_cast<const attention_reference&>(reference);
     fill_unsampled(p, ref, outputs);
     const std::int64_t dim = p.head_dim();
@@ -457,15 +505,15 @@ class attention_operation final : public operation {
         store(outputs, ref.rows[k] * dim + d, ref.o[k * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)]);
     return std::int64_t(ref.rows.size()) == p.heads() * p.tokens();
   }
-  // Less work: the sampled rows attend to all but the last keys of their head (a missed last tile of K
-  // and V), in float64; the other rows as reference_outputs.
+  // Less work: the sampled rows attend to all but the last keys they should (a missed last tile of K and V;
+  // with the causal mask the diagonal's keys, row 0 none at all), in float64; the other rows as
+  // reference_outputs.
   void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
                  double fraction) const override {
-    const auto& p = attention_problem(problem, P);
+    const auto& p = attention_problem(problem, P, M);
     const auto& ref = dynamic_cast<const attention_reference&>(reference);
     fill_unsampled(p, ref, outputs);
     const std::int64_t tokens = p.tokens(), dim = p.head_dim();
-    const std::int64_t keys = tokens - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(tokens))));
     const double scale = 1.0 / std::sqrt(double(dim));
     const auto count = static_cast<std::int64_t>(ref.rows.size());
 #pragma omp parallel
@@ -474,6 +522,8 @@ class attention_operation final : public operation {
 #pragma omp for schedule(dynamic)
       for (std::int64_t k = 0; k < count; ++k) {
         const std::int64_t row = ref.rows[static_cast<std::size_t>(k)], h = row / tokens;
+        const std::int64_t all = keys_of(row % tokens, tokens);
+        const std::int64_t keys = all - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(all))));
         double m = -INFINITY, sum = 0.0;
         for (std::int64_t j = 0; j < keys; ++j) {
           double dot = 0.0;
@@ -500,7 +550,7 @@ class attention_operation final : public operation {
     return attention::essential_traffic(P, shape.rows, shape.features, shape.depth);
   }
   std::int64_t essential_flops(const table_shape& shape) const override {
-    return attention::essential_flops(shape.rows, shape.features, shape.depth);
+    return attention::essential_flops(shape.rows, shape.features, shape.depth, M);
   }
   std::int64_t input_bytes(const table_shape& shape) const override {
     return 3 * shape.rows * shape.features * shape.depth * element_bytes(P);
@@ -514,11 +564,19 @@ class attention_operation final : public operation {
   // The relative factor common to every sampled element's bound (the file's comment).
   static double rtol(std::int64_t tokens) {
     const double t = double(tokens);
-    return unit_roundoff * (t + 2 * std::sqrt(t) + 4 * std::log2(t) + 17) +
-           (P == attention_precision::bf16 ? bf16_term : 0.0);
+    return unit_roundoff * (t + 2 * std::sqrt(t) + 4 * std::log2(t) + 17) + precision_term();
   }
 
  private:
+  static constexpr bool causal = M == attention_mask::causal;
+
+  // The keys query row t attends: j < keys_of(t, tokens).
+  static std::int64_t keys_of(std::int64_t t, std::int64_t tokens) { return causal ? t + 1 : tokens; }
+  // The 16-bit storage's rounding of P and O (the file's comment); 0 for float32.
+  static constexpr double precision_term() {
+    return P == attention_precision::bf16 ? bf16_term : P == attention_precision::fp16 ? fp16_term : 0.0;
+  }
+
   void check_shape(const table_shape& shape) const {
     require_row_major(shape, m_info.name, "heads x tokens x head_dim shape");
   }
@@ -529,25 +587,25 @@ class attention_operation final : public operation {
     if constexpr (P == attention_precision::fp32)
       return p.q()[i];
     else
-      return widen_bf16(p.q_bf16()[i]);
+      return widen_bits(P, p.q_bits()[i]);
   }
   static float k_of(const attention_data& p, std::int64_t i) {
     if constexpr (P == attention_precision::fp32)
       return p.k()[i];
     else
-      return widen_bf16(p.k_bf16()[i]);
+      return widen_bits(P, p.k_bits()[i]);
   }
   static float v_of(const attention_data& p, std::int64_t i) {
     if constexpr (P == attention_precision::fp32)
       return p.v()[i];
     else
-      return widen_bf16(p.v_bf16()[i]);
+      return widen_bits(P, p.v_bits()[i]);
   }
 
   static double hull_tolerance(std::int64_t tokens) {
     const double t = double(tokens);
-    return unit_roundoff * (t + 2 * std::sqrt(t) + 8 * std::log2(t) + 16) +
-           (P == attention_precision::bf16 ? 2 * bf16_term : 0.0);
+    return unit_roundoff * (t + 2 * std::sqrt(t) + 8 * std::log2(t) + 16) + 2 * precision_term() +
+           (P == attention_precision::fp16 ? fp16_subnormal_error * t : 0.0);
   }
 
   // Element i of the output array, rounded from a float64 value to the output type.
@@ -555,7 +613,7 @@ class attention_operation final : public operation {
     if constexpr (P == attention_precision::fp32)
       outputs.at(0).as<float>()[i] = static_cast<float>(value);
     else
-      outputs.at(0).as<std::uint16_t>()[i] = round_to_bf16(static_cast<float>(value));
+      outputs.at(0).as<std::uint16_t>()[i] = round_to_bits(P, static_cast<float>(value));
   }
 
   // Every row that is not sampled: its head's V column means (see reference_outputs).
@@ -578,7 +636,7 @@ class attention_operation final : public operation {
     if constexpr (P == attention_precision::fp32)
       return static_cast<const float*>(o)[i];
     else
-      return widen_bf16(static_cast<const std::uint16_t*>(o)[i]);
+      return widen_bits(P, static_cast<const std::uint16_t*>(o)[i]);
   }
 
   // The rows the reference computes exactly (the file's comment), ascending.
@@ -633,7 +691,7 @@ class attention_operation final : public operation {
     expected = o;
     bound = a + rbar * std::fabs(o) + u * (t + 1) * std::fabs(o) + u * (8 + 2 * std::sqrt(t)) * w +
             u * (4 * std::log2(t) + 8) * (w + std::fabs(o)) + absolute_tolerance;
-    if (P == attention_precision::bf16) bound += bf16_term * (w + std::fabs(o));
+    bound += precision_term() * (w + std::fabs(o));
   }
 
   std::string describe_failure(const attention_data& p, const attention_reference& ref, const void* o, std::int64_t i,
@@ -664,8 +722,17 @@ class attention_operation final : public operation {
   operation_info m_info;
 };
 
-const operation_registration<attention_operation<attention_precision::fp32>> register_attention;
-const operation_registration<attention_operation<attention_precision::bf16>> register_attention_bf16;
+constexpr auto fp32 = attention_precision::fp32;
+constexpr auto bf16 = attention_precision::bf16;
+constexpr auto fp16 = attention_precision::fp16;
+constexpr auto no_mask = attention_mask::none;
+constexpr auto causal_mask = attention_mask::causal;
+const operation_registration<attention_operation<fp32, no_mask>> register_attention;
+const operation_registration<attention_operation<bf16, no_mask>> register_attention_bf16;
+const operation_registration<attention_operation<fp16, no_mask>> register_attention_fp16;
+const operation_registration<attention_operation<fp32, causal_mask>> register_attention_causal;
+const operation_registration<attention_operation<bf16, causal_mask>> register_attention_bf16_causal;
+const operation_registration<attention_operation<fp16, causal_mask>> register_attention_fp16_causal;
 
 }  // namespace
 }  // namespace kstudy::attention
