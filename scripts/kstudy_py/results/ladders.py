@@ -13,8 +13,11 @@ POINTS = {"reduce_sum": [(1 << 28, 1, 1)], "transpose": [(8192, 8192, 1)], "soft
           "layernorm": [(65536, 4096, 1)], "residual_layernorm": [(65536, 4096, 1)],
           "gemm": [(4096, 4096, 4096), (8192, 8192, 8192)], "gemm_tf32": [(4096, 4096, 4096), (8192, 8192, 8192)],
           "gemm_bf16": [(4096, 4096, 4096), (8192, 8192, 8192)],
+          "gemm_fp16": [(4096, 4096, 4096), (8192, 8192, 8192)],
           "attention": [(16, 4096, 64), (16, 8192, 64), (16, 16384, 64)],
-          "attention_bf16": [(16, 4096, 64), (16, 8192, 64), (16, 16384, 64)]}
+          "attention_bf16": [(16, 4096, 64), (16, 8192, 64), (16, 16384, 64), (16, 16384, 128)],
+          **{op: [(16, 16384, 64), (16, 16384, 128)]
+             for op in ("attention_fp16", "attention_bf16_causal", "attention_fp16_causal")}}
 
 
 class Target:
@@ -263,13 +266,21 @@ def lab2(block):
     return lab(block, LAB2, LAB2_TARGETS, lambda op: True)
 
 
-LAB3 = ["gemm_bf16", "gemm_tf32"]
+LAB3 = ["gemm_bf16", "gemm_fp16", "gemm_tf32", "attention_bf16", "attention_fp16", "attention_bf16_causal",
+        "attention_fp16_causal"]
 LAB3_TARGETS = [
     Target("vendor", "gemm_bf16", "BF16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS BF16", threshold=0.9),
+    Target("vendor", "gemm_fp16", "FP16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS FP16", threshold=0.9),
     Target("vendor", "gemm_tf32", "TF32 GEMM on Hopper's wgmma ≥ 85% of cuBLAS TF32", threshold=0.85),
-]
+] + [t for op in ("attention_bf16", "attention_fp16") for t in (
+    Target("rate", op, f"{op} ≥ 450 TFLOP/s at 16K tokens, head_dim 64", threshold=450, points=[(16, 16384, 64)]),
+    Target("rate", op, f"{op} ≥ 550 TFLOP/s at 16K tokens, head_dim 128", threshold=550,
+           points=[(16, 16384, 128)]),
+    Target("vendor", op, f"{op} ≥ cuDNN's fused attention at 16K tokens", threshold=1.0,
+           points=[(16, 16384, 64), (16, 16384, 128)]))]
 
 
-@generator("lab3", "kernel lab III: the BF16 and TF32 GEMM ladders on wgmma + TMA (hopper_gemm*.h5) and targets")
+@generator("lab3", "kernel lab III: the GEMM ladders on wgmma + TMA (hopper_gemm*.h5), the attention ladders on "
+                   "wgmma (hopper_attention.h5) and their targets")
 def lab3(block):
     return lab(block, LAB3, LAB3_TARGETS, lambda op: True)
