@@ -3,6 +3,7 @@
 
     kstudy_report.py report ARCHIVE... --out DIR [--shape ROWSxFEATURES] [--cpu-baseline BENCH.json] [--note TEXT]
     kstudy_report.py compare A.h5 B.h5 [...] [--by backend|machine|kokkos] [--force] [--out CSV]
+    kstudy_report.py compare ARCHIVE... --by device [--out CSV]
     kstudy_report.py compare BASE.h5 NEW.h5 --gate 5% [--alpha 0.01] [--min-samples 5] [--gate-json FILE]
     kstudy_report.py history add ARCHIVE... | show --variant V [...] [--plot FILE.png] | list   [--store PATH]
     kstudy_report.py advise ARCHIVE... --shape RxF [--operation OP] [--layout row-major|feature-major]
@@ -60,9 +61,10 @@ def parser():
                         "beside the built-in ones; see docs/extending.md")
     c = sub.add_parser("compare", help="medians, ratio B/A and Mann-Whitney U per aligned point; --by: portability")
     c.add_argument("archives", nargs="+", metavar="ARCHIVE")
-    c.add_argument("--by", choices=["backend", "machine", "kokkos"],
+    c.add_argument("--by", choices=["backend", "machine", "kokkos", "device"],
                    help="backend|machine: per variant family, efficiency per platform and the Pennycook "
-                        "performance-portability metric; kokkos: the same study under several Kokkos versions")
+                        "performance-portability metric; kokkos: the same study under several Kokkos versions; "
+                        "device: median and IQR per GPU and the device-to-device spread (kstudy run --devices)")
     c.add_argument("--force", action="store_true",
                    help="compare even if schema versions or experiment definitions differ")
     c.add_argument("-o", "--out", metavar="CSV", help="also write the table as CSV")

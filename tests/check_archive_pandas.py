@@ -19,7 +19,8 @@ COLUMNS = {
     "samples": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth", "pitch",
                 "block_size", "bytes", "point", "replication", "trial", "timer", "seconds", "gate",
                 "throttled", "status", "occupancy", "energy_joules", "power_watts", "min_sm_clock_mhz",
-                "throttle_reasons", "cache", "flush_bytes", "flush_seconds"],
+                "throttle_reasons", "cache", "flush_bytes", "flush_seconds", "device_uuid", "device_pci_bus_id",
+                "device_model"],
     "gate": ["experiment", "variant", "layout", "rows", "features", "depth", "block_size", "passed", "max_abs_error",
              "max_relative_error", "rtol", "atol", "value_failures", "discrete_mismatches", "ambiguous", "message"],
     "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second", "clock"],
@@ -49,7 +50,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "11", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "12", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

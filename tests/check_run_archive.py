@@ -113,7 +113,7 @@ def schema(archive, experiment):
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-SCHEMA_VERSION = "11"
+SCHEMA_VERSION = "12"
 SCORING = "scoring"
 VARIANT_FIELDS = ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
                   "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",

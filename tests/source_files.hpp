@@ -15,3 +15,11 @@ inline std::filesystem::path source_file(const std::string& relative) {
   }
   return std::filesystem::path(KSTUDY_SOURCE_DIR) / relative;
 }
+
+// The kstudy executable: beside the test binary in a GPU bundle, else where CMake built it (KSTUDY_EXE).
+inline std::string kstudy_exe() {
+  std::error_code ec;
+  const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "kstudy";
+  if (!ec && std::filesystem::is_regular_file(beside, ec)) return beside.string();
+  return KSTUDY_EXE;
+}

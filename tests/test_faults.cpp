@@ -24,6 +24,7 @@
 #include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA: without it the GPU-only tests skip on a GPU too
 
 #include "scratch_dir.hpp"
+#include "source_files.hpp"
 #include "kokkos_test_support.hpp"
 #include "kstudy/archive.hpp"
 #include "kstudy/fault_injection.hpp"
@@ -40,14 +41,6 @@ namespace fs = std::filesystem;
 using namespace kstudy;
 
 constexpr int exit_device_lost = 69;
-
-// In a GPU bundle the kstudy binary sits beside the test binary; in a build tree CMake says where it is.
-std::string kstudy_exe() {
-  std::error_code ec;
-  const auto beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "kstudy";
-  if (!ec && fs::is_regular_file(beside)) return beside.string();
-  return KSTUDY_EXE;
-}
 
 // kstudy needs a device in the cuda flavour (Kokkos 3.4 aborts at initialisation without one): where the
 // test process could not initialise Kokkos, neither can the kstudy it would start.

@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1 to 11) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 12) into pandas, and the statistics every table shares."""
 import hashlib
 import json
 import struct
@@ -16,14 +16,15 @@ import pandas as pd
 # that timed a roof: device_events or host_wall; before 8 every roof was timed on the host clock), 9 what the GPU
 # did during each timed region (samples.energy_joules, power_watts, min_sm_clock_mhz, throttle_reasons), the
 # cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings,
-# 10 renamed the gate counts, 11 added the profile's counters of a roofline from counters (PROFILE_SCHEMA11)
+# 10 renamed the gate counts, 11 added the profile's counters of a roofline from counters (PROFILE_SCHEMA11),
+# 12 the GPU of every sample (samples.device_uuid, device_pci_bus_id, device_model; "" before: one unnamed device)
 # The tables, their columns and the columns' former names as the C++ record tables declare them, once:
 # archive_schema.json is `kstudy schema`'s output, and ctest archive_schema fails when it is not current.
 SCHEMA = json.loads(Path(__file__).with_name("archive_schema.json").read_text())
 SCHEMA_VERSIONS = {str(v) for v in range(1, int(SCHEMA["schema_version"]) + 1)}
 # Versions whose samples, gates and variants tables are an earlier version's (only other tables changed): their
-# timings compare with that version's without --force. 11 only added profile counters.
-SAMPLES_SCHEMA = {"11": "10"}
+# timings compare with that version's without --force. 11 only added profile counters, 12 the samples' device.
+SAMPLES_SCHEMA = {"11": "10", "12": "10"}
 # Executed floating-point operations from the profile's schema 11 counters (kstudy::profile_record, filled from
 # the ncu metrics of src/profile/ncu.cpp): column -> (precision, flops per counted unit). The one formula: an FMA
 # is 2 flops; a half-precision instruction is counted as a half2's two lanes, as Nsight Compute's roofline
@@ -45,7 +46,8 @@ PROFILE_SCHEMA11 = (list(FLOP_WEIGHTS) + ["tensor_hmma_inst", "tensor_gmma_inst"
 # Columns schema 7 added, with the value an older archive's rows mean: one-, two-axis points have depth 1.
 # Schema 9's columns read as "not measured" (NaN, -1) and as the warm caches every earlier run timed in.
 SCHEMA9_SAMPLES = {"energy_joules": np.nan, "power_watts": np.nan, "min_sm_clock_mhz": -1, "throttle_reasons": -1,
-                   "cache": "warm", "flush_bytes": 0, "flush_seconds": 0.0}
+                   "cache": "warm", "flush_bytes": 0, "flush_seconds": 0.0,
+                   "device_uuid": "", "device_pci_bus_id": "", "device_model": ""}  # the device: schema 12
 SCHEMA9_HEALTH = {"energy_joules": np.nan, "sampled_readings": 0, "sampled_min_sm_clock_mhz": -1,
                   "sampled_mean_power_mw": np.nan, "sampled_throttle_reasons": -1}
 SCHEMA7_DEFAULTS = {

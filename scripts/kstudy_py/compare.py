@@ -1,6 +1,7 @@
 """`kstudy compare A.h5 B.h5 [...]`: medians, ratio B/A and a Mann-Whitney U flag per aligned point;
 `--by backend|machine`: efficiency per platform and the Pennycook performance-portability metric;
-`--by kokkos`: one study built against several Kokkos versions (kokkos_versions.py)."""
+`--by kokkos`: one study built against several Kokkos versions (kokkos_versions.py);
+`--by device`: device-to-device spread of the same variant at the same point (devices.py)."""
 import sys
 
 import numpy as np
@@ -197,6 +198,9 @@ def main(args):
         return gate.main(args, archives[0], archives[1], KEYS + ["depth"], accepted)
     if args.by == "kokkos":
         return show_kokkos_versions(archives, args.out)
+    if args.by == "device":
+        from . import devices
+        return devices.main(archives, KEYS, args.out, show)
     if args.by:
         df, platforms = portability(archives, args.by)
         if df is None or df.empty:

@@ -18,12 +18,15 @@
 
 #include "kstudy/archive.hpp"
 #include "kstudy/archive_schema.hpp"
+#include "kstudy/devices_p2p.hpp"
+#include "kstudy/devices_run.hpp"
 #include "kstudy/environment.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/kokkos_session.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/merge.hpp"
+#include "kstudy/platform/devices.hpp"
 #include "kstudy/platform/process.hpp"
 #include "kstudy/profile.hpp"
 #include "kstudy/study.hpp"
@@ -368,6 +371,45 @@ void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& s
                   "+ replication with u % N == K; one Slurm array task each (see submit)");
 }
 
+void add_devices_options(CLI::App* run, kstudy::devices_request& request, std::string& devices) {
+  run->add_option("--devices", devices,
+                  "Spread the run over this node's GPUs, one process each at once (all, or indices such as 0,2,3): "
+                  "the points are sharded across them and merged into the archive; a GPU failing its health "
+                  "check is left out");
+  run->add_flag("--replicate-on-every-device", request.replicate,
+                "With --devices: every GPU runs every point (device-to-device variance; kstudy compare --by device)");
+  run->add_option("--parts-dir", request.parts_dir,
+                  "With --devices: the per-device archives and logs (default OUT.devices; --resume completes them)");
+}
+
+// kstudy p2p: the peer-to-peer copy matrix of the visible GPUs, printed (kstudy run --devices stores it).
+int p2p_command(const kstudy::peer_copy_options& options) {
+  if (!kstudy::peer_copy_available()) {
+    std::cerr << "kstudy p2p: peer-to-peer copies need the cuda flavour of kstudy (this is the cpu flavour)\n";
+    return kstudy::exit_no_gpu;
+  }
+  const auto source = kstudy::platform::make_device_source();
+  std::vector<int> devices;
+  for (const auto& d : source->list()) {
+    if (d.healthy)
+      devices.push_back(d.index);
+    else
+      std::cerr << "kstudy p2p: " << d.describe() << " failed its health check (" << d.health_note << "): left out\n";
+  }
+  if (devices.empty()) {
+    std::cerr << "kstudy p2p: no GPU found (" << source->name() << ")\n";
+    return kstudy::exit_no_gpu;
+  }
+  if (devices.size() < 2) {
+    std::cout << kstudy::format_peer_matrix({}, devices);
+    return 0;
+  }
+  std::cout << "kstudy p2p: cudaMemcpyPeerAsync of " << options.bytes << " bytes, median of " << options.trials
+            << " trials, for every ordered pair of " << devices.size() << " devices\n";
+  std::cout << kstudy::format_peer_matrix(kstudy::measure_peer_copies(devices, options), devices);
+  return 0;
+}
+
 void add_submit_options(CLI::App* submit, kstudy::submit_request& submit_request) {
   submit->add_option("experiment", submit_request.experiment, "Built-in experiment name or path to a JSON file")
       ->required();
@@ -428,6 +470,9 @@ int main(int argc, char** argv) {
   kstudy::run_request request;
   std::string shard_text;
   add_run_options(run, request, shard_text);
+  kstudy::devices_request devices_request;
+  std::string devices_text;
+  add_devices_options(run, devices_request, devices_text);
 
   auto* submit = app.add_subcommand(
       "submit", "Run an experiment as a Slurm job array: task K runs `run --shard K/N` into DIR/shard-K.h5");
@@ -445,13 +490,19 @@ int main(int argc, char** argv) {
   salvage->add_option("archive", salvage_in, "The damaged archive (read only)")->required();
   salvage->add_option("-o,--out", salvage_out, "New archive to write")->required();
   salvage->add_flag("--overwrite", salvage_overwrite, "Replace an existing output archive");
+  auto* p2p = app.add_subcommand(
+      "p2p", "Peer-to-peer copy bandwidth between every pair of GPUs, with and without peer access (cuda flavour)");
+  kstudy::peer_copy_options p2p_options;
+  p2p->add_option("--bytes", p2p_options.bytes, "Bytes per copy")->capture_default_str();
+  p2p->add_option("--trials", p2p_options.trials, "Timed copies per pair (the median is reported)")
+      ->capture_default_str();
   auto* schema = app.add_subcommand(
       "schema", "Print the archive schema (every table, its columns, types and former names) as JSON");
   // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
   app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
   app.add_subcommand("compare",
                      "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: "
-                     "Kokkos versions");
+                     "Kokkos versions; --by device: spread between GPUs (run --devices)");
   app.add_subcommand("history",
                      "Results across commits: history add ARCHIVE... | show --variant V [--plot PNG] | list");
   app.add_subcommand("advise",
@@ -486,8 +537,20 @@ int main(int argc, char** argv) {
       std::cout << kstudy::describe_environment(metadata);
       return 0;
     }
+    if (*p2p) return p2p_command(p2p_options);
     if (*run) {
       if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
+      if (devices_request.replicate && devices_text.empty())
+        throw std::invalid_argument("--replicate-on-every-device needs --devices");
+      if (!devices_text.empty()) {
+        // The parent starts no Kokkos (it would hold a GPU): each device's process does.
+        if (!request.json_out.empty())
+          throw std::invalid_argument("--json is not taken with --devices; kstudy report reads the merged archive");
+        devices_request.run = request;
+        devices_request.devices = devices_text;
+        for (int i = 0; i < argc; ++i) devices_request.command_line += (i ? " " : "") + std::string(argv[i]);
+        return kstudy::run_on_devices(devices_request, self_exe(), std::cout, std::cerr);
+      }
       if (const auto reason = kstudy::kokkos_unavailable_reason(); !reason.empty())
         return refuse_without_gpu(reason, request);
       if (request.resume || request.overwrite)

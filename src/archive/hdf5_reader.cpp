@@ -237,8 +237,11 @@ void read_as_unmeasured(std::vector<R>& records, T R::*... members) {
 void verify_archive(const std::string& path) { open_archive(path); }
 
 bool archive_schema_readable(const std::string& version) {
-  return version == archive_schema_version || version == "10" || version == "9" || version == "8" || version == "7" ||
-         version == "6" || version == "5" || version == "4" || version == "3" || version == "2" || version == "1";
+  // Every version from 1 to the one written, as the writer spells them (no sign, no leading zero).
+  if (version.empty() || version.size() > 4 || version[0] == '0' ||
+      version.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  return std::stoi(version) <= std::stoi(archive_schema_version);
 }
 
 std::vector<std::string> list_experiments(const std::string& path) {

@@ -1,5 +1,6 @@
 // The HDF5 archive writer. Layout and guarantees: docs/archive_schema.md.
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string_view>
 
@@ -46,6 +47,24 @@ void check_schema_version(hid_t file, const std::string& path) {
                              archive_schema_version);
 }
 
+// The GPU the writing run ran on, from its environment (gpu_uuid, gpu_pci_bus_id, gpu_name): what every sample
+// written is stamped with. None where the environment names no single device (no GPU, or a merge of runs
+// on several, whose samples carry their own).
+struct device_identity {
+  std::string uuid, pci_bus_id, model;
+
+  static device_identity of(const std::map<std::string, std::string>& environment) {
+    const auto value = [&](const char* key) {
+      const auto it = environment.find(key);
+      return it == environment.end() ? std::string() : it->second;
+    };
+    device_identity d{value("gpu_uuid"), value("gpu_pci_bus_id"), value("gpu_name")};
+    if (d.uuid.empty() || d.uuid.find(' ') != std::string::npos) return {};
+    return d;
+  }
+  bool known() const { return !uuid.empty(); }
+};
+
 }  // namespace
 
 struct hdf5_sink::state {
@@ -54,6 +73,7 @@ struct hdf5_sink::state {
   h5_handle experiments;
   h5_handle experiment_group;  // the open experiment, if any
   call_order order{"hdf5_sink"};
+  device_identity device;
 };
 
 void hdf5_sink::check_writable(const std::string& path) { check_path_writable(path, "archive"); }
@@ -92,6 +112,10 @@ hdf5_sink::hdf5_sink(const std::string& path, open_mode mode) : m_state(std::mak
     check_schema_version(s.file.get(), path);
     remove_digests(s.file.get(), path);
     check(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "H5Fflush", path);
+    // A replication child appends without begin(): the device is the one its parent recorded.
+    if (link_exists(s.file.get(), k_environment_group, path))
+      s.device =
+          device_identity::of(read_string_attributes(open_group(s.file.get(), k_environment_group, path).get(), path));
   } else {
     s.file = create_file(path, mode == open_mode::overwrite);
     // Versioned from the first byte, even if begin() never comes.
@@ -119,6 +143,7 @@ void hdf5_sink::begin(const run_metadata& metadata) {
   h5_handle environment = open_or_create_group(s.file.get(), k_environment_group, s.path);
   delete_all_attributes(environment.get(), s.path);
   for (const auto& [key, value] : metadata.environment) write_string_attribute(environment.get(), key, value, s.path);
+  s.device = device_identity::of(metadata.environment);
 }
 
 void hdf5_sink::begin_experiment(const experiment_record& experiment) {
@@ -163,7 +188,19 @@ void hdf5_sink::do_write(const record_batch& batch) {
                                   " table's units attribute is the schema's");
   ensure_dataset(s.experiment_group.get(), schema, s.path);  // an optional table: on its first write, rows or not
   if (!batch.empty()) {
-    append_records(s.experiment_group.get(), batch, s.path);
+    const auto* samples = batch.get<sample_record>();
+    if (samples != nullptr && s.device.known()) {
+      auto stamped = *samples;
+      for (auto& sample : stamped)
+        if (sample.device_uuid.empty()) {
+          sample.device_uuid = s.device.uuid;
+          sample.device_pci_bus_id = s.device.pci_bus_id;
+          sample.device_model = s.device.model;
+        }
+      append_records(s.experiment_group.get(), record_batch(stamped), s.path);
+    } else {
+      append_records(s.experiment_group.get(), batch, s.path);
+    }
     // Closing the dataset wrote its last chunk, possibly in place of the flushed copy (a deflated chunk
     // that did not grow), while the chunk index in the file still describes the old one: a process killed
     // now leaves that chunk unreadable, flushed rows and all. The index goes out at once.

@@ -63,7 +63,8 @@ int parse_index(const std::string& text, const std::string& path, const char* ke
   throw std::runtime_error(path + ": root attribute " + key + " is '" + text + "', not a shard number");
 }
 
-shard_input read_input(const std::string& path) {
+// A device replica (merge_request::device_replicas) is the whole run: its place among the inputs is its index.
+shard_input read_input(const std::string& path, const merge_request& request, int position) {
   shard_input in;
   in.path = path;
   try {
@@ -73,6 +74,12 @@ shard_input read_input(const std::string& path) {
     throw std::runtime_error(std::string("cannot read shard archive: ") + e.what());
   }
   const auto& root = in.metadata.root;
+  if (request.device_replicas) {
+    in.shard = {position, static_cast<int>(request.shards.size())};
+    const auto complete = root.find("complete");
+    in.complete = complete != root.end() && complete->second == "true";
+    return in;
+  }
   const auto index = root.find("shard_index"), count = root.find("shard_count");
   if (index == root.end() || count == root.end())
     throw std::runtime_error(path +
@@ -128,7 +135,8 @@ std::vector<ceiling_record> median_ceilings(const std::vector<std::vector<ceilin
   return out;
 }
 
-using unit_key = std::tuple<std::string, std::int64_t, std::int32_t>;  // experiment, point, replication
+// experiment, point, replication, and the device replica it ran as (0 for shards, which split the units)
+using unit_key = std::tuple<std::string, std::int64_t, std::int32_t, int>;
 
 struct merged_experiment {
   experiment_record record;
@@ -163,7 +171,7 @@ std::vector<shard_input> read_inputs(const merge_request& request) {
     if (canonical == out_canonical) throw std::runtime_error(path + " is both a shard and the output");
     if (!seen_paths.emplace(canonical, path).second)
       throw std::runtime_error(path + " is given twice (as " + seen_paths[canonical] + ")");
-    inputs.push_back(read_input(path));
+    inputs.push_back(read_input(path, request, static_cast<int>(inputs.size())));
   }
   std::stable_sort(inputs.begin(), inputs.end(),
                    [](const auto& a, const auto& b) { return a.shard.index < b.shard.index; });
@@ -234,7 +242,7 @@ void check_experiments(const std::vector<shard_input>& inputs, std::vector<std::
 // Rows, by unit (experiment, point, replication); each unit must come from exactly one shard, its own.
 class row_collector {
  public:
-  explicit row_collector(merge_report& report) : m_report(report) {}
+  row_collector(merge_report& report, bool device_replicas) : m_report(report), m_device_replicas(device_replicas) {}
 
   void add(const shard_input& in, const std::string& name) {
     auto& m = m_experiments[name];
@@ -246,7 +254,7 @@ class row_collector {
     // Gates, variants and attribution rows belong to replication 0 of a point, identified by its shape.
     std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> dropped_shapes;
     for (auto& s : samples) {
-      const unit_key key{name, s.point, s.replication};
+      const unit_key key = unit_of(in, name, s.point, s.replication);
       if (dropped.count(key)) {
         ++m_overlaps[{m_unit_owner[key], in.path}];
         ++m_report.duplicate_samples;
@@ -267,7 +275,7 @@ class row_collector {
       if (!drop) m.attribution.push_back(std::move(a));
     }
     for (auto& h : read_health(in.path, name))
-      if (!dropped.count(unit_key{name, h.point, h.replication})) m.health.push_back(std::move(h));
+      if (!dropped.count(unit_of(in, name, h.point, h.replication))) m.health.push_back(std::move(h));
     m.ceilings.push_back(read_ceilings(in.path, name));
   }
 
@@ -281,13 +289,17 @@ class row_collector {
   std::map<std::string, merged_experiment>& experiments() { return m_experiments; }
 
  private:
+  unit_key unit_of(const shard_input& in, const std::string& name, std::int64_t point, std::int32_t replication) const {
+    return {name, point, replication, m_device_replicas ? in.shard.index : 0};
+  }
+
   // Claims the units of this shard's samples that no earlier (lower-index) shard gave; returns the others.
   std::set<unit_key> claim_units(const shard_input& in, const std::string& name,
                                  const std::vector<sample_record>& samples, int replications) {
     std::set<unit_key> dropped, mine;
     for (const auto& s : samples) {
-      const unit_key key{name, s.point, s.replication};
-      if (!in_shard(in.shard, s.point, s.replication, replications)) ++m_outside[in.path];
+      const unit_key key = unit_of(in, name, s.point, s.replication);
+      if (!m_device_replicas && !in_shard(in.shard, s.point, s.replication, replications)) ++m_outside[in.path];
       if (mine.count(key)) continue;
       if (m_unit_owner.count(key))
         dropped.insert(key);
@@ -299,6 +311,7 @@ class row_collector {
   }
 
   merge_report& m_report;
+  bool m_device_replicas;
   std::map<std::string, merged_experiment> m_experiments;
   std::map<unit_key, std::string> m_unit_owner;                            // unit -> the shard it was taken from
   std::map<std::string, std::int64_t> m_outside;                           // path -> samples outside its slice
@@ -341,18 +354,21 @@ run_metadata merged_metadata(const std::vector<shard_input>& inputs, const merge
   metadata.root["missing_shards"] = join(report.missing);
   metadata.root["incomplete_shards"] = join(report.incomplete);
   metadata.root["complete"] = report.missing.empty() && report.incomplete.empty() ? "true" : "false";
+  if (request.device_replicas) metadata.root["device_replicas"] = "true";
   return metadata;
 }
 
 // One experiment's rows in the runner's order (replication by replication, points in order; a unit's rows as
 // measured), the median of the shards' ceilings, and summaries over the merged samples.
-void write_experiment(hdf5_sink& sink, const std::string& name, merged_experiment& m) {
+void write_experiment(hdf5_sink& sink, const std::string& name, merged_experiment& m,
+                      const std::vector<ceiling_record>& extra_ceilings) {
   const auto by_unit = [](const auto& a, const auto& b) {
     return std::tie(a.replication, a.point) < std::tie(b.replication, b.point);
   };
   std::stable_sort(m.samples.begin(), m.samples.end(), by_unit);
   std::stable_sort(m.health.begin(), m.health.end(), by_unit);
-  const auto ceilings = median_ceilings(m.ceilings);
+  auto ceilings = median_ceilings(m.ceilings);
+  ceilings.insert(ceilings.end(), extra_ceilings.begin(), extra_ceilings.end());
   sink.begin_experiment(m.record);
   sink.write_ceilings(ceilings);
   sink.write_gates(m.gates);
@@ -393,7 +409,7 @@ merge_report merge_shards(const merge_request& request) {
   const auto by_index = check_sharding(inputs, report, problems);
   check_provenance(inputs, problems);
   check_experiments(inputs, problems);
-  row_collector rows(report);
+  row_collector rows(report, request.device_replicas);
   for (const auto& in : inputs)
     for (const auto& name : in.experiments) rows.add(in, name);
   rows.report_problems(problems);
@@ -414,7 +430,7 @@ merge_report merge_shards(const merge_request& request) {
     hdf5_sink sink(temporary, open_mode::overwrite);
     sink.begin(metadata);
     for (auto& [name, m] : rows.experiments()) {
-      write_experiment(sink, name, m);
+      write_experiment(sink, name, m, request.extra_ceilings);
       report.samples += static_cast<std::int64_t>(m.samples.size());
     }
     write_shard_records(sink, inputs, by_index);

@@ -14,6 +14,7 @@
 #include "kstudy/build_info.hpp"
 #include "kstudy/gpu_health.hpp"
 #include "kstudy/kokkos_session.hpp"
+#include "kstudy/platform/devices.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
@@ -160,6 +161,16 @@ void describe_gpu([[maybe_unused]] std::map<std::string, std::string>& env) {
 #endif
 }
 
+// Which physical GPU this process ran on: the archive stamps every sample with it, so the runs of a study
+// spread over a node's GPUs (kstudy run --devices) stay told apart after their merge.
+void describe_device_identity(std::map<std::string, std::string>& env) {
+  const auto device = platform::make_device_source()->current();
+  if (!device) return;
+  env["gpu_uuid"] = device->uuid;
+  env["gpu_pci_bus_id"] = device->pci_bus_id;
+  env.emplace("gpu_name", device->model);  // a fake device's model; the CUDA runtime's name is already there
+}
+
 // What the replications can read from the GPU during a point, said once for the run: the energy counter
 // and the in-point sampler, or why not (no NVML, no counter).
 void describe_gpu_monitoring(std::map<std::string, std::string>& env) {
@@ -184,6 +195,7 @@ run_metadata collect_metadata(int argc, char** argv) {
   describe_kokkos(m.environment);
   describe_host(m.environment);
   describe_gpu(m.environment);
+  describe_device_identity(m.environment);
   describe_gpu_monitoring(m.environment);
   return m;
 }

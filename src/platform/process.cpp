@@ -376,6 +376,7 @@ process_result run_process(const spawn_options& options) {
     throw std::runtime_error("cannot start " + program + ": " + describe(failure.step) +
                              " failed: " + std::strerror(failure.error));
   }
+  if (options.on_start) options.on_start(static_cast<int>(pid));
   process_result result;
   int read_error = 0;
   if (streams.capturing) {

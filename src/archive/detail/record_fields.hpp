@@ -87,6 +87,9 @@ struct record_table<sample_record> {
         {"cache", &R::cache},
         {"flush_bytes", &R::flush_bytes},
         {"flush_seconds", &R::flush_seconds},
+        {"device_uuid", &R::device_uuid},
+        {"device_pci_bus_id", &R::device_pci_bus_id},
+        {"device_model", &R::device_model},
     };
     return table;
   }

@@ -22,12 +22,14 @@ namespace kstudy {
 // during each timed region (samples.energy_joules, power_watts, min_sm_clock_mhz, throttle_reasons), the cache
 // mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the in-point readings of health; 10 renamed
 // the gate counts; 11 added the profile counters of a roofline from counters (flop instructions per precision,
-// tensor instructions and ops, pipe utilisation, IPC, warp stall reasons, local-memory bytes).
-inline constexpr const char* archive_schema_version = "11";
+// tensor instructions and ops, pipe utilisation, IPC, warp stall reasons, local-memory bytes); 12 added the GPU of
+// every sample (samples.device_uuid, device_pci_bus_id, device_model).
+inline constexpr const char* archive_schema_version = "12";
 // Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
 // (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as
 // 0 (1 to 5), depth as 1 and peak_device_bytes as -1 (1 to 6); samples and health read energy and power as NaN, clocks
-// and reasons as -1 and the cache mode as warm (1 to 8); the profile's schema 11 counters read as NaN (1 to 10).
+// and reasons as -1 and the cache mode as warm (1 to 8); the profile's schema 11 counters read as NaN (1 to 10); the
+// samples' device as "" (1 to 11).
 bool archive_schema_readable(const std::string& version);
 
 enum class open_mode {

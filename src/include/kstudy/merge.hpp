@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/records.hpp"
+
 namespace kstudy {
 
 struct merge_request {
@@ -16,6 +18,11 @@ struct merge_request {
   bool partial = false;    // merge although shards of 0..N-1 are missing or incomplete (recorded in the archive)
   bool overwrite = false;  // replace an existing OUT
   std::string command_line;
+  // The inputs are one whole run each, repeated on different devices (kstudy run --devices
+  // --replicate-on-every-device), not shards: input i is recorded as shard i of N and every sample is kept,
+  // its device telling the copies apart.
+  bool device_replicas = false;
+  std::vector<ceiling_record> extra_ceilings;  // added to every experiment's ceilings (peer-to-peer copies)
 };
 
 struct merge_report {

@@ -84,6 +84,11 @@ struct sample_record {
   cache_mode cache = cache_mode::warm;  // the caches the timed region started from
   std::int64_t flush_bytes = 0;         // bytes written to evict the caches before it (0: warm)
   double flush_seconds = 0.0;           // how long that write took (outside the timed region)
+  // The GPU that ran it, as the run's environment names it (the archive stamps it), so the runs of a study
+  // spread over a node's GPUs (kstudy run --devices) stay told apart after their merge; "" without a GPU.
+  std::string device_uuid;
+  std::string device_pci_bus_id;
+  std::string device_model;
 };
 
 // Whether a sample enters the summary: a measured trial (not a warm-up or a failure marker) with status
@@ -117,8 +122,9 @@ struct gate_record {
 
 // A ceiling measured in the same run: a bandwidth (bytes, bytes_per_second) or, from schema 7, a compute
 // roof (flops, flops_per_second; bytes 0): device_fp32_fma (a probe kernel of independent FMA chains) and
-// cuBLAS GEMMs at the roof's extent (cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm); device_bf16_wgmma (a
-// wgmma peak probe, sm_90a) and device_bf16_tensor, the best of it and cuBLAS BF16.
+// cuBLAS GEMMs at the roof's extent (cublas_fp32_gemm, cublas_tf32_gemm, cublas_bf16_gemm, cublas_fp16_gemm);
+// device_bf16_wgmma, device_fp16_wgmma and device_tf32_wgmma (wgmma peak probes, sm_90a) and device_bf16_tensor,
+// device_fp16_tensor, device_tf32_tensor, the best of each probe and cuBLAS at the same input type.
 struct ceiling_record {
   std::string name;        // device_copy | device_read | h2d_pinned | ... | device_fp32_fma | cublas_tf32_gemm | ...
   std::int64_t bytes = 0;  // bytes per measured operation

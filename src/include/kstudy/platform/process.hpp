@@ -2,6 +2,7 @@
 // Starting a child process and waiting for it: the one fork/exec/waitpid of kstudy (the replication
 // children of `kstudy run`, the ncu child of `kstudy profile`, sbatch and squeue of `kstudy submit`).
 // Linux: CPU affinity and the parent-death signal are Linux interfaces.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,9 @@ struct spawn_options {
   // not leave a child computing and holding the archive open. The kernel sends it when the thread that
   // forked exits; run_process waits in that thread, so that is when this process ends.
   bool die_with_parent = false;
+  // Called with the child's pid once it runs (its exec succeeded), in the calling thread: for a caller that
+  // waits for several children in threads of its own and passes a stop request on to all of them.
+  std::function<void(int pid)> on_start;
 };
 
 struct process_result {
