@@ -27,7 +27,6 @@
 // FALLBACK) is built in prepare, with its workspace and the variant pack (the buffers do not move); a run is one
 // cudnnBackendExecute on the variant's stream.
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -43,6 +42,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "detail/cudnn_library.hpp"
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
 #include "kstudy/support/cuda_variant.hpp"
@@ -159,59 +159,36 @@ struct cudnn_library {
   std::string unavailable;  // why it cannot be used, or ""
 };
 
-template <class F>
-void resolve(void* library, const char* name, F& f, std::string& missing) {
-  f = reinterpret_cast<F>(dlsym(library, name));
-  if (f == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
-}
-
 const cudnn_library& cudnn() {
   static cudnn_library api;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("KSTUDY_CUDNN_LIBRARY"); env != nullptr && *env != '\0')
-      candidates.push_back(env);
-    candidates.push_back("libcudnn.so.9");
-    std::string tried;
-    for (const auto& path : candidates) {
-      log_step("dlopen " + path);
-      void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (library == nullptr) {
-        const char* why = dlerror();
-        tried += (tried.empty() ? "" : "; ") + (why != nullptr ? std::string(why) : path);
-        continue;
-      }
-      std::string missing;
-      resolve(library, "cudnnGetVersion", api.get_version, missing);
-      resolve(library, "cudnnGetErrorString", api.error_string, missing);
-      resolve(library, "cudnnCreate", api.create, missing);
-      resolve(library, "cudnnDestroy", api.destroy, missing);
-      resolve(library, "cudnnSetStream", api.set_stream, missing);
-      resolve(library, "cudnnBackendCreateDescriptor", api.backend_create, missing);
-      resolve(library, "cudnnBackendDestroyDescriptor", api.backend_destroy, missing);
-      resolve(library, "cudnnBackendFinalize", api.backend_finalize, missing);
-      resolve(library, "cudnnBackendSetAttribute", api.backend_set, missing);
-      resolve(library, "cudnnBackendGetAttribute", api.backend_get, missing);
-      resolve(library, "cudnnBackendExecute", api.backend_execute, missing);
-      if (!missing.empty()) {
-        tried += (tried.empty() ? "" : "; ") + path + " lacks " + missing;
-        dlclose(library);
-        continue;
-      }
-      std::string optional;
-      resolve(library, "cudnnGetLastErrorString", api.last_error_string, optional);
-      api.path = path;  // kept open for the process's lifetime
-      api.version = api.get_version();
-      log_step(path + ": cudnnGetVersion() = " + std::to_string(api.version));
-      if (api.version < 90000)
-        api.unavailable = "cuDNN " + std::to_string(api.version) + " (" + path +
-                          ") is older than 9.0, the first with this backend graph API's attention engines";
-      return;
-    }
-    api.unavailable = "cuDNN could not be loaded (" + tried +
-                      "): point LD_LIBRARY_PATH at the directory holding libcudnn.so.9 or KSTUDY_CUDNN_LIBRARY at "
-                      "the library";
+    api.path = kstudy::detail::open_cudnn(
+        [](void* library) {
+          using kstudy::detail::resolve_symbol;
+          std::string missing;
+          resolve_symbol(library, "cudnnGetVersion", api.get_version, missing);
+          resolve_symbol(library, "cudnnGetErrorString", api.error_string, missing);
+          resolve_symbol(library, "cudnnCreate", api.create, missing);
+          resolve_symbol(library, "cudnnDestroy", api.destroy, missing);
+          resolve_symbol(library, "cudnnSetStream", api.set_stream, missing);
+          resolve_symbol(library, "cudnnBackendCreateDescriptor", api.backend_create, missing);
+          resolve_symbol(library, "cudnnBackendDestroyDescriptor", api.backend_destroy, missing);
+          resolve_symbol(library, "cudnnBackendFinalize", api.backend_finalize, missing);
+          resolve_symbol(library, "cudnnBackendSetAttribute", api.backend_set, missing);
+          resolve_symbol(library, "cudnnBackendGetAttribute", api.backend_get, missing);
+          resolve_symbol(library, "cudnnBackendExecute", api.backend_execute, missing);
+          std::string optional;
+          if (missing.empty()) resolve_symbol(library, "cudnnGetLastErrorString", api.last_error_string, optional);
+          return missing;
+        },
+        "", api.unavailable, log_step);
+    if (api.path.empty()) return;
+    api.version = api.get_version();
+    log_step(api.path + ": cudnnGetVersion() = " + std::to_string(api.version));
+    if (api.version < 90000)
+      api.unavailable = "cuDNN " + std::to_string(api.version) + " (" + api.path +
+                        ") is older than 9.0, the first with this backend graph API's attention engines";
   });
   if (!api.unavailable.empty()) throw variant_unavailable(api.unavailable);
   return api;

@@ -9,7 +9,6 @@
 #ifdef KSTUDY_HAVE_CUDNN
 #include <cuda_runtime.h>
 #include <cudnn.h>
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -21,6 +20,7 @@
 
 #include "kstudy/support/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
+#include "detail/cudnn_library.hpp"
 #include "kstudy/variant.hpp"
 #include "softmax/softmax.hpp"
 
@@ -46,51 +46,27 @@ struct cudnn_api {
   std::string error;  // why it could not be, or ""
 };
 
-template <class F>
-void resolve(void* library, const char* name, F& f, std::string& error) {
-  f = reinterpret_cast<F>(dlsym(library, name));
-  if (f == nullptr && error.empty()) error = std::string("symbol ") + name + " not found";
-}
-
 // Opened once per process; the result (or the reason it failed) is kept.
 const cudnn_api& cudnn() {
   static cudnn_api api;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("KSTUDY_CUDNN_LIBRARY"); env != nullptr && *env != '\0')
-      candidates.push_back(env);
-    candidates.push_back("libcudnn.so.9");
-    if (*KSTUDY_CUDNN_CONFIGURED_LIBRARY != '\0') candidates.push_back(KSTUDY_CUDNN_CONFIGURED_LIBRARY);
-    std::string tried;
-    for (const auto& path : candidates) {
-      void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (library == nullptr) {
-        const char* why = dlerror();
-        tried += (tried.empty() ? "" : "; ") + (why != nullptr ? std::string(why) : path);
-        continue;
-      }
-      std::string error;
-      resolve(library, "cudnnGetVersion", api.get_version, error);
-      resolve(library, "cudnnGetErrorString", api.error_string, error);
-      resolve(library, "cudnnCreate", api.create, error);
-      resolve(library, "cudnnDestroy", api.destroy, error);
-      resolve(library, "cudnnSetStream", api.set_stream, error);
-      resolve(library, "cudnnCreateTensorDescriptor", api.create_tensor, error);
-      resolve(library, "cudnnSetTensor4dDescriptor", api.set_tensor_4d, error);
-      resolve(library, "cudnnDestroyTensorDescriptor", api.destroy_tensor, error);
-      resolve(library, "cudnnSoftmaxForward", api.softmax_forward, error);
-      if (!error.empty()) {
-        tried += (tried.empty() ? "" : "; ") + path + ": " + error;
-        dlclose(library);
-        continue;
-      }
-      api.path = path;  // kept open for the process's lifetime
-      return;
-    }
-    api.error = "cuDNN could not be loaded (" + tried +
-                "): point LD_LIBRARY_PATH at the directory holding libcudnn.so.9 (e.g. the nvidia-cudnn Python "
-                "wheel's nvidia/cudnn/lib) or KSTUDY_CUDNN_LIBRARY at the library";
+    api.path = kstudy::detail::open_cudnn(
+        [](void* library) {
+          using kstudy::detail::resolve_symbol;
+          std::string missing;
+          resolve_symbol(library, "cudnnGetVersion", api.get_version, missing);
+          resolve_symbol(library, "cudnnGetErrorString", api.error_string, missing);
+          resolve_symbol(library, "cudnnCreate", api.create, missing);
+          resolve_symbol(library, "cudnnDestroy", api.destroy, missing);
+          resolve_symbol(library, "cudnnSetStream", api.set_stream, missing);
+          resolve_symbol(library, "cudnnCreateTensorDescriptor", api.create_tensor, missing);
+          resolve_symbol(library, "cudnnSetTensor4dDescriptor", api.set_tensor_4d, missing);
+          resolve_symbol(library, "cudnnDestroyTensorDescriptor", api.destroy_tensor, missing);
+          resolve_symbol(library, "cudnnSoftmaxForward", api.softmax_forward, missing);
+          return missing;
+        },
+        KSTUDY_CUDNN_CONFIGURED_LIBRARY, api.error);
   });
   if (!api.error.empty()) throw std::runtime_error("softmax_cudnn: " + api.error);
   return api;
