@@ -318,10 +318,13 @@ def energy(archive, experiment, trials, window_ms):
     # quiet machine (0.26-0.9 measured: a hot thread pool, warm caches) but 4.4 under CI's load (OpenMP teams
     # oversubscribed); a region's total instead of its per-call share would be the calls in 20 ms, hundreds to
     # thousands here. Within [1/50, 50], against the fastest single call: the median one read 56x the per-call time
-    # once under CI's load (a 2-core machine waking oversubscribed OpenMP threads for every fenced call).
+    # once under CI's load (a 2-core machine waking oversubscribed OpenMP threads for every fenced call). Judged on
+    # the median over every variant and point: a region's total in place of its per-call share moves every pair by
+    # hundreds, while load has moved a single pair's batched median to 794x (cpu_reference@openmp, a CI run beside
+    # a CUDA build) with the other seven at 0.7-4.1.
     wall = timed[timed.timer.isin(["host_wall", "resident_wall"])].groupby(["variant", "point"]).seconds.min()
     ratio = batched.groupby(["variant", "point"]).seconds.median() / wall
-    if not ((ratio > 1 / 50) & (ratio < 50)).all():
+    if not 1 / 50 < ratio.median() < 50:
         fail(f"energy time per call against host_wall: {ratio.to_dict()}")
     if "energy" not in set(summary.timer):
         fail("no summary row for timer energy")
