@@ -21,6 +21,10 @@
 //                        up to 128 x 256 / 256 x 128 tiles with 128 outputs a thread at one block per SM (the
 //                        cuBLAS regime); prepare() times every configuration that fits the problem and keeps
 //                        the fastest (remembered per m x n x k).
+//  9 gemm_prefetch       128-output thread tiles (8 x 16, 128 x 128 blocks of 4 warps, two per SM) whose
+//                        fragments are double-buffered in registers: the shared-memory reads of k step
+//                        l + 1 issue before the multiply-adds of step l; A transposed in shared memory
+//                        ([k][m], staged through registers), B by cp.async, two stages, BK = 8.
 //  gemm_cublas           cublasSgemm_64, fp32 math (CUBLAS_DEFAULT_MATH: no TF32), both layouts.
 // Every kernel handles any m, n, k >= 1: tiles overhanging C or k are loaded through guarded, zero-filling
 // loads (interior tiles skip the guards), and 16-byte vectors are used only where the rows they read or
@@ -368,6 +372,41 @@ struct warptile_config {
   static_assert((BM * a_pitch) % 4 == 0 && (BK * BN) % 4 == 0, "stages keep 16-byte alignment");
 };
 
+// The B half of warptile_load below (rung 9 stores B as [BK][BN] too): chunk q of the slice at k row
+// q / (BN / 4), column 4 (q % (BN / 4)).
+template <class Cfg, bool Async, bool Aligned, bool Guard>
+__device__ __forceinline__ void warptile_load_b(float* __restrict__ b_tile, const float* __restrict__ b, int n, int k,
+                                                int col0, int k0) {
+  constexpr int b_chunks = Cfg::bk * Cfg::bn / 4;
+  const int t = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < ceil_div(b_chunks, Cfg::threads); ++i) {
+    const int q = t + i * Cfg::threads;
+    if (b_chunks % Cfg::threads != 0 && q >= b_chunks) break;
+    const int r = q / (Cfg::bn / 4), cc = (q % (Cfg::bn / 4)) * 4;
+    const int kk = k0 + r, col = col0 + cc;
+    float* dst = b_tile + r * Cfg::bn + cc;
+    if constexpr (Aligned) {
+      const bool ok = !Guard || (kk < k && col < n);  // n % 4 == 0: the whole vector is inside the row
+      const float* src = ok ? b + std::int64_t(kk) * n + col : b;
+      if constexpr (Async)
+        cp_async16(dst, src, ok);
+      else
+        *reinterpret_cast<float4*>(dst) = ok ? *reinterpret_cast<const float4*>(src) : zero4();
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool ok = !Guard || (kk < k && col + e < n);
+        const float* src = ok ? b + std::int64_t(kk) * n + col + e : b;
+        if constexpr (Async)
+          cp_async4(dst + e, src, ok);
+        else
+          dst[e] = ok ? *src : 0.0f;
+      }
+    }
+  }
+}
+
 // Loads the k slice at k0 into one stage: A (BM x BK) and B (BK x BN) in 4-float chunks, chunk q of A at
 // row q / (BK / 4), k offset 4 (q % (BK / 4)) (consecutive threads along a row's k, then the next row),
 // chunk q of B at k row q / (BN / 4), column 4 (q % (BN / 4)). Aligned: each chunk one 16-byte vector
@@ -376,7 +415,7 @@ template <class Cfg, bool Async, bool Aligned, bool Guard>
 __device__ __forceinline__ void warptile_load(float* __restrict__ a_tile, float* __restrict__ b_tile,
                                               const float* __restrict__ a, const float* __restrict__ b, int m, int n,
                                               int k, int row0, int col0, int k0) {
-  constexpr int a_chunks = Cfg::bm * Cfg::bk / 4, b_chunks = Cfg::bk * Cfg::bn / 4;
+  constexpr int a_chunks = Cfg::bm * Cfg::bk / 4;
   const int t = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < ceil_div(a_chunks, Cfg::threads); ++i) {
@@ -404,32 +443,7 @@ __device__ __forceinline__ void warptile_load(float* __restrict__ a_tile, float*
       }
     }
   }
-#pragma unroll
-  for (int i = 0; i < ceil_div(b_chunks, Cfg::threads); ++i) {
-    const int q = t + i * Cfg::threads;
-    if (b_chunks % Cfg::threads != 0 && q >= b_chunks) break;
-    const int r = q / (Cfg::bn / 4), cc = (q % (Cfg::bn / 4)) * 4;
-    const int kk = k0 + r, col = col0 + cc;
-    float* dst = b_tile + r * Cfg::bn + cc;
-    if constexpr (Aligned) {
-      const bool ok = !Guard || (kk < k && col < n);  // n % 4 == 0: the whole vector is inside the row
-      const float* src = ok ? b + std::int64_t(kk) * n + col : b;
-      if constexpr (Async)
-        cp_async16(dst, src, ok);
-      else
-        *reinterpret_cast<float4*>(dst) = ok ? *reinterpret_cast<const float4*>(src) : zero4();
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool ok = !Guard || (kk < k && col + e < n);
-        const float* src = ok ? b + std::int64_t(kk) * n + col + e : b;
-        if constexpr (Async)
-          cp_async4(dst + e, src, ok);
-        else
-          dst[e] = ok ? *src : 0.0f;
-      }
-    }
-  }
+  warptile_load_b<Cfg, Async, Aligned, Guard>(b_tile, b, n, k, col0, k0);
 }
 
 // The multiply-adds of one stage into the lane's TM x TN accumulators; a_warp and b_warp point at the
@@ -459,6 +473,24 @@ __device__ __forceinline__ void warptile_compute(const float* __restrict__ a_lan
   }
 }
 
+// The (tile row, tile column) of C this block computes. Swizzle > 1: consecutive blocks (in launch order, x
+// fastest) go down a band of Swizzle tile rows before moving one tile column right, so a wave of resident
+// blocks reads a few A panels and a few B panels that stay in L2, instead of a few A panels and all of B.
+template <int Swizzle>
+__device__ __forceinline__ int2 block_tile() {
+  if constexpr (Swizzle == 1) {
+    return make_int2(blockIdx.y, blockIdx.x);
+  } else {
+    const std::int64_t tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const std::int64_t id = std::int64_t(blockIdx.y) * tiles_n + blockIdx.x;
+    const std::int64_t band_tiles = Swizzle * tiles_n;
+    const std::int64_t band = id / band_tiles, local = id % band_tiles;
+    const std::int64_t rows_left = tiles_m - band * Swizzle;
+    const std::int64_t band_rows = rows_left < Swizzle ? rows_left : Swizzle;
+    return make_int2(static_cast<int>(band * Swizzle + local % band_rows), static_cast<int>(local / band_rows));
+  }
+}
+
 template <class Cfg, bool Async, bool Aligned>
 __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
     gemm_warptile_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m, int n,
@@ -468,21 +500,8 @@ __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
   float* const a_stages = smem;
   float* const b_stages = smem + Cfg::stages * Cfg::a_floats;
 
-  int tile_row = blockIdx.y, tile_col = blockIdx.x;
-  if constexpr (Cfg::swizzle > 1) {
-    // Rasterisation: consecutive blocks (in launch order, x fastest) go down a band of Swizzle tile rows
-    // before moving one tile column right, so a wave of resident blocks reads a few A panels and a few B
-    // panels that stay in L2, instead of a few A panels and all of B.
-    const std::int64_t tiles_n = gridDim.x, tiles_m = gridDim.y;
-    const std::int64_t id = std::int64_t(blockIdx.y) * tiles_n + blockIdx.x;
-    const std::int64_t band_tiles = Cfg::swizzle * tiles_n;
-    const std::int64_t band = id / band_tiles, local = id % band_tiles;
-    const std::int64_t rows_left = tiles_m - band * Cfg::swizzle;
-    const std::int64_t band_rows = rows_left < Cfg::swizzle ? rows_left : Cfg::swizzle;
-    tile_row = static_cast<int>(band * Cfg::swizzle + local % band_rows);
-    tile_col = static_cast<int>(local / band_rows);
-  }
-  const int row0 = tile_row * Cfg::bm, col0 = tile_col * Cfg::bn;
+  const int2 tile = block_tile<Cfg::swizzle>();
+  const int row0 = tile.x * Cfg::bm, col0 = tile.y * Cfg::bn;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_row = (warp / Cfg::warps_n) * Cfg::wm, warp_col = (warp % Cfg::warps_n) * Cfg::wn;
   const int lane_row = lane / Cfg::lanes_n, lane_col = lane % Cfg::lanes_n;
@@ -549,6 +568,169 @@ using warptile_base = warptile_config<128, 128, 16, 32, 64, 8, 8, 1>;
 using double_buffer_base = warptile_config<128, 128, 16, 32, 64, 8, 8, 2>;
 
 // ---------------------------------------------------------------------------------------------------------
+// Rung 9: fragment prefetch. Rung 8's fastest configurations at 4096^3 spend a fifth of their issue slots on
+// other instructions than FFMA, and the 128-output thread tiles that would need fewer lose to the 8 x 8 ones:
+// with one block of 8 warps per SM, every k step waits for its own shared-memory reads (and every slice
+// for its barrier). Here each lane holds two sets of fragments: the reads of step l + 1 are issued before
+// the multiply-adds of step l (the last step of a slice reads row 0 of the next stage, after the barrier),
+// so the FFMAs always have operands already in registers, as in CUTLASS's SIMT kernels and cuBLAS. A is
+// stored transposed ([BK][BM + 4], staged through registers: a global float4 along k becomes four
+// shared stores along m, the padding keeps them conflict-free) so that a step's fragments are TM / 4 and
+// TN / 4 float4 reads along m and n; B is [BK][BN], filled by cp.async. Two stages, one barrier a slice:
+// slice s + 1 is fetched (A into registers, B by cp.async) while slice s is multiplied.
+// Lane (lr, lc) owns rows 4 lr + 4 LR i + e and columns 4 lc + 4 LC j + e (LR = WM / TM, LC = WN / TN) of
+// its warp's WM x WN piece: a warp's fragment read is LR (LC) consecutive float4s, one wavefront.
+template <int BM, int BN, int WM, int WN, int TM, int TN, int MinBlocks, int Swizzle = 1>
+struct prefetch_config {
+  static constexpr int bm = BM, bn = BN, bk = 8, wm = WM, wn = WN, tm = TM, tn = TN, stages = 2;
+  static constexpr int min_blocks = MinBlocks, swizzle = Swizzle;
+  static constexpr int lanes_m = WM / TM, lanes_n = WN / TN;
+  static constexpr int warps_m = BM / WM, warps_n = BN / WN;
+  static constexpr int threads = warps_m * warps_n * 32;
+  // Pitch BM + 4: the two k chunks of a warp's transposed A stores (k 0-3 and 4-7 of 16 rows) land
+  // 4 (BM + 4) = 16 banks apart (mod 32), so each store instruction covers the 32 banks once.
+  static constexpr int a_pitch = BM + 4;
+  static constexpr int a_floats = bk * a_pitch, b_floats = bk * BN;  // per stage
+  static constexpr int smem_bytes = stages * (a_floats + b_floats) * int(sizeof(float));
+  static constexpr int a_chunks = BM * bk / 4 / threads;  // float4 chunks of A a thread stages per slice
+  static_assert(lanes_m * lanes_n == 32, "a warp is 32 lanes");
+  static_assert(BM % WM == 0 && BN % WN == 0 && WM % TM == 0 && WN % TN == 0, "tiles nest");
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "float4 fragments");
+  static_assert(BM % 32 == 0 && (BM * bk / 4) % threads == 0 && (bk * BN / 4) % threads == 0,
+                "whole chunks a thread; a warp's A chunks are 16 rows x 2 k chunks");
+  static_assert(Swizzle >= 1, "bands of at least one tile row");
+};
+
+// A's slice at k0 into registers: chunk q (row q / 2, k offset 4 (q % 2)) as rung 7 loads it.
+template <class Cfg, bool Aligned, bool Guard>
+__device__ __forceinline__ void prefetch_load_a(float4 (&staged)[Cfg::a_chunks], const float* __restrict__ a, int m,
+                                                int k, int row0, int k0) {
+#pragma unroll
+  for (int i = 0; i < Cfg::a_chunks; ++i) {
+    const int q = threadIdx.x + i * Cfg::threads;
+    const int row = row0 + q / (Cfg::bk / 4), kk = k0 + (q % (Cfg::bk / 4)) * 4;
+    const float* src = a + std::int64_t(row) * k + kk;
+    if constexpr (Aligned) {
+      staged[i] = (!Guard || (row < m && kk < k)) ? *reinterpret_cast<const float4*>(src) : zero4();
+    } else {
+      const bool row_ok = !Guard || row < m;
+      staged[i].x = row_ok && (!Guard || kk + 0 < k) ? src[0] : 0.0f;
+      staged[i].y = row_ok && (!Guard || kk + 1 < k) ? src[1] : 0.0f;
+      staged[i].z = row_ok && (!Guard || kk + 2 < k) ? src[2] : 0.0f;
+      staged[i].w = row_ok && (!Guard || kk + 3 < k) ? src[3] : 0.0f;
+    }
+  }
+}
+
+// The staged chunks into a stage's transposed A tile ([k][m]).
+template <class Cfg>
+__device__ __forceinline__ void prefetch_store_a(float* __restrict__ a_tile, const float4 (&staged)[Cfg::a_chunks]) {
+#pragma unroll
+  for (int i = 0; i < Cfg::a_chunks; ++i) {
+    const int q = threadIdx.x + i * Cfg::threads;
+    float* dst = a_tile + (q % (Cfg::bk / 4)) * 4 * Cfg::a_pitch + q / (Cfg::bk / 4);
+    dst[0 * Cfg::a_pitch] = staged[i].x;
+    dst[1 * Cfg::a_pitch] = staged[i].y;
+    dst[2 * Cfg::a_pitch] = staged[i].z;
+    dst[3 * Cfg::a_pitch] = staged[i].w;
+  }
+}
+
+// One k step's fragments: a_row and b_row point at the lane's first element in row l of a stage.
+template <class Cfg>
+__device__ __forceinline__ void prefetch_fragments(const float* __restrict__ a_row, const float* __restrict__ b_row,
+                                                   float (&a_frag)[Cfg::tm], float (&b_frag)[Cfg::tn]) {
+#pragma unroll
+  for (int i = 0; i < Cfg::tm; i += 4) unpack4(*reinterpret_cast<const float4*>(a_row + i * Cfg::lanes_m), a_frag + i);
+#pragma unroll
+  for (int j = 0; j < Cfg::tn; j += 4) unpack4(*reinterpret_cast<const float4*>(b_row + j * Cfg::lanes_n), b_frag + j);
+}
+
+template <class Cfg, bool Aligned>
+__global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
+    gemm_prefetch_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m, int n,
+                         int k) {
+  extern __shared__ __align__(16) float smem[];
+  float* const a_stages = smem;
+  float* const b_stages = smem + Cfg::stages * Cfg::a_floats;
+  const int2 tile = block_tile<Cfg::swizzle>();
+  const int row0 = tile.x * Cfg::bm, col0 = tile.y * Cfg::bn;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // The lane's first A row (a column of the transposed tile) and first B column inside a stage.
+  const int a_offset = (warp / Cfg::warps_n) * Cfg::wm + (lane / Cfg::lanes_n) * 4;
+  const int b_offset = (warp % Cfg::warps_n) * Cfg::wn + (lane % Cfg::lanes_n) * 4;
+  const bool inside = interior(row0, col0, Cfg::bm, Cfg::bn, m, n);
+  const int slices = (k + Cfg::bk - 1) / Cfg::bk;
+
+  float4 staged[Cfg::a_chunks];
+  // Slice `slice`: A into `staged`, B by cp.async into `stage` (one commit group).
+  const auto fetch = [&](int stage, int slice) {
+    float* b_tile = b_stages + stage * Cfg::b_floats;
+    const int k0 = slice * Cfg::bk;
+    if (inside && k0 + Cfg::bk <= k) {
+      prefetch_load_a<Cfg, Aligned, false>(staged, a, m, k, row0, k0);
+      warptile_load_b<Cfg, true, Aligned, false>(b_tile, b, n, k, col0, k0);
+    } else {
+      prefetch_load_a<Cfg, Aligned, true>(staged, a, m, k, row0, k0);
+      warptile_load_b<Cfg, true, Aligned, true>(b_tile, b, n, k, col0, k0);
+    }
+    cp_async_commit();
+  };
+
+  fetch(0, 0);
+  prefetch_store_a<Cfg>(a_stages, staged);
+  cp_async_wait<0>();
+  __syncthreads();
+  float a_frag[2][Cfg::tm], b_frag[2][Cfg::tn];
+  prefetch_fragments<Cfg>(a_stages + a_offset, b_stages + b_offset, a_frag[0], b_frag[0]);
+  float acc[Cfg::tm][Cfg::tn] = {};
+  // Two slices an iteration: the stage of each is then a constant, which takes the stage arithmetic
+  // (about 30 of the 120 instructions besides the 1,024 FFMAs of a slice) out of the loop.
+#pragma unroll 2
+  for (int s = 0; s < slices; ++s) {
+    const int stage = s & 1;
+    const bool more = s + 1 < slices;
+    if (more) fetch(stage ^ 1, s + 1);  // stage ^ 1 was last read before the previous slice's barrier
+#pragma unroll
+    for (int l = 0; l < Cfg::bk; ++l) {
+      int read_stage = stage;
+      if (l == Cfg::bk - 1) {
+        // Slice s + 1 complete in stage ^ 1 (A from the registers, B landed) and visible to all; the
+        // reads of row bk - 1 were issued a step ago, so nobody reads this stage past the barrier.
+        if (more) {
+          prefetch_store_a<Cfg>(a_stages + (stage ^ 1) * Cfg::a_floats, staged);
+          cp_async_wait<0>();
+        }
+        __syncthreads();
+        read_stage = stage ^ 1;  // row 0 of the next slice (unused, in bounds, after the last slice)
+      }
+      const int next = (l + 1) % Cfg::bk;
+      prefetch_fragments<Cfg>(a_stages + read_stage * Cfg::a_floats + next * Cfg::a_pitch + a_offset,
+                              b_stages + read_stage * Cfg::b_floats + next * Cfg::bn + b_offset, a_frag[(l + 1) % 2],
+                              b_frag[(l + 1) % 2]);
+#pragma unroll
+      for (int i = 0; i < Cfg::tm; ++i)
+#pragma unroll
+        for (int j = 0; j < Cfg::tn; ++j) acc[i][j] += a_frag[l % 2][i] * b_frag[l % 2][j];
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < Cfg::tm; ++i) {
+    const int row = row0 + a_offset + (i / 4) * 4 * Cfg::lanes_m + i % 4;
+    if (row >= m) continue;
+#pragma unroll
+    for (int j = 0; j < Cfg::tn; j += 4)
+      store4<Aligned>(c, n, row, col0 + b_offset + j * Cfg::lanes_n,
+                      make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+  }
+}
+
+// Rung 9's configuration: 128 x 128 tiles of four 64 x 64 warps (8 x 4 lanes of 8 x 16), two blocks per SM
+// (8 warps, up to 255 registers a thread: cuBLAS's occupancy).
+using prefetch_base = prefetch_config<128, 128, 64, 64, 8, 16, 2>;
+
+// ---------------------------------------------------------------------------------------------------------
 // Launch plumbing
 
 // A kernel's grid over C: ceil(n / bn) x ceil(m / bm) blocks.
@@ -590,22 +772,21 @@ struct warptile_kernels {
   }
 };
 
+// A kernel pair (16-byte aligned rows or not) of configuration Cfg with its launch geometry.
+template <class Cfg>
+warptile_kernels tile_kernels_of(kernel_fn aligned, kernel_fn unaligned) {
+  return {aligned, unaligned, Cfg::bm,     Cfg::bn,         Cfg::bk,      Cfg::wm,      Cfg::wn,
+          Cfg::tm, Cfg::tn,   Cfg::stages, Cfg::min_blocks, Cfg::swizzle, Cfg::threads, Cfg::smem_bytes};
+}
+
 template <class Cfg, bool Async>
 warptile_kernels warptile_kernels_of() {
-  return {gemm_warptile_kernel<Cfg, Async, true>,
-          gemm_warptile_kernel<Cfg, Async, false>,
-          Cfg::bm,
-          Cfg::bn,
-          Cfg::bk,
-          Cfg::wm,
-          Cfg::wn,
-          Cfg::tm,
-          Cfg::tn,
-          Cfg::stages,
-          Cfg::min_blocks,
-          Cfg::swizzle,
-          Cfg::threads,
-          Cfg::smem_bytes};
+  return tile_kernels_of<Cfg>(gemm_warptile_kernel<Cfg, Async, true>, gemm_warptile_kernel<Cfg, Async, false>);
+}
+
+template <class Cfg>
+warptile_kernels prefetch_kernels_of() {
+  return tile_kernels_of<Cfg>(gemm_prefetch_kernel<Cfg, true>, gemm_prefetch_kernel<Cfg, false>);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -687,9 +868,9 @@ class gemm_register_tile final : public gemm_cuda_base {
   }
 };
 
-// Rungs 6 and 7: one fixed warptile configuration.
-template <class Cfg, bool Async>
-class gemm_warptile final : public gemm_cuda_base {
+// Rungs 6, 7 and 9: one fixed kernel pair and configuration.
+template <warptile_kernels (*Kernels)()>
+class gemm_fixed_tile final : public gemm_cuda_base {
  public:
   void enqueue_run() override { m_kernels.launch(m_a, m_b, m_c, m_m, m_n, m_k, m_stream); }
   double calculated_occupancy() const override { return m_kernels.occupancy(); }
@@ -698,7 +879,7 @@ class gemm_warptile final : public gemm_cuda_base {
   void plan() override { m_kernels.configure(); }
 
  private:
-  warptile_kernels m_kernels = warptile_kernels_of<Cfg, Async>();
+  warptile_kernels m_kernels = Kernels();
 };
 
 // Rung 8: the rung-7 kernel over a handful of configurations, the fastest on the prepared problem chosen in
@@ -866,9 +1047,10 @@ class gemm_cublas_in final : public gemm_cublas {
   variant_binding<gemm_small_tile<3>>{"gemm_smem@cuda"};
   variant_binding<gemm_register_tile<4>>{"gemm_regtile@cuda"};
   variant_binding<gemm_register_tile<5>>{"gemm_vectorized@cuda"};
-  variant_binding<gemm_warptile<warptile_base, false>>{"gemm_warptile@cuda"};
-  variant_binding<gemm_warptile<double_buffer_base, true>>{"gemm_double_buffer@cuda"};
+  variant_binding<gemm_fixed_tile<warptile_kernels_of<warptile_base, false>>>{"gemm_warptile@cuda"};
+  variant_binding<gemm_fixed_tile<warptile_kernels_of<double_buffer_base, true>>>{"gemm_double_buffer@cuda"};
   variant_binding<gemm_autotuned>{"gemm_autotuned@cuda"};
+  variant_binding<gemm_fixed_tile<prefetch_kernels_of<prefetch_base>>>{"gemm_prefetch@cuda"};
   variant_binding<gemm_cublas_in<table_layout::row_major>>{"gemm_cublas@cuda"};
   variant_binding<gemm_cublas_in<table_layout::feature_major>>{"gemm_cublas_feature_major@cuda"};
   return 0;

@@ -45,6 +45,11 @@ void declare_cuda(const std::string& name, const std::string& family, const std:
       "the double-buffer kernel over 17 (BM, BN, BK, WM, WN, TM, TN, stages, min_blocks, swizzle) configurations "
       "(up to 128 x 256 tiles of 8 x 16 per thread, one block per SM), the fastest on the problem chosen in prepare",
       8);
+  declare_cuda("gemm_prefetch", "gemm_cuda",
+               "128 x 128 tiles of 8 x 16 outputs a thread (two 4-warp blocks per SM) with register double-buffered "
+               "fragments: step l + 1's shared reads issue before step l's FMAs; A transposed in shared memory "
+               "(staged through registers), B by cp.async, two stages of BK = 8",
+               9);
   declare_cuda("gemm_cublas", "cublas",
                "cublasSgemm_64 on C^T = B^T A^T (row-major as column-major), fp32 math (no TF32)", 0);
   declare_cuda("gemm_cublas_feature_major", "cublas", "cublasSgemm_64 on column-major A, B, C, fp32 math (no TF32)", 0,

@@ -1,6 +1,6 @@
 // Hopper rungs of gemm_bf16 (family gemm_tensor_cuda, after gemm_tensor_cuda.cu's mma.sync rungs 1-4):
 // the multiply on Hopper's own instructions, which cuBLAS uses and mma.sync cannot reach (lab II: rung 4 at
-// 0.35x cuBLAS, issuing mma.sync at 12% occupancy). gemm_fp16 runs rungs 5 and 6 unchanged but for the
+// 0.35x cuBLAS, issuing mma.sync at 12% occupancy). gemm_fp16 runs rungs 5 to 8 unchanged but for the
 // instruction (m64n256k16.f32.f16.f16) and the tensor maps' element type: binary16 has bfloat16's size and
 // the same wgmma operand rules (16-bit, imm-trans-b allowed), so tiles, swizzle and descriptors are BF16's.
 //
@@ -16,6 +16,16 @@
 //                         its registers given back (setmaxnreg.dec 40) so that the two consumer warpgroups
 //                         hold 232 each (setmaxnreg.inc); consumers keep one wgmma group in flight
 //                         (wait_group 1) and release a stage as soon as the group that read it retires.
+//  7 gemm_bf16_wgmma_cluster  rung 6 in clusters of 2 blocks along m (cudaLaunchKernelEx, cluster dims 2 x 1 x 1),
+//                         which share B's tile: each block loads its own A box and 2 of B's 4 boxes, multicast
+//                         by TMA into both blocks (.multicast::cluster), so B crosses from L2 once per pair. A
+//                         stage is refilled once the consumers of both blocks are done with it: one lane of each
+//                         consumer warp arrives on each block's "empty" barrier (mapa + a remote arrive). The
+//                         m tiles are padded to whole pairs: a block below C loads zeros and stores nothing.
+//  8 gemm_bf16_wgmma_persistent  rung 7 on a persistent grid (as many clusters as fit at once,
+//                         cudaOccupancyMaxActiveClusters), each looping over the grouped order's tiles; the stage
+//                         counters run on across tiles, so the producer loads the next tile's first stages while
+//                         the consumers store the current one.
 //
 // Operands: row-major A (m x k) is K-major: each 128-byte row of a 64-wide k tile is one swizzle span, 8
 // rows a 1,024-byte atom (descriptor SBO 1,024; a k16 step is +32 bytes inside the span). Row-major B
@@ -120,7 +130,8 @@ __device__ __forceinline__ void multiply_tile(float (&d)[128], std::uint32_t a_r
 
 // ---------------------------------------------------------------------------------------------------------
 // The kernel: Specialized = false is rung 5 (2 warpgroups, thread 0 also loads), true is rung 6 (a producer
-// warpgroup and 2 consumers).
+// warpgroup and 2 consumers); ClusterM = 2 pairs blocks along m in a cluster that shares B's tiles (rung 7), and
+// Persistent loops each cluster over tiles, its stage counters running on from one tile to the next (rung 8).
 
 // 1 where this kernel image is sm_90a code (the wgmma kernels below are empty in any other).
 __global__ void sm90a_probe(int* out) {
@@ -131,102 +142,153 @@ __global__ void sm90a_probe(int* out) {
 #endif
 }
 
-template <gemm_precision P, bool Specialized>
+template <gemm_precision P, bool Specialized, int ClusterM = 1, bool Persistent = false>
 __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                  float* __restrict__ c, int m, int n, int k, bool even_n) {
+  // A cluster shares B's N-major boxes, a share each (TF32's K-major B^T is one box).
+  static_assert(ClusterM == 1 || (Specialized && !wg_traits<P>::b_k_major &&
+                                  (wg_block_n / b_box_cols) % ClusterM == 0 && wg_group_m % ClusterM == 0));
+  static_assert(!Persistent || Specialized);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[wg_stages], empty[wg_stages];
   const std::uint32_t base = (shared_address(shared_raw) + 1023u) & ~1023u;  // 128-byte swizzle atoms: 1 KB
+  const int rank = ClusterM == 1 ? 0 : static_cast<int>(cluster_rank());
 
-  // Grouped block order: wg_group_m block rows walk the block columns together, sharing B's tiles in L2.
+  // Grouped order: wg_group_m block rows (wg_group_m / ClusterM cluster rows) walk the block columns together,
+  // sharing B's tiles in L2. Cluster tile `id` at block row (cluster row) x ClusterM + rank.
   const int tiles_m = (m + wg_block_m - 1) / wg_block_m, tiles_n = (n + wg_block_n - 1) / wg_block_n;
-  const int per_group = wg_group_m * tiles_n, id = static_cast<int>(blockIdx.x);
-  const int first_m = (id / per_group) * wg_group_m;
-  const int rows = tiles_m - first_m < wg_group_m ? tiles_m - first_m : wg_group_m;
-  const int tile_m = first_m + (id % per_group) % rows, tile_n = (id % per_group) / rows;
-  const int m0 = tile_m * wg_block_m, n0 = tile_n * wg_block_n;
+  const int cluster_rows = (tiles_m + ClusterM - 1) / ClusterM, tiles = cluster_rows * tiles_n;
+  constexpr int group = wg_group_m / ClusterM;
+  const auto origin = [&](int id) {
+    const int per_group = group * tiles_n;
+    const int first_m = (id / per_group) * group;
+    const int rows = cluster_rows - first_m < group ? cluster_rows - first_m : group;
+    const int tile_m = (first_m + (id % per_group) % rows) * ClusterM + rank, tile_n = (id % per_group) / rows;
+    return int2{tile_m * wg_block_m, tile_n * wg_block_n};
+  };
+  // This cluster's first tile and the one after `tile` (none where not persistent).
+  const int first_tile = static_cast<int>(blockIdx.x) / ClusterM;
+  const auto next_tile = [&](int tile) { return Persistent ? tile + static_cast<int>(gridDim.x) / ClusterM : tiles; };
   constexpr int block_k = wg_traits<P>::block_k;
   const int k_tiles = (k + block_k - 1) / block_k;
 
   if (threadIdx.x == 0) {
+    // A stage is free once every consumer warpgroup reading it is done: all 256 consumer threads of the block, or
+    // in a cluster one lane of each consumer warp of every block (each block's copy writes B into all of them).
     for (int s = 0; s < wg_stages; ++s) {
       barrier_init(shared_address(&full[s]), 1);
-      barrier_init(shared_address(&empty[s]), wg_consumers * 128);
+      barrier_init(shared_address(&empty[s]), ClusterM == 1 ? wg_consumers * 128 : wg_consumers * 4 * ClusterM);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
   }
-  __syncthreads();
+  if constexpr (ClusterM == 1)
+    __syncthreads();
+  else
+    cluster_sync();  // no block's copies or arrivals reach a peer's barriers before their init
 
   const auto a_stage = [&](int s) { return base + std::uint32_t(s * stage_bytes); };
   const auto b_stage = [&](int s) { return base + std::uint32_t(s * stage_bytes + a_stage_bytes); };
-  // Tile kt into stage kt % wg_stages: A's 128 x block_k box; B^T's 256 x block_k box (K-major) or B's four
-  // block_k x 64 boxes (N-major).
-  const auto load = [&](int kt) {
-    const int s = kt % wg_stages;
+  // k tile kt of the block tile whose first row and column are `at` into stage s: A's 128 x block_k box; B^T's
+  // 256 x block_k box (K-major) or B's four block_k x 64 boxes (N-major), in a cluster this block's share of them
+  // into every block's stage s, so each block's full barrier still counts a whole stage of bytes.
+  const auto load = [&](int s, int kt, int2 at) {
     const std::uint32_t bar = shared_address(&full[s]);
     barrier_expect_bytes(bar, stage_bytes);  // out-of-range elements are zero-filled and counted too
-    tma_load_2d(a_stage(s), &a_map, kt * block_k, m0, bar);
+    tma_load_2d(a_stage(s), &a_map, kt * block_k, at.x, bar);
     if constexpr (wg_traits<P>::b_k_major) {
-      tma_load_2d(b_stage(s), &b_map, kt * block_k, n0, bar);
+      tma_load_2d(b_stage(s), &b_map, kt * block_k, at.y, bar);
     } else {
+      constexpr int share = wg_block_n / b_box_cols / ClusterM;
 #pragma unroll
-      for (int j = 0; j < wg_block_n / b_box_cols; ++j)
-        tma_load_2d(b_stage(s) + j * b_box_bytes, &b_map, n0 + j * b_box_cols, kt * block_k, bar);
-    }
-  };
-  float d[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-
-  int consumer = 0;
-  if constexpr (Specialized) {
-    if (threadIdx.x < 128) {  // the producer warpgroup
-      registers_down<40>();
-      if (threadIdx.x == 0)
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          if (kt >= wg_stages) barrier_wait(shared_address(&empty[kt % wg_stages]), ((kt / wg_stages) - 1) & 1);
-          load(kt);
-        }
-      return;
-    }
-    registers_up<232>();
-    consumer = static_cast<int>(threadIdx.x) / 128 - 1;
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      barrier_wait(shared_address(&full[kt % wg_stages]), (kt / wg_stages) & 1);
-      multiply_tile<P>(d, a_stage(kt % wg_stages) + consumer * 64 * span_bytes, b_stage(kt % wg_stages));
-      wgmma_wait<1>();  // the group of tile kt - 1 has retired: its stage may be refilled
-      if (kt > 0) barrier_arrive(shared_address(&empty[(kt - 1) % wg_stages]));
-    }
-    wgmma_wait<0>();
-  } else {
-    consumer = static_cast<int>(threadIdx.x) / 128;
-    if (threadIdx.x == 0)
-      for (int kt = 0; kt < k_tiles && kt < wg_stages; ++kt) load(kt);
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int s = kt % wg_stages;
-      barrier_wait(shared_address(&full[s]), (kt / wg_stages) & 1);
-      multiply_tile<P>(d, a_stage(kt % wg_stages) + consumer * 64 * span_bytes, b_stage(kt % wg_stages));
-      wgmma_wait<0>();
-      barrier_arrive(shared_address(&empty[s]));
-      if (threadIdx.x == 0 && kt + wg_stages < k_tiles) {
-        barrier_wait(shared_address(&empty[s]), (kt / wg_stages) & 1);
-        load(kt + wg_stages);
+      for (int j = rank * share; j < (rank + 1) * share; ++j) {
+        if constexpr (ClusterM == 1)
+          tma_load_2d(b_stage(s) + j * b_box_bytes, &b_map, at.y + j * b_box_cols, kt * block_k, bar);
+        else
+          tma_load_2d_multicast(b_stage(s) + j * b_box_bytes, &b_map, at.y + j * b_box_cols, kt * block_k, bar,
+                                (1u << ClusterM) - 1u);
       }
     }
-  }
-
+  };
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+  const auto release = [&](int s) {
+    if constexpr (ClusterM == 1)
+      barrier_arrive(shared_address(&empty[s]));
+    else if (lane < ClusterM)
+      barrier_arrive_cluster(shared_address(&empty[s]), static_cast<unsigned>(lane));
+  };
+  float d[128];
   // The accumulator fragment of m64nNk16: warp w of the warpgroup holds rows 16 w .. 16 w + 15; lane l holds,
   // for each 8-column slice j, (row l / 4, columns 2 (l % 4) + {0, 1}) in d[4 j], d[4 j + 1] and the same
   // columns 8 rows down in d[4 j + 2], d[4 j + 3].
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = (static_cast<int>(threadIdx.x) % 128) / 32;
-  const std::int64_t row = m0 + consumer * 64 + warp * 16 + lane / 4;
-  const std::int64_t col = n0 + 2 * (lane % 4);
+  const auto store = [&](int2 at, int consumer) {
+    const std::int64_t row = at.x + consumer * 64 + warp * 16 + lane / 4;
+    const std::int64_t col = at.y + 2 * (lane % 4);
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    store_pair(c, m, n, row, col + 8 * j, d[4 * j], d[4 * j + 1], even_n);
-    store_pair(c, m, n, row + 8, col + 8 * j, d[4 * j + 2], d[4 * j + 3], even_n);
+    for (int j = 0; j < 32; ++j) {
+      store_pair(c, m, n, row, col + 8 * j, d[4 * j], d[4 * j + 1], even_n);
+      store_pair(c, m, n, row + 8, col + 8 * j, d[4 * j + 2], d[4 * j + 3], even_n);
+    }
+  };
+
+  if constexpr (Specialized) {
+    // Stage and phase follow `it`, the block's k tiles counted over all its tiles (unsigned: % and / by the stages
+    // are a mask and a shift). Each is loaded once and released once (but for a block's very last, which no load
+    // waits for), by the same count of arrivals on every block of a cluster, whose blocks walk the same tiles, a
+    // padding block too: so each barrier's phases alternate in step on both sides and no wait is left unanswered.
+    if (threadIdx.x < 128) {  // the producer warpgroup
+      registers_down<40>();
+      if (threadIdx.x == 0) {
+        unsigned it = 0;
+        for (int tile = first_tile; tile < tiles; tile = next_tile(tile)) {
+          const int2 at = origin(tile);
+          for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            if (it >= wg_stages) barrier_wait(shared_address(&empty[it % wg_stages]), ((it / wg_stages) - 1) & 1);
+            load(it % wg_stages, kt, at);
+          }
+        }
+      }
+    } else {
+      registers_up<232>();
+      const int consumer = static_cast<int>(threadIdx.x) / 128 - 1;
+      unsigned it = 0;
+      for (int tile = first_tile; tile < tiles; tile = next_tile(tile)) {
+        const int2 at = origin(tile);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          barrier_wait(shared_address(&full[it % wg_stages]), (it / wg_stages) & 1);
+          multiply_tile<P>(d, a_stage(it % wg_stages) + consumer * 64 * span_bytes, b_stage(it % wg_stages));
+          wgmma_wait<1>();  // the group of k tile it - 1 has retired: its stage may be refilled
+          if (kt > 0) release((it - 1) % wg_stages);
+        }
+        wgmma_wait<0>();
+        // The tile's last stage, which the producer, already loading the next tile, will refill.
+        if (Persistent && k_tiles > 0) release((it - 1) % wg_stages);
+        store(at, consumer);
+      }
+    }
+    if constexpr (ClusterM > 1) cluster_sync();  // peers may still arrive on this block's barriers until here
+  } else {
+    const int consumer = static_cast<int>(threadIdx.x) / 128;
+    const int2 at = origin(first_tile);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    if (threadIdx.x == 0)
+      for (int kt = 0; kt < k_tiles && kt < wg_stages; ++kt) load(kt, kt, at);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % wg_stages;
+      barrier_wait(shared_address(&full[s]), (kt / wg_stages) & 1);
+      multiply_tile<P>(d, a_stage(s) + consumer * 64 * span_bytes, b_stage(s));
+      wgmma_wait<0>();
+      release(s);
+      if (threadIdx.x == 0 && kt + wg_stages < k_tiles) {
+        barrier_wait(shared_address(&empty[s]), (kt / wg_stages) & 1);
+        load(s, kt + wg_stages, at);
+      }
+    }
+    store(at, consumer);
   }
 #else
   (void)a_map, (void)b_map, (void)c, (void)m, (void)n, (void)k, (void)even_n;
@@ -279,7 +341,15 @@ __global__ void transpose_b_kernel(const float* __restrict__ b, float* __restric
   }
 }
 
-template <gemm_precision P, bool Specialized>
+// Tiles of C in clusters of ClusterM block rows: ceil(m / 128 / ClusterM) cluster rows x ceil(n / 256) columns,
+// so a cluster's last block may lie wholly below C (it loads and multiplies zeros and stores nothing).
+template <int ClusterM>
+constexpr std::int64_t cluster_tiles(std::int64_t m, std::int64_t n) {
+  const std::int64_t block_rows = (m + wg_block_m - 1) / wg_block_m;
+  return (block_rows + ClusterM - 1) / ClusterM * ((n + wg_block_n - 1) / wg_block_n);
+}
+
+template <gemm_precision P, bool Specialized, int ClusterM = 1, bool Persistent = false>
 class gemm_wgmma final : public gemm_tc_base<P> {
  public:
   using base = gemm_tc_base<P>;
@@ -304,20 +374,29 @@ class gemm_wgmma final : public gemm_tc_base<P> {
       KSTUDY_CUDA_CHECK(cudaMemcpy2DAsync(m_b_padded, m_n_pitch * e, this->m_b, n * e, n * e, k,
                                           cudaMemcpyDeviceToDevice, this->m_stream));
     }
-    wgmma_kernel<P, Specialized><<<m_blocks, threads, wg_shared_bytes, this->m_stream>>>(
-        m_a_map, m_b_map, this->m_c, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), n % 2 == 0);
-    KSTUDY_CUDA_CHECK(cudaGetLastError());
+    const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+    if constexpr (ClusterM == 1) {
+      kernel<<<m_blocks, threads, wg_shared_bytes, this->m_stream>>>(m_a_map, m_b_map, this->m_c, mi, ni, ki,
+                                                                     n % 2 == 0);
+      KSTUDY_CUDA_CHECK(cudaGetLastError());
+    } else {
+      const hopper::cluster_launch launch(m_blocks, threads, wg_shared_bytes, this->m_stream, ClusterM);
+      KSTUDY_CUDA_CHECK(
+          cudaLaunchKernelEx(&launch.m_config, kernel, m_a_map, m_b_map, this->m_c, mi, ni, ki, n % 2 == 0));
+    }
   }
-  double calculated_occupancy() const override {
-    return occupancy_of(wgmma_kernel<P, Specialized>, threads, wg_shared_bytes);
-  }
+  double calculated_occupancy() const override { return occupancy_of(kernel, threads, wg_shared_bytes); }
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
-    return {{"block_m", wg_block_m},
-            {"block_n", wg_block_n},
-            {"block_k", wg_traits<P>::block_k},
-            {"stages", wg_stages},
-            {"raster_group_m", wg_group_m},
-            {"padded_copies", (m_a_padded ? 1 : 0) + (m_b_padded && !wg_traits<P>::b_k_major ? 1 : 0)}};
+    std::vector<std::pair<std::string, std::int64_t>> parameters = {
+        {"block_m", wg_block_m},
+        {"block_n", wg_block_n},
+        {"block_k", wg_traits<P>::block_k},
+        {"stages", wg_stages},
+        {"raster_group_m", wg_group_m},
+        {"padded_copies", (m_a_padded ? 1 : 0) + (m_b_padded && !wg_traits<P>::b_k_major ? 1 : 0)}};
+    if (ClusterM > 1) parameters.emplace_back("cluster_m", ClusterM);
+    if (Persistent) parameters.emplace_back("grid_blocks", m_blocks);
+    return parameters;
   }
 
  protected:
@@ -331,11 +410,24 @@ class gemm_wgmma final : public gemm_tc_base<P> {
     const std::int64_t m = this->m_m, n = this->m_n, k = this->m_k;
     if (m > int_max || n > int_max || k > int_max)
       throw std::invalid_argument(op + " wgmma rungs: m, n and k must be below 2^31 (TMA coordinates)");
-    const std::int64_t tiles = ((m + wg_block_m - 1) / wg_block_m) * ((n + wg_block_n - 1) / wg_block_n);
-    if (tiles > int_max) throw std::invalid_argument(op + " wgmma rungs: too large a matrix for one grid");
-    m_blocks = static_cast<unsigned>(tiles);
-    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(wgmma_kernel<P, Specialized>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           wg_shared_bytes));
+    // A cluster's padding block starts below C, its first row still an int.
+    if (ClusterM > 1 && m > int_max - wg_block_m * ClusterM)
+      throw std::invalid_argument(op + " wgmma cluster rungs: m must be below 2^31 - " +
+                                  std::to_string(wg_block_m * ClusterM));
+    const std::int64_t tiles = cluster_tiles<ClusterM>(m, n);
+    if (tiles * ClusterM > int_max) throw std::invalid_argument(op + " wgmma rungs: too large a matrix for one grid");
+    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wg_shared_bytes));
+    m_blocks = static_cast<unsigned>(tiles * ClusterM);
+    if (Persistent) {
+      // As many clusters as fit on the device at once (one block an SM: the stages take most of its shared
+      // memory), each looping over tiles, and never more than there are tiles.
+      int clusters = 0;
+      const hopper::cluster_launch launch(ClusterM, threads, wg_shared_bytes, this->m_stream, ClusterM);
+      KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.m_config));
+      if (clusters < 1)
+        throw variant_unavailable("no cluster of " + std::to_string(ClusterM) + " wgmma blocks fits on this GPU");
+      if (clusters < tiles) m_blocks = static_cast<unsigned>(clusters * ClusterM);
+    }
     // TMA reads rows 16 bytes apart: pad A's rows (k) and N-major B's rows (n) to a 16-byte multiple where they are
     // not; K-major B^T (TF32) is written with the padded pitch by the transpose itself.
     device_free(m_a_padded);
@@ -361,6 +453,7 @@ class gemm_wgmma final : public gemm_tc_base<P> {
 
  private:
   static constexpr int threads = (Specialized ? wg_consumers + 1 : wg_consumers) * 128;  // + the producer
+  static constexpr auto kernel = wgmma_kernel<P, Specialized, ClusterM, Persistent>;
   CUtensorMap m_a_map{}, m_b_map{};
   storage *m_a_padded = nullptr, *m_b_padded = nullptr;  // m_b_padded: B^T for TF32
   std::int64_t m_k_pitch = 0, m_n_pitch = 0;
@@ -376,9 +469,13 @@ class gemm_wgmma final : public gemm_tc_base<P> {
 [[maybe_unused]] const int registered = [] {
   variant_binding<gemm_wgmma<gemm_precision::bf16, false>>{"gemm_bf16_wgmma_tma@cuda"};
   variant_binding<gemm_wgmma<gemm_precision::bf16, true>>{"gemm_bf16_wgmma_ws@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::bf16, true, 2>>{"gemm_bf16_wgmma_cluster@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::bf16, true, 2, true>>{"gemm_bf16_wgmma_persistent@cuda"};
   variant_binding<gemm_wgmma<gemm_precision::tf32, true>>{"gemm_tf32_wgmma_ws@cuda"};
   variant_binding<gemm_wgmma<gemm_precision::fp16, false>>{"gemm_fp16_wgmma_tma@cuda"};
   variant_binding<gemm_wgmma<gemm_precision::fp16, true>>{"gemm_fp16_wgmma_ws@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::fp16, true, 2>>{"gemm_fp16_wgmma_cluster@cuda"};
+  variant_binding<gemm_wgmma<gemm_precision::fp16, true, 2, true>>{"gemm_fp16_wgmma_persistent@cuda"};
   return 0;
 }();
 #endif

@@ -18,7 +18,7 @@ void declare_cuda(gemm_precision precision, const std::string& name, const std::
   variant_declaration{std::move(info)};
 }
 
-// Rungs 5 and 6 of a 16-bit operation (gemm_bf16, gemm_fp16: the same kernels, `instruction` naming the
+// Rungs 5 to 8 of a 16-bit operation (gemm_bf16, gemm_fp16: the same kernels, `instruction` naming the
 // multiply's input type where it is not BF16's).
 void declare_16_bit_rungs(gemm_precision precision, const std::string& instruction) {
   const std::string op = operation_name(precision);
@@ -33,6 +33,16 @@ void declare_16_bit_rungs(gemm_precision precision, const std::string& instructi
                "two consumer warpgroups multiply (setmaxnreg.inc 232) and keep one wgmma group in flight, "
                "releasing each stage when its group retires; sm_90a",
                6, /*kernels_launched=*/1);  // wgmma_kernel
+  declare_cuda(precision, op + "_wgmma_cluster",
+               "rung 6 in clusters of 2 blocks along m sharing B's tile: each block loads its own A box and half "
+               "of B's boxes, multicast by TMA to both blocks (half the L2-to-SM traffic for B); a stage is "
+               "refilled once the consumers of both blocks have released it (remote mbarrier arrivals); sm_90a",
+               7, /*kernels_launched=*/1);  // wgmma_kernel
+  declare_cuda(precision, op + "_wgmma_persistent",
+               "rung 7 with a persistent grid (as many 2-block clusters as fit at once, each looping over tiles "
+               "in the grouped order): the stages run on across tiles, so the producer loads the next tile "
+               "while the consumers store the current one; sm_90a",
+               8, /*kernels_launched=*/1);  // wgmma_kernel
 }
 
 [[maybe_unused]] const int declared = [] {

@@ -1,11 +1,14 @@
 #pragma once
 // The host side of the Hopper (sm_90a) rungs: the driver's tensor-map encoder, reached through the runtime so
-// that nothing links against libcuda, and the check that a translation unit's sm_90a image is what runs.
+// that nothing links against libcuda, a cluster launch's configuration, and the check that a translation unit's
+// sm_90a image is what runs.
 // For CUDA translation units only.
 #if defined(__CUDACC__)
 #include <cuda.h>  // CUtensorMap and its enums
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <cstddef>
 
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant_unavailable.hpp"
@@ -29,6 +32,28 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   }();
   return encoder;
 }
+
+// The launch configuration of a kernel in clusters of `cluster_x` x 1 x 1 blocks (grid.x a multiple of it), for
+// cudaLaunchKernelEx and cudaOccupancyMaxActiveClusters. Not copyable: m_config points at m_attribute.
+struct cluster_launch {
+  cluster_launch(dim3 grid, dim3 block, std::size_t dynamic_shared_bytes, cudaStream_t stream, unsigned cluster_x) {
+    m_attribute.id = cudaLaunchAttributeClusterDimension;
+    m_attribute.val.clusterDim.x = cluster_x;
+    m_attribute.val.clusterDim.y = 1;
+    m_attribute.val.clusterDim.z = 1;
+    m_config.gridDim = grid;
+    m_config.blockDim = block;
+    m_config.dynamicSmemBytes = dynamic_shared_bytes;
+    m_config.stream = stream;
+    m_config.attrs = &m_attribute;
+    m_config.numAttrs = 1;
+  }
+  cluster_launch(const cluster_launch&) = delete;
+  cluster_launch& operator=(const cluster_launch&) = delete;
+
+  cudaLaunchAttribute m_attribute{};
+  cudaLaunchConfig_t m_config{};
+};
 
 // Whether `probe`, a kernel of the caller's translation unit that writes 1 where it was compiled for sm_90a
 // (__CUDA_ARCH_FEAT_SM90_ALL) and 0 elsewhere, runs its sm_90a image on the current device. The driver may

@@ -1,9 +1,10 @@
 #pragma once
 // Hopper's own instructions as inline PTX, for the code that needs them (the gemm wgmma rungs, the framework's
-// tensor-core peak probes): shared-memory addresses, mbarriers, TMA tile loads, wgmma matrix descriptors,
-// m64n256k16 BF16 / FP16 and m64n256k8 TF32 multiplies, setmaxnreg. Device code for the arch-specific sm_90a
-// target only: everything here exists where __CUDA_ARCH_FEAT_SM90_ALL is defined (nvcc
-// -gencode=arch=compute_90a,code=sm_90a) and nowhere else, so a caller guards its kernel bodies the same way.
+// tensor-core peak probes): shared-memory addresses, mbarriers, TMA tile loads (multicast to a cluster too),
+// cluster ranks and barriers, wgmma matrix descriptors, m64n256k16 BF16 / FP16 and m64n256k8 TF32 multiplies,
+// setmaxnreg. Device code for the arch-specific sm_90a target only: everything here exists where
+// __CUDA_ARCH_FEAT_SM90_ALL is defined (nvcc -gencode=arch=compute_90a,code=sm_90a) and nowhere else, so a caller
+// guards its kernel bodies the same way.
 #if defined(__CUDACC__)
 #include <cuda.h>  // CUtensorMap
 
@@ -41,6 +42,35 @@ __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
       "[%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+// Thread-block clusters (sm_90): the block's rank in its cluster, a barrier across all the cluster's threads
+// (release / acquire: what one block wrote to its shared memory, its mbarrier inits included, is visible to the
+// others after it; also what keeps a block from exiting while a peer may still write into it), an arrival on
+// the mbarrier at the same shared-memory offset in the cluster's block `rank` (itself included), and a tile load
+// that the copy engine writes to the same offset in every block of `cta_mask`, completing bytes on the mbarrier
+// at bar's offset in each of them.
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned rank = 0;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ void barrier_arrive_cluster(std::uint32_t bar, unsigned rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_2d_multicast(std::uint32_t dst, const CUtensorMap* map, int x, int y,
+                                                      std::uint32_t bar, std::uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "h"(cta_mask)
       : "memory");
 }
 // A 128-byte-swizzled shared-memory matrix descriptor: start address, leading and stride byte offsets (all
