@@ -530,6 +530,88 @@ TEST(AttentionGate, RejectsAnotherOperationsProblem) {
     }
 }
 
+// One K/V tile of 128 keys left out of one block of query rows: what a fused kernel that mis-indexes a tile of
+// one block (a tile count one short, a diagonal tile skipped, a stage read twice) leaves, slightly wrong and
+// finite. The block's rows attend all their keys but the tile's, in float64; every other row is as
+// reference_outputs() writes it. Blocks of 192 rows (rung 8's; 128-row blocks are a subset).
+struct dropped_tile {
+  std::int64_t head, first_row, first_key;
+};
+void drop_key_tile(const attention_data& p, const dropped_tile& drop, const std::vector<kstudy::host_span>& outputs) {
+  constexpr std::int64_t block_rows = 192, tile_keys = 128;
+  const std::int64_t tokens = p.tokens(), dim = p.head_dim();
+  const double scale = 1.0 / std::sqrt(double(dim));
+  const std::int64_t end_row = std::min(tokens, drop.first_row + block_rows);
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t t = drop.first_row; t < end_row; ++t) {
+    const std::int64_t row = drop.head * tokens + t, keys = p.causal() ? t + 1 : tokens;
+    const auto kept = [&](std::int64_t j) { return j < drop.first_key || j >= drop.first_key + tile_keys; };
+    std::vector<double> s(static_cast<std::size_t>(keys)), o(static_cast<std::size_t>(dim), 0.0);
+    double m = -INFINITY, sum = 0.0;
+    for (std::int64_t j = 0; j < keys; ++j) {
+      if (!kept(j)) continue;
+      double dot = 0.0;
+      for (std::int64_t d = 0; d < dim; ++d)
+        dot += double(p.q_at(row * dim + d)) * double(p.k_at((drop.head * tokens + j) * dim + d));
+      s[static_cast<std::size_t>(j)] = scale * dot;
+      m = std::max(m, scale * dot);
+    }
+    for (std::int64_t j = 0; j < keys; ++j) {
+      if (!kept(j)) continue;
+      const double w = std::exp(s[static_cast<std::size_t>(j)] - m);
+      sum += w;
+      for (std::int64_t d = 0; d < dim; ++d)
+        o[static_cast<std::size_t>(d)] += w * double(p.v_at((drop.head * tokens + j) * dim + d));
+    }
+    for (std::int64_t d = 0; d < dim; ++d)
+      outputs[0].as<std::uint16_t>()[row * dim + d] = bits_of(p.precision(), static_cast<float>(o[d] / sum));
+  }
+}
+
+// At the largest point of the Hopper experiments' head_dim 64, T = 16,384, on 2 heads (the gate's bounds and
+// its choice of rows depend on the tokens and head_dim, not on the heads), where the gate checks sampled rows
+// exactly: the last block of a head missing its last tile (with the causal mask the diagonal one), its first,
+// or one in the middle; a block in the middle of a head missing a tile; the first block missing keys 128..255
+// (with the causal mask its diagonal tile, which only rows 128..191 attend). The last two were below the
+// point's bound (0.37 of it for bf16, 0.50 for fp16) or in no sampled row when the gate sampled 23 rows a head;
+// it now also samples the last row of every 64-row band, which every block of query rows ends on.
+TEST(AttentionGate, RejectsOneKeyTileDroppedFromOneBlock) {
+  KSTUDY_REQUIRE_KOKKOS();
+  for (const auto kind : k_kinds) {
+    if (kind.precision == attention_precision::fp32) continue;  // the 16-bit operations the wgmma rungs serve
+    const auto& op = op_of(kind);
+    const bool causal = kind.mask == attention_mask::causal;
+    for (const auto& c : std::vector<gate_case>{{2, 16384, 64}, {3, 1000, 64}}) {
+      const auto problem = generate(kind, c.heads, c.tokens, c.dim);
+      const auto& p = typed(*problem);
+      const auto reference = op.reference(*problem);
+      kstudy::host_outputs out(op, problem->shape());
+      const auto spans = out.spans();
+      const std::int64_t last_block = (c.tokens - 1) / 192 * 192;
+      const std::vector<dropped_tile> drops =
+          c.tokens > 4096 ? std::vector<dropped_tile>{{1, last_block, (c.tokens - 1) / 128 * 128},
+                                                      {1, last_block, 0},
+                                                      {1, last_block, c.tokens / 2},
+                                                      {1, 192 * 37, 4096},
+                                                      {0, 0, 128}}
+                          : std::vector<dropped_tile>{{0, 0, causal ? 128 : 0}, {2, last_block, 512}};
+      for (const auto& drop : drops) {
+        const std::string where = op.info().name + " " + std::to_string(c.heads) + "x" + std::to_string(c.tokens) +
+                                  "x" + std::to_string(c.dim) + " head " + std::to_string(drop.head) + " rows " +
+                                  std::to_string(drop.first_row) + "+ without keys " + std::to_string(drop.first_key) +
+                                  "+";
+        EXPECT_EQ(op.reference_outputs(*problem, *reference, spans), c.tokens <= 4096) << where;
+        ASSERT_TRUE(op.check(*problem, *reference, spans).passed) << where;
+        drop_key_tile(p, drop, spans);
+        const auto g = op.check(*problem, *reference, spans);
+        EXPECT_FALSE(g.passed) << where;
+        // Caught as wrong against the reference, not as out of range.
+        EXPECT_NE(g.message.find("but the float64 reference is"), std::string::npos) << where << ": " << g.message;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Every registered variant of the attention operations in this build
 

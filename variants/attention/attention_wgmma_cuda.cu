@@ -28,9 +28,21 @@
 //    rung 6 with FlashAttention 3's ping-pong: the two consumer warpgroups take turns (named barriers) to
 //    issue their wgmma, so one's softmax runs while the other's products occupy the tensor cores, by design
 //    rather than by chance.
-//    head_dim: compiled for 64 and 128 (any head_dim <= 128: columns past it are zeros that TMA fills and
-//    nobody stores). TMA needs rows 16 bytes apart: where head_dim is not a multiple of 8, Q, K and V are
-//    first copied into row-padded buffers on the variant's stream, inside the timed run.
+//  8 attention_{bf16,fp16}[_causal]_wgmma_3wg
+//    rung 6 with three consumer warpgroups at head_dim <= 64 (FlashAttention 3's choice there): 192 query
+//    rows a block, 512 threads, setmaxnreg 32 / 160 (128 x 512 registers, the whole file), Q loaded as one
+//    box of 192 rows, every stage freed by 3 x 128 consumer arrivals. At head_dim 64 a tile's softmax takes
+//    as long as its products, so a third warpgroup in flight keeps the tensor cores fed while two are in
+//    their softmax; each K/V tile loaded also serves 192 query rows instead of 128. At head_dim 65-128 the
+//    rung runs rung 6's two-consumer kernel: O's 64 and S's 64 accumulators and P's 32 registers do not fit
+//    160 (ptxas: ~290 bytes of spills and the wgmma serialised for lack of registers), and Q's 48 KB leave
+//    room for two stages only. Causal: a warpgroup masks the tiles that cross its own first query row, so
+//    the diagonal of a 192-row block (which may end mid-tile) and key tiles wholly above a warpgroup's rows
+//    (all -inf: weights 0, the running max and O unchanged) need no special case.
+//
+// head_dim: compiled for 64 and 128 (any head_dim <= 128: columns past it are zeros that TMA fills and
+// nobody stores). TMA needs rows 16 bytes apart: where head_dim is not a multiple of 8, Q, K and V are
+// first copied into row-padded buffers on the variant's stream, inside the timed run.
 //
 // sm_90a only (variants/CMakeLists.txt adds -gencode=arch=compute_90a,code=sm_90a to this file): prepare()
 // refuses with variant_unavailable where the loaded image is not sm_90a, so another GPU reports skipped.
@@ -60,22 +72,31 @@
 namespace kstudy::attention {
 namespace {
 
-constexpr int wa_rows = 128;                 // query rows per block: two consumer warpgroups of 64
 constexpr int wa_keys = 128;                 // keys per K / V tile
 constexpr int wa_box_cols = 64;              // 64 16-bit elements: one 128-byte swizzle span
-constexpr int wa_box_bytes = wa_keys * 128;  // a box of 128 rows x 64 columns: Q, K and V boxes alike
-constexpr int wa_threads = 384;              // producer + two consumers
-static_assert(wa_rows == wa_keys, "one box shape for Q, K and V");
+constexpr int wa_box_bytes = wa_keys * 128;  // a K or V box of 128 rows x 64 columns
 
-// D: the compiled head_dim (64 or 128), D / 64 boxes a tile. Stages of K + V tiles beside Q: 4 at 64 (144 KB),
-// 3 at 128 (225 KB of the 227 KB a block may have): the pipelined schedules hold a stage one tile longer.
-template <int D>
+// D: the compiled head_dim (64 or 128), D / 64 boxes a tile; Consumers: the consumer warpgroups, 64 query rows
+// each (the Q box is the block's rows x 64 columns). Stages of K + V tiles beside Q: 4 at 64 (144 KB with two
+// consumers, 152 KB with three), 3 at 128 (225 KB of the 227 KB a block may have): the pipelined schedules
+// hold a stage one tile longer. Registers (setmaxnreg): the producer's and the consumers' budgets fill the
+// register file of one block a multiprocessor, 168 x 384 threads with two consumers, 128 x 512 with three.
+template <int D, int Consumers>
 struct wa_config {
+  static constexpr int consumers = Consumers;
+  static constexpr int rows = 64 * Consumers;
+  static constexpr int threads = 128 * (1 + Consumers);
   static constexpr int boxes = D / wa_box_cols;
+  static constexpr int q_box_bytes = rows * 128;
+  static constexpr int q_bytes = boxes * q_box_bytes;
   static constexpr int tile_bytes = boxes * wa_box_bytes;
   static constexpr int stages = D == 64 ? 4 : 3;
-  static constexpr int shared_bytes = tile_bytes * (1 + 2 * stages) + 1024;  // + slack to align to 1,024
+  static constexpr int shared_bytes = q_bytes + 2 * stages * tile_bytes + 1024;  // + slack to align to 1,024
+  static constexpr int producer_registers = Consumers == 2 ? 40 : 32;
+  static constexpr int consumer_registers = Consumers == 2 ? 232 : 160;
+  static_assert(Consumers == 2 || Consumers == 3, "two or three consumer warpgroups");
   static_assert(shared_bytes + 256 <= 227 * 1024, "beyond a block's shared memory on sm_90");
+  static_assert((producer_registers + Consumers * consumer_registers) * 128 <= 65536, "beyond the register file");
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -120,50 +141,46 @@ struct wa_types<attention_precision::fp16> {
 };
 
 // S (64 x 128, fp32) = / += A (64 x 16, K-major) B^T (B: 128 x 16, K-major), both from shared memory.
+#define KSTUDY_WA_SCORES(TYPES)                                              \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                           \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32" TYPES " {" KSTUDY_WA_D64 \
+      "}, %64, %65, "                                                        \
+      "p, 1, 1, 0, 0;\n}\n"                                                  \
+      : KSTUDY_WA_F64                                                        \
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 template <attention_precision P>
 __device__ __forceinline__ void wgmma_scores(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
                                              int accumulate) {
   if constexpr (wa_types<P>::is_f16)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" KSTUDY_WA_D64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : KSTUDY_WA_F64
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    KSTUDY_WA_SCORES(".f16.f16");
   else
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" KSTUDY_WA_D64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : KSTUDY_WA_F64
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    KSTUDY_WA_SCORES(".bf16.bf16");
 }
 
-// O (64 x D, fp32) += A (64 x 16 from registers: 4 registers of two 16-bit values) B (16 x D, N-major).
+// O (64 x D, fp32) += A (64 x 16 from registers: 4 registers of two 16-bit values) B (16 x D, N-major):
+// SHAPE_TYPES the shape and types, OUT and OUTS the accumulators' operand list and constraints, A the
+// operand numbers of A's four registers and B's descriptor.
+#define KSTUDY_WA_VALUES(SHAPE_TYPES, OUT, OUTS, A)                                           \
+  asm volatile("wgmma.mma_async.sync.aligned." SHAPE_TYPES " {" OUT "}, " A ", 1, 1, 1, 1;\n" \
+               : OUTS                                                                         \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b))
 template <attention_precision P, int D>
 __device__ __forceinline__ void wgmma_values(float (&d)[D / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b) {
   if constexpr (D == 64) {
     if constexpr (wa_types<P>::is_f16)
-      asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" KSTUDY_WA_D32
-                   "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-                   : KSTUDY_WA_F32
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+      KSTUDY_WA_VALUES("m64n64k16.f32.f16.f16", KSTUDY_WA_D32, KSTUDY_WA_F32, "{%32, %33, %34, %35}, %36");
     else
-      asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" KSTUDY_WA_D32
-                   "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-                   : KSTUDY_WA_F32
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+      KSTUDY_WA_VALUES("m64n64k16.f32.bf16.bf16", KSTUDY_WA_D32, KSTUDY_WA_F32, "{%32, %33, %34, %35}, %36");
   } else {
     if constexpr (wa_types<P>::is_f16)
-      asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" KSTUDY_WA_D64
-                   "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-                   : KSTUDY_WA_F64
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+      KSTUDY_WA_VALUES("m64n128k16.f32.f16.f16", KSTUDY_WA_D64, KSTUDY_WA_F64, "{%64, %65, %66, %67}, %68");
     else
-      asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" KSTUDY_WA_D64
-                   "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-                   : KSTUDY_WA_F64
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+      KSTUDY_WA_VALUES("m64n128k16.f32.bf16.bf16", KSTUDY_WA_D64, KSTUDY_WA_F64, "{%64, %65, %66, %67}, %68");
   }
 }
+#undef KSTUDY_WA_SCORES
+#undef KSTUDY_WA_VALUES
 #undef KSTUDY_WA_F8
 #undef KSTUDY_WA_F32
 #undef KSTUDY_WA_F64
@@ -297,46 +314,46 @@ __global__ void sm90a_probe(int* out) {
 // ---------------------------------------------------------------------------------------------------------
 // The kernel
 
-template <attention_precision P, int D, bool Causal, schedule Schedule>
-__global__ void __launch_bounds__(wa_threads, 1)
+template <attention_precision P, int D, bool Causal, schedule Schedule, int Consumers>
+__global__ void __launch_bounds__(wa_config<D, Consumers>::threads, 1)
     attention_wgmma_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                            const __grid_constant__ CUtensorMap v_map, std::uint16_t* __restrict__ o, int tokens,
                            int head_dim, int query_blocks, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using cfg = wa_config<D>;
-  constexpr int stages = cfg::stages;
+  using cfg = wa_config<D, Consumers>;
+  constexpr int stages = cfg::stages, rows_per_block = cfg::rows;
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t q_full, full[stages], empty[stages];
   const std::uint32_t base = (shared_address(shared_raw) + 1023u) & ~1023u;  // swizzle atoms: 1,024 bytes
   const std::uint32_t q_tile = base;
-  const auto k_tile = [&](int s) { return base + std::uint32_t((1 + 2 * s) * cfg::tile_bytes); };
-  const auto v_tile = [&](int s) { return base + std::uint32_t((2 + 2 * s) * cfg::tile_bytes); };
+  const auto k_tile = [&](int s) { return base + std::uint32_t(cfg::q_bytes + 2 * s * cfg::tile_bytes); };
+  const auto v_tile = [&](int s) { return base + std::uint32_t(cfg::q_bytes + (2 * s + 1) * cfg::tile_bytes); };
 
   const int head = static_cast<int>(blockIdx.x) / query_blocks;
   int query_block = static_cast<int>(blockIdx.x) % query_blocks;
   if constexpr (Causal) query_block = query_blocks - 1 - query_block;  // the most key tiles first
-  const int row0 = query_block * wa_rows;
-  const int key_end = Causal ? min(tokens, row0 + wa_rows) : tokens;
+  const int row0 = query_block * rows_per_block;
+  const int key_end = Causal ? min(tokens, row0 + rows_per_block) : tokens;
   const int key_tiles = (key_end + wa_keys - 1) / wa_keys;
 
   if (threadIdx.x == 0) {
     barrier_init(shared_address(&q_full), 1);
     for (int s = 0; s < stages; ++s) {
       barrier_init(shared_address(&full[s]), 1);
-      barrier_init(shared_address(&empty[s]), 2 * 128);
+      barrier_init(shared_address(&empty[s]), Consumers * 128);  // every consumer thread frees a stage
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
   }
   __syncthreads();
 
   if (threadIdx.x < 128) {  // the producer warpgroup
-    registers_down<40>();
+    registers_down<cfg::producer_registers>();
     if (threadIdx.x == 0) {
       const std::uint32_t qbar = shared_address(&q_full);
-      barrier_expect_bytes(qbar, cfg::tile_bytes);
+      barrier_expect_bytes(qbar, cfg::q_bytes);
 #pragma unroll
       for (int b = 0; b < cfg::boxes; ++b)
-        tma_load_3d(q_tile + b * wa_box_bytes, &q_map, b * wa_box_cols, row0, head, qbar);
+        tma_load_3d(q_tile + b * cfg::q_box_bytes, &q_map, b * wa_box_cols, row0, head, qbar);
       for (int j = 0; j < key_tiles; ++j) {
         const int s = j % stages;
         if (j >= stages) barrier_wait(shared_address(&empty[s]), ((j / stages) - 1) & 1);
@@ -351,7 +368,7 @@ __global__ void __launch_bounds__(wa_threads, 1)
     }
     return;
   }
-  registers_up<232>();
+  registers_up<cfg::consumer_registers>();
 
   const int consumer = static_cast<int>(threadIdx.x) / 128 - 1;
   const int warp = (static_cast<int>(threadIdx.x) % 128) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -370,8 +387,9 @@ __global__ void __launch_bounds__(wa_threads, 1)
   const auto issue_scores = [&](float(&sc)[64], int s) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {  // a step of 16 columns: +32 bytes inside a 128-byte span, 4 a box
-      const std::uint32_t in_box = (kk / 4) * wa_box_bytes + (kk % 4) * 32;
-      wgmma_scores<P>(sc, matrix_descriptor(q_rows + in_box, 16, 1024), matrix_descriptor(k_tile(s) + in_box, 16, 1024),
+      const std::uint32_t q_step = (kk / 4) * cfg::q_box_bytes + (kk % 4) * 32;
+      const std::uint32_t k_step = (kk / 4) * wa_box_bytes + (kk % 4) * 32;
+      wgmma_scores<P>(sc, matrix_descriptor(q_rows + q_step, 16, 1024), matrix_descriptor(k_tile(s) + k_step, 16, 1024),
                       kk > 0 ? 1 : 0);
     }
     wgmma_commit();
@@ -416,6 +434,7 @@ __global__ void __launch_bounds__(wa_threads, 1)
     // warpgroup's softmax runs while the other's products keep the tensor cores busy. Turns: the first tile's
     // scores, one per later tile, the last P V; consumer 1 gives consumer 0 the first turn and keeps its last.
     constexpr bool ping_pong = Schedule == schedule::ping_pong;
+    static_assert(!ping_pong || Consumers == 2, "the ping-pong hands turns between two consumer warpgroups");
     const int turns = key_tiles + 1;
     int turn = 0;
     const auto take_turn = [&] {
@@ -502,14 +521,14 @@ __global__ void __launch_bounds__(wa_threads, 1)
 // Host side
 
 // A 3-D tensor map over [heads][tokens][head_dim] 16-bit elements whose rows lie `pitch` elements apart, read in
-// boxes of 64 columns x 128 rows of one head with the 128-byte swizzle the wgmma descriptors expect.
+// boxes of 64 columns x box_rows rows of one head with the 128-byte swizzle the wgmma descriptors expect.
 CUtensorMap tensor_map(const std::uint16_t* data, std::int64_t heads, std::int64_t tokens, std::int64_t head_dim,
-                       std::int64_t pitch, CUtensorMapDataType type) {
+                       std::int64_t pitch, int box_rows, CUtensorMapDataType type) {
   CUtensorMap map{};
   const cuuint64_t extent[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(tokens),
                                 static_cast<cuuint64_t>(heads)};
   const cuuint64_t stride[2] = {static_cast<cuuint64_t>(pitch) * 2, static_cast<cuuint64_t>(pitch * tokens) * 2};
-  const cuuint32_t box[3] = {wa_box_cols, wa_keys, 1};
+  const cuuint32_t box[3] = {wa_box_cols, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t element_stride[3] = {1, 1, 1};
   const CUresult result =
       kstudy::hopper::tensor_map_encoder()(&map, type, 3, const_cast<std::uint16_t*>(data), extent, stride, box,
@@ -522,10 +541,14 @@ CUtensorMap tensor_map(const std::uint16_t* data, std::int64_t heads, std::int64
   return map;
 }
 
-template <attention_precision P, attention_mask M, schedule Schedule>
+// Consumers64: the consumer warpgroups at head_dim <= 64 (2: 128 query rows a block, 3: 192); head_dim 128
+// always runs two (three would need O's 64 and S's 64 accumulators and P's 32 registers in 160).
+template <attention_precision P, attention_mask M, schedule Schedule, int Consumers64 = 2>
 class attention_wgmma final : public attention_cuda_base<P, M> {
   using base = attention_cuda_base<P, M>;
   static constexpr bool causal = M == attention_mask::causal;
+  template <int D>
+  using config = wa_config<D, D == 64 ? Consumers64 : 2>;
 
  public:
   void enqueue_run() override {
@@ -542,10 +565,12 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
   }
   double calculated_occupancy() const override { return this->m_head_dim <= 64 ? occupancy<64>() : occupancy<128>(); }
   std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const override {
-    return {{"block_queries", wa_rows},
+    const bool narrow = this->m_head_dim <= 64;
+    return {{"block_queries", narrow ? config<64>::rows : config<128>::rows},
+            {"consumer_warpgroups", narrow ? config<64>::consumers : config<128>::consumers},
             {"block_keys", wa_keys},
-            {"compiled_head_dim", this->m_head_dim <= 64 ? 64 : 128},
-            {"stages", this->m_head_dim <= 64 ? wa_config<64>::stages : wa_config<128>::stages},
+            {"compiled_head_dim", narrow ? 64 : 128},
+            {"stages", narrow ? config<64>::stages : config<128>::stages},
             {"schedule", static_cast<std::int64_t>(Schedule)},  // 0 serial, 1 pipelined, 2 ping-pong
             {"padded_copies", m_q_padded != nullptr ? 3 : 0}};
   }
@@ -558,7 +583,9 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
       throw std::invalid_argument(op + " wgmma: head_dim " + std::to_string(head_dim) + " is over 128");
     if (tokens > INT_MAX / 2 || heads > INT_MAX)
       throw std::invalid_argument(op + " wgmma: tokens and heads must be below 2^30 (TMA coordinates)");
-    if (heads > INT_MAX / ((tokens + wa_rows - 1) / wa_rows))
+    constexpr int smallest_rows = 128;  // the most blocks: every configuration has at least 128 rows a block
+    static_assert(config<64>::rows >= smallest_rows && config<128>::rows >= smallest_rows, "rows a block");
+    if (heads > INT_MAX / ((tokens + smallest_rows - 1) / smallest_rows))
       throw std::invalid_argument(op + " wgmma: too many blocks for one grid");
   }
   void plan() override {
@@ -571,7 +598,7 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
       choose<64>();
     else
       choose<128>();
-    m_query_blocks = static_cast<int>((t + wa_rows - 1) / wa_rows);
+    m_query_blocks = static_cast<int>((t + m_rows - 1) / m_rows);
     m_grid = static_cast<unsigned>(h * m_query_blocks);
     m_scale_log2 = this->m_scale * 1.4426950408889634f;
     m_pitch = (d + 7) / 8 * 8;
@@ -587,9 +614,9 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
     }
     constexpr CUtensorMapDataType type =
         P == attention_precision::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    m_q_map = tensor_map(q, h, t, d, m_pitch, type);
-    m_k_map = tensor_map(k, h, t, d, m_pitch, type);
-    m_v_map = tensor_map(v, h, t, d, m_pitch, type);
+    m_q_map = tensor_map(q, h, t, d, m_pitch, m_rows, type);
+    m_k_map = tensor_map(k, h, t, d, m_pitch, wa_keys, type);
+    m_v_map = tensor_map(v, h, t, d, m_pitch, wa_keys, type);
   }
   void release() override {
     kstudy::detail::device_free(m_q_padded);
@@ -603,22 +630,25 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
   template <int D>
   static void launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, std::uint16_t* o, int tokens,
                      int head_dim, int query_blocks, float scale_log2, unsigned grid, cudaStream_t stream) {
-    attention_wgmma_kernel<P, D, causal, Schedule><<<grid, wa_threads, wa_config<D>::shared_bytes, stream>>>(
-        q, k, v, o, tokens, head_dim, query_blocks, scale_log2);
+    attention_wgmma_kernel<P, D, causal, Schedule, config<D>::consumers>
+        <<<grid, config<D>::threads, config<D>::shared_bytes, stream>>>(q, k, v, o, tokens, head_dim, query_blocks,
+                                                                        scale_log2);
     KSTUDY_CUDA_CHECK(cudaGetLastError());
   }
   template <int D>
   void choose() {
-    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<P, D, causal, Schedule>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, wa_config<D>::shared_bytes));
+    KSTUDY_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<P, D, causal, Schedule, config<D>::consumers>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, config<D>::shared_bytes));
     m_launch = &launch<D>;
+    m_rows = config<D>::rows;
   }
   template <int D>
   double occupancy() const {
     int blocks = 0;
     KSTUDY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, attention_wgmma_kernel<P, D, causal, Schedule>, wa_threads, wa_config<D>::shared_bytes));
-    return double(blocks * wa_threads) /
+        &blocks, attention_wgmma_kernel<P, D, causal, Schedule, config<D>::consumers>, config<D>::threads,
+        config<D>::shared_bytes));
+    return double(blocks * config<D>::threads) /
            double(kstudy::detail::device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor));
   }
 
@@ -626,6 +656,7 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
   CUtensorMap m_q_map{}, m_k_map{}, m_v_map{};
   std::uint16_t *m_q_padded = nullptr, *m_k_padded = nullptr, *m_v_padded = nullptr;
   std::int64_t m_pitch = 0;
+  int m_rows = 128;  // query rows a block
   int m_query_blocks = 1;
   unsigned m_grid = 1;
   float m_scale_log2 = 1.0f;
@@ -636,17 +667,18 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
 // the fields are declared in attention_wgmma_cuda_info.cpp, compiled in every build.
 #if defined(KSTUDY_HAVE_SM90A)
 template <attention_precision P, attention_mask M>
-void bind_both_rungs() {
+void bind_rungs() {
   const std::string name = operation_name(P, M);
   variant_binding<attention_wgmma<P, M, schedule::serial>>{name + "_wgmma@cuda"};
   variant_binding<attention_wgmma<P, M, schedule::pipelined>>{name + "_wgmma_pipelined@cuda"};
   variant_binding<attention_wgmma<P, M, schedule::ping_pong>>{name + "_wgmma_pingpong@cuda"};
+  variant_binding<attention_wgmma<P, M, schedule::pipelined, 3>>{name + "_wgmma_3wg@cuda"};
 }
 [[maybe_unused]] const int registered = [] {
-  bind_both_rungs<attention_precision::bf16, attention_mask::none>();
-  bind_both_rungs<attention_precision::fp16, attention_mask::none>();
-  bind_both_rungs<attention_precision::bf16, attention_mask::causal>();
-  bind_both_rungs<attention_precision::fp16, attention_mask::causal>();
+  bind_rungs<attention_precision::bf16, attention_mask::none>();
+  bind_rungs<attention_precision::fp16, attention_mask::none>();
+  bind_rungs<attention_precision::bf16, attention_mask::causal>();
+  bind_rungs<attention_precision::fp16, attention_mask::causal>();
   return 0;
 }();
 #endif

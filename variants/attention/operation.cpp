@@ -24,9 +24,12 @@
 //      normaliser's rounding (and the 16-bit rounding of P and O) can move it out. O(H T D). With the causal
 //      mask row t combines rows j <= t only, a subset, so it stays inside the whole column's hull (the check
 //      is the same, looser for early rows);
-//  (b) sampled rows exactly: in every head rows 0, T - 1, 63, 64, 127, 128 (tile edges, when < T), the row
-//      with the largest |q| (a peaked one) and 16 random rows (seeded from the problem's values); every row
-//      when H T^2 D <= 2^28. For a sampled row the reference stores per element o_d = sum_j p_j v_jd,
+//  (b) sampled rows exactly: in every head rows 0, T - 1, 64, 128, 192 (tile edges, when < T), the last row
+//      of every 64-row band (63, 127, 191, ...: every block of query rows a kernel gives a warpgroup, 64, 128
+//      or 192 rows, ends on one, and with the causal mask it is the row that attends the most keys of its
+//      block's diagonal tile, so a tile one block leaves out moves a sampled row), the row with the largest
+//      |q| (a peaked one) and 16 random rows (seeded from the problem's values); every row when
+//      H T^2 D <= 2^28. For a sampled row the reference stores per element o_d = sum_j p_j v_jd,
 //      W_d = sum_j p_j |v_jd| and A_d = sum_j p_j r_j |v_jd|, and per row rbar = sum_j p_j r_j (r_j below):
 //      3 D + 1 doubles per row, never a T x T matrix. The sums run over the keys the row attends: every j,
 //      or j <= t for query t with the causal mask (the weights p_j renormalised over those).
@@ -243,7 +246,8 @@ constexpr double fp16_term = 0x1.0p-10;
 constexpr double fp16_normal_min = 0x1.0p-14, fp16_subnormal_error = 0x1.0p-25;
 constexpr double absolute_tolerance = 0x1.0p-96;
 constexpr std::int64_t random_rows_per_head = 16;
-constexpr std::int64_t edge_rows[] = {63, 64, 127, 128};
+constexpr std::int64_t edge_rows[] = {64, 128, 192};
+constexpr std::int64_t band_rows = 64;        // the last row of every band of this many is sampled
 constexpr double full_check_work = 0x1.0p28;  // H T^2 D at or below which every row is checked
 
 // The float64 facts check() needs: per head and column the V hull, per sampled row its outputs and bounds.
@@ -259,10 +263,12 @@ bool checks_every_row(std::int64_t heads, std::int64_t tokens, std::int64_t head
   return double(heads) * double(tokens) * double(tokens) * double(head_dim) <= full_check_work;
 }
 
-// Sampled rows per head at most: rows 0 and T - 1, the tile edges, the peaked row and the random ones.
+// Sampled rows per head at most: rows 0 and T - 1, the tile edges, the bands' last rows, the peaked row and the
+// random ones.
 std::int64_t sampled_rows_bound(std::int64_t heads, std::int64_t tokens, std::int64_t head_dim) {
   if (checks_every_row(heads, tokens, head_dim)) return heads * tokens;
-  return heads * std::min<std::int64_t>(tokens, 2 + 4 + 1 + random_rows_per_head);
+  const auto edges = static_cast<std::int64_t>(sizeof edge_rows / sizeof edge_rows[0]);
+  return heads * std::min<std::int64_t>(tokens, 2 + edges + tokens / band_rows + 1 + random_rows_per_head);
 }
 
 template <attention_precision P, attention_mask M>
@@ -661,6 +667,7 @@ class attention_operation final : public operation {
       std::vector<std::int64_t> t_rows = {0, tokens - 1};
       for (const std::int64_t edge : edge_rows)
         if (edge < tokens) t_rows.push_back(edge);
+      for (std::int64_t t = band_rows - 1; t < tokens; t += band_rows) t_rows.push_back(t);
       std::int64_t peaked = 0;
       double largest = -1.0;
       for (std::int64_t t = 0; t < tokens; ++t) {
