@@ -128,8 +128,8 @@ with tempfile.TemporaryDirectory() as scratch:
           f"energy refuses an archive without it: {code} {err}")
 
     # Kernel lab III: the wgmma rungs against rung 4 and cuBLAS, divided by the BF16 tensor roof of the same run.
-    s16 = "data/h200-2026-12-02-s16"
-    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"lab3 archives={s16}/hopper_gemm.h5"))
+    s16, s17 = "data/h200-2026-12-02-s16", "data/h200-2026-12-02-s17"
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"lab3 archives={s17}/hopper_gemm.h5"))
     code, _, err = run(str(page), "--write")
     text = page.read_text()
     check(code == 0 and "| rung 6 | `gemm_bf16_wgmma_ws` |" in text and "of device_bf16_tensor" in text

@@ -266,9 +266,10 @@ def lab2(block):
     return lab(block, LAB2, LAB2_TARGETS, lambda op: True)
 
 
-LAB3 = ["gemm_bf16", "gemm_fp16", "gemm_tf32", "attention_bf16", "attention_fp16", "attention_bf16_causal",
+LAB3 = ["gemm", "gemm_bf16", "gemm_fp16", "gemm_tf32", "attention_bf16", "attention_fp16", "attention_bf16_causal",
         "attention_fp16_causal"]
 LAB3_TARGETS = [
+    Target("vendor", "gemm", "SGEMM (float32 on CUDA cores) ≥ 95% of cuBLAS SGEMM", threshold=0.95),
     Target("vendor", "gemm_bf16", "BF16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS BF16", threshold=0.9),
     Target("vendor", "gemm_fp16", "FP16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS FP16", threshold=0.9),
     Target("vendor", "gemm_tf32", "TF32 GEMM on Hopper's wgmma ≥ 85% of cuBLAS TF32", threshold=0.85),
@@ -280,7 +281,7 @@ LAB3_TARGETS = [
            points=[(16, 16384, 64), (16, 16384, 128)]))]
 
 
-@generator("lab3", "kernel lab III: the GEMM ladders on wgmma + TMA (hopper_gemm*.h5), the attention ladders on "
-                   "wgmma (hopper_attention.h5) and their targets")
+@generator("lab3", "kernel lab III: the GEMM ladders on wgmma + TMA (hopper_gemm*.h5), the SGEMM frontier "
+                   "(sgemm_frontier.h5), the attention ladders on wgmma (hopper_attention*.h5) and their targets")
 def lab3(block):
     return lab(block, LAB3, LAB3_TARGETS, lambda op: True)
