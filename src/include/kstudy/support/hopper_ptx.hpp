@@ -58,10 +58,14 @@ __device__ __forceinline__ unsigned cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
+// The arrival is a release at CTA scope (the instruction's default, as CUTLASS's ClusterBarrier::arrive): what
+// it orders is that this thread's reads of a stage (wgmma's, retired by wgmma.wait_group) are over before a
+// peer's copy overwrites the stage, and no write of this thread needs to be visible in the peer. A cluster-scope
+// release fences every outstanding memory operation of the thread against the whole cluster first.
 __device__ __forceinline__ void barrier_arrive_cluster(std::uint32_t bar, unsigned rank) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
       "r"(rank)
       : "memory");
 }
