@@ -239,13 +239,17 @@ __global__ void __launch_bounds__(Specialized ? 384 : 256, 1)
     // padding block too: so each barrier's phases alternate in step on both sides and no wait is left unanswered.
     if (threadIdx.x < 128) {  // the producer warpgroup
       registers_down<40>();
-      if (threadIdx.x == 0) {
+      // Thread 0 issues the copies. Alone (rung 6), its warp's other lanes have exited; in a cluster every thread
+      // stays for the final cluster barrier, so thread 0's whole warp walks the loop with it, converged, rather
+      // than waiting at that barrier on a path divergent from the copies'.
+      if (ClusterM == 1 ? threadIdx.x == 0 : threadIdx.x < 32) {
         unsigned it = 0;
         for (int tile = first_tile; tile < tiles; tile = next_tile(tile)) {
           const int2 at = origin(tile);
           for (int kt = 0; kt < k_tiles; ++kt, ++it) {
             if (it >= wg_stages) barrier_wait(shared_address(&empty[it % wg_stages]), ((it / wg_stages) - 1) & 1);
-            load(it % wg_stages, kt, at);
+            if (threadIdx.x == 0) load(it % wg_stages, kt, at);
+            if constexpr (ClusterM > 1) __syncwarp();
           }
         }
       }
