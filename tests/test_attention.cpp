@@ -235,8 +235,9 @@ TEST(AttentionOperation, EssentialBytesAndFlops) {
     const auto odd = op.shape({3, 1001, 64}, table_layout::row_major, 0);
     EXPECT_EQ(op.essential_flops(odd), (causal ? 2 : 4) * 3 * 1001 * 1001 * 64);
     EXPECT_EQ(op.input_bytes(s), 3 * b * m);
-    // The reference never holds a T x T matrix: sampled rows only at this size.
-    EXPECT_LT(op.reference_bytes(s), 8 * 3 * m / 100);
+    // The reference never holds a T x T matrix (34 GB here): sampled rows only at this size, the
+    // tile edges and every 64-row band's last row included, under 5% of Q, K and V in fp32.
+    EXPECT_LT(op.reference_bytes(s), 3 * 4 * m / 20);
   }
 }
 
