@@ -88,8 +88,7 @@ void hdf5_sink::check_openable(const std::string& path, open_mode mode) {
     throw std::runtime_error("kstudy: cannot resume: no archive at '" + path + "'");
   check_writable(path);
   if (exists && (mode == open_mode::append || mode == open_mode::resume)) {
-    silence_hdf5_errors();
-    if (H5Fis_hdf5(path.c_str()) <= 0)
+    if (!has_hdf5_signature(path))
       throw std::runtime_error("kstudy: cannot " + std::string(to_string(mode)) + " '" + path +
                                "': it is not an HDF5 file");
   }

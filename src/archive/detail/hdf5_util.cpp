@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string_view>
 #include <variant>
@@ -70,6 +73,21 @@ void h5_handle::close_checked(const char* call, const std::string& path) {
 }
 
 void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+bool has_hdf5_signature(const std::string& path) {
+  static constexpr unsigned char signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  for (std::uint64_t at = 0; at + sizeof signature <= size; at = at == 0 ? 512 : at * 2) {
+    unsigned char bytes[sizeof signature] = {};
+    in.seekg(static_cast<std::streamoff>(at));
+    if (!in.read(reinterpret_cast<char*>(bytes), sizeof bytes)) return false;
+    if (std::memcmp(bytes, signature, sizeof signature) == 0) return true;
+  }
+  return false;
+}
 
 void fail(const std::string& call, const std::string& path) {
   std::string detail;

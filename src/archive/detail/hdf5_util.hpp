@@ -51,6 +51,12 @@ class h5_handle {
 // Turns off HDF5's automatic error-stack printing; our exceptions carry the message instead.
 void silence_hdf5_errors();
 
+// Whether the file starts an HDF5 superblock where the format puts one (byte 0, 512, 1024, 2048, ...),
+// read with plain file I/O. H5Fis_hdf5 answers the same question by parsing the superblock inside this
+// process, and HDF5 1.10 can corrupt its heap on a damaged one: every parse of an unverified file happens
+// in verify_in_child's child instead.
+bool has_hdf5_signature(const std::string& path);
+
 // Throws std::runtime_error "kstudy: HDF5 <call> failed for archive '<path>': <innermost HDF5 message>".
 [[noreturn]] void fail(const std::string& call, const std::string& path);
 hid_t check_id(hid_t id, const std::string& call, const std::string& path);

@@ -1,6 +1,7 @@
 #pragma once
 // The study's sinks: the HDF5 archive (the record of a run, schema in docs/archive_schema.md), a JSON
 // copy of the same content, and the console table; plus the archive's read side (resume, reports).
+#include <cstddef>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -59,6 +60,18 @@ class archive_damaged : public std::runtime_error {
 // Reads every object of the archive and checks its checksums; throws archive_damaged. Readers call it once
 // per file state (size, modification time) on their own; merge and --resume need not call it.
 void verify_archive(const std::string& path);
+
+// The HDF5 identifiers this process holds (files, groups, datasets, attributes, dataspaces, datatypes,
+// property lists), the library's own predefined ones included: compare two readings. Reading any archive,
+// damaged ones included, leaves the count as it was. A leftover identifier stays in HDF5's library state
+// until exit, where freeing what a damaged file left in it can crash the process (the archive fuzzer
+// checks the count after every input).
+std::size_t hdf5_identifiers_open();
+
+// Shuts the HDF5 library down (H5close: its type-conversion cache, free lists and identifiers go); the next
+// archive call starts it again. What reading a file left in the library is freed now rather than at exit:
+// the archive fuzzer calls it after every input, so that a crash names the input that caused it.
+void reset_hdf5_library();
 
 // `kstudy salvage`: copies every readable, intact finished (point, replication) unit of a damaged archive
 // (with its experiment definitions, ceilings and run metadata) into a new archive that report reads and
