@@ -4,6 +4,9 @@
   check_run_archive.py schema ARCHIVE EXPERIMENT         the schema a study archive must follow
   check_run_archive.py same-points A B EXPERIMENT        A holds exactly B's samples (keys), once each
   check_run_archive.py fewer A B EXPERIMENT              A (interrupted) holds fewer samples than B
+  check_run_archive.py kept FINAL EXPERIMENT SNAPSHOT... every sample of each SNAPSHOT (a copy of the archive taken
+                                                         right after a kill -9) is in FINAL with the same seconds:
+                                                         the resume kept every finished point rather than re-running it
   check_run_archive.py union MERGED EXPERIMENT SHARD...  MERGED holds exactly the shards' sample rows; the
                                                          shards' (point, replication) units do not overlap
   check_run_archive.py attr ARCHIVE NAME VALUE           root attribute NAME is VALUE
@@ -207,6 +210,35 @@ def fewer(a, b, experiment):
     print(f"ok: interrupted with {na} of {nb} samples")
 
 
+def kept(final, experiment, snapshots):
+    with h5py.File(final, "r") as f:
+        done = frame(f, f"/experiments/{experiment}/samples")
+    if done.duplicated(KEY).any():
+        fail(f"{final} has duplicated samples")
+    done = done.set_index(KEY)["seconds"]
+    checked = unreadable = samples = 0
+    for snapshot in snapshots:
+        try:
+            with h5py.File(snapshot, "r") as f:
+                path = f"/experiments/{experiment}/samples"
+                before = frame(f, path) if path in f else None
+        except OSError:  # killed before its first flush: no finished point to keep
+            unreadable += 1
+            continue
+        checked += 1
+        if before is None or before.empty:
+            continue
+        before = before.set_index(KEY)["seconds"]
+        missing = before.index.difference(done.index)
+        if len(missing):
+            fail(f"{len(missing)} samples of {snapshot} are not in {final}: the resume lost finished points")
+        changed = (done.loc[before.index].to_numpy() != before.to_numpy()).sum()
+        if changed:
+            fail(f"{changed} samples of {snapshot} have other seconds in {final}: finished points were re-run")
+        samples += len(before)
+    print(f"ok: {checked} snapshots ({samples} samples) all kept unchanged; {unreadable} taken before any write")
+
+
 def union(merged, experiment, shards):
     """Every column of every row compared, as multisets: nothing lost, nothing twice, nothing altered."""
     path = f"/experiments/{experiment}/samples"
@@ -383,6 +415,8 @@ if __name__ == "__main__":
         cold(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "same-points":
         same_points(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif mode == "kept":
+        kept(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif mode == "union":
         union(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif mode == "energy":

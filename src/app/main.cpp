@@ -304,47 +304,67 @@ bool on_its_way_out(const kstudy::platform::file_holder& h, const std::string& k
   return h.exiting || (hidden_child && base_name(h.parent_exe) != kstudy_name);
 }
 
-std::string describe(const kstudy::platform::file_holder& h) {
-  std::string text = "PID " + std::to_string(h.pid) + " (kstudy";
-  if (h.argv.size() >= 2) text += " " + h.argv[1];
+std::string describe(const kstudy::platform::file_holder& h, const std::string& kstudy_name) {
+  const bool is_kstudy = base_name(h.exe) == kstudy_name;
+  std::string text = "PID " + std::to_string(h.pid) + " (" + (is_kstudy ? std::string("kstudy") : base_name(h.exe));
+  if (is_kstudy && h.argv.size() >= 2) text += " " + h.argv[1];
+  if (h.exe.empty()) text += h.argv.empty() ? "?" : h.argv.front();
   return text + (h.exiting ? ", exiting)" : ")");
 }
 
-// Before --resume or --overwrite replaces or completes an archive: a kstudy process on its way out (a run
-// just killed with kill -9, its replication child still being torn down) is waited for, up to
-// wait_seconds, with one line saying so; any other kstudy process holding it is a live run, refused at
-// once. Holders that are not kstudy are left to HDF5's own lock check (kstudy::archive_in_use).
-// Returns 0 to go on, else the exit code.
+// Before --resume or --overwrite replaces or completes an archive. HDF5 holds flock on an open archive; who
+// holds it decides:
+//   a live kstudy run                      refused at once with its PID (exit 1);
+//   another live program that locks it    refused at once with its PID and name (an h5py reader, say);
+//   a process on its way out               waited for (a run just killed with kill -9, or its replication
+//                                          child still being torn down);
+//   a lock that no visible process holds   waited for too: a killed process drops its descriptors from /proc
+//                                          (exit_files) a moment before the kernel releases their locks
+//                                          (the deferred fput), and on a loaded machine that moment is long.
+// Every wait is bounded (wait_seconds) and said in one line. Returns 0 to go on, else the exit code.
 int wait_for_archive_release(const std::string& archive, bool resume) {
   constexpr int wait_seconds = 30;
   const std::string kstudy_name = base_name(self_exe());
   const std::string then = resume ? "--resume" : "run again";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
-  bool waited = false;
+  bool announced = false;
   for (;;) {
+    const bool locked = kstudy::platform::flock_held_elsewhere(archive);
     std::optional<kstudy::platform::file_holder> leaving;
     for (const auto& h : kstudy::platform::processes_holding(archive)) {
-      if (base_name(h.exe) != kstudy_name) continue;
-      if (!on_its_way_out(h, kstudy_name)) {
-        std::cerr << "kstudy: error: archive '" << archive << "' is open in another process: " << describe(h)
+      const bool is_kstudy = base_name(h.exe) == kstudy_name;
+      if (is_kstudy ? on_its_way_out(h, kstudy_name) : h.exiting) {
+        leaving = h;
+      } else if (is_kstudy) {
+        std::cerr << "kstudy: error: archive '" << archive
+                  << "' is open in another process: " << describe(h, kstudy_name)
                   << ", a live run; wait for it to finish or stop it, then " << then << "\n";
         return 1;
+      } else if (locked) {  // a program that only has it open (no lock) does not stop HDF5
+        std::cerr << "kstudy: error: archive '" << archive
+                  << "' is open and locked in another process: " << describe(h, kstudy_name)
+                  << "; close it there, then " << then << "\n";
+        return 1;
       }
-      leaving = h;
     }
-    // A process's descriptors leave /proc a moment before the kernel drops their locks: once one was seen
-    // leaving, wait for the lock too.
-    if (!leaving && (!waited || !kstudy::platform::flock_held_elsewhere(archive))) return 0;
-    if (!waited && leaving) {
-      std::cerr << "kstudy: archive '" << archive << "' is still held by " << describe(*leaving)
-                << ", left by a run that is gone; waiting up to " << wait_seconds << " s for it to end\n";
-      waited = true;
+    if (!locked && !leaving) return 0;
+    if (!announced) {
+      std::cerr << "kstudy: archive '" << archive << "' is still "
+                << (leaving ? "held by " + describe(*leaving, kstudy_name) + ", left by a run that is gone"
+                            : std::string("locked by a process on its way out (none lists it any more)"))
+                << "; waiting up to " << wait_seconds << " s for it to end\n";
+      announced = true;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      std::cerr << "kstudy: error: archive '" << archive << "' is still held after " << wait_seconds << " s"
-                << (leaving ? " by " + describe(*leaving) : std::string(" (its lock)")) << "; stop "
-                << (leaving ? "it (kill " + std::to_string(leaving->pid) + ")" : std::string("its holder")) << ", then "
-                << then << "\n";
+      std::cerr << "kstudy: error: archive '" << archive << "' is still "
+                << (leaving
+                        ? "held after " + std::to_string(wait_seconds) + " s by " + describe(*leaving, kstudy_name) +
+                              "; stop it (kill " + std::to_string(leaving->pid) + "), then " + then
+                        : "locked after " + std::to_string(wait_seconds) +
+                              " s by a process this user cannot see (another user's, or another host's on a "
+                              "network file system); stop it, then " +
+                              then)
+                << "\n";
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
