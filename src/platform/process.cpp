@@ -329,7 +329,50 @@ std::vector<file_holder> processes_holding(const std::string& path) {
   return out;
 }
 
-held_open::held_open(const std::string& path) : m_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+held_open::held_open(const std::string& path) : m_path(path), m_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+
+bool held_open::still_at_path() const {
+  struct stat opened {
+  }, named{};
+  if (m_fd < 0 || ::fstat(m_fd, &opened) != 0) return true;  // nothing held: nothing to tell
+  return ::stat(m_path.c_str(), &named) == 0 && named.st_dev == opened.st_dev && named.st_ino == opened.st_ino;
+}
+
+bool held_open::copy_to(const std::string& destination) const {
+  if (m_fd < 0) return false;
+  const int out = ::open(destination.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (out < 0) return false;
+  char buffer[1 << 16];
+  off_t at = 0;
+  bool ok = true;
+  for (;;) {
+    const ssize_t n = ::pread(m_fd, buffer, sizeof buffer, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
+    }
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out, buffer + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        ok = false;
+        break;
+      }
+      done += w;
+    }
+    if (!ok) break;
+    at += n;
+  }
+  const int saved = errno;
+  if (::fsync(out) != 0) ok = false;
+  ::close(out);
+  if (!ok) {
+    ::unlink(destination.c_str());
+    errno = saved;
+  }
+  return ok;
+}
 
 held_open::~held_open() {
   if (m_fd >= 0) ::close(m_fd);

@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -258,6 +261,19 @@ std::vector<experiment> checked_experiments(const run_request& request) {
     const std::string wants = request.shard.sharded() ? "shard " + request.shard.text() : "not sharded";
     if (had != wants)
       throw std::runtime_error(request.out + " is " + had + " but this run is " + wants + "; refusing to resume it");
+    // Another study pointed at this archive (a reused --out): --resume completes the study that wrote it. An
+    // archive killed before its first experiment was written holds none, and any study completes it.
+    const auto held = list_experiments(request.out);
+    bool shared = held.empty();
+    std::string asked, holds;
+    for (const auto& e : experiments) {
+      shared = shared || std::find(held.begin(), held.end(), e.name) != held.end();
+      asked += (asked.empty() ? "" : ", ") + e.name;
+    }
+    for (const auto& name : held) holds += (holds.empty() ? "" : ", ") + name;
+    if (!shared)
+      throw std::runtime_error(request.out + " holds the study " + holds + ", not " + asked +
+                               "; --resume completes the study that wrote an archive: give this one a new --out");
   }
   try {
     ensure_room(request.out, std::int64_t(64) << 10);  // metadata and ceilings
@@ -306,12 +322,35 @@ std::vector<ceiling_record> ceilings_and_provenance(const run_request& request,
   return ceilings;
 }
 
+// run_replications' own code for archive_gone (never an exit status: archive_gone returns 1).
+constexpr int exit_archive_gone = -2;
+
 bool stops_the_run(int rc) {
   return rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost || platform::stop_requested();
 }
 
 // One fresh process per replication (the protocol's requirement), each with the experiment's thread count.
-int run_replications(const run_request& request, const std::string& self_exe, const experiment& e) {
+// The archive's folder removed (or the file deleted or replaced) while the run writes it: the replications so
+// far are in the file this run still holds open, and are copied out of it before the run stops.
+int archive_gone(const run_request& request, const platform::held_open& archive) {
+  const std::string saved =
+      (fs::current_path() / (fs::path(request.out).stem().string() + ".recovered-" + std::to_string(::getpid()) +
+                             fs::path(request.out).extension().string()))
+          .string();
+  std::cerr << "kstudy: error: the archive '" << request.out << "' was removed while this run wrote it (its folder "
+            << fs::path(request.out).parent_path().string() << " is gone or the file was deleted or replaced); ";
+  if (archive.copy_to(saved))
+    std::cerr << "its finished points are saved in " << saved << ": complete them with kstudy run ... --resume --out "
+              << saved << "\n";
+  else
+    std::cerr << "its finished points could not be saved (" << std::strerror(errno) << " writing " << saved << ")\n";
+  return 1;
+}
+
+bool killed_for_memory(int rc) { return rc == 128 + SIGKILL && !platform::stop_requested(); }
+
+int run_replications(const run_request& request, const std::string& self_exe, const experiment& e,
+                     const platform::held_open& archive) {
   int rc = 0;
   const auto definition = write_definition_file(e, request.shard);
   const auto points = point_count(e);
@@ -325,10 +364,25 @@ int run_replications(const run_request& request, const std::string& self_exe, co
 #else
     const std::string threads_flag = "--kokkos-threads=" + std::to_string(threads);
 #endif
+    if (!archive.still_at_path()) {
+      rc = exit_archive_gone;
+      break;
+    }
     const int child =
         detail::spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
-    if (child != 0) {
+    if (child != 0 && !archive.still_at_path()) {
+      rc = exit_archive_gone;
+      break;
+    }
+    if (killed_for_memory(child))
+      std::cerr << "kstudy: replication " << r << " of " << e.name
+                << " was killed (SIGKILL), most likely for memory: the kernel's out-of-memory killer, or a job's "
+                   "or cgroup's memory limit; the points it finished are kept: raise the limit or leave out the "
+                   "largest points, then kstudy run --resume --out "
+                << request.out << "\n";
+    else if (child != 0)
       std::cerr << "kstudy: replication " << r << " of " << e.name << " exited with " << child << "\n";
+    if (child != 0) {
       rc = child;
       if (stops_the_run(child)) break;
     }
@@ -422,9 +476,11 @@ int run_study(const run_request& request, const std::string& self_exe, int argc,
   const platform::held_open in_use(request.out);
   int rc = 0;
   for (const auto& e : experiments) {
-    if (const int failed = run_replications(request, self_exe, e); failed != 0) rc = failed;
+    if (const int failed = run_replications(request, self_exe, e, in_use); failed != 0) rc = failed;
+    if (rc == exit_archive_gone) return archive_gone(request, in_use);
     if (stops_the_run(rc)) break;
   }
+  if (!in_use.still_at_path()) return archive_gone(request, in_use);
   std::vector<summary_record> summaries;
   for (const auto& e : experiments) {
     const auto mine = write_summaries(request, e, ceilings, rc);

@@ -79,7 +79,14 @@ class held_open {
   held_open(const held_open&) = delete;
   held_open& operator=(const held_open&) = delete;
 
+  // Whether path still names the file opened (its folder not removed, the file not replaced or deleted).
+  bool still_at_path() const;
+  // Copies the file opened, through the descriptor (so also after its name went), to a new file at
+  // destination; false, with errno set, when that fails.
+  bool copy_to(const std::string& destination) const;
+
  private:
+  std::string m_path;
   int m_fd = -1;
 };
 
