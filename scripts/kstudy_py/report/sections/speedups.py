@@ -7,8 +7,8 @@ from .. import section
 from ..figures import MARKERS, colours, grid, ordered_boundaries, save
 from ..variants import REFERENCE_FAMILY
 
-COLUMNS = ["archive", "experiment", "variant", "layout", "rows", "features", "timer", "memory_kind", "boundary",
-           "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
+COLUMNS = ["archive", "experiment", "variant", "layout", "rows", "features", "depth", "timer", "memory_kind",
+           "boundary", "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
 
 
 def in_experiment(df, key):
