@@ -320,8 +320,20 @@ def check_energy_boundary():
         GB_per_J=np.nan, GFLOP_per_J=np.nan, archive="a", experiment="x").itertuples())), "the line says which")
 
 
+def check_point_key():
+    """kstudy schema's point_key (what the report joins points on) names columns both the samples and the summary
+    tables store, the extents among them, and the reader fills each in for every schema version."""
+    check(set(A.POINT_KEY) <= set(A.COLUMNS["samples"]) and set(A.POINT_KEY) <= set(A.COLUMNS["summary"]),
+          (A.POINT_KEY, "not columns of samples and summary"))
+    in_variants = [c for c in A.POINT_KEY if c in A.COLUMNS["variants"]]
+    check(set(A.EXTENTS) <= set(A.POINT_KEY) and A.point_key("variants") == in_variants, A.POINT_KEY)
+    legacy = A.load([Path(sys.argv[1])])[0].experiments["quick"].samples  # schema 1: no depth, no cache
+    check(set(A.POINT_KEY) <= set(legacy.columns), sorted(set(A.POINT_KEY) - set(legacy.columns)))
+
+
 def main():
     fixture = Path(sys.argv[1])
+    check_point_key()
     check_registry()
     check_energy_boundary()
     with tempfile.TemporaryDirectory(prefix="kstudy_report_sections_") as tmp:
