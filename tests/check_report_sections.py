@@ -304,8 +304,8 @@ def check_energy_boundary():
     not the single-call regions beside them (whose mean only estimates)."""
     from types import SimpleNamespace
     from kstudy_py.report.sections import energy
-    keys = {"variant": "v@cuda", "rows": 1 << 20, "features": 1, "depth": 1, "block_size": 0, "cache": "warm",
-            "power_watts": 300.0, "throttled": 0}
+    keys = {"variant": "v@cuda", "layout": "row_major", "memory_kind": "", "direction": "", "rows": 1 << 20,
+            "features": 1, "depth": 1, "block_size": 0, "cache": "warm", "power_watts": 300.0, "throttled": 0}
     rows = [dict(keys, timer="resident_wall", seconds=1e-4, energy_joules=j) for j in (0.0, 0.0, 0.3)]
     rows += [dict(keys, timer="energy", seconds=1e-4, energy_joules=j) for j in (0.031, 0.030, 0.032)]
     e = SimpleNamespace(name="x", accepted=lambda: pd.DataFrame(rows), variants=pd.DataFrame())

@@ -37,12 +37,12 @@ def bracket(g):
 
 def crossover_table(sp):
     out = []
-    keys = ["archive", "experiment", "variant", "timer", "memory_kind", "features"]
-    for (arch, exp, variant, timer, memory, features), g in candidates(sp).groupby(keys):
+    # A series: one variant, timer and point but for its rows, the swept axis.
+    keys = ["archive", "experiment", "variant", "timer", *A.point_key("samples", without=("rows",))]
+    for key, g in candidates(sp).groupby(keys, dropna=False):
         g = g.sort_values("rows")
         previous, first, text, stays, margin = bracket(g)
-        out.append({"archive": arch, "experiment": exp, "variant": variant, "timer": timer, "memory_kind": memory,
-                    "features": features, "baseline": g.baseline.iloc[0], "tested_rows_min": int(g.rows.min()),
+        out.append({**dict(zip(keys, key)), "baseline": g.baseline.iloc[0], "tested_rows_min": int(g.rows.min()),
                     "tested_rows_max": int(g.rows.max()), "points": len(g), "previous_rows": previous,
                     "first_winning_rows": first, "bracket": text, "median_below_cpu_at_all_larger": stays,
                     "first_win_margin": margin})

@@ -5,6 +5,7 @@ energy window, already per call) where the archive has it; else the resident reg
 import numpy as np
 import pandas as pd
 
+from ... import archive as A
 from .. import section
 
 EXPLANATION = ("Energy is NVML's total-energy counter (millijoules, updated by the driver every few milliseconds) "
@@ -15,7 +16,7 @@ EXPLANATION = ("Energy is NVML's total-energy counter (millijoules, updated by t
                "whole update in a few; the mean over the accepted trials is shown, but it leans toward the power of "
                "everything the point ran between the regions, so read it as an estimate. GB/J and GFLOP/J divide "
                "the operation's essential bytes and flops by J/call.")
-KEYS = ["variant", "rows", "features", "depth", "block_size", "cache"]
+KEYS = ["variant", *A.point_key("samples")]
 
 
 def experiment_energy(a, e):
@@ -34,9 +35,9 @@ def experiment_energy(a, e):
     df.insert(0, "boundary", boundary)
     v = e.variants
     if len(v) and {"essential_bytes", "essential_flops"} <= set(v.columns):
-        work = v[["variant", "rows", "features", "depth", "block_size", "essential_bytes", "essential_flops"]]
-        df = df.merge(work.drop_duplicates(["variant", "rows", "features", "depth", "block_size"]), how="left",
-                      on=["variant", "rows", "features", "depth", "block_size"])
+        modelled = ["variant", *A.point_key("variants")]
+        work = v[modelled + ["essential_bytes", "essential_flops"]]
+        df = df.merge(work.drop_duplicates(modelled), how="left", on=modelled)
     else:
         df["essential_bytes"], df["essential_flops"] = np.nan, np.nan
     positive = df.joules_per_call > 0

@@ -5,22 +5,19 @@ import pandas as pd
 from ... import archive as A
 from .. import section
 
-KEYS = ["variant", "layout", "rows", "features", "depth", "block_size"]
+KEYS = ["variant", *A.point_key("profile")]  # a profiled call's point, as the profile table stores it
 TIMING_COLUMNS = ["timing_archive", "timing_experiment", "timing_timer", "timing_n", "median_s", "q1_s", "q3_s"]
 NO_TIMING = {"timing_archive": "", "timing_experiment": "", "timing_timer": "", "timing_n": 0, "median_s": np.nan,
              "q1_s": np.nan, "q3_s": np.nan}
-IDENTITY_COLUMNS = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "depth", "block_size",
-                    "point", "status"]
-KERNEL_COLUMNS = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "depth", "block_size",
-                  "point", "status", "launch", "label", "kernel", "grid_size", "launch_block_size",
-                  "registers_per_thread", "profiled_duration_s", "dram_bytes_read", "dram_bytes_written",
-                  "profiled_dram_GBps", "dram_throughput_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct",
-                  "sectors_per_load_request", "sectors_per_store_request", "global_load_sectors",
-                  "global_load_requests", "global_store_sectors", "global_store_requests"] + TIMING_COLUMNS
-VARIANT_COLUMNS = ["profile_archive", "experiment", "variant", "axes", "layout", "rows", "features", "depth",
-                   "block_size", "point", "status", "kernels", "profiled_duration_s", "profiled_dram_GBps",
-                   "dram_throughput_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct",
-                   "registers_per_thread", "longest_kernel", "sectors_per_load_request",
+IDENTITY_COLUMNS = ["profile_archive", "experiment", *KEYS, "point", "status"]
+KERNEL_COLUMNS = IDENTITY_COLUMNS + [
+    "launch", "label", "kernel", "grid_size", "launch_block_size", "registers_per_thread", "profiled_duration_s",
+    "dram_bytes_read", "dram_bytes_written", "profiled_dram_GBps", "dram_throughput_pct", "achieved_occupancy_pct",
+    "theoretical_occupancy_pct", "sectors_per_load_request", "sectors_per_store_request", "global_load_sectors",
+    "global_load_requests", "global_store_sectors", "global_store_requests"] + TIMING_COLUMNS
+VARIANT_COLUMNS = ["profile_archive", "experiment", "variant", "axes", *KEYS[1:], "point", "status", "kernels",
+                   "profiled_duration_s", "profiled_dram_GBps", "dram_throughput_pct", "achieved_occupancy_pct",
+                   "theoretical_occupancy_pct", "registers_per_thread", "longest_kernel", "sectors_per_load_request",
                    "dram_bytes_per_essential_byte"] + TIMING_COLUMNS + ["measured_effective_GBps"]
 EXPLANATION = ("one instrumented call per variant and point after a warm-up. *Profiled* GB/s divide DRAM bytes by the "
                "kernels' duration under the profiler, which only puts the counters in proportion; the *measured* "
@@ -96,14 +93,14 @@ def counters(k, essential):
 
 
 def variant_table(prof, variants):
-    essential = variants.drop_duplicates(["variant", "rows", "features", "depth"]).set_index(
-        ["variant", "rows", "features", "depth"]).essential_bytes
+    modelled = ["variant", *A.point_key("variants")]  # the variants table's point of a variant
+    essential = variants.drop_duplicates(modelled).set_index(modelled).essential_bytes
     axes = dict(zip(variants.variant, variants["axes"]))
     rows = []
     for _, g in prof.groupby(["profile_archive", "experiment", "point", "variant"], sort=False):
         first = g.iloc[0]
         k = g[g.launch >= 0]
-        eb = essential.get((first.variant, first.rows, first.features, first.depth), np.nan)
+        eb = essential.get(tuple(first[c] for c in modelled), np.nan)
         r = {c: first[c] for c in IDENTITY_COLUMNS + TIMING_COLUMNS}
         r["axes"] = axes.get(first.variant, "")
         r["kernels"] = len(k)
@@ -133,7 +130,7 @@ def table_row(r):
 
 def shape_lines(by):
     lines = []
-    for (rows, feats, depth), g in by[by.kernels > 0].groupby(["rows", "features", "depth"]):
+    for (rows, feats, depth), g in by[by.kernels > 0].groupby(list(A.EXTENTS)):
         best = g.loc[g.profiled_dram_GBps.fillna(-1).idxmax()]
         most = g.loc[g.dram_bytes_per_essential_byte.fillna(-1).idxmax()]
         point = A.point_label(rows, feats, g["axes"].iloc[0], depth)

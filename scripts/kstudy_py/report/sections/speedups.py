@@ -7,7 +7,7 @@ from .. import section
 from ..figures import MARKERS, colours, grid, ordered_boundaries, save
 from ..variants import REFERENCE_FAMILY
 
-COLUMNS = ["archive", "experiment", "variant", "layout", "rows", "features", "depth", "timer", "memory_kind",
+COLUMNS = ["archive", "experiment", "variant", *A.point_key("samples", without=("block_size",)), "timer",
            "boundary", "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
 
 
@@ -127,7 +127,7 @@ def speedups(inputs, sec):
         return sec.skip("no experiment with timed variants and accepted samples in the archives")
     if inputs.baselines.empty:
         return sec.skip(f"no `{REFERENCE_FAMILY}` host_wall samples: no CPU baseline to compare with")
-    sp = inputs.speedups.sort_values(["archive", "experiment", "variant", "timer", "memory_kind", "rows", "features"])
+    sp = inputs.speedups.sort_values(["archive", "experiment", "variant", "timer", *A.point_key("samples")])
     inputs.write_csv(sp[COLUMNS], "speedups.csv", sec, "every point: median/IQR (s) per variant and timing boundary, "
                      "speedup = the same experiment's CPU median / median")
     rows, feats = inputs.shape
