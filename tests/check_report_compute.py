@@ -21,6 +21,7 @@ Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or matplotli
 """
 import json
 import math
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -162,6 +163,22 @@ def check_compute(out):
     check("best Kokkos takes 2.50× the best handwritten/vendor time" in summary, summary)
     check("The overview also draws the compute roofs" in md, "compute roofs in the roofline")
     check((out / "compute_by_operation.png").exists(), "the compute figure")
+
+
+def check_only_what_was_measured(out):
+    """Issue 46 item 6: a compute roof is printed in TFLOP/s, never as 0.0 GB/s; a roof timed on two clocks says
+    which; without a finding, the Findings part says per section that reports findings what it missed."""
+    md = (out / "report.md").read_text()
+    roofs = md.split("Ceilings measured in the same runs:", 1)[1].split("\n\n", 2)[1]
+    for name, flops in COMPUTE.items():
+        check(f"{name} {flops / 1e12:,.1f} TFLOP/s" in roofs, (name, roofs))
+    check(not re.search(r"(?<![\d,.])0\.0 GB/s", roofs), roofs)
+    check(f"device_read {BANDWIDTH['device_read'] / 1e9:,.1f} GB/s (device_events)" in roofs
+          and f"host_read {BANDWIDTH['host_read'] / 1e9:,.1f} GB/s;" in roofs + ";", roofs)
+    findings = md.split("## Findings\n\n", 1)[1].split("\n## ", 1)[0]
+    check("No finding could be computed" not in findings, findings)
+    check("- Speedups against the CPU reference: skipped, no `cpu_reference` host_wall samples" in findings
+          and "- Roofline from counters: skipped, no profile table in the archives" in findings, findings)
 
 
 N = 4096 ** 3
@@ -420,6 +437,7 @@ def main():
         for key in ("ladder", "compute_by_operation", "roofline_by_operation"):
             check(not by_key[key].skipped, (key, by_key[key].skipped))
         check_ladder(tmp / "report")
+        check_only_what_was_measured(tmp / "report")
         check_compute(tmp / "report")
         check_schema6_defaults(tmp)
         check_executed_flops()

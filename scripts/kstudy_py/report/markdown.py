@@ -44,10 +44,23 @@ def status_lines(inputs):
     return ["Samples by status (only `ok` samples of gate-passed variants count):", ""] + lines if lines else []
 
 
+def ceiling_text(r, clocks):
+    """One roof in its own unit: a compute roof (flops_per_second > 0, schema 7) in TFLOP/s, a bandwidth roof in
+    GB/s; the clock that timed it where the run has the same roof on two clocks (schema 8)."""
+    flops = getattr(r, "flops_per_second", 0.0)
+    value = (f"{flops / 1e12:,.1f} TFLOP/s" if flops > 0 else f"{r.bytes_per_second / 1e9:,.1f} GB/s")
+    clock = getattr(r, "clock", "")
+    return f"{r.name} {value}" + (f" ({clock})" if clock and clocks.get(r.name, 0) > 1 else "")
+
+
 def ceiling_lines(inputs):
-    lines = [f"- {a.label}: " + "; ".join(f"{r.name} {r.bytes_per_second / 1e9:,.1f} GB/s"
-                                          for r in a.ceilings().itertuples())
-             for a in inputs.archives if not a.ceilings().empty]
+    lines = []
+    for a in inputs.archives:
+        c = a.ceilings()
+        if c.empty:
+            continue
+        clocks = c.groupby("name").size().to_dict()
+        lines.append(f"- {a.label}: " + "; ".join(ceiling_text(r, clocks) for r in c.itertuples()))
     return ["Ceilings measured in the same runs:", ""] + lines if lines else []
 
 
@@ -72,20 +85,40 @@ def section_lines(sec):
     return lines
 
 
+def no_headline_lines(sections):
+    """What the Summary says without a headline: which sections were skipped, and why (what is missing)."""
+    skipped = [f"- {sec.title}: {sec.skipped}." for sec in sections if sec.skipped]
+    return (["No headline: no section had the samples it needs. What each skipped section misses:", ""] + skipped
+            if skipped else ["No headline: no section wrote one for these archives."])
+
+
+def no_finding_lines(sections):
+    """What the Findings part says without a finding: per section that reports findings, what it missed (its skip
+    reason) or that it ran and found nothing to report."""
+    lines = []
+    for sec in sections:
+        if not sec.reports_findings:
+            continue
+        lines.append(f"- {sec.title}: " + (f"skipped, {sec.skipped}." if sec.skipped else
+                                           f"{sec.no_finding or 'nothing to report in these archives'}."))
+    if not lines:
+        return ["No finding: no section that reports findings applies to these archives."]
+    return ["No finding. The sections that report findings:", ""] + lines
+
+
 def render(inputs, sections):
     lines = ["# kstudy report", "", INTRODUCTION, ""]
     if inputs.command:
         lines += [f"Command: `{inputs.command}`", ""]
     headlines = [h for sec in sections for h in sec.headlines]
-    lines += ["## Summary", ""] + ([f"- {h}" for h in headlines] or
-                                   ["No headline could be computed (see the skipped sections)."]) + [""]
+    lines += ["## Summary", ""] + ([f"- {h}" for h in headlines] or no_headline_lines(sections)) + [""]
     lines += notes_lines(inputs)
     lines += ["## Findings", ""]
     grouped = [sec for sec in sections if sec.findings]
     for sec in grouped:
         lines += sec.findings + [""]
     if not grouped:
-        lines += ["No finding could be computed (see the skipped sections).", ""]
+        lines += no_finding_lines(sections) + [""]
     lines += ["## Archives", ""] + archive_table(inputs) + [""]
     for part in (status_lines(inputs), ceiling_lines(inputs)):
         lines += part + [""] if part else []

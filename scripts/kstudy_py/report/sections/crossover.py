@@ -92,7 +92,7 @@ def one_shot_summary(df, key):
     return lines
 
 
-@section("crossover", "Crossover brackets", order=30)
+@section("crossover", "Crossover brackets", order=30, findings=True)
 def crossover(inputs, sec):
     if inputs.points.empty or inputs.baselines.empty:
         return sec.skip("needs timed variants with a CPU reference baseline")
@@ -109,4 +109,6 @@ def crossover(inputs, sec):
     if summary:
         sec.findings.extend(f"- {line}" for line in summary)
         sec.headlines.append("Crossover: " + " ".join(summary))
+    else:
+        sec.no_finding = "no device variant's one-shot time in the primary sweep to bracket"
     return sec.done(df)

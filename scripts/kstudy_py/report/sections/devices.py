@@ -12,7 +12,7 @@ EXPLANATION = ("Per (variant, point, timer) and GPU: the median of the accepted 
                "(kstudy run --devices all --replicate-on-every-device).")
 
 
-@section("devices", "GPUs of one node: device-to-device spread and peer-to-peer copies", order=115)
+@section("devices", "GPUs of one node: device-to-device spread and peer-to-peer copies", order=115, findings=True)
 def devices(inputs, sec):
     from ...compare import KEYS
     table, spread = D.per_device(inputs.archives, KEYS)
@@ -46,4 +46,6 @@ def devices(inputs, sec):
             if len(best) and np.isfinite(best.max()):
                 sec.findings.append(f"- {label}: peer-to-peer copies {best.min():.1f}–{best.max():.1f} GB/s with "
                                     "peer access")
+    if not sec.findings:
+        sec.no_finding = "no peer-to-peer copy bandwidth with peer access measured"
     return sec.done(table)

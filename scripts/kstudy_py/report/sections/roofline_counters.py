@@ -270,7 +270,7 @@ def roofline_figure(df, inputs):
     return save(fig, inputs.out, "roofline_counters.png")
 
 
-@section("roofline_counters", "Roofline from counters", order=66)
+@section("roofline_counters", "Roofline from counters", order=66, findings=True)
 def roofline_counters(inputs, sec):
     df = roofline_table(inputs)
     if df is None:
@@ -283,6 +283,7 @@ def roofline_counters(inputs, sec):
     above = above_lines(df)
     sec.lines += above + ([""] if above else [])
     sec.findings += above
+    sec.no_finding = None if above else "no profiled point lies above a roof measured in its own run"
     sec.headlines += [f"Roofline from counters: {len(above)} profiled point(s) above a roof measured in their own "
                       "run (see *Roofline from counters*)."] if above else []
     model_high = model_high_lines(df)

@@ -121,7 +121,7 @@ def speedup_figure(sp, key, out):
     return save(fig, out, "speedup_vs_rows.png")
 
 
-@section("speedups", "Speedups against the CPU reference", order=10)
+@section("speedups", "Speedups against the CPU reference", order=10, findings=True)
 def speedups(inputs, sec):
     if inputs.points.empty:
         return sec.skip("no experiment with timed variants and accepted samples in the archives")

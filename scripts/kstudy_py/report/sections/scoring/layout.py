@@ -203,7 +203,7 @@ def layout_figure(df, out):
     return save(fig, out, "layout_ratio.png")
 
 
-@section("layout", "Layout: row-major vs feature-major vs padded", order=50, operation=OPERATION)
+@section("layout", "Layout: row-major vs feature-major vs padded", order=50, operation=OPERATION, findings=True)
 def layout(inputs, sec):
     measured = transposes(inputs)
     df = layout_table(inputs, measured)
