@@ -320,6 +320,29 @@ def check_energy_boundary():
         GB_per_J=np.nan, GFLOP_per_J=np.nan, archive="a", experiment="x").itertuples())), "the line says which")
 
 
+def check_thread_counts(tmp):
+    """The archive table states the OpenMP threads the timings ran with: each replication's process gets the
+    protocol's threads, at most the machine's cores, whatever the parent process (environment openmp_threads) had:
+    8 of 16 cores for toy_sweep, 16 (the cores) for toy_vector's 32."""
+    path = tmp / "threads.h5"
+    write_toy_archive(path)
+    with h5py.File(path, "r+") as f:
+        f.create_group("environment").attrs.update(cpu_model="Synthetic CPU", cpu_cores="16", openmp_threads="16")
+        f["experiments/toy_sweep"].attrs["protocol"] = json.dumps({"threads": 8, "trials": 5})
+        f["experiments/toy_vector"].attrs["protocol"] = json.dumps({"threads": 32, "trials": 5})
+    archive = A.load([path])[0]
+    check([archive.experiments[n].openmp_threads for n in ("toy_sweep", "toy_vector")] == [8, 16],
+          "threads = min(protocol threads, cores)")
+    report.build_report([archive], tmp / "threads")
+    table = (tmp / "threads" / "report.md").read_text().split("## Archives", 1)[1].split("\n\n", 2)[1]
+    check("| Synthetic CPU (16 cores; OpenMP threads 8 in toy_sweep, 16 in toy_vector) |" in table, table)
+    with h5py.File(path, "r+") as f:
+        f["experiments/toy_vector"].attrs["protocol"] = json.dumps({"threads": 8})
+    report.build_report(A.load([path]), tmp / "threads8")
+    table = (tmp / "threads8" / "report.md").read_text().split("## Archives", 1)[1].split("\n\n", 2)[1]
+    check("| Synthetic CPU (16 cores; 8 OpenMP threads) |" in table and "16 OpenMP" not in table, table)
+
+
 def check_point_key():
     """kstudy schema's point_key (what the report joins points on) names columns both the samples and the summary
     tables store, the extents among them, and the reader fills each in for every schema version."""
@@ -340,6 +363,7 @@ def main():
         check_scoring_archive(fixture, Path(tmp) / "scoring")
         check_schema4_reading(Path(tmp))
         check_toy_archive(Path(tmp) / "toy")
+        check_thread_counts(Path(tmp))
     print("report section checks passed")
 
 

@@ -324,6 +324,20 @@ class Experiment:
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
 
+    @property
+    def openmp_threads(self):
+        """The OpenMP threads the experiment's samples were timed with, or None where its protocol does not say.
+        `kstudy run` times each replication in a fresh process started with the protocol's threads, at most the
+        machine's cores (run_replications, src/study/study.cpp: min(protocol.threads, hardware concurrency), which
+        the environment records as cpu_cores); the environment's openmp_threads is the parent process's, which
+        times nothing."""
+        try:
+            threads = int(json.loads(self.protocol_text).get("threads"))
+        except (TypeError, ValueError, AttributeError):
+            return None
+        cores = str(self.archive.environment.get("cpu_cores", ""))
+        return min(threads, int(cores)) if cores.isdigit() and int(cores) > 0 else threads
+
     def variant_operations(self):
         """variant -> (operation, axes) for every variant the experiment names: the variants table's columns
         where the archive has one, else the experiment's own operation (a legacy experiment times one)."""
