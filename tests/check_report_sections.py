@@ -262,6 +262,9 @@ def check_vector_operations(out, sections, md, sp):
     check(np.allclose(energy.GB_per_J, energy.essential_bytes / 1e9 / VECTOR_JOULES), energy.GB_per_J.tolist())
     check("## Energy per call" in md and "mJ/call (mean of 5 single-call regions)" in md,
           "report.md has no energy section")
+    summary = md.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0]
+    check("from single-call regions only" in summary and "per joule" not in summary,
+          f"single-call energy ranked in the summary: {summary}")
     vector = A.load([out.parent / "toy.h5"])[0].experiments["toy_vector"]
     check(vector.operations == list(VECTOR_OPERATIONS) and vector.axes == ["n"], (vector.operations, vector.axes))
     check(PER_OPERATION <= rendered(sections), f"per-operation sections not rendered: {sorted(rendered(sections))}")
@@ -316,6 +319,20 @@ def check_energy_boundary():
     df = energy.experiment_energy(SimpleNamespace(label="a"), single)
     check(df.boundary.iloc[0] == "resident_wall" and math.isclose(df.joules_per_call.iloc[0], 0.1),
           f"without timer energy, the mean of the single-call regions: {df.to_dict('records')}")
+    # The headline ranks the energy timer's per-call J only: a single-call region's 100x higher GB/J (a counter
+    # that did not move) and an energy row that read nothing (NaN: not measured) are not candidates.
+    table = pd.DataFrame([
+        dict(keys, archive="a", experiment="x", boundary="energy", variant="slow@cuda", calls=3, joules_per_call=0.02,
+             GB_per_J=5.0, GFLOP_per_J=np.nan),
+        dict(keys, archive="a", experiment="x", boundary="energy", variant="fast@cuda", calls=3, joules_per_call=0.01,
+             GB_per_J=10.0, GFLOP_per_J=np.nan),
+        dict(keys, archive="a", experiment="y", boundary="resident_wall", variant="lucky@cuda", calls=5,
+             joules_per_call=1e-4, GB_per_J=1000.0, GFLOP_per_J=np.nan),
+        dict(keys, archive="a", experiment="x", boundary="energy", variant="gemm@cuda", calls=3, joules_per_call=0.5,
+             GB_per_J=0.1, GFLOP_per_J=300.0)])
+    text = energy.headline(table)
+    check("lucky@cuda" not in text and "most essential bytes per joule fast@cuda" in text and "(10 GB/J)" in text
+          and "most flops per joule gemm@cuda" in text and "3 of the 4" in text, text)
     check("mean of 3 single-call regions" in energy.line(next(df.assign(
         GB_per_J=np.nan, GFLOP_per_J=np.nan, archive="a", experiment="x").itertuples())), "the line says which")
 
