@@ -50,7 +50,9 @@ def layout_table(inputs, measured):
     points = inputs.points_of(OPERATION)
     s = points[points.timer.isin(RESIDENT) & (points.block_size == 0)]
     rows = []
-    keys = ["archive", "experiment", *A.point_key("samples", without=("layout",)), "timer"]  # the layouts side by side
+    # The layouts side by side at one point (every point-key column but the layout), ordered by shape and timer.
+    keys = ["archive", "experiment", *A.EXTENTS, "timer"]
+    keys += [c for c in A.point_key("samples", without=("layout",)) if c not in keys]
     for key, g in s.groupby(keys):
         k = dict(zip(keys, key))
         arch, exp, n_rows, feats, timer = k["archive"], k["experiment"], k["rows"], k["features"], k["timer"]
