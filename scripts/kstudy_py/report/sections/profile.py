@@ -31,11 +31,13 @@ def ratio(a, b):
 
 
 def resident_timings(points):
-    """Measured resident medians, device_events before resident_wall (host_wall for host variants)."""
+    """Measured resident medians, device_events before resident_wall (host_wall for host variants), warm caches
+    before a --cache cold run of the same point (the profiled call follows a warm-up)."""
     rank = {"device_events": 0, "resident_wall": 1, "host_wall": 2}
     t = points[points.timer.isin(list(rank))].copy()
     t["timer_rank"] = t.timer.map(rank)
-    return t.sort_values(["timer_rank", "archive", "experiment"], kind="stable")
+    t["cold"] = t["cache"] != "warm"
+    return t.sort_values(["timer_rank", "cold", "archive", "experiment"], kind="stable")
 
 
 def join_timings(prof, points):
