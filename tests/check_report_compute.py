@@ -420,6 +420,10 @@ def check_depth_join(tmp):
     check(len(cold) == 1 and cold.depth.iloc[0] == 512 and math.isclose(
         cold["median"].iloc[0], 2 * flops("gemm", DEPTH_POINTS[0]) / 1e11 / DEPTH_SPEEDUP[512], rel_tol=1e-7),
         "the cold run pooled with the warm one")
+    bw = pd.read_csv(out / "bandwidth_by_operation.csv")  # one resident median per point: the warm one
+    bw = bw[bw.variant == "gemm_cublas@cuda"].set_index("depth")
+    check(len(bw) == len(DEPTH_POINTS) and math.isclose(
+        bw.median_s[512], flops("gemm", DEPTH_POINTS[0]) / 1e11 / DEPTH_SPEEDUP[512], rel_tol=1e-7), bw.median_s)
     bench = pd.read_csv(out / "speedup_vs_bench_cpu.csv")
     bench = bench[bench.cache == "warm"]
     check(len(bench) == len(DEPTH_POINTS), f"a bench speedup per k: {bench.to_dict('records')}")
