@@ -12,13 +12,16 @@ ceilings. Checks, all recomputed here:
 - the roofline from counters (schema 11 profile archives) places each profiled GEMM at its executed flops over
   DRAM bytes against the roofs of the run that timed it, flags a point above a roof loudly, and places a schema 10
   profile (no flop counters) at the modelled intensity, labelled so; executed flops use archive.FLOP_WEIGHTS;
-- a schema 6 archive (no depth, no compute roofs) still reads, with depth 1 and no compute ceiling.
+- a schema 6 archive (no depth, no compute roofs) still reads, with depth 1 and no compute ceiling;
+- two GEMM points that differ only in k (depth) stay two points where the report joins points: each speedup is
+  against the CPU reference at its own k, and each profiled call sits beside the median of its own k (issue 42).
 
 usage: check_report_compute.py
 Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or matplotlib.
 """
 import json
 import math
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -160,6 +163,22 @@ def check_compute(out):
     check("best Kokkos takes 2.50× the best handwritten/vendor time" in summary, summary)
     check("The overview also draws the compute roofs" in md, "compute roofs in the roofline")
     check((out / "compute_by_operation.png").exists(), "the compute figure")
+
+
+def check_only_what_was_measured(out):
+    """Issue 46 item 6: a compute roof is printed in TFLOP/s, never as 0.0 GB/s; a roof timed on two clocks says
+    which; without a finding, the Findings part says per section that reports findings what it missed."""
+    md = (out / "report.md").read_text()
+    roofs = md.split("Ceilings measured in the same runs:", 1)[1].split("\n\n", 2)[1]
+    for name, flops in COMPUTE.items():
+        check(f"{name} {flops / 1e12:,.1f} TFLOP/s" in roofs, (name, roofs))
+    check(not re.search(r"(?<![\d,.])0\.0 GB/s", roofs), roofs)
+    check(f"device_read {BANDWIDTH['device_read'] / 1e9:,.1f} GB/s (device_events)" in roofs
+          and f"host_read {BANDWIDTH['host_read'] / 1e9:,.1f} GB/s;" in roofs + ";", roofs)
+    findings = md.split("## Findings\n\n", 1)[1].split("\n## ", 1)[0]
+    check("No finding could be computed" not in findings, findings)
+    check("- Speedups against the CPU reference: skipped, no `cpu_reference` host_wall samples" in findings
+          and "- Roofline from counters: skipped, no profile table in the archives" in findings, findings)
 
 
 N = 4096 ** 3
@@ -315,6 +334,113 @@ def check_modelled_traffic_over_memory_roof():
     check(not under["above_roof"] and not under["traffic_model_high"], under)
 
 
+# Two GEMM points that differ only in k (issue 42): m = n = 512, k = 512 and 2048. A CPU reference (host_wall) and
+# cuBLAS (device_events), cuBLAS DEPTH_SPEEDUP[k] times faster at each k; a profile of cuBLAS at both.
+DEPTH_POINTS = [(512, 512, 512), (512, 512, 2048)]
+DEPTH_SPEEDUP = {512: 4.0, 2048: 16.0}
+
+
+def write_depth_archives(tmp):
+    variants, samples, profile = [], [], []
+    for variant, family, implementation, backend, timer in (
+            ("gemm_cpu_reference@openmp", "cpu_reference", "reference", "openmp", "host_wall"),
+            ("gemm_cublas@cuda", "cublas", "vendor_library", "cuda", "device_events")):
+        for index, point in enumerate(DEPTH_POINTS):
+            rows, features, depth = point
+            cpu = flops("gemm", point) / 1e11
+            median = cpu if backend == "openmp" else cpu / DEPTH_SPEEDUP[depth]
+            variants.append({"variant": variant, "operation": "gemm", "compute_ceiling": "cublas_fp32_gemm",
+                             "axes": "m,n,k", "family": family, "fusion_level": "full",
+                             "implementation": implementation, "layout": "row_major", "backend": backend,
+                             "on_device": int(backend == "cuda"), "kernels_launched": 1, "rung": np.int32(0),
+                             "rows": rows, "features": features, "depth": depth, "block_size": 0,
+                             "modelled_bytes_read": essential_bytes("gemm", point), "modelled_bytes_written": 0,
+                             "essential_bytes": essential_bytes("gemm", point), "essential_flops": flops("gemm", point),
+                             "peak_device_bytes": -1, "tuned_parameters": ""})
+            # At k = 512 a --cache cold run too, both variants twice as slow: another point (cache), not pooled.
+            for cache, scale in (("warm", 1.0), ("cold", 2.0)) if depth == 512 else (("warm", 1.0),):
+                for trial in range(3):
+                    samples.append({"experiment": "gemm_k", "variant": variant, "layout": "row_major",
+                                    "memory_kind": "device" if backend == "cuda" else "", "direction": "",
+                                    "rows": rows, "features": features, "depth": depth, "pitch": features,
+                                    "block_size": 0, "bytes": essential_bytes("gemm", point), "point": index,
+                                    "replication": 0, "trial": trial, "timer": timer,
+                                    "seconds": scale * median * (1 + 0.01 * (trial - 1)), "gate": "passed",
+                                    "throttled": 0, "status": "ok", "occupancy": 0.0, "cache": cache})
+            if backend == "cuda":
+                profile.append({"experiment": "gemm_k", "variant": variant, "layout": "row_major", "rows": rows,
+                                "features": features, "depth": depth, "block_size": 0, "point": index,
+                                "status": "ok", "gate_passed": 1, "launch": np.int32(0), "kernel": "sgemm",
+                                "label": "", "grid_size": 64, "launch_block_size": 256, "registers_per_thread": 64,
+                                "profiled_duration_s": median, "dram_bytes_read": essential_bytes("gemm", point),
+                                "dram_bytes_written": 0.0, "dram_throughput_pct": 50.0,
+                                "achieved_occupancy_pct": 40.0, "theoretical_occupancy_pct": 50.0,
+                                "global_load_sectors": 1e6, "global_load_requests": 2.5e5,
+                                "global_store_sectors": 1e5, "global_store_requests": 2.5e4,
+                                "shared_bank_conflicts_load": 0.0, "shared_bank_conflicts_store": 0.0,
+                                "l2_hit_rate_pct": 90.0})
+    variants, profile = pd.DataFrame(variants), pd.DataFrame(profile)
+    variants["rung"] = variants.rung.astype(np.int32)
+    profile["launch"] = profile.launch.astype(np.int32)
+    definition = json.dumps({"kind": "sweep", "operation": ["gemm"], "name": "gemm_k",
+                             "shapes": [list(p) for p in DEPTH_POINTS]})
+    with h5py.File(tmp / "gemm_k.h5", "w") as f:
+        f.attrs["schema_version"] = "7"
+        e = f.create_group("experiments/gemm_k")
+        e.attrs["definition"] = definition
+        write_tables(e, {"samples": pd.DataFrame(samples), "variants": variants, "ceilings": ceilings()})
+    with h5py.File(tmp / "gemm_k_profile.h5", "w") as f:
+        f.attrs["schema_version"] = "7"
+        e = f.create_group("experiments/gemm_k")
+        e.attrs["definition"] = definition
+        write_tables(e, {"profile": profile})
+
+
+def check_depth_join(tmp):
+    """Points that differ only in depth (GEMM's k) are never joined together (issue 42)."""
+    write_depth_archives(tmp)
+    # kstudy_bench's CPU reference at both points, named m x n x k, at 1/3 of the archive's CPU medians.
+    bench = [{"run_name": f"gemm_cpu_reference@openmp/{'x'.join(map(str, p))}", "run_type": "iteration",
+              "real_time": flops("gemm", p) / 1e11 / 3 * 1e9 * (1 + 0.01 * (i - 1)), "time_unit": "ns"}
+             for p in DEPTH_POINTS for i in range(3)]
+    (tmp / "bench.json").write_text(json.dumps({"context": {}, "benchmarks": bench}))
+    out = tmp / "depth_report"
+    sections = report.build_report(A.load([tmp / "gemm_k.h5", tmp / "gemm_k_profile.h5"]), out,
+                                   cpu_baseline=tmp / "bench.json")
+    by_key = {s.key: s for s in sections}
+    check(not by_key["speedups"].skipped and not by_key["profile"].skipped,
+          (by_key["speedups"].skipped, by_key["profile"].skipped))
+    sp = pd.read_csv(out / "speedups.csv")
+    cublas = sp[sp.variant == "gemm_cublas@cuda"]
+    check(len(cublas) == len(DEPTH_POINTS) + 1,
+          f"a speedup per k and cache, not k x k pairs: {cublas.to_dict('records')}")
+    for r in cublas.itertuples():
+        check(math.isclose(r.speedup, DEPTH_SPEEDUP[r.depth], rel_tol=1e-9), (r.depth, r.cache, r.speedup))
+    cold = cublas[cublas.cache == "cold"]
+    check(len(cold) == 1 and cold.depth.iloc[0] == 512 and math.isclose(
+        cold["median"].iloc[0], 2 * flops("gemm", DEPTH_POINTS[0]) / 1e11 / DEPTH_SPEEDUP[512], rel_tol=1e-7),
+        "the cold run pooled with the warm one")
+    bw = pd.read_csv(out / "bandwidth_by_operation.csv")  # one resident median per point: the warm one
+    bw = bw[bw.variant == "gemm_cublas@cuda"].set_index("depth")
+    check(len(bw) == len(DEPTH_POINTS) and math.isclose(
+        bw.median_s[512], flops("gemm", DEPTH_POINTS[0]) / 1e11 / DEPTH_SPEEDUP[512], rel_tol=1e-7), bw.median_s)
+    bench = pd.read_csv(out / "speedup_vs_bench_cpu.csv")
+    bench = bench[bench.cache == "warm"]
+    check(len(bench) == len(DEPTH_POINTS), f"a bench speedup per k: {bench.to_dict('records')}")
+    for r in bench.itertuples():
+        check(math.isclose(r.speedup, DEPTH_SPEEDUP[r.depth] / 3, rel_tol=1e-7), (r.depth, r.speedup))
+    by = pd.read_csv(out / "profile_by_variant.csv")
+    check(len(by) == len(DEPTH_POINTS), by.to_dict("records"))
+    for r in by.itertuples():
+        point = (r.rows, r.features, r.depth)
+        want = flops("gemm", point) / 1e11 / DEPTH_SPEEDUP[r.depth]
+        check(math.isclose(r.median_s, want, rel_tol=1e-9), (point, r.median_s, want))
+        check(math.isclose(r.dram_bytes_per_essential_byte, 1.0, rel_tol=1e-9),
+              (point, r.dram_bytes_per_essential_byte))
+    md = (out / "report.md").read_text()
+    check("| `gemm_cublas@cuda` | 512×512×2048 |" in md, "the profile table names the point with its k")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="kstudy_report_compute_") as tmp:
         tmp = Path(tmp)
@@ -324,10 +450,12 @@ def main():
         for key in ("ladder", "compute_by_operation", "roofline_by_operation"):
             check(not by_key[key].skipped, (key, by_key[key].skipped))
         check_ladder(tmp / "report")
+        check_only_what_was_measured(tmp / "report")
         check_compute(tmp / "report")
         check_schema6_defaults(tmp)
         check_executed_flops()
         check_roofline_counters(tmp)
+        check_depth_join(tmp)
     check_modelled_traffic_over_memory_roof()
     print("compute report checks passed")
 

@@ -262,6 +262,9 @@ def check_vector_operations(out, sections, md, sp):
     check(np.allclose(energy.GB_per_J, energy.essential_bytes / 1e9 / VECTOR_JOULES), energy.GB_per_J.tolist())
     check("## Energy per call" in md and "mJ/call (mean of 5 single-call regions)" in md,
           "report.md has no energy section")
+    summary = md.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0]
+    check("from single-call regions only" in summary and "per joule" not in summary,
+          f"single-call energy ranked in the summary: {summary}")
     vector = A.load([out.parent / "toy.h5"])[0].experiments["toy_vector"]
     check(vector.operations == list(VECTOR_OPERATIONS) and vector.axes == ["n"], (vector.operations, vector.axes))
     check(PER_OPERATION <= rendered(sections), f"per-operation sections not rendered: {sorted(rendered(sections))}")
@@ -304,8 +307,8 @@ def check_energy_boundary():
     not the single-call regions beside them (whose mean only estimates)."""
     from types import SimpleNamespace
     from kstudy_py.report.sections import energy
-    keys = {"variant": "v@cuda", "rows": 1 << 20, "features": 1, "depth": 1, "block_size": 0, "cache": "warm",
-            "power_watts": 300.0, "throttled": 0}
+    keys = {"variant": "v@cuda", "layout": "row_major", "memory_kind": "", "direction": "", "rows": 1 << 20,
+            "features": 1, "depth": 1, "block_size": 0, "cache": "warm", "power_watts": 300.0, "throttled": 0}
     rows = [dict(keys, timer="resident_wall", seconds=1e-4, energy_joules=j) for j in (0.0, 0.0, 0.3)]
     rows += [dict(keys, timer="energy", seconds=1e-4, energy_joules=j) for j in (0.031, 0.030, 0.032)]
     e = SimpleNamespace(name="x", accepted=lambda: pd.DataFrame(rows), variants=pd.DataFrame())
@@ -316,18 +319,68 @@ def check_energy_boundary():
     df = energy.experiment_energy(SimpleNamespace(label="a"), single)
     check(df.boundary.iloc[0] == "resident_wall" and math.isclose(df.joules_per_call.iloc[0], 0.1),
           f"without timer energy, the mean of the single-call regions: {df.to_dict('records')}")
+    # The headline ranks the energy timer's per-call J only: a single-call region's 100x higher GB/J (a counter
+    # that did not move) and an energy row that read nothing (NaN: not measured) are not candidates.
+    table = pd.DataFrame([
+        dict(keys, archive="a", experiment="x", boundary="energy", variant="slow@cuda", calls=3, joules_per_call=0.02,
+             GB_per_J=5.0, GFLOP_per_J=np.nan),
+        dict(keys, archive="a", experiment="x", boundary="energy", variant="fast@cuda", calls=3, joules_per_call=0.01,
+             GB_per_J=10.0, GFLOP_per_J=np.nan),
+        dict(keys, archive="a", experiment="y", boundary="resident_wall", variant="lucky@cuda", calls=5,
+             joules_per_call=1e-4, GB_per_J=1000.0, GFLOP_per_J=np.nan),
+        dict(keys, archive="a", experiment="x", boundary="energy", variant="gemm@cuda", calls=3, joules_per_call=0.5,
+             GB_per_J=0.1, GFLOP_per_J=300.0)])
+    text = energy.headline(table)
+    check("lucky@cuda" not in text and "most essential bytes per joule fast@cuda" in text and "(10 GB/J)" in text
+          and "most flops per joule gemm@cuda" in text and "3 of the 4" in text, text)
     check("mean of 3 single-call regions" in energy.line(next(df.assign(
         GB_per_J=np.nan, GFLOP_per_J=np.nan, archive="a", experiment="x").itertuples())), "the line says which")
 
 
+def check_thread_counts(tmp):
+    """The archive table states the OpenMP threads the timings ran with: each replication's process gets the
+    protocol's threads, at most the machine's cores, whatever the parent process (environment openmp_threads) had:
+    8 of 16 cores for toy_sweep, 16 (the cores) for toy_vector's 32."""
+    path = tmp / "threads.h5"
+    write_toy_archive(path)
+    with h5py.File(path, "r+") as f:
+        f.create_group("environment").attrs.update(cpu_model="Synthetic CPU", cpu_cores="16", openmp_threads="16")
+        f["experiments/toy_sweep"].attrs["protocol"] = json.dumps({"threads": 8, "trials": 5})
+        f["experiments/toy_vector"].attrs["protocol"] = json.dumps({"threads": 32, "trials": 5})
+    archive = A.load([path])[0]
+    check([archive.experiments[n].openmp_threads for n in ("toy_sweep", "toy_vector")] == [8, 16],
+          "threads = min(protocol threads, cores)")
+    report.build_report([archive], tmp / "threads")
+    table = (tmp / "threads" / "report.md").read_text().split("## Archives", 1)[1].split("\n\n", 2)[1]
+    check("| Synthetic CPU (16 cores; OpenMP threads 8 in toy_sweep, 16 in toy_vector) |" in table, table)
+    with h5py.File(path, "r+") as f:
+        f["experiments/toy_vector"].attrs["protocol"] = json.dumps({"threads": 8})
+    report.build_report(A.load([path]), tmp / "threads8")
+    table = (tmp / "threads8" / "report.md").read_text().split("## Archives", 1)[1].split("\n\n", 2)[1]
+    check("| Synthetic CPU (16 cores; 8 OpenMP threads) |" in table and "16 OpenMP" not in table, table)
+
+
+def check_point_key():
+    """kstudy schema's point_key (what the report joins points on) names columns both the samples and the summary
+    tables store, the extents among them, and the reader fills each in for every schema version."""
+    check(set(A.POINT_KEY) <= set(A.COLUMNS["samples"]) and set(A.POINT_KEY) <= set(A.COLUMNS["summary"]),
+          (A.POINT_KEY, "not columns of samples and summary"))
+    in_variants = [c for c in A.POINT_KEY if c in A.COLUMNS["variants"]]
+    check(set(A.EXTENTS) <= set(A.POINT_KEY) and A.point_key("variants") == in_variants, A.POINT_KEY)
+    legacy = A.load([Path(sys.argv[1])])[0].experiments["quick"].samples  # schema 1: no depth, no cache
+    check(set(A.POINT_KEY) <= set(legacy.columns), sorted(set(A.POINT_KEY) - set(legacy.columns)))
+
+
 def main():
     fixture = Path(sys.argv[1])
+    check_point_key()
     check_registry()
     check_energy_boundary()
     with tempfile.TemporaryDirectory(prefix="kstudy_report_sections_") as tmp:
         check_scoring_archive(fixture, Path(tmp) / "scoring")
         check_schema4_reading(Path(tmp))
         check_toy_archive(Path(tmp) / "toy")
+        check_thread_counts(Path(tmp))
     print("report section checks passed")
 
 

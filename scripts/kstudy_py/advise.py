@@ -119,8 +119,8 @@ class Measurements:
                     for r, f, d, b in zip(v.rows, v.features, depth, v.essential_bytes):
                         point_bytes[(int(r), int(f), int(d))] = float(b)
                 elif operation == archive.LEGACY_OPERATION:
-                    for r, f in s[["rows", "features"]].drop_duplicates().itertuples(index=False):
-                        point_bytes[(int(r), int(f), 1)] = float(archive.essential_bytes(int(r), int(f)))
+                    for r, f, d in s[list(archive.EXTENTS)].drop_duplicates().itertuples(index=False):
+                        point_bytes[(int(r), int(f), int(d))] = float(archive.essential_bytes(int(r), int(f)))
             if used:
                 self.sources.append(a)
         self.samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -236,7 +236,7 @@ def grouped(samples, variant, timer, memory_kind):
     if memory_kind is not None:
         s = s[s.memory_kind == memory_kind]
     return {(int(r), int(f), int(d)): g.seconds.to_numpy()
-            for (r, f, d), g in s.groupby(["rows", "features", "depth"])}
+            for (r, f, d), g in s.groupby(list(archive.EXTENTS))}
 
 
 def combine(parts, weights):

@@ -60,6 +60,27 @@ SCHEMA7_DEFAULTS = {
 LEGACY_NOT_STEADY_STATE = ("cold_compile",)  # the experiments' steady_state, for archives that do not store it
 TABLES = tuple(t["table"] for t in SCHEMA["tables"])  # the profile: written by kstudy profile only ("optional")
 COLUMNS = {t["table"]: [f["name"] for f in t["fields"]] for t in SCHEMA["tables"]}
+# The columns that say which problem point a row measured, beside its experiment, variant and timer (`kstudy
+# schema`'s point_key, from src/archive/archive_schema.cpp): every join, grouping and de-duplication of points reads
+# its columns from here, so that no reader forgets one (issue 42: GEMM points differing only in k, `depth`, were
+# joined together). A table stores a subset of them (point_key(table)).
+POINT_KEY = tuple(SCHEMA["point_key"])
+# The point key's problem extents, first axis first (an operation's axes in order: rows x features, GEMM's m x n x
+# k, attention's heads x tokens x head_dim; schema 7 added the third); the other point columns say how the point
+# was measured (layout, host memory, copy direction, threads per block, cache mode).
+EXTENTS = ("rows", "features", "depth")
+if not set(EXTENTS) <= set(POINT_KEY):
+    raise ImportError(f"archive_schema.json's point_key {POINT_KEY} lacks an extent of {EXTENTS}")
+
+
+def point_key(table=None, without=()):
+    """The point key's columns (POINT_KEY, in its order) that `table` stores (every one without a table), less
+    `without`: e.g. point_key("variants") for the variant's modelled point, point_key("profile") for a profiled call.
+    """
+    stored = COLUMNS[table] if table else POINT_KEY
+    return [c for c in POINT_KEY if c in stored and c not in without]
+
+
 # Columns renamed since (schema 10: the gate table's counts, as kstudy::gate_result names them): former -> current.
 RENAMED_COLUMNS = {t["table"]: {f["former_name"]: f["name"] for f in t["fields"] if f.get("former_name")}
                    for t in SCHEMA["tables"]}
@@ -302,6 +323,20 @@ class Experiment:
                               if "profile" in group else {})
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
+
+    @property
+    def openmp_threads(self):
+        """The OpenMP threads the experiment's samples were timed with, or None where its protocol does not say.
+        `kstudy run` times each replication in a fresh process started with the protocol's threads, at most the
+        machine's cores (run_replications, src/study/study.cpp: min(protocol.threads, hardware concurrency), which
+        the environment records as cpu_cores); the environment's openmp_threads is the parent process's, which
+        times nothing."""
+        try:
+            threads = int(json.loads(self.protocol_text).get("threads"))
+        except (TypeError, ValueError, AttributeError):
+            return None
+        cores = str(self.archive.environment.get("cpu_cores", ""))
+        return min(threads, int(cores)) if cores.isdigit() and int(cores) > 0 else threads
 
     def variant_operations(self):
         """variant -> (operation, axes) for every variant the experiment names: the variants table's columns

@@ -9,10 +9,13 @@ import sys
 import numpy as np
 import pandas as pd
 
+from . import archive as A
 from .report.variants import HANDWRITTEN, is_handwritten
 
-POINT = ["experiment", "operation", "rows", "features", "timer", "memory_kind", "block_size", "direction",
-         "size_bytes"]
+# A point compared across Kokkos versions: the archive's point key (GEMM's k, the cache mode among it) less the
+# layout (x_cuda compares a variant with the best handwritten one at the point, whatever their layouts), its
+# operation and timer, and the size that tells calibration points apart (size_bytes: compare.accepted's).
+POINT = ["experiment", "operation", *A.point_key("samples", without=("layout",)), "timer", "size_bytes"]
 ESCAPE_FAMILY = "/".join(HANDWRITTEN)  # how the table names them (variant implementations)
 
 

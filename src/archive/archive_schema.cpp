@@ -36,8 +36,17 @@ std::string archive_schema_json() {
                       {"optional", schema->optional},
                       {"fields", std::move(fields)}});
   }
-  nlohmann::ordered_json doc{
-      {"schema_version", archive_schema_version}, {"generated_by", "kstudy schema"}, {"tables", std::move(tables)}};
+  // The columns that say which problem point a samples or summary row measured, beside its experiment, variant and
+  // timer: summarise()'s key less `bytes` (a sweep's bytes follow from the point and the timer; the transfer
+  // calibration's size is read as bytes by name). Not `pitch`: within an experiment it follows from the layout and
+  // the features (the experiment's row_padding), and the summary table does not store it. Readers join points on
+  // these names (scripts/kstudy_py/archive.py: POINT_KEY) instead of spelling them.
+  const auto point_key = nlohmann::ordered_json::array(
+      {"layout", "memory_kind", "direction", "rows", "features", "depth", "block_size", "cache"});
+  nlohmann::ordered_json doc{{"schema_version", archive_schema_version},
+                             {"generated_by", "kstudy schema"},
+                             {"tables", std::move(tables)},
+                             {"point_key", point_key}};
   return doc.dump(1) + "\n";
 }
 

@@ -41,6 +41,8 @@ class Section:
     headlines: list = field(default_factory=list)  # one sentence each, for the Summary
     skipped: Optional[str] = None
     value: object = None
+    reports_findings: bool = False                 # registered with findings=True
+    no_finding: Optional[str] = None               # why it ran but found nothing (for the Findings part)
 
     def skip(self, why):
         self.skipped = why
@@ -59,18 +61,21 @@ class Registration:
     order: int
     needs: tuple
     operation: Optional[str]
+    findings: bool = False
 
 
 REGISTRY = {}
 
 
-def section(key, title, order, needs=(), operation=None):
+def section(key, title, order, needs=(), operation=None, findings=False):
     """Registers the decorated function `build(inputs, sec, **needed_sections) -> Section` as a report section.
-    `order` places it in report.md; `title` may use {inputs.<attribute>} placeholders, filled per report."""
+    `order` places it in report.md; `title` may use {inputs.<attribute>} placeholders, filled per report.
+    `findings=True`: the section may add findings; where none does, the Findings part says per such section what
+    it missed (its skip reason) or, from `sec.no_finding`, why it found nothing."""
     def register(build):
         if key in REGISTRY:
             raise ValueError(f"report section {key!r} registered twice")
-        REGISTRY[key] = Registration(key, title, build, order, tuple(needs), operation)
+        REGISTRY[key] = Registration(key, title, build, order, tuple(needs), operation, findings)
         return build
     return register
 
@@ -111,7 +116,8 @@ def run_sections(inputs, registrations):
             needed[key] = run(by_key[key], chain + (registration.key,))
             if needed[key] is None:
                 return None
-        sec = Section(registration.key, registration.title.format(inputs=inputs))
+        sec = Section(registration.key, registration.title.format(inputs=inputs),
+                      reports_findings=registration.findings)
         done[registration.key] = registration.build(inputs, sec, **needed)
         return done[registration.key]
 

@@ -8,8 +8,13 @@ import pandas as pd
 from .. import archive as A
 from .variants import REFERENCE_FAMILY, variant_table
 
-POINT_KEYS = ["archive", "experiment", "variant", "layout", "memory_kind", "rows", "features", "depth", "block_size",
-              "timer"]
+# A timed point: the archive's point key (kstudy schema's point_key) within an experiment, per variant and timer.
+POINT_KEYS = ["archive", "experiment", "variant", *A.point_key("samples"), "timer"]
+# The point key's columns that say how a variant ran rather than which problem it solved: a speedup compares a
+# variant with its experiment's CPU reference at the same problem (extents, cache mode), whatever its layout,
+# host memory and copy direction (the reference's are its own) and at the default block size (both 0).
+HOW_IT_RAN = ("layout", "memory_kind", "direction", "block_size")
+PROBLEM = ["operation", *A.point_key("samples", without=HOW_IT_RAN)]
 VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "implementation", "backend", "on_device",
                       "kernels_launched", "rung", "essential_bytes", "essential_flops", "compute_ceiling",
                       "peak_device_bytes", "tuned_parameters"]
@@ -64,7 +69,7 @@ class ReportInputs:
                                                       "boundary"] + VARIANT_ATTRIBUTES)
         df = pd.concat(frames, ignore_index=True)
         df["boundary"] = [A.boundary(t, m) for t, m in zip(df.timer, df.memory_kind)]
-        keys = ["archive", "experiment", "variant", "rows", "features", "depth", "block_size"]
+        keys = ["archive", "experiment", "variant", *A.point_key("variants")]
         return df.merge(self.variants[keys + VARIANT_ATTRIBUTES], on=keys, how="left")
 
     def points_of(self, operation):
@@ -73,9 +78,9 @@ class ReportInputs:
 
     @cached_property
     def baselines(self):
-        """CPU reference per (archive, experiment, operation, rows, features): the reference family's host_wall
-        median, the OpenMP backend preferred. Per operation: an experiment of several operations (stream) has a
-        CPU reference for each."""
+        """CPU reference per archive, experiment and problem (PROBLEM: the operation and its point): the reference
+        family's host_wall median, the OpenMP backend preferred. Per operation: an experiment of several operations
+        (stream) has a CPU reference for each."""
         out = []
         for _, group in self.points.groupby(["archive", "experiment", "operation"]):
             ref = group[(group.family == REFERENCE_FAMILY) & (group.timer == "host_wall") & (group.block_size == 0)]
@@ -83,27 +88,26 @@ class ReportInputs:
                 continue
             backends = dict(zip(ref.variant, ref.backend))
             chosen = sorted(backends, key=lambda v: (BACKEND_PREFERENCE.get(backends[v], 9), v))[0]
-            r = ref[ref.variant == chosen][["archive", "experiment", "operation", "rows", "features", "median", "q1",
-                                            "q3", "n"]]
+            r = ref[ref.variant == chosen][["archive", "experiment", *PROBLEM, "median", "q1", "q3", "n"]]
             out.append(r.rename(columns={"median": "cpu_median", "q1": "cpu_q1", "q3": "cpu_q3", "n": "cpu_n"})
                        .assign(baseline=chosen))
         if not out:
-            return pd.DataFrame(columns=["archive", "experiment", "operation", "rows", "features", "cpu_median",
-                                         "cpu_q1", "cpu_q3", "cpu_n", "baseline"])
+            return pd.DataFrame(columns=["archive", "experiment", *PROBLEM, "cpu_median", "cpu_q1", "cpu_q3", "cpu_n",
+                                         "baseline"])
         return pd.concat(out, ignore_index=True)
 
     @cached_property
     def speedups(self):
         """Every default-block point beside its experiment's CPU reference at the same shape."""
         s = self.points[self.points.block_size == 0]
-        df = s.merge(self.baselines, on=["archive", "experiment", "operation", "rows", "features"], how="inner")
+        df = s.merge(self.baselines, on=["archive", "experiment", *PROBLEM], how="inner")
         df["speedup"] = df.cpu_median / df["median"]
         return df
 
     def primary_operation(self):
         """The operation the speedup summaries describe: the one with the most measured points (the others are in
         speedups.csv and, per operation, in the bandwidth section)."""
-        sp = self.speedups.drop_duplicates(["operation", "rows", "features"])
+        sp = self.speedups.drop_duplicates(PROBLEM)
         if sp.empty:
             return None
         counts = sp.groupby("operation").size()
@@ -137,18 +141,19 @@ class ReportInputs:
             parts = b["run_name"].split("/")
             if parts[0] not in backends or len(parts) < 2 or "x" not in parts[1]:
                 continue
-            r, f = (int(x) for x in parts[1].split("x"))
+            r, f, d = ([int(x) for x in parts[1].split("x")] + [1, 1])[:3]  # 2 or 3 extents: GEMM's m x n x k
             rows.append({"baseline": parts[0], "operation": operations[parts[0]], "rows": r, "features": f,
-                         "seconds": b["real_time"] * scale[b.get("time_unit", "ns")]})
+                         "depth": d, "seconds": b["real_time"] * scale[b.get("time_unit", "ns")]})
         df = pd.DataFrame(rows)
         if df.empty:
             return df
         df = df[df.baseline == sorted(df.baseline.unique(), key=lambda v: (backends[v] != "openmp", v))[0]]
-        return A.stats(df, ["baseline", "operation", "rows", "features"])
+        return A.stats(df, ["baseline", "operation", *A.EXTENTS])
 
-    def bench_cpu_at(self, rows, features, operation):
+    def bench_cpu_at(self, rows, features, operation, depth=1):
         b = self.bench_baseline
-        hit = b[(b.operation == operation) & (b.rows == rows) & (b.features == features)] if len(b) else b
+        hit = (b[(b.operation == operation) & (b.rows == rows) & (b.features == features) & (b.depth == depth)]
+               if len(b) else b)
         return float(hit["median"].iloc[0]) if len(hit) else None
 
     @property

@@ -12,7 +12,9 @@ import pandas as pd
 from .. import archive as A
 
 FIELDS = A.COLUMNS["variants"]  # the archive's variants table, as kstudy schema declares it
-SHAPE_KEYS = ["variant", "rows", "features", "block_size"]  # of legacy (schema <= 3) archives: two axes
+# A variant's modelled point (the variants table's point key, its layout apart); legacy (schema <= 3) archives have
+# two axes, and the reader fills in depth 1.
+SHAPE_KEYS = ["variant", *A.point_key("variants", without=("layout",))]
 # The family of every operation's CPU baseline (the C++ variants' `implementation`).
 REFERENCE_FAMILY = "cpu_reference"
 # Kernels written without Kokkos (variant_info::implementation, stored since schema 6): kstudy's handwritten

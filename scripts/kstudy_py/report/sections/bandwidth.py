@@ -9,7 +9,7 @@ from ... import archive as A
 from .. import section
 from ..variants import HANDWRITTEN, is_handwritten
 
-POINT = ["archive", "experiment", "operation", "axes", "rows", "features", "depth"]
+POINT = ["archive", "experiment", "operation", "axes", *A.EXTENTS]
 # Device variants: device events where measured (no host-side launch cost in them), else the resident wall
 # clock; host variants: host_wall (their data already is where they compute).
 DEVICE_TIMERS = ("device_events", "resident_wall")
@@ -31,8 +31,9 @@ def on_device(points):
 
 def resident_points(points):
     """One resident median per variant and point: device_events before resident_wall for device variants,
-    host_wall for host variants; default block size only."""
+    host_wall for host variants; default block size only; warm caches before a --cache cold run of the point."""
     p = points[(points.block_size == 0) & points.operation.notna()]
+    p = p.assign(cold=p["cache"] != "warm").sort_values("cold", kind="stable").drop(columns="cold")
     device = p[on_device(p) & p.timer.isin(DEVICE_TIMERS)]
     device = device.assign(rank=device.timer.map(DEVICE_TIMERS.index)).sort_values("rank", kind="stable")
     device = device.drop_duplicates(POINT + ["variant"]).drop(columns="rank")
@@ -91,13 +92,13 @@ def kokkos_vs_handwritten(resident):
 
 def shown_experiment(df, operation):
     """The experiment report.md shows an operation from: the one with the most points of it."""
-    g = df[df.operation == operation].drop_duplicates(["archive", "experiment", "rows", "features", "depth"])
+    g = df[df.operation == operation].drop_duplicates(["archive", "experiment", *A.EXTENTS])
     return g.groupby(["archive", "experiment"]).size().idxmax()
 
 
 def shown_points(g):
     """At most MAX_POINTS_SHOWN points, smallest to largest, evenly spaced through the tested ones."""
-    points = g[["rows", "features", "depth", "point"]].drop_duplicates().sort_values(["rows", "features", "depth"])
+    points = g[[*A.EXTENTS, "point"]].drop_duplicates().sort_values(list(A.EXTENTS))
     if len(points) <= MAX_POINTS_SHOWN:
         return points
     picks = np.unique(np.linspace(0, len(points) - 1, MAX_POINTS_SHOWN).round().astype(int))
@@ -156,7 +157,7 @@ def headline(operation, g, ratios, arch, exp):
     side = g[device] if device.any() else g
     # At the largest point, whose data is far beyond every cache: the rate there is the memory's, while a small
     # point's may come from L2 (or a CPU's caches) and exceed the DRAM roof.
-    largest = side.sort_values(["rows", "features", "depth"]).iloc[-1]
+    largest = side.sort_values(list(A.EXTENTS)).iloc[-1]
     at_largest = side[side.point == largest.point]
     best = at_largest.loc[at_largest.essential_GB_per_s.idxmax()]
     roofs = DEVICE_ROOFS if bool(best.on_device) else HOST_ROOFS
@@ -166,7 +167,7 @@ def headline(operation, g, ratios, arch, exp):
             f"essential" + (f" = {shares}" if shares else " (no roof measured)") + f" at {best.point}")
     if len(ratios):
         at = ratios[ratios.point == best.point]
-        r = at.iloc[0] if len(at) else ratios.sort_values(["rows", "features", "depth"]).iloc[-1]
+        r = at.iloc[0] if len(at) else ratios.sort_values(list(A.EXTENTS)).iloc[-1]
         text += (f"; best Kokkos takes {r.kokkos_over_handwritten:.2f}× the best handwritten CUDA/vendor time at "
                  f"{r.point} (`{r.kokkos_variant}` vs `{r.handwritten_variant}`, {r.timer})")
     return text + "."

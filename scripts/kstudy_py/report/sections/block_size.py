@@ -3,8 +3,8 @@ from ... import archive as A
 from .. import section
 from ..figures import colours, grid, save
 
-COLUMNS = ["archive", "experiment", "variant", "layout", "rows", "features", "timer", "block_size", "n", "median",
-           "q1", "q3"]
+KEYS = ["archive", "experiment", "variant", *A.point_key("samples"), "timer"]
+COLUMNS = KEYS + ["axes", "n", "median", "q1", "q3"]
 
 
 def preferred_timer(df):
@@ -16,13 +16,13 @@ def spread_table(df, timer):
     """Per variant and shape: the best block, the worst, and how much slower the worst is."""
     lines = [f"Best and worst block size per variant and shape ({timer} medians; worst as a multiple of best):", ""]
     g = df[df.timer == timer]
-    shapes = sorted(set(zip(g.rows, g.features)))
-    lines += ["| variant | " + " | ".join(f"{A.fmt_rows(r)}×{f}" for r, f in shapes) + " |",
+    shapes = sorted(set(zip(g.rows, g.features, g.depth, g["axes"].fillna("").astype(str))))
+    lines += ["| variant | " + " | ".join(A.point_label(r, f, axes, d) for r, f, d, axes in shapes) + " |",
               "| --- |" + " --- |" * len(shapes)]
     for variant, v in g.groupby("variant"):
         cells = []
-        for r, f in shapes:
-            p = v[(v.rows == r) & (v.features == f)]
+        for r, f, d, _ in shapes:
+            p = v[(v.rows == r) & (v.features == f) & (v.depth == d)]
             if p.empty:
                 cells.append("")
                 continue
@@ -36,11 +36,11 @@ def spread_table(df, timer):
 def block_size_figure(df, timer, out):
     """One panel per shape: each variant's time over its own best block, so the panels share one scale."""
     g = df[df.timer == timer]
-    shapes = sorted(set(zip(g.rows, g.features)))
+    shapes = sorted(set(zip(g.rows, g.features, g.depth, g["axes"].fillna("").astype(str))))
     fig, axes = grid(len(shapes), 2, width=5.2, height=3.6, sharey=True)
     colour = colours(g.variant)
-    for ax, (rows, feats) in zip(axes, shapes):
-        for variant, s in g[(g.rows == rows) & (g.features == feats)].groupby("variant"):
+    for ax, (rows, feats, depth, names) in zip(axes, shapes):
+        for variant, s in g[(g.rows == rows) & (g.features == feats) & (g.depth == depth)].groupby("variant"):
             s = s.sort_values("block_size")
             ax.plot(s.block_size, s["median"] / s["median"].min(), marker="o", ms=3.5, color=colour[variant],
                     label=variant)
@@ -48,7 +48,7 @@ def block_size_figure(df, timer, out):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("block size (threads)")
         ax.set_ylabel("time / its best block")
-        ax.set_title(f"{A.fmt_rows(rows)}×{feats}", fontsize=10)
+        ax.set_title(A.point_label(rows, feats, names, depth), fontsize=10)
         ax.grid(True, alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
@@ -63,7 +63,7 @@ def block_size(inputs, sec):
         return sec.skip("no samples with an explicit block size (the `block_size` experiment)")
     has_occupancy = "occupancy" in s.columns and (s.occupancy.fillna(0) > 0).any()
     columns = COLUMNS + (["occupancy"] if has_occupancy else [])
-    df = s[columns].sort_values(columns[:8])
+    df = s[columns].sort_values(KEYS)
     occupancy_note = "; calculated occupancy (active warps / maximum) as recorded by the run" if has_occupancy else ""
     inputs.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout" + occupancy_note)
     if not has_occupancy:

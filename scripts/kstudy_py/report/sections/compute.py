@@ -14,10 +14,10 @@ from ..figures import colours, grid, save
 from .bandwidth import best_per_family, kokkos_vs_handwritten, on_device, resident_points
 
 FMA_ROOF = "device_fp32_fma"
-COLUMNS = ["archive", "experiment", "operation", "axes", "point", "rows", "features", "depth", "family", "backend",
+COLUMNS = ["archive", "experiment", "operation", "axes", "point", *A.EXTENTS, "family", "backend",
            "variant", "timer", "median_s", "essential_flops", "tflop_per_s", "compute_ceiling", "roof_tflop_per_s",
            "pct_of_roof", "fma_tflop_per_s", "pct_of_fma", "peak_device_bytes", "tuned_parameters"]
-MEMORY_COLUMNS = ["archive", "experiment", "operation", "variant", "point", "rows", "features", "depth",
+MEMORY_COLUMNS = ["archive", "experiment", "operation", "variant", "point", *A.EXTENTS,
                   "peak_device_bytes"]
 MAX_POINTS_SHOWN = 6
 
@@ -37,7 +37,7 @@ def compute_table(best, archives):
                              for a, k in zip(df.archive, clocks)]
     df["pct_of_fma"] = 100 * df.tflop_per_s / df.fma_tflop_per_s
     df = df.rename(columns={"median": "median_s"})
-    return df.sort_values(["operation", "archive", "experiment", "rows", "features", "depth", "family"])[COLUMNS]
+    return df.sort_values(["operation", "archive", "experiment", *A.EXTENTS, "family"])[COLUMNS]
 
 
 def shown_experiment(df, operation):
@@ -46,7 +46,7 @@ def shown_experiment(df, operation):
 
 
 def operation_lines(g, ratios):
-    points = g[["rows", "features", "depth", "point"]].drop_duplicates().sort_values(["rows", "features", "depth"])
+    points = g[[*A.EXTENTS, "point"]].drop_duplicates().sort_values(list(A.EXTENTS))
     if len(points) > MAX_POINTS_SHOWN:
         points = points.iloc[np.unique(np.linspace(0, len(points) - 1, MAX_POINTS_SHOWN).round().astype(int))]
     last = g[g.point == points.point.iloc[-1]].sort_values("tflop_per_s", ascending=False)
@@ -77,16 +77,16 @@ def operation_lines(g, ratios):
 def memory_table(resident):
     """Peak device memory of every device variant at every point where the archive recorded it (schema 7)."""
     m = resident[on_device(resident) & (resident.peak_device_bytes.fillna(-1) >= 0)]
-    m = m.drop_duplicates(["archive", "experiment", "variant", "rows", "features", "depth"]).copy()
+    m = m.drop_duplicates(["archive", "experiment", "variant", *A.EXTENTS]).copy()
     m["point"] = [A.point_label(r, f, ax, d) for r, f, ax, d in zip(m.rows, m.features, m["axes"], m.depth)]
-    return m.sort_values(["operation", "variant", "rows", "features", "depth"])[MEMORY_COLUMNS]
+    return m.sort_values(["operation", "variant", *A.EXTENTS])[MEMORY_COLUMNS]
 
 
 def memory_lines(m, operation, arch, exp):
     g = m[(m.operation == operation) & (m.archive == arch) & (m.experiment == exp)]
     if g.empty or g.point.nunique() < 2:
         return []
-    points = g[["rows", "features", "depth", "point"]].drop_duplicates().sort_values(["rows", "features", "depth"])
+    points = g[[*A.EXTENTS, "point"]].drop_duplicates().sort_values(list(A.EXTENTS))
     lines = [f"Peak device memory of {operation} (MiB: the variant's buffers, workspaces and scratch, measured as "
              "the drop in free device memory over prepare and the gated run):", "",
              "| variant | " + " | ".join(points.point) + " |", "| --- |" + " --- |" * len(points)]

@@ -37,12 +37,12 @@ def bracket(g):
 
 def crossover_table(sp):
     out = []
-    keys = ["archive", "experiment", "variant", "timer", "memory_kind", "features"]
-    for (arch, exp, variant, timer, memory, features), g in candidates(sp).groupby(keys):
+    # A series: one variant, timer and point but for its rows, the swept axis.
+    keys = ["archive", "experiment", "variant", "timer", *A.point_key("samples", without=("rows",))]
+    for key, g in candidates(sp).groupby(keys, dropna=False):
         g = g.sort_values("rows")
         previous, first, text, stays, margin = bracket(g)
-        out.append({"archive": arch, "experiment": exp, "variant": variant, "timer": timer, "memory_kind": memory,
-                    "features": features, "baseline": g.baseline.iloc[0], "tested_rows_min": int(g.rows.min()),
+        out.append({**dict(zip(keys, key)), "baseline": g.baseline.iloc[0], "tested_rows_min": int(g.rows.min()),
                     "tested_rows_max": int(g.rows.max()), "points": len(g), "previous_rows": previous,
                     "first_winning_rows": first, "bracket": text, "median_below_cpu_at_all_larger": stays,
                     "first_win_margin": margin})
@@ -92,7 +92,7 @@ def one_shot_summary(df, key):
     return lines
 
 
-@section("crossover", "Crossover brackets", order=30)
+@section("crossover", "Crossover brackets", order=30, findings=True)
 def crossover(inputs, sec):
     if inputs.points.empty or inputs.baselines.empty:
         return sec.skip("needs timed variants with a CPU reference baseline")
@@ -109,4 +109,6 @@ def crossover(inputs, sec):
     if summary:
         sec.findings.extend(f"- {line}" for line in summary)
         sec.headlines.append("Crossover: " + " ".join(summary))
+    else:
+        sec.no_finding = "no device variant's one-shot time in the primary sweep to bracket"
     return sec.done(df)

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 
 from .. import section
+from ... import archive as A
 from ... import devices as D
 
 EXPLANATION = ("Per (variant, point, timer) and GPU: the median of the accepted samples and their interquartile "
@@ -12,10 +13,11 @@ EXPLANATION = ("Per (variant, point, timer) and GPU: the median of the accepted 
                "(kstudy run --devices all --replicate-on-every-device).")
 
 
-@section("devices", "GPUs of one node: device-to-device spread and peer-to-peer copies", order=115)
+@section("devices", "GPUs of one node: device-to-device spread and peer-to-peer copies", order=115, findings=True)
 def devices(inputs, sec):
     from ...compare import KEYS
-    table, spread = D.per_device(inputs.archives, KEYS)
+    # compare's point, and every column of the archive's point key it lacks (GEMM's k, the cache mode).
+    table, spread = D.per_device(inputs.archives, KEYS + [c for c in A.point_key("samples") if c not in KEYS])
     p2p = pd.concat([D.peer_matrix(a) for a in inputs.archives] or [pd.DataFrame()], ignore_index=True)
     multi = spread[spread.devices > 1] if len(spread) else spread
     if multi.empty and p2p.empty:
@@ -46,4 +48,6 @@ def devices(inputs, sec):
             if len(best) and np.isfinite(best.max()):
                 sec.findings.append(f"- {label}: peer-to-peer copies {best.min():.1f}–{best.max():.1f} GB/s with "
                                     "peer access")
+    if not sec.findings:
+        sec.no_finding = "no peer-to-peer copy bandwidth with peer access measured"
     return sec.done(table)

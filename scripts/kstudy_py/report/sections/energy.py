@@ -5,6 +5,7 @@ energy window, already per call) where the archive has it; else the resident reg
 import numpy as np
 import pandas as pd
 
+from ... import archive as A
 from .. import section
 
 EXPLANATION = ("Energy is NVML's total-energy counter (millijoules, updated by the driver every few milliseconds) "
@@ -15,7 +16,7 @@ EXPLANATION = ("Energy is NVML's total-energy counter (millijoules, updated by t
                "whole update in a few; the mean over the accepted trials is shown, but it leans toward the power of "
                "everything the point ran between the regions, so read it as an estimate. GB/J and GFLOP/J divide "
                "the operation's essential bytes and flops by J/call.")
-KEYS = ["variant", "rows", "features", "depth", "block_size", "cache"]
+KEYS = ["variant", *A.point_key("samples")]
 
 
 def experiment_energy(a, e):
@@ -34,9 +35,9 @@ def experiment_energy(a, e):
     df.insert(0, "boundary", boundary)
     v = e.variants
     if len(v) and {"essential_bytes", "essential_flops"} <= set(v.columns):
-        work = v[["variant", "rows", "features", "depth", "block_size", "essential_bytes", "essential_flops"]]
-        df = df.merge(work.drop_duplicates(["variant", "rows", "features", "depth", "block_size"]), how="left",
-                      on=["variant", "rows", "features", "depth", "block_size"])
+        modelled = ["variant", *A.point_key("variants")]
+        work = v[modelled + ["essential_bytes", "essential_flops"]]
+        df = df.merge(work.drop_duplicates(modelled), how="left", on=modelled)
     else:
         df["essential_bytes"], df["essential_flops"] = np.nan, np.nan
     positive = df.joules_per_call > 0
@@ -49,8 +50,12 @@ def experiment_energy(a, e):
     return df
 
 
+def extents_of(r):
+    return f"{r.rows:,} x {r.features:,}" + (f" x {r.depth:,}" if r.depth > 1 else "")
+
+
 def line(r):
-    extents = f"{r.rows:,} x {r.features:,}" + (f" x {r.depth:,}" if r.depth > 1 else "")
+    extents = extents_of(r)
     over = f"median of {r.calls} regions" if r.boundary == "energy" else f"mean of {r.calls} single-call regions"
     text = (f"- {r.archive}/{r.experiment} {r.variant} at {extents} ({r.cache}): {r.joules_per_call * 1e3:.3g} mJ/call "
             f"({over}), median {r.median_seconds * 1e6:.3g} µs")
@@ -73,7 +78,28 @@ def energy(inputs, sec):
     df = pd.concat(frames, ignore_index=True)
     inputs.write_csv(df, "energy.csv", sec, "joules per call, GB/J and GFLOP/J per variant, point and cache mode")
     sec.lines += [EXPLANATION, ""] + [line(r) for r in df.itertuples()]
-    best = df.loc[df.GB_per_J.fillna(0).add(df.GFLOP_per_J.fillna(0)).idxmax()]
-    sec.headlines.append(f"Energy: {len(df)} (variant, point) pairs measured; {best.variant} at {best.rows:,} x "
-                         f"{best.features:,} does the most work per joule.")
+    sec.headlines.append(headline(df))
     return sec.done(df)
+
+
+def headline(df):
+    """The most work per joule from the energy timer's per-call measurements only (boundary `energy`, a positive
+    J/call): a single-call region reads NVML's counter, which moves every few milliseconds, as 0 or a whole update
+    (0 to kilowatts over a microsecond call), so it ranks nothing. Flops per joule where the operation counts flops,
+    essential bytes per joule for the others: two units, two rankings."""
+    valid = df[(df.boundary == "energy") & (df.joules_per_call > 0)]
+    if valid.empty:
+        return (f"Energy: {len(df)} (variant, point) pairs measured from single-call regions only, estimates that "
+                "rank nothing (NVML's counter moves every few ms); no `energy` timer samples, which measure per-call "
+                "energy over calls back to back.")
+    parts = []
+    flops = valid[valid.GFLOP_per_J.notna()]
+    if len(flops):
+        b = flops.loc[flops.GFLOP_per_J.idxmax()]
+        parts.append(f"most flops per joule {b.variant} at {extents_of(b)} ({b.GFLOP_per_J:.3g} GFLOP/J)")
+    nbytes = valid[valid.GFLOP_per_J.isna() & valid.GB_per_J.notna()]
+    if len(nbytes):
+        b = nbytes.loc[nbytes.GB_per_J.idxmax()]
+        parts.append(f"most essential bytes per joule {b.variant} at {extents_of(b)} ({b.GB_per_J:.3g} GB/J)")
+    return (f"Energy (timer `energy`, {len(valid)} of the {len(df)} (variant, point) pairs measured): "
+            + ("; ".join(parts) if parts else "no essential work recorded to divide by J/call") + ".")

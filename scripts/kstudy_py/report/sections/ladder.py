@@ -47,7 +47,7 @@ COUNTERS = ["dram_bytes_read", "dram_bytes_written", "shared_bank_conflicts_load
             "l2_hit_rate_pct", "achieved_occupancy_pct", "registers_per_thread"]
 SUMMED = COUNTERS[:4]
 WEIGHTED = ("l2_hit_rate_pct", "achieved_occupancy_pct")
-COLUMNS = ["archive", "experiment", "operation", "point", "rows", "features", "depth", "order", "kind", "rung",
+COLUMNS = ["archive", "experiment", "operation", "point", *A.EXTENTS, "order", "kind", "rung",
            "variant", "family", "backend", "timer", "median_s", "essential_GB_per_s", "tflop_per_s", "compute_bound",
            "roof", "roof_GB_per_s", "roof_tflop_per_s", "pct_of_roof", "x_previous_rung", "vendor_variant", "x_vendor",
            "peak_device_bytes", "tuned_parameters", "implementation", "tuner_candidates",
@@ -105,7 +105,7 @@ def profile_counters(archives):
     prof = pd.concat(frames, ignore_index=True)
     prof = prof[prof.status.isin(["ok", "rejected"]) & (prof.launch >= 0)]
     out = {}
-    for key, k in prof.groupby(["variant", "rows", "features", "depth"]):
+    for key, k in prof.groupby(["variant", *A.EXTENTS]):
         values = {}
         for c in SUMMED:
             values[c] = k[c].sum(min_count=1) if c in k.columns else np.nan
@@ -250,7 +250,7 @@ def ladder(inputs, sec):
     rows = []
     for operation in sorted(resident[is_rung(resident)].operation.unique()):
         op = resident[resident.operation == operation]
-        rung_points = op[is_rung(op)].drop_duplicates(["archive", "experiment", "rows", "features", "depth"])
+        rung_points = op[is_rung(op)].drop_duplicates(["archive", "experiment", *A.EXTENTS])
         arch, exp = rung_points.groupby(["archive", "experiment"]).size().idxmax()
         g = op[(op.archive == arch) & (op.experiment == exp)]
         point = headline_point(g[is_rung(g)], operation, archives[arch].experiments[exp])

@@ -5,23 +5,20 @@ import pandas as pd
 from ... import archive as A
 from .. import section
 
-KEYS = ["variant", "layout", "rows", "features", "block_size"]
+KEYS = ["variant", *A.point_key("profile")]  # a profiled call's point, as the profile table stores it
 TIMING_COLUMNS = ["timing_archive", "timing_experiment", "timing_timer", "timing_n", "median_s", "q1_s", "q3_s"]
 NO_TIMING = {"timing_archive": "", "timing_experiment": "", "timing_timer": "", "timing_n": 0, "median_s": np.nan,
              "q1_s": np.nan, "q3_s": np.nan}
-IDENTITY_COLUMNS = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "block_size", "point",
-                    "status"]
-KERNEL_COLUMNS = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "block_size", "point",
-                  "status", "launch", "label", "kernel", "grid_size", "launch_block_size", "registers_per_thread",
-                  "profiled_duration_s", "dram_bytes_read", "dram_bytes_written", "profiled_dram_GBps",
-                  "dram_throughput_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct",
-                  "sectors_per_load_request", "sectors_per_store_request", "global_load_sectors",
-                  "global_load_requests", "global_store_sectors", "global_store_requests"] + TIMING_COLUMNS
-VARIANT_COLUMNS = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "block_size", "point",
-                   "status", "kernels", "profiled_duration_s", "profiled_dram_GBps", "dram_throughput_pct",
-                   "achieved_occupancy_pct", "theoretical_occupancy_pct", "registers_per_thread", "longest_kernel",
-                   "sectors_per_load_request", "dram_bytes_per_essential_byte"] + TIMING_COLUMNS + \
-                  ["measured_effective_GBps"]
+IDENTITY_COLUMNS = ["profile_archive", "experiment", *KEYS, "point", "status"]
+KERNEL_COLUMNS = IDENTITY_COLUMNS + [
+    "launch", "label", "kernel", "grid_size", "launch_block_size", "registers_per_thread", "profiled_duration_s",
+    "dram_bytes_read", "dram_bytes_written", "profiled_dram_GBps", "dram_throughput_pct", "achieved_occupancy_pct",
+    "theoretical_occupancy_pct", "sectors_per_load_request", "sectors_per_store_request", "global_load_sectors",
+    "global_load_requests", "global_store_sectors", "global_store_requests"] + TIMING_COLUMNS
+VARIANT_COLUMNS = ["profile_archive", "experiment", "variant", "axes", *KEYS[1:], "point", "status", "kernels",
+                   "profiled_duration_s", "profiled_dram_GBps", "dram_throughput_pct", "achieved_occupancy_pct",
+                   "theoretical_occupancy_pct", "registers_per_thread", "longest_kernel", "sectors_per_load_request",
+                   "dram_bytes_per_essential_byte"] + TIMING_COLUMNS + ["measured_effective_GBps"]
 EXPLANATION = ("one instrumented call per variant and point after a warm-up. *Profiled* GB/s divide DRAM bytes by the "
                "kernels' duration under the profiler, which only puts the counters in proportion; the *measured* "
                "column is the median of the timing archives (device events, else resident wall clock), never an "
@@ -34,11 +31,13 @@ def ratio(a, b):
 
 
 def resident_timings(points):
-    """Measured resident medians, device_events before resident_wall (host_wall for host variants)."""
+    """Measured resident medians, device_events before resident_wall (host_wall for host variants), warm caches
+    before a --cache cold run of the same point (the profiled call follows a warm-up)."""
     rank = {"device_events": 0, "resident_wall": 1, "host_wall": 2}
     t = points[points.timer.isin(list(rank))].copy()
     t["timer_rank"] = t.timer.map(rank)
-    return t.sort_values(["timer_rank", "archive", "experiment"], kind="stable")
+    t["cold"] = t["cache"] != "warm"
+    return t.sort_values(["timer_rank", "cold", "archive", "experiment"], kind="stable")
 
 
 def join_timings(prof, points):
@@ -96,14 +95,16 @@ def counters(k, essential):
 
 
 def variant_table(prof, variants):
-    essential = variants.drop_duplicates(["variant", "rows", "features"]).set_index(
-        ["variant", "rows", "features"]).essential_bytes
+    modelled = ["variant", *A.point_key("variants")]  # the variants table's point of a variant
+    essential = variants.drop_duplicates(modelled).set_index(modelled).essential_bytes
+    axes = dict(zip(variants.variant, variants["axes"]))
     rows = []
     for _, g in prof.groupby(["profile_archive", "experiment", "point", "variant"], sort=False):
         first = g.iloc[0]
         k = g[g.launch >= 0]
-        eb = essential.get((first.variant, first.rows, first.features), np.nan)
+        eb = essential.get(tuple(first[c] for c in modelled), np.nan)
         r = {c: first[c] for c in IDENTITY_COLUMNS + TIMING_COLUMNS}
+        r["axes"] = axes.get(first.variant, "")
         r["kernels"] = len(k)
         if len(k):
             r.update(counters(k, eb))
@@ -118,10 +119,10 @@ def number(v, fmt):
 
 def table_row(r):
     measured = f"{A.fmt_seconds(r.median_s)} ({r.timing_timer})" if np.isfinite(r.median_s) else "no timing"
+    point = A.point_label(r.rows, r.features, r.axes, r.depth)
     if r.kernels == 0:
-        return (f"| `{r.variant}` | {A.fmt_rows(r.rows)}×{r.features} | 0 | {measured} | — | — | — | — | — | "
-                f"{r.status} |")
-    return (f"| `{r.variant}` | {A.fmt_rows(r.rows)}×{r.features}{f' b{r.block_size}' if r.block_size else ''} | "
+        return f"| `{r.variant}` | {point} | 0 | {measured} | — | — | — | — | — | {r.status} |"
+    return (f"| `{r.variant}` | {point}{f' b{r.block_size}' if r.block_size else ''} | "
             f"{r.kernels} | {measured} | {number(r.profiled_dram_GBps, ',.0f')} "
             f"({number(r.dram_throughput_pct, '.0f')}%) | {number(r.achieved_occupancy_pct, '.0f')}% / "
             f"{number(r.theoretical_occupancy_pct, '.0f')}% | {number(r.registers_per_thread, '.0f')} | "
@@ -131,10 +132,11 @@ def table_row(r):
 
 def shape_lines(by):
     lines = []
-    for (rows, feats), g in by[by.kernels > 0].groupby(["rows", "features"]):
+    for (rows, feats, depth), g in by[by.kernels > 0].groupby(list(A.EXTENTS)):
         best = g.loc[g.profiled_dram_GBps.fillna(-1).idxmax()]
         most = g.loc[g.dram_bytes_per_essential_byte.fillna(-1).idxmax()]
-        lines += ["", f"- {A.fmt_rows(rows)}×{feats}: highest profiled DRAM throughput `{best.variant}` "
+        point = A.point_label(rows, feats, g["axes"].iloc[0], depth)
+        lines += ["", f"- {point}: highest profiled DRAM throughput `{best.variant}` "
                       f"{number(best.profiled_dram_GBps, ',.0f')} GB/s ({number(best.dram_throughput_pct, '.0f')}% of "
                       f"peak); most DRAM traffic per essential byte `{most.variant}` "
                       f"({number(g.dram_bytes_per_essential_byte.max(), '.2f')}×)."]

@@ -8,6 +8,7 @@ is a horizontal line), a handful of series each: the best variant per family. Bu
 table."""
 import numpy as np
 
+from ... import archive as A
 from .. import section
 from ..figures import colours, grid, save
 from .bandwidth import DEVICE_ROOFS, HOST_ROOFS, ROOFS, on_device, shown_experiment
@@ -21,7 +22,7 @@ COMPUTE_ROOFS = ("The overview also draws the compute roofs measured in the same
                  "float32 FMA probe and cuBLAS GEMMs at each input precision); a compute-bound operation's point sits "
                  "under them, a bandwidth-bound one's under the diagonal memory roofs.")
 COMPUTE_STYLES = ["-.", (0, (5, 1)), (0, (1, 1)), (0, (3, 1, 1, 1))]
-COLUMNS = ["archive", "experiment", "operation", "axes", "point", "rows", "features", "depth", "family", "backend",
+COLUMNS = ["archive", "experiment", "operation", "axes", "point", *A.EXTENTS, "family", "backend",
            "variant",
            "timer", "median_s", "essential_flops", "essential_bytes", "ai_flop_per_byte", "gflop_per_s",
            "essential_GB_per_s"] + [f"pct_of_{r}" for r in ROOFS]
@@ -85,7 +86,7 @@ def best_points(frames):
             continue
         side = g[on_device(g)] if on_device(g).any() else g
         near = side[side.gflop_per_s >= 0.999 * side.gflop_per_s.max()]  # ties: the largest point
-        out.append((operation, near.sort_values(["rows", "features", "depth"]).iloc[-1]))
+        out.append((operation, near.sort_values(list(A.EXTENTS)).iloc[-1]))
     return out
 
 

@@ -26,7 +26,7 @@ from .. import section
 from ..figures import colours, grid, save
 from .bandwidth import resident_points
 
-KEYS = ["profile_archive", "experiment", "variant", "layout", "rows", "features", "depth", "block_size", "point"]
+KEYS = ["profile_archive", "experiment", "variant", *A.point_key("profile"), "point"]
 SUMMED = (["profiled_duration_s", "dram_bytes_read", "dram_bytes_written", "tensor_hmma_inst", "tensor_gmma_inst",
            "local_load_bytes", "local_store_bytes"] + list(A.FLOP_WEIGHTS))
 STALLS = [f"stall_{r}" for r in A.STALL_REASONS]
@@ -77,7 +77,7 @@ def profiled_calls(archives):
 def with_variants(calls, variants):
     """The variants table's model beside each call: the profile archive's own (kstudy profile stores the variants
     it profiled), else a timing archive's for the same experiment, variant and point."""
-    keys = ["experiment", "variant", "rows", "features", "depth", "block_size"]
+    keys = ["experiment", "variant", *A.point_key("variants")]
     if variants.empty:
         return calls
     v = variants.assign(own=variants.archive.isin(set(calls.profile_archive))).sort_values("own", ascending=False)
@@ -270,7 +270,7 @@ def roofline_figure(df, inputs):
     return save(fig, inputs.out, "roofline_counters.png")
 
 
-@section("roofline_counters", "Roofline from counters", order=66)
+@section("roofline_counters", "Roofline from counters", order=66, findings=True)
 def roofline_counters(inputs, sec):
     df = roofline_table(inputs)
     if df is None:
@@ -283,6 +283,7 @@ def roofline_counters(inputs, sec):
     above = above_lines(df)
     sec.lines += above + ([""] if above else [])
     sec.findings += above
+    sec.no_finding = None if above else "no profiled point lies above a roof measured in its own run"
     sec.headlines += [f"Roofline from counters: {len(above)} profiled point(s) above a roof measured in their own "
                       "run (see *Roofline from counters*)."] if above else []
     model_high = model_high_lines(df)

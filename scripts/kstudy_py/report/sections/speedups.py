@@ -7,8 +7,8 @@ from .. import section
 from ..figures import MARKERS, colours, grid, ordered_boundaries, save
 from ..variants import REFERENCE_FAMILY
 
-COLUMNS = ["archive", "experiment", "variant", "layout", "rows", "features", "timer", "memory_kind", "boundary",
-           "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
+COLUMNS = ["archive", "experiment", "variant", *A.point_key("samples", without=("block_size",)), "timer",
+           "boundary", "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
 
 
 def in_experiment(df, key):
@@ -121,13 +121,13 @@ def speedup_figure(sp, key, out):
     return save(fig, out, "speedup_vs_rows.png")
 
 
-@section("speedups", "Speedups against the CPU reference", order=10)
+@section("speedups", "Speedups against the CPU reference", order=10, findings=True)
 def speedups(inputs, sec):
     if inputs.points.empty:
         return sec.skip("no experiment with timed variants and accepted samples in the archives")
     if inputs.baselines.empty:
         return sec.skip(f"no `{REFERENCE_FAMILY}` host_wall samples: no CPU baseline to compare with")
-    sp = inputs.speedups.sort_values(["archive", "experiment", "variant", "timer", "memory_kind", "rows", "features"])
+    sp = inputs.speedups.sort_values(["archive", "experiment", "variant", "timer", *A.point_key("samples")])
     inputs.write_csv(sp[COLUMNS], "speedups.csv", sec, "every point: median/IQR (s) per variant and timing boundary, "
                      "speedup = the same experiment's CPU median / median")
     rows, feats = inputs.shape

@@ -50,7 +50,12 @@ def layout_table(inputs, measured):
     points = inputs.points_of(OPERATION)
     s = points[points.timer.isin(RESIDENT) & (points.block_size == 0)]
     rows = []
-    for (arch, exp, n_rows, feats, timer), g in s.groupby(["archive", "experiment", "rows", "features", "timer"]):
+    # The layouts side by side at one point (every point-key column but the layout), ordered by shape and timer.
+    keys = ["archive", "experiment", *A.EXTENTS, "timer"]
+    keys += [c for c in A.point_key("samples", without=("layout",)) if c not in keys]
+    for key, g in s.groupby(keys):
+        k = dict(zip(keys, key))
+        arch, exp, n_rows, feats, timer = k["archive"], k["experiment"], k["rows"], k["features"], k["timer"]
         for (family, backend), items in g.groupby(["family", "backend"], sort=False):
             feature = items[items.layout == "feature_major"]
             if feature.empty:
@@ -61,15 +66,16 @@ def layout_table(inputs, measured):
             for _, r in items[items.layout == "row_major"].iterrows():
                 transpose_s, reuse = break_even(measured, machine, arch, n_rows, feats, backend, r["median"], t_feat)
                 rows.append({"archive": arch, "experiment": exp, "family": f"{family}@{backend}", "timer": timer,
-                             "rows": n_rows, "features": feats, "row_variant": r.variant, "t_row_s": r["median"],
+                             "cache": k["cache"], "rows": n_rows, "features": feats, "row_variant": r.variant,
+                             "t_row_s": r["median"],
                              "t_feature_s": t_feat, "t_padded_s": t_pad, "row_over_feature": r["median"] / t_feat,
                              "padded_over_feature": t_pad / t_feat, "transpose_s": transpose_s,
                              "break_even_reuses": reuse})
     return pd.DataFrame(rows)
 
 
-CONTRACT_COLUMNS = ["archive", "experiment", "family", "memory_kind", "rows", "features", "row_variant", "t_row_s",
-                    "t_feature_s", "transpose_s", "t_feature_with_transpose_s", "feature_over_row",
+CONTRACT_COLUMNS = ["archive", "experiment", "family", "memory_kind", "cache", "rows", "features", "row_variant",
+                    "t_row_s", "t_feature_s", "transpose_s", "t_feature_with_transpose_s", "feature_over_row",
                     "feature_with_transpose_over_row"]
 
 
@@ -81,8 +87,11 @@ def one_shot_contract(inputs, measured):
     machine = {a.label: (a.environment.get("gpu_name", ""), a.environment.get("cpu_model", ""))
                for a in inputs.archives}
     rows = []
-    keys = ["archive", "experiment", "rows", "features", "memory_kind", "family", "backend"]
-    for (arch, exp, n_rows, feats, memory, family, backend), g in s.groupby(keys):
+    keys = ["archive", "experiment", *A.point_key("samples", without=("layout",)), "family", "backend"]
+    for key, g in s.groupby(keys):
+        k = dict(zip(keys, key))
+        arch, exp, n_rows, feats, memory = k["archive"], k["experiment"], k["rows"], k["features"], k["memory_kind"]
+        family, backend = k["family"], k["backend"]
         feature, row = g[g.layout == "feature_major"], g[g.layout == "row_major"]
         if feature.empty or row.empty:
             continue
@@ -91,7 +100,8 @@ def one_shot_contract(inputs, measured):
         transpose_s, _ = break_even(measured, machine, arch, n_rows, feats, backend, t_row, t_feat)
         with_transpose = t_feat + transpose_s if np.isfinite(transpose_s) else np.nan
         rows.append({"archive": arch, "experiment": exp, "family": f"{family}@{backend}", "memory_kind": memory,
-                     "rows": n_rows, "features": feats, "row_variant": best_row.variant, "t_row_s": t_row,
+                     "cache": k["cache"], "rows": n_rows, "features": feats, "row_variant": best_row.variant,
+                     "t_row_s": t_row,
                      "t_feature_s": t_feat, "transpose_s": transpose_s, "t_feature_with_transpose_s": with_transpose,
                      "feature_over_row": t_feat / t_row, "feature_with_transpose_over_row": with_transpose / t_row})
     return pd.DataFrame(rows, columns=CONTRACT_COLUMNS)
@@ -195,7 +205,7 @@ def layout_figure(df, out):
     return save(fig, out, "layout_ratio.png")
 
 
-@section("layout", "Layout: row-major vs feature-major vs padded", order=50, operation=OPERATION)
+@section("layout", "Layout: row-major vs feature-major vs padded", order=50, operation=OPERATION, findings=True)
 def layout(inputs, sec):
     measured = transposes(inputs)
     df = layout_table(inputs, measured)

@@ -169,8 +169,12 @@ def seed(inputs, sec, waterfall, crossover, layout, block_size):
     df = pd.DataFrame(rows)
     inputs.write_csv(df, "seed_comparison.csv", sec, "the seed article's claims beside this archive's numbers")
     wf = waterfall.value
-    here = (f" ({A.fmt_seconds(wf.cpu)} at {inputs.shape_label()} in {wf.archive}/{wf.experiment})"
-            if wf and wf.cpu else "")
+    here = ""
+    if wf and wf.cpu:
+        timed = inputs.archive_of(wf.archive).experiments.get(wf.experiment)
+        threads = timed.openmp_threads if timed is not None else None
+        here = (f" ({f'{threads} OpenMP threads, ' if threads else ''}{A.fmt_seconds(wf.cpu)} at "
+                f"{inputs.shape_label()} in {wf.archive}/{wf.experiment})")
     sec.lines += [SEED_BASELINE.format(here=here), "", "| claim | seed | here | verdict |", "| --- | --- | --- | --- |"]
     sec.lines += [f"| {r['claim']} | {r['seed']} | {r['here']} | {r['verdict']} |" for r in rows]
     return sec.done(df)

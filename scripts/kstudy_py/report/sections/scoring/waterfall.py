@@ -109,7 +109,8 @@ def finding(inputs, wf, bench_cpu):
     return lines
 
 
-@section("waterfall", "Where the ratio goes: resident to one-shot", order=40, needs=("transfer",), operation=OPERATION)
+@section("waterfall", "Where the ratio goes: resident to one-shot", order=40, needs=("transfer",), operation=OPERATION,
+         findings=True)
 def waterfall(inputs, sec, transfer):
     rows, feats = inputs.shape
     points = inputs.points_of(OPERATION)
