@@ -93,7 +93,20 @@ c = E.Comparison(a, b)
 c.low, c.high = 0.9, 1.01
 check(c.decide(0.001) == "tie", "significant but the interval reaches 1: tie")
 c.low, c.high = 0.9, 0.99
-check(c.decide(0.001) == "beats" and c.decide(0.2) == "tie", "significant and below 1: beats; not significant: tie")
+check(c.decide(0.001) == "beats", "significant and the interval below 1: beats")
+check(c.decide(0.2) == "inconclusive", "the interval below 1 but not significant after Holm: inconclusive")
+c.low, c.high = 1.01, 1.2
+check(c.decide(0.001) == "loses" and c.decide(0.06) == "inconclusive", "above 1: loses, or inconclusive")
+c.low, c.high = 0.95, 1.05
+check(c.decide(0.2) == "tie", "the interval reaches 1 and not significant: tie")
+# Five samples against five, entirely apart: the exact two-sided p is 2 / C(10, 5) = 0.0079, which Holm over a family
+# of seven (7 * 0.0079 = 0.056) no longer passes: inconclusive, never a tie, however far apart the medians are.
+five = E.Family()
+for _ in range(7):
+    five.add(np.arange(1.0, 6.0), np.arange(10.0, 15.0))
+five.resolve()
+check(np.isclose(five.members[0].p, 2 / 252) and all(c.verdict == "inconclusive" for c in five.members),
+      f"5 vs 5 apart, a family of 7: p = {five.members[0].p:.4f}, {five.members[0].verdict}")
 # fill(): the family is what the lines show; a comparison computed but not shown is not counted.
 family = E.Family()
 shown = [family.add(rng.lognormal(0.0, 0.05, 20), rng.lognormal(0.1, 0.05, 20)) for _ in range(3)]

@@ -12,9 +12,12 @@ chance of any false "faster" in the family at alpha, where m uncorrected tests a
 of them by chance. A verdict:
 
   beats / loses   Holm-adjusted p < alpha and the ratio's interval entirely below / above 1
-  tie             otherwise: no difference is claimed, and the interval says how large one could hide (a
-                  significant test whose interval still reaches 1 is an effect smaller than its own uncertainty,
+  tie             the interval reaches 1: no difference is claimed, and the interval says how large one could hide
+                  (a significant test whose interval still reaches 1 is an effect smaller than its own uncertainty,
                   and claims nothing either)
+  inconclusive    the interval excludes 1 but the test does not survive Holm's correction (with few samples a side
+                  a rank test cannot reach a small p: five against five, exactly, never goes below 0.008, which a
+                  family of seven or more points does not pass); neither a difference nor a tie is claimed
   too few samples under MIN_SAMPLES samples on a side
 """
 import itertools
@@ -26,7 +29,7 @@ MIN_SAMPLES = 5
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 44  # any fixed number: the interval must not change between runs of the same archive
-VERDICT_WORDS = {"beats": "faster", "loses": "slower", "tie": "tie", "too few samples": "too few samples"}
+VERDICTS = ("beats", "loses", "tie", "inconclusive", "too few samples")
 
 
 def significance(a, b, alpha=ALPHA):
@@ -73,6 +76,11 @@ def ratio_interval(a, b, confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED):
     return ratio, float(low), float(high)
 
 
+def number(value, digits=2):
+    """A ratio with `digits` decimals; two significant digits below 0.1 (0.017, not 0.02)."""
+    return f"{value:.{digits}f}" if abs(value) >= 0.1 else f"{value:.2g}"
+
+
 def geometric_mean(values):
     values = np.asarray(values, dtype=float)
     return float(np.exp(np.mean(np.log(values)))) if len(values) else np.nan
@@ -104,27 +112,45 @@ class Comparison:
             self.verdict = "beats"
         elif self.p_holm < alpha and self.low > 1:
             self.verdict = "loses"
+        elif self.low > 1 or self.high < 1:
+            self.verdict = "inconclusive"
         else:
             self.verdict = "tie"
         return self.verdict
 
-    def interval(self, digits=2):
-        return f"{self.low:.{digits}f}–{self.high:.{digits}f}" if np.isfinite(self.low) else ""
+    def digits(self, digits=None):
+        """Two decimals, three where the ratio is within 5% of 1 (0.998 and 1.002 would both print 1.00)."""
+        if digits is not None:
+            return digits
+        return 3 if np.isfinite(self.ratio) and abs(self.ratio - 1) < 0.05 else 2
+
+    def interval(self, digits=None):
+        digits = self.digits(digits)
+        return f"{number(self.low, digits)}–{number(self.high, digits)}" if np.isfinite(self.low) else ""
 
     def p_text(self):
         return f"p_Holm = {self.p_holm:.2g}" if np.isfinite(self.p_holm) else "no test"
 
-    def cell(self, digits=2):
+    def cell(self, digits=None):
         """'0.71× (0.62–0.80) beats': the ratio, its interval and the verdict, for a table cell."""
+        digits = self.digits(digits)
         if self.verdict == "too few samples":
-            return f"{self.ratio:.{digits}f}× (too few samples)"
-        return f"{self.ratio:.{digits}f}× ({self.interval(digits)}) {self.verdict}"
+            return f"{number(self.ratio, digits)}× (too few samples)"
+        return f"{number(self.ratio, digits)}× ({self.interval(digits)}) {self.verdict}"
 
-    def text(self, digits=2):
-        """'beats (ratio 0.71×, 95% CI 0.62–0.80; p_Holm = 0.002)'."""
+    def short(self, digits=None):
+        """'beats (0.97×, 0.96–0.98; p_Holm = 2e-05)': the verdict first, for a verdict column."""
+        digits = self.digits(digits)
         if self.verdict == "too few samples":
             return self.verdict
-        return f"{self.verdict} ({self.ratio:.{digits}f}×, CI {self.interval(digits)}; {self.p_text()})"
+        return f"{self.verdict} ({number(self.ratio, digits)}×, {self.interval(digits)}; {self.p_text()})"
+
+    def text(self, digits=None):
+        """'beats (ratio 0.71×, 95% CI 0.62–0.80; p_Holm = 0.002)'."""
+        digits = self.digits(digits)
+        if self.verdict == "too few samples":
+            return self.verdict
+        return f"{self.verdict} ({number(self.ratio, digits)}×, CI {self.interval(digits)}; {self.p_text()})"
 
 
 class Family:
@@ -165,7 +191,7 @@ class Family:
 
     def counts(self, members=None):
         members = self.members if members is None else members
-        return {v: [c for c in members if c.verdict == v] for v in ("beats", "tie", "loses", "too few samples")}
+        return {v: [c for c in members if c.verdict == v] for v in VERDICTS}
 
     def summary(self, members=None):
         """'geometric mean 0.78× (0.52–0.97), the least favourable at LABEL (0.97×)': over the members' ratios."""
@@ -183,5 +209,6 @@ def rules_text(alpha=ALPHA):
     return (f"ratio = median time ÷ median time, with its {100 * CONFIDENCE:.0f}% interval (percentile bootstrap of "
             f"both medians, {RESAMPLES:,} resamples, seeded); **beats** / **loses**: two-sided Mann-Whitney U "
             f"significant at {alpha} after Holm's correction over the family of points named, and the interval "
-            "entirely below / above 1; **tie** otherwise (no difference claimed; the interval bounds the one that "
-            "could hide)")
+            "entirely below / above 1; **tie** where the interval reaches 1 (no difference claimed; the interval "
+            "bounds the one that could hide); **inconclusive** where the interval excludes 1 but the test does not "
+            "survive the correction (too few samples for the family: nothing claimed)")
