@@ -86,10 +86,12 @@ def generate(block):
         raise ResultsError(f"{block.where}: no generator named {block.name!r} (known: "
                            f"{', '.join(sorted(GENERATORS))})")
     from . import stats
+    stats.USED.clear()
     lines = function[0](block)
     while lines and not lines[-1].strip():
         lines.pop()
-    return lines + ["", stats.provenance_line(block)]
+    disclosed = stats.throttle_lines()
+    return lines + [""] + (disclosed + [""] if disclosed else []) + [stats.provenance_line(block)]
 
 
 def regenerate(text, root, label):

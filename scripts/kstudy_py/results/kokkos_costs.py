@@ -72,10 +72,11 @@ def name(m):
 
 
 def rate_text(m, compute):
-    return f"{S.number(float(np.median(m.rate(compute))))} {'TFLOP/s' if compute else 'GB/s'}"
+    return (f"{S.number(float(np.median(m.rate(compute))))} {'TFLOP/s' if compute else 'GB/s'} "
+            f"({S.iqr_text(m.rate(compute))})")
 
 
-def device_rows(path, version, notes, profiled=None):
+def device_rows(path, version, notes, family, profiled=None):
     """(key, table row) of every operation and headline point the archive holds both sides of."""
     s = S.samples(path)
     rows = []
@@ -99,7 +100,7 @@ def device_rows(path, version, notes, profiled=None):
             k = min(kokkos, key=lambda m: m.median)
             ref = min(reference, key=lambda m: m.median)
             ratios = ref.median / k.seconds
-            verdict = S.versus_text(k, ref)
+            verdict = family.add(k.seconds, ref.seconds, f"{operation} at {k.point()} ({version})").token
             if target is None:
                 judged = "no target: no portable tensor-core path in Kokkos"
             elif target[0] is None:
@@ -117,7 +118,7 @@ def device_rows(path, version, notes, profiled=None):
     return rows
 
 
-def layout_rows(path, version, profiled=None):
+def layout_rows(path, version, family, profiled=None):
     """The best Kokkos device variant of one layout against the best Kokkos device variant of the other."""
     s = S.samples(path)
     rows = []
@@ -133,9 +134,11 @@ def layout_rows(path, version, profiled=None):
             k = min(mine, key=lambda m: m.median)
             ref = min(theirs, key=lambda m: m.median)
             ratios = ref.median / k.seconds
-            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs | "
-                   f"{name(ref)} {S.micro(ref.median)} µs | {S.ratio(float(np.median(ratios)))} | "
-                   f"{S.versus_text(k, ref)} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |")
+            token = family.add(k.seconds, ref.seconds, f"{operation} at {k.point()} ({version})").token
+            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs "
+                   f"({S.micro(k.q1)}–{S.micro(k.q3)}) | {name(ref)} {S.micro(ref.median)} µs "
+                   f"({S.micro(ref.q1)}–{S.micro(ref.q3)}) | {S.ratio(float(np.median(ratios)))} | "
+                   f"{token} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |")
             if profiled is not None:
                 ck, cr = (profiled.get((version, m.variant) + tuple(int(x) for x in point)) for m in (k, ref))
                 row += f" {counter_text(ck)} / {counter_text(cr)} |"
@@ -174,6 +177,7 @@ def A_share(fraction):
 @generator("kokkos_costs", "what Kokkos costs: best Kokkos ÷ best handwritten CUDA per operation, per Kokkos version")
 def kokkos_costs(block):
     device, host, layouts, notes = {}, {}, {}, set()
+    device_family, layout_family = S.Family(), S.Family()  # each table's shown rows are one family
     profiles = [p for p in block.paths if is_profile(p)]
     profiled = counters(profiles) if profiles else None
     # Where several archives hold the same operation, point and Kokkos version, the newest measurement stands
@@ -184,17 +188,19 @@ def kokkos_costs(block):
         version = a.environment.get("kokkos_version")
         if not version:
             raise ResultsError(f"{path}: the archive records no kokkos_version")
-        device.update(device_rows(path, version, notes, profiled))
+        device.update(device_rows(path, version, notes, device_family, profiled))
         host.update(host_rows(path, version))
-        layouts.update(layout_rows(path, version, profiled))
+        layouts.update(layout_rows(path, version, layout_family, profiled))
     # Grouped by Kokkos version, then operation and point (keys: operation, point, version).
     device, host, layouts = ([rows[k] for k in sorted(rows, key=lambda k: (k[2], k[0], str(k[1])))]
                              for rows in (device, host, layouts))
+    device, layouts = device_family.fill(device, "short"), layout_family.fill(layouts, "short")
     if not device:
         raise ResultsError(f"{', '.join(block.written)}: no operation with both a Kokkos and a handwritten CUDA "
                            "device variant at a headline point")
-    head = ("| operation at point | Kokkos | best Kokkos variant | best handwritten CUDA (SGEMM: cuBLAS) | "
-            "Kokkos speed ÷ CUDA speed | Kokkos vs CUDA | target |")
+    head = ("| operation at point | Kokkos | best Kokkos variant: median (IQR) | best handwritten CUDA (SGEMM: "
+            "cuBLAS): median (IQR) | Kokkos speed ÷ CUDA speed | Kokkos vs CUDA (time ratio, interval; p_Holm) | "
+            "target |")
     rule = "| --- | --- | --- | --- | --- | --- | --- |"
     if profiled is not None:  # Nsight Compute of the same build (kstudy profile), where the block names one
         head += " Nsight Compute, Kokkos / CUDA (– not profiled) |"
@@ -202,7 +208,7 @@ def kokkos_costs(block):
     lines = [head, rule] + device + [""]
     if layouts:
         head = ("| operation at point | Kokkos | best Kokkos variant of the layout | best Kokkos variant of the other "
-                "layout | speed ratio | verdict | target |")
+                "layout | speed ratio | verdict (time ratio, interval; p_Holm) | target |")
         rule = "| --- | --- | --- | --- | --- | --- | --- |"
         if profiled is not None:
             head += " Nsight Compute, this layout / the other |"
@@ -213,5 +219,7 @@ def kokkos_costs(block):
         lines += ["OpenMP (the device host's cores) against the host read roof of the same run:", "",
                   "| operation at point | Kokkos | best OpenMP Kokkos variant | host read roof | share | target |",
                   "| --- | --- | --- | --- | --- | --- |"] + host + [""]
+    lines += [f"Kokkos vs CUDA, one layout against the other: {S.effects.rules_text()}; the family is each "
+              "table's rows.", ""]
     lines += sorted(notes)
     return lines

@@ -20,32 +20,39 @@ def plain_baseline(block):
     shapes = sorted({(r, f) for r, f in zip(s.rows, s.features)}, key=lambda x: (x[1], x[0]))
     head = "| rows × features | " + " | ".join(f"`{a.split('@')[0]}` ÷ `{b.split('@')[0]}` (time)" for a, b in pairs)
     lines = [head + " |", "| --- |" + " --- |" * len(pairs)]
-    tally = [{"beats": [], "tie": [], "loses": [], "ratios": []} for _ in pairs]
+    # One family per pair: the claim "faster at k of n shapes" rests on all n tests of its column.
+    families = [S.Family() for _ in pairs]
     for rows, features in shapes:
         cells = []
-        for i, (a, b) in enumerate(pairs):
+        for family, (a, b) in zip(families, pairs):
             ma, mb = S.measure(path, a, rows, features), S.measure(path, b, rows, features)
             if ma is None or mb is None:
                 cells.append("")
                 continue
-            verdict, p = S.versus(ma, mb)
-            tally[i].setdefault(verdict, []).append(ma.point())
-            tally[i]["ratios"].append(ma.median / mb.median)
-            cells.append(f"{ma.median / mb.median:.2f} ({verdict})")
+            cells.append(family.add(ma.seconds, mb.seconds, ma.point()).token)
         if any(cells):  # an archive may hold other operations' shapes too
             lines.append(f"| {rows:,}×{features} | " + " | ".join(cells) + " |")
+    for family in families:
+        lines = family.fill(lines)
     lines.append("")
-    for (a, b), t in zip(pairs, tally):
-        n = len(t["ratios"])
+    for (a, b), family in zip(pairs, families):
+        n = len(family)
         if not n:
             continue
-        text = (f"- `{a.split('@')[0]}` beats `{b.split('@')[0]}` at **{len(t['beats'])} of {n}** shapes "
-                f"(time ratio {min(t['ratios']):.2f}–{max(t['ratios']):.2f})")
-        if t["tie"]:
-            text += f"; tie at {', '.join(t['tie'])}"
-        if t["loses"]:
-            text += f"; loses at {', '.join(t['loses'])}"
+        counts = family.counts()
+        raw = sum(c.p < S.ALPHA for c in family.members)
+        text = (f"- `{a.split('@')[0]}` against `{b.split('@')[0]}` over all {n} shapes: {family.summary()}; "
+                f"faster at **{len(counts['beats'])} of {n}** after Holm's correction ({raw} of {n} by {n} "
+                f"uncorrected tests at {S.ALPHA})")
+        if counts["loses"]:
+            text += f", slower at **{len(counts['loses'])}** ({', '.join(c.label for c in counts['loses'])})"
+        else:
+            text += ", slower at none"
+        for verdict in ("tie", "inconclusive"):
+            if counts[verdict]:
+                text += f"; {verdict} at {len(counts[verdict])}: " + ", ".join(
+                    f"{c.label} ({c.interval()})" for c in counts[verdict])
         lines.append(text + ".")
-    lines += ["", f"Ratios: median time over median time; verdicts: {S.ALPHA_TEXT}, over every accepted sample "
-              "(all replications) of each variant at the shape."]
+    lines += ["", f"Cells: {S.effects.rules_text()}; the family is the column's shapes. Samples: every "
+              "accepted sample (all replications) of each variant at the shape."]
     return lines

@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 from .. import archive as A
+from .. import effects  # noqa: F401  (S.effects: the rules' text for the generators)
 from ..compare import ALPHA, significance
+from ..effects import Family  # noqa: F401  (the generators' families of comparisons)
 from ..report.variants import variant_table
 from . import ResultsError
 
@@ -61,10 +63,74 @@ def samples(path):
     return s
 
 
+# --- what a block's numbers rest on: throttled samples are disclosed -------------------------------------------
+
+USED = {}  # path -> set of row labels of samples(path) the current block's numbers rest on (generate() resets it)
+REASON_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+               0x80: "hw_power_brake"}  # archive.SLOWDOWN_MASK's bits, as kstudy/gpu_health.hpp names them
+
+
+def use(path, rows):
+    """Records that the block's numbers rest on these rows of samples(path) (a Measure records its own)."""
+    USED.setdefault(str(path), set()).update(rows.index)
+
+
+def throttle_lines():
+    """The disclosure of the samples recorded by use() that the archive flags throttled (samples.throttled, set
+    when NVML reported a slowdown reason during the point): how many, where, why and at which SM clocks (each
+    sample's lowest sampled SM clock, else the health table's readings of its point); [] when none is."""
+    total, flagged, clocks, reasons, where, maxima = 0, 0, [], set(), [], set()
+    for path, index in sorted(USED.items()):
+        s = samples(path).loc[sorted(index)]
+        total += len(s)
+        if "throttled" not in s.columns:
+            continue
+        hot = s[s.throttled.astype(bool)]
+        if hot.empty:
+            continue
+        flagged += len(hot)
+        a = archive(path)
+        maxima.add(int(a.environment.get("gpu_max_sm_clock_khz", 0) or 0) // 1000)
+        read = hot.min_sm_clock_mhz.astype(int)
+        clocks += list(read[read > 0])
+        for bits in hot.throttle_reasons.astype(int):
+            reasons.update(name for bit, name in REASON_BITS.items() if bits > 0 and bits & bit)
+        for e in a.experiments.values():
+            h = e.health
+            if h.empty or "throttled" not in h.columns:
+                continue
+            keys = set(zip(hot[hot.experiment == e.name].point, hot[hot.experiment == e.name].replication))
+            rows = h[[k in keys for k in zip(h.point, h.replication)] & h.throttled.astype(bool)]
+            reasons.update(r for text in rows.reasons for r in str(text).split(",") if r)
+            if not len(read[read > 0]):
+                for column in ("sampled_min_sm_clock_mhz", "before_sm_clock_mhz", "after_sm_clock_mhz"):
+                    clocks += [int(c) for c in rows[column] if int(c) > 0]
+        name = Path(path).name
+        for (operation, rows_, features, depth, axes), at in hot.groupby(
+                ["operation", "rows", "features", "depth", "axes"], dropna=False, sort=True):
+            same = (s.operation == operation) & (s.rows == rows_) & (s.features == features) & (s.depth == depth)
+            n_at = int(same.sum())
+            label = A.point_label(rows_, features, axes, depth)
+            where.append(f"{operation} at {label} in `{name}`: {len(at):,} of {n_at:,}")
+    if not flagged:
+        return []
+    maximum = max(maxima) if maxima and max(maxima) > 0 else None
+    below = (f"; {sum(c < maximum for c in clocks):,} of the {len(clocks):,} readings below the maximum"
+             if maximum else "")
+    clock = (f"the lowest SM clock sampled during each of their timed regions {min(clocks):,}–{max(clocks):,} MHz "
+             f"(median {int(np.median(clocks)):,}{below})" if clocks else "no SM clock reading recorded for them")
+    return [f"**Throttled samples**: {flagged:,} of the {total:,} samples this block rests on ran while NVML reported "
+            f"a clocks-event slowdown ({', '.join(sorted(reasons)) or 'reason not recorded'}) — {'; '.join(where)}; "
+            f"{clock}" + (f", against the GPU's {maximum:,} MHz maximum" if maximum else "") + ". Their times are "
+            "kept (they are what the GPU did under the load), but read them as the kernel at a reduced clock, not at "
+            "full clock."]
+
+
 class Measure:
     """One variant at one point of one archive: its samples (seconds) and what the archive says about it."""
 
     def __init__(self, path, rows):
+        use(path, rows)
         first = rows.iloc[0]
         self.path = path
         self.variant = first.variant

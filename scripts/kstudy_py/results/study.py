@@ -12,10 +12,12 @@ BOUNDARIES = [("device_events", "device"), ("one_shot", "pinned"), ("one_shot", 
 REFERENCE = "cpu_reference@openmp"
 
 
-def seconds(s, variant, rows, features, timer, memory_kind=None):
+def seconds(s, variant, rows, features, timer, memory_kind=None, path=None):
     hit = s[(s.variant == variant) & (s.rows == rows) & (s.features == features) & (s.timer == timer)]
     if memory_kind is not None:
         hit = hit[hit.memory_kind == memory_kind]
+    if path is not None:
+        S.use(path, hit)
     return np.sort(hit.seconds.to_numpy(dtype=float))
 
 
@@ -32,11 +34,13 @@ def sweep_lines(path):
     if s.empty:
         raise ResultsError(f"{path}: no rows_sweep experiment")
     rows, features = SHAPE
-    cpu = seconds(s, REFERENCE, rows, features, "host_wall")
-    lines = [f"`rows_sweep` at {rows:,}×{features}: `{REFERENCE}` takes {S.micro(np.median(cpu))} µs (median); the "
-             "fastest device variant per timing boundary, as a speedup over it:", "",
-             "| boundary | fastest variant | median | speedup over the CPU | vs the CPU |",
-             "| --- | --- | --- | --- | --- |"]
+    cpu = seconds(s, REFERENCE, rows, features, "host_wall", path=path)
+    lines = [f"`rows_sweep` at {rows:,}×{features}: `{REFERENCE}` takes {S.micro(np.median(cpu))} µs (median, IQR "
+             f"{S.micro(np.quantile(cpu, 0.25))}–{S.micro(np.quantile(cpu, 0.75))}); the fastest device variant per "
+             "timing boundary, as a speedup over it:", "",
+             "| boundary | fastest variant | median (IQR) | speedup over the CPU | vs the CPU (time ratio, interval; "
+             "p_Holm) |", "| --- | --- | --- | --- | --- |"]
+    family, table = S.Family(), []
     device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
     for timer, memory in BOUNDARIES:
         timed = [(v, seconds(s, v, rows, features, timer, memory)) for v in device]
@@ -44,22 +48,28 @@ def sweep_lines(path):
         if not timed:
             continue
         v, t = min(timed, key=lambda x: np.median(x[1]))
-        verdict, p = S.versus(t, cpu)
+        seconds(s, v, rows, features, timer, memory, path=path)
         label = "resident (CUDA events)" if timer == "device_events" else f"{timer} from {memory} memory"
-        lines.append(f"| {label} | `{v.split('@')[0]}` | {S.micro(np.median(t))} µs | "
-                     f"{S.ratio(np.median(cpu) / np.median(t))} | {verdict} (p = {p:.2g}) |")
+        table.append(f"| {label} | `{v.split('@')[0]}` | {S.micro(np.median(t))} µs "
+                     f"({S.micro(np.quantile(t, 0.25))}–{S.micro(np.quantile(t, 0.75))}) | "
+                     f"{S.ratio(np.median(cpu) / np.median(t))} | {family.add(t, cpu, label).token} |")
+    lines += family.fill(table, "short")
     lines += ["", "Crossover from host memory (one-shot: upload, kernel, download): the smallest tested rows from "
-              "which a variant beats the CPU reference at every larger tested size (beats = faster median and "
-              "significant):", "", "| variant | pinned | pageable |", "| --- | --- | --- |"]
+              "which a variant beats the CPU reference at every larger tested size (beats: the rule below, the "
+              "family being the variant's sizes from that memory):", "", "| variant | pinned | pageable |",
+              "| --- | --- | --- |"]
     sizes = sorted(s[s.features == features].rows.unique())
     for v in device:
         cells = []
         for memory in ("pinned", "pageable"):
-            wins = []
+            tested, sweep = [], S.Family()
             for r in sizes:
-                t, c = seconds(s, v, r, features, "one_shot", memory), seconds(s, REFERENCE, r, features, "host_wall")
+                t = seconds(s, v, r, features, "one_shot", memory, path=path)
+                c = seconds(s, REFERENCE, r, features, "host_wall", path=path)
                 if len(t) and len(c):
-                    wins.append((r, S.versus(t, c)[0] == "beats"))
+                    tested.append((r, sweep.add(t, c, f"{r:,}")))
+            sweep.resolve()
+            wins = [(r, c.verdict == "beats") for r, c in tested]
             if not wins:
                 cells.append("")
                 continue
@@ -71,7 +81,8 @@ def sweep_lines(path):
                 cells.append(f"({below:,}, {wins[first][0]:,}]")
         if any(cells):
             lines.append(f"| `{v.split('@')[0]}` | " + " | ".join(cells) + " |")
-    return lines
+    return lines + ["", f"Verdicts: {S.effects.rules_text()}; the family is the table's boundaries (a crossover: "
+                    "the variant's sizes)."]
 
 
 def calibration_lines(path):
