@@ -145,6 +145,19 @@ class Comparison:
             return self.verdict
         return f"{self.verdict} ({number(self.ratio, digits)}×, {self.interval(digits)}; {self.p_text()})"
 
+    def speed(self):
+        """(median(b) / median(a), low, high): the same comparison as a speed ratio (above 1: a is faster)."""
+        return 1 / self.ratio, 1 / self.high, 1 / self.low
+
+    def speed_short(self, digits=None):
+        """'beats (1.08× the speed, 1.04–1.17; p_Holm = 2e-05)': the verdict of a, its speed over b's."""
+        speed, low, high = self.speed()
+        digits = digits if digits is not None else (3 if abs(speed - 1) < 0.05 else 2)
+        if self.verdict == "too few samples":
+            return self.verdict
+        return (f"{self.verdict} ({number(speed, digits)}×, {number(low, digits)}–{number(high, digits)}; "
+                f"{self.p_text()})")
+
     def text(self, digits=None):
         """'beats (ratio 0.71×, 95% CI 0.62–0.80; p_Holm = 0.002)'."""
         digits = self.digits(digits)
@@ -193,15 +206,26 @@ class Family:
         members = self.members if members is None else members
         return {v: [c for c in members if c.verdict == v] for v in VERDICTS}
 
-    def summary(self, members=None):
-        """'geometric mean 0.78× (0.52–0.97), the least favourable at LABEL (0.97×)': over the members' ratios."""
+    def summary(self, members=None, speed=False, of=""):
+        """'geometric mean 0.78× (range 0.52–0.97×), the highest at LABEL (0.97×)': over the members' time ratios
+        (the highest is the least favourable to a); with `speed`, over their speed ratios, naming the lowest."""
         members = [c for c in (self.members if members is None else members) if np.isfinite(c.ratio)]
         if not members:
             return ""
-        worst = max(members, key=lambda c: c.ratio)
-        ratios = [c.ratio for c in members]
-        return (f"geometric mean {geometric_mean(ratios):.2f}× (range {min(ratios):.2f}–{max(ratios):.2f}×), "
-                f"the highest at {worst.label} ({worst.ratio:.2f}×)")
+        ratios = [1 / c.ratio if speed else c.ratio for c in members]
+        worst = int(np.argmin(ratios) if speed else np.argmax(ratios))
+        return (f"geometric mean {geometric_mean(ratios):.2f}×{' ' + of if of else ''} (range "
+                f"{min(ratios):.2f}–{max(ratios):.2f}×, the {'lowest' if speed else 'highest'} at "
+                f"{members[worst].label}: {ratios[worst]:.2f}×)")
+
+    def tally(self, members=None):
+        """'faster at 2, tie at 1, slower at 1 of 4': the resolved verdicts, counted."""
+        members = self.members if members is None else members
+        counts = self.counts(members)
+        words = [("beats", "faster"), ("tie", "tie"), ("inconclusive", "inconclusive"), ("loses", "slower"),
+                 ("too few samples", "too few samples")]
+        parts = [f"{word} at {len(counts[v])}" for v, word in words if counts[v] or v in ("beats", "loses")]
+        return ", ".join(parts) + f" of {len(members)}"
 
 
 def rules_text(alpha=ALPHA):

@@ -78,8 +78,32 @@ def rate_text(m, compute):
 
 def device_rows(path, version, notes, family, profiled=None):
     """(key, table row) of every operation and headline point the archive holds both sides of."""
-    s = S.samples(path)
     rows = []
+    for operation, point, k, ref, compute, target in pairs(path):
+        ratios = ref.median / k.seconds
+        verdict = family.add(k.seconds, ref.seconds, f"{operation} at {k.point()} ({version})").token
+        if target is None:
+            judged = "no target: no portable tensor-core path in Kokkos"
+        elif target[0] is None:
+            judged = ""
+        else:
+            judged = f"≥ {target[0]:.2f}: {S.target(ratios, target[0])}"
+        row = (f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, compute)} | "
+               f"{name(ref)} {rate_text(ref, compute)} | {S.ratio(float(np.median(ratios)))} | {verdict} | "
+               f"{judged} |")
+        if profiled is not None:
+            at = (int(k.rows), int(k.features), int(k.depth))
+            ck, cr = (profiled.get((version, m.variant) + at) for m in (k, ref))
+            row += f" {counter_text(ck)} / {counter_text(cr)} |"
+        rows.append(((operation, point, version), row))
+    return rows
+
+
+def pairs(path):
+    """(operation, point, best Kokkos Measure, best reference Measure, compute-bound?, target) of every operation
+    and headline point the archive holds both sides of; the reference is the fastest handwritten CUDA variant, or
+    the vendor library where TARGETS says so (SGEMM: cuBLAS against kstudy's own Kokkos kernels)."""
+    s = S.samples(path)
     for operation in sorted(s.operation.dropna().unique()):
         held = [p for p in ALTERNATIVE_POINTS.get(operation, []) if S.measures(path, operation, *p)]
         for point in POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]:
@@ -97,25 +121,8 @@ def device_rows(path, version, notes, family, profiled=None):
                 reference = [m for m in ms if m.implementation in HANDWRITTEN]
             if not kokkos or not reference:
                 continue
-            k = min(kokkos, key=lambda m: m.median)
-            ref = min(reference, key=lambda m: m.median)
-            ratios = ref.median / k.seconds
-            verdict = family.add(k.seconds, ref.seconds, f"{operation} at {k.point()} ({version})").token
-            if target is None:
-                judged = "no target: no portable tensor-core path in Kokkos"
-            elif target[0] is None:
-                judged = ""
-            else:
-                judged = f"≥ {target[0]:.2f}: {S.target(ratios, target[0])}"
-            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, compute)} | "
-                   f"{name(ref)} {rate_text(ref, compute)} | {S.ratio(float(np.median(ratios)))} | {verdict} | "
-                   f"{judged} |")
-            if profiled is not None:
-                at = (int(k.rows), int(k.features), int(k.depth))
-                ck, cr = (profiled.get((version, m.variant) + at) for m in (k, ref))
-                row += f" {counter_text(ck)} / {counter_text(cr)} |"
-            rows.append(((operation, point, version), row))
-    return rows
+            yield (operation, point, min(kokkos, key=lambda m: m.median), min(reference, key=lambda m: m.median),
+                   compute, target)
 
 
 def layout_rows(path, version, family, profiled=None):

@@ -135,6 +135,47 @@ def summary_rows(path, operation, points, compute, family):
             "| --- | --- | --- | --- | --- | --- | --- | --- |"] + out
 
 
+def shapes_of(path, operation):
+    """Every point of the archive at which the operation has a ladder rung, by essential work."""
+    s = S.samples(path)
+    at = s[(s.operation == operation) & (s.rung > 0)]
+    at = at.sort_values(["essential_flops", "essential_bytes", "rows", "features", "depth"])
+    return list(dict.fromkeys(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int))))
+
+
+OF_VENDOR = "the vendor's speed"
+
+
+def operation_summary(path, operation, compute):
+    """(headline, table lines, family) of the best rung against the vendor at every shape the archive measured for
+    the operation: the headline summarises all of them (geometric-mean speed ratio, range, the lowest shape, the
+    Holm-corrected tally), the table gives each shape with its spread."""
+    unit = "TFLOP/s" if compute else "GB/s"
+    family, table = S.Family(), []
+    for point in shapes_of(path, operation):
+        rungs, _, vendors = at_point(path, operation, point)
+        top = best(rungs)
+        vendor = vendor_of(top, vendors) if top is not None else None
+        if vendor is None:
+            continue
+        c = family.add(top.seconds, vendor.seconds, top.point())
+        throttled = " ⚠" if top.throttled or vendor.throttled else ""
+        table.append(f"| {top.point()}{throttled} | `{top.variant.split('@')[0]}` {S.number(rate_of(top, compute))} "
+                     f"({S.iqr_text(top.rate(compute))}) | `{vendor.variant.split('@')[0]}` "
+                     f"{S.number(rate_of(vendor, compute))} ({S.iqr_text(vendor.rate(compute))}) | "
+                     f"{c.token} |")
+    if not len(family):
+        return "", [], family
+    table = family.fill(table, "speed_short")
+    vendor_names = sorted({line.split("| `")[2].split("`")[0] for line in table})
+    headline = (f"the best rung at each of the {len(family)} measured shapes against the vendor "
+                f"({', '.join(f'`{v}`' for v in vendor_names)}): {family.summary(speed=True, of=OF_VENDOR)}; "
+                f"{family.tally()} after Holm's correction over the {len(family)} shapes")
+    head = [f"| shape | best rung: {unit} median (IQR) | vendor: {unit} median (IQR) | best rung vs vendor (speed "
+            "ratio, interval; p_Holm) |", "| --- | --- | --- | --- |"]
+    return headline, head + table, family
+
+
 def judge(path, t, compute):
     unit = "TFLOP/s" if compute else "GB/s"
     # Targets were set at the headline points: an archive without them is not judged against them.
@@ -226,9 +267,17 @@ def lab(block, operations, targets, compute_of):
         raise S.ResultsError(f"{block.where}: {block.archive_names[0]} has no ladder rung of "
                              f"{', '.join(operations)}")
     lines, notes = [], set()
+    throttle_mark = False
     for op in present:
         points = points_of(path, op, compute_of(op))
         lines += [f"**{op}**", ""] + ladder_table(path, op, points, compute_of(op), notes) + [""]
+        headline, table, _ = operation_summary(path, op, compute_of(op))
+        if headline:
+            lines += [f"Every shape of {op}: {headline}:", ""] + table + [""]
+            throttle_mark = throttle_mark or any(" ⚠ |" in row for row in table)
+    if throttle_mark:
+        notes.add("⚠: the archive flags samples of this shape throttled (the block's last note says how many and "
+                  "at which clocks).")
     lines += ["Summary (best rung = the fastest rung at the point):", ""]
     summary, family = [], S.Family()
     for op in present:

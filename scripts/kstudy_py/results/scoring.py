@@ -7,11 +7,13 @@ PAIRS = ("fused_cuda_feature_major@cuda:plain_cuda_feature_major@cuda,"
          "fused_kokkos_feature_major@cuda:plain_kokkos_feature_major@cuda")
 
 
-@generator("plain_baseline", "fused scoring kernels against the plain kernels at every shape (plain_baseline.h5)")
-def plain_baseline(block):
+def pair_families(block, default=PAIRS):
+    """(pairs, table lines, families) of the block's pairs (option pairs=A:B,...): one family per pair over every
+    shape the archive measured both at (the claim "faster at k of n shapes" rests on all n tests of its column); the
+    table's cells are resolved."""
     path = block.paths[0]
     s = S.samples(path)
-    pairs = [p.split(":") for p in block.option("pairs", PAIRS).split(",")]
+    pairs = [p.split(":") for p in block.option("pairs", default).split(",")]
     for pair in pairs:
         missing = [v for v in pair if v not in set(s.variant)]
         if len(pair) != 2 or missing:
@@ -20,7 +22,6 @@ def plain_baseline(block):
     shapes = sorted({(r, f) for r, f in zip(s.rows, s.features)}, key=lambda x: (x[1], x[0]))
     head = "| rows × features | " + " | ".join(f"`{a.split('@')[0]}` ÷ `{b.split('@')[0]}` (time)" for a, b in pairs)
     lines = [head + " |", "| --- |" + " --- |" * len(pairs)]
-    # One family per pair: the claim "faster at k of n shapes" rests on all n tests of its column.
     families = [S.Family() for _ in pairs]
     for rows, features in shapes:
         cells = []
@@ -34,20 +35,33 @@ def plain_baseline(block):
             lines.append(f"| {rows:,}×{features} | " + " | ".join(cells) + " |")
     for family in families:
         lines = family.fill(lines)
+    return pairs, lines, families
+
+
+def pair_summary(a, b, family):
+    """'- `a` against `b` over all n shapes: geometric mean ...; faster at **k of n** after Holm's correction (...)'"""
+    n = len(family)
+    counts = family.counts()
+    raw = sum(c.p < S.ALPHA for c in family.members)
+    text = (f"`{a.split('@')[0]}` against `{b.split('@')[0]}` over all {n} shapes: {family.summary()}; "
+            f"faster at **{len(counts['beats'])} of {n}** after Holm's correction ({raw} of {n} by {n} "
+            f"uncorrected tests at {S.ALPHA})")
+    if counts["loses"]:
+        text += f", slower at **{len(counts['loses'])}** ({', '.join(c.label for c in counts['loses'])})"
+    else:
+        text += ", slower at none"
+    return text, counts
+
+
+@generator("plain_baseline", "fused scoring kernels against the plain kernels at every shape (plain_baseline.h5)")
+def plain_baseline(block):
+    pairs, lines, families = pair_families(block)
     lines.append("")
     for (a, b), family in zip(pairs, families):
-        n = len(family)
-        if not n:
+        if not len(family):
             continue
-        counts = family.counts()
-        raw = sum(c.p < S.ALPHA for c in family.members)
-        text = (f"- `{a.split('@')[0]}` against `{b.split('@')[0]}` over all {n} shapes: {family.summary()}; "
-                f"faster at **{len(counts['beats'])} of {n}** after Holm's correction ({raw} of {n} by {n} "
-                f"uncorrected tests at {S.ALPHA})")
-        if counts["loses"]:
-            text += f", slower at **{len(counts['loses'])}** ({', '.join(c.label for c in counts['loses'])})"
-        else:
-            text += ", slower at none"
+        text, counts = pair_summary(a, b, family)
+        text = "- " + text
         for verdict in ("tie", "inconclusive"):
             if counts[verdict]:
                 text += f"; {verdict} at {len(counts[verdict])}: " + ", ".join(

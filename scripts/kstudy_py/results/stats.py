@@ -138,6 +138,7 @@ class Measure:
         self.seconds = np.sort(rows.seconds.to_numpy(dtype=float))
         for attribute in ATTRIBUTES + ["rows", "features", "depth"]:
             setattr(self, attribute, first[attribute])
+        self.throttled = int(rows.throttled.astype(bool).sum()) if "throttled" in rows.columns else 0
         self.median = float(np.median(self.seconds))
         self.q1, self.q3 = (float(q) for q in np.quantile(self.seconds, [0.25, 0.75]))
 
@@ -317,6 +318,8 @@ def shape_label(shape):
 def recorded(path):
     """(commit, dirty, diff sha256) an archive or bench JSON records about the tree that built it."""
     path = Path(path)
+    if path.suffix not in (".json", ".h5"):  # a file a script wrote from archives (the block names them too)
+        return None, None, None
     if path.suffix == ".json":
         attrs = {k: str(v) for k, v in json.loads(path.read_text()).get("context", {}).items()}
     else:
@@ -327,7 +330,7 @@ def recorded(path):
 def describe(path):
     commit, dirty, diff = recorded(path)
     if not commit:
-        return "commit not recorded"
+        return "commit not recorded" if Path(path).suffix in (".json", ".h5") else "written from the archives beside it"
     if commit == "unknown":
         return "commit unknown"
     if dirty == "true":

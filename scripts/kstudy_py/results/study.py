@@ -29,10 +29,7 @@ def find(block, name):
 
 
 def sweep_lines(path):
-    s = S.samples(path)
-    s = s[s.experiment == "rows_sweep"]
-    if s.empty:
-        raise ResultsError(f"{path}: no rows_sweep experiment")
+    s = rows_sweep(path)
     rows, features = SHAPE
     cpu = seconds(s, REFERENCE, rows, features, "host_wall", path=path)
     lines = [f"`rows_sweep` at {rows:,}×{features}: `{REFERENCE}` takes {S.micro(np.median(cpu))} µs (median, IQR "
@@ -42,14 +39,7 @@ def sweep_lines(path):
              "p_Holm) |", "| --- | --- | --- | --- | --- |"]
     family, table = S.Family(), []
     device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
-    for timer, memory in BOUNDARIES:
-        timed = [(v, seconds(s, v, rows, features, timer, memory)) for v in device]
-        timed = [(v, t) for v, t in timed if len(t)]
-        if not timed:
-            continue
-        v, t = min(timed, key=lambda x: np.median(x[1]))
-        seconds(s, v, rows, features, timer, memory, path=path)
-        label = "resident (CUDA events)" if timer == "device_events" else f"{timer} from {memory} memory"
+    for label, v, t, cpu in boundaries(path):
         table.append(f"| {label} | `{v.split('@')[0]}` | {S.micro(np.median(t))} µs "
                      f"({S.micro(np.quantile(t, 0.25))}–{S.micro(np.quantile(t, 0.75))}) | "
                      f"{S.ratio(np.median(cpu) / np.median(t))} | {family.add(t, cpu, label).token} |")
@@ -58,31 +48,61 @@ def sweep_lines(path):
               "which a variant beats the CPU reference at every larger tested size (beats: the rule below, the "
               "family being the variant's sizes from that memory):", "", "| variant | pinned | pageable |",
               "| --- | --- | --- |"]
-    sizes = sorted(s[s.features == features].rows.unique())
     for v in device:
-        cells = []
-        for memory in ("pinned", "pageable"):
-            tested, sweep = [], S.Family()
-            for r in sizes:
-                t = seconds(s, v, r, features, "one_shot", memory, path=path)
-                c = seconds(s, REFERENCE, r, features, "host_wall", path=path)
-                if len(t) and len(c):
-                    tested.append((r, sweep.add(t, c, f"{r:,}")))
-            sweep.resolve()
-            wins = [(r, c.verdict == "beats") for r, c in tested]
-            if not wins:
-                cells.append("")
-                continue
-            first = next((i for i in range(len(wins)) if all(w for _, w in wins[i:])), None)
-            if first is None:
-                cells.append(f"never up to {wins[-1][0]:,}")
-            else:
-                below = wins[first - 1][0] if first > 0 else 0
-                cells.append(f"({below:,}, {wins[first][0]:,}]")
+        cells = [crossover(path, s, v, memory)[0] for memory in ("pinned", "pageable")]
         if any(cells):
             lines.append(f"| `{v.split('@')[0]}` | " + " | ".join(cells) + " |")
     return lines + ["", f"Verdicts: {S.effects.rules_text()}; the family is the table's boundaries (a crossover: "
                     "the variant's sizes)."]
+
+
+def crossover(path, s, variant, memory, features=SHAPE[1]):
+    """(cell, never): the smallest tested rows from which `variant` one-shot from `memory` beats the CPU reference
+    at every larger tested size, Holm over the variant's sizes; never: it beats it at no tail of the sizes."""
+    sizes = sorted(s[s.features == features].rows.unique())
+    tested, sweep = [], S.Family()
+    for r in sizes:
+        t = seconds(s, variant, r, features, "one_shot", memory, path=path)
+        c = seconds(s, REFERENCE, r, features, "host_wall", path=path)
+        if len(t) and len(c):
+            tested.append((r, sweep.add(t, c, f"{r:,}")))
+    sweep.resolve()
+    wins = [(r, c.verdict == "beats") for r, c in tested]
+    if not wins:
+        return "", False
+    first = next((i for i in range(len(wins)) if all(w for _, w in wins[i:])), None)
+    if first is None:
+        return f"never up to {wins[-1][0]:,}", True
+    below = wins[first - 1][0] if first > 0 else 0
+    return f"({below:,}, {wins[first][0]:,}]", False
+
+
+def rows_sweep(path):
+    """The rows_sweep experiment's samples of an archive."""
+    s = S.samples(path)
+    s = s[s.experiment == "rows_sweep"]
+    if s.empty:
+        raise ResultsError(f"{path}: no rows_sweep experiment")
+    return s
+
+
+def boundaries(path):
+    """[(label, fastest device variant, its seconds, the CPU reference's seconds)] per timing boundary at SHAPE."""
+    s = rows_sweep(path)
+    rows, features = SHAPE
+    cpu = seconds(s, REFERENCE, rows, features, "host_wall", path=path)
+    device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
+    out = []
+    for timer, memory in BOUNDARIES:
+        timed = [(v, seconds(s, v, rows, features, timer, memory)) for v in device]
+        timed = [(v, t) for v, t in timed if len(t)]
+        if not timed:
+            continue
+        v, t = min(timed, key=lambda x: np.median(x[1]))
+        seconds(s, v, rows, features, timer, memory, path=path)
+        label = "resident (CUDA events)" if timer == "device_events" else f"{timer} from {memory} memory"
+        out.append((label, v, t, cpu))
+    return out
 
 
 def calibration_lines(path):
