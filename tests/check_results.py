@@ -4,7 +4,8 @@ block, a block with its generated lines deleted, or prose changed inside a block
 naming the file; --write restores it; a marker naming an unknown generator or a missing archive exits 2 naming it;
 the cache_modes and kokkos_costs generators on session 11's to 13's archives (a refusal, the counters column,
 name@backend rows, the newest row of a point, one layout against the other), plain_baseline with its own pairs, energy
-(per call, a refusal) and lab3 (the wgmma rungs and their target).
+(per call, a refusal), lab3 (the wgmma rungs and their target, every shape, the throttled samples disclosed) and a
+README headline (Holm's count beside the uncorrected one).
 
     tests/check_results.py scripts/results.py
 """
@@ -137,6 +138,18 @@ with tempfile.TemporaryDirectory() as scratch:
           and "| rung 6 | `gemm_fp16_wgmma_ws` |" in text and "of device_fp16_tensor" in text
           and "BF16 GEMM on Hopper's wgmma ≥ 90% of cuBLAS BF16: **met**" in text,
           f"lab3 tables the wgmma rungs and judges the target: {code} {err}")
+    # Issue #44: every measured shape summarised, and the power-capped 8,192^3 samples disclosed with their clocks.
+    check("Every shape of gemm_bf16: the best rung at each of the 4 measured shapes" in text
+          and "| 8192×8192×8192 ⚠ |" in text and "**Throttled samples**: 198 of the" in text
+          and "(sw_power_cap)" in text and "against the GPU's 1,980 MHz maximum" in text,
+          f"lab3 summarises every shape and discloses the throttled samples:\n{text}")
+    # The README's headlines: the plain baseline's claim states the corrected and the uncorrected count.
+    page.write_text(PAGE.replace("plain_baseline archives", "headline_plain_baseline archives"))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    check(code == 0 and "after Holm's correction (18 of 21 by 21 uncorrected tests at 0.05)" in text
+          and "faster at **8 of 21**" in text and "Throttled" not in text,
+          f"headline_plain_baseline gives both counts and no throttle note (none throttled): {code} {err}\n{text}")
     # Attention: the vendor rung is cuDNN in the same run; a target per head_dim, judged at its own point only.
     page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"lab3 archives={s16}/hopper_attention.h5"))
     code, _, err = run(str(page), "--write")
