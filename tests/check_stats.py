@@ -3,11 +3,13 @@
 against hand-computed ones, the Mann-Whitney p-value against scipy.stats.mannwhitneyu, the ratio-of-medians interval
 against scipy.stats.bootstrap (percentile, the same seeded generator: the same interval to the last bit), the
 verdict rules (a significant test whose interval reaches 1 claims nothing), and `kstudy compare`'s Holm column and
-ratio interval on two committed archives (through scripts/kstudy_report.py, no kstudy binary needed).
+ratio interval on committed archives, plain, --by kokkos and --gate (whose verdicts and exit codes stay its own),
+through scripts/kstudy_report.py: no kstudy binary needed.
 
     tests/check_stats.py REPOSITORY
 Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or scipy.
 """
+import json
 import subprocess
 import sys
 import tempfile
@@ -137,6 +139,31 @@ with tempfile.TemporaryDirectory() as scratch:
     raw = (tested.p_value < E.ALPHA).sum()
     print(f"     (quick10_a vs quick10_b: {raw} point(s) under alpha uncorrected, {significant.sum()} after Holm "
           f"and the interval, of {len(tested)})")
+
+    # --by kokkos: the newest version against the oldest, the same columns and rule.
+    out = Path(scratch) / "kokkos.csv"
+    s13 = REPO / "data/h200-2026-12-02-s13"
+    run = subprocess.run([sys.executable, str(REPO / "scripts/kstudy_report.py"), "compare",
+                          str(s13 / "kokkos_costs_memory_k34.h5"), str(s13 / "kokkos_costs_memory_k46.h5"), "--by",
+                          "kokkos", "--out", str(out)], capture_output=True, text=True)
+    df = pd.read_csv(out) if run.returncode == 0 else pd.DataFrame()
+    tested = df[np.isfinite(df.p_value)] if len(df) else df
+    check(len(tested) and np.allclose(tested.p_holm, E.holm(tested.p_value))
+          and ((df.ratio_lo <= df.ratio_new_over_old + 1e-12) & (df.ratio_new_over_old <= df.ratio_hi + 1e-12)).all(),
+          f"compare --by kokkos: p_holm is Holm over its points, the ratio inside its interval (exit {run.returncode})")
+    # --gate keeps its verdicts and exit codes (4 on SLOWER) and shows p_Holm beside p.
+    for base, new, want in (("quick10_a", "quick10_b", 0), ("slowed_clean", "slowed_slow", 4)):
+        verdicts = Path(scratch) / f"{new}.json"
+        run = subprocess.run([sys.executable, str(REPO / "scripts/kstudy_report.py"), "compare",
+                              str(REPO / f"data/h200-2026-12-02-s12/{base}.h5"),
+                              str(REPO / f"data/h200-2026-12-02-s12/{new}.h5"), "--gate", "5%", "--gate-json",
+                              str(verdicts)], capture_output=True, text=True)
+        rows = pd.DataFrame(json.loads(verdicts.read_text())["verdicts"]) if verdicts.exists() else pd.DataFrame()
+        p = rows.p_value.astype(float) if len(rows) else pd.Series(dtype=float)
+        check(run.returncode == want and "p_Holm" in run.stdout and len(rows)
+              and np.allclose(rows.p_holm.astype(float)[np.isfinite(p)], E.holm(p[np.isfinite(p)])),
+              f"compare --gate {base} {new}: exit {run.returncode} (want {want}), p_Holm shown and Holm over the "
+              "points")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

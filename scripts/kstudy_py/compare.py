@@ -163,15 +163,18 @@ def show_kokkos_versions(archives, out):
         df.to_csv(out, index=False, float_format="%.9g")
         print(f"compare: wrote {out}", file=sys.stderr)
     print(f"Kokkos {', '.join(versions)}: median per version; ratio = median under {versions[-1]} / median under "
-          f"{versions[0]} (Mann-Whitney U two-sided, significant if p < {ALPHA}); x_cuda = the variant's median over "
+          f"{versions[0]}, ratio_lo..ratio_hi its 95% interval (seeded bootstrap of both medians); Mann-Whitney U "
+          f"two-sided, p_holm Holm-adjusted over the {len(df)} points, significant if p_holm < {ALPHA} and the "
+          "interval excludes 1; x_cuda = the variant's median over "
           f"the best {kokkos_versions.ESCAPE_FAMILY} (handwritten CUDA) median at the same point in the same archive.")
     shown = df.copy()
     for c in shown.columns:
         if c.startswith("median["):
             shown[c] = shown[c].map(A.fmt_seconds)
-        elif c.startswith("x_cuda[") or c == "ratio_new_over_old":
+        elif c.startswith("x_cuda[") or c in ("ratio_new_over_old", "ratio_lo", "ratio_hi"):
             shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3f}")
-    shown["p_value"] = shown.p_value.map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
+    for c in ("p_value", "p_holm"):
+        shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
     varying = [k for k in kokkos_versions.POINT if shown[k].astype(str).nunique() > 1 or k == "experiment"]
     show(shown, varying + [c for c in shown.columns if c not in kokkos_versions.POINT])
     return 0
