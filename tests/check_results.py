@@ -122,7 +122,8 @@ with tempfile.TemporaryDirectory() as scratch:
     code, _, err = run(str(page), "--write")
     text = page.read_text()
     row = next((line for line in text.split("\n") if line.startswith("| `copy_cuda` | stream_copy 268,435,456 |")), "")
-    check(code == 0 and row.count(" mJ (") == 1 and row.count(" W (") == 1 and "cpu_reference" not in text,
+    check(code == 0 and row.count(" mJ (") == 1 and row.count(" W (") == 2 and row.count(" µs (") == 1
+          and "cpu_reference" not in text,
           f"energy writes joules and watts per call for device variants only: {code} {err}\n{row}")
     page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"energy archives={s12}/cache_modes.h5"))
     code, _, err = run(str(page), "--check")

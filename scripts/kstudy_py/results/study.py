@@ -111,41 +111,56 @@ def calibration_lines(path):
     calibration = s[s.experiment == "transfer_calibration"]
     t = calibration[calibration.timer == "transfer"] if "timer" in calibration.columns else calibration
     if len(t):
-        med = t.groupby(["bytes", "direction", "memory_kind"]).seconds.median().reset_index()
+        S.use(path, t)
+        grouped = t.groupby(["bytes", "direction", "memory_kind"]).seconds
+        med = grouped.median().reset_index()
         med["GiB/s"] = med.bytes / med.seconds / 2**30
+        # The rate's interquartile range: bytes over the time quartiles (the slower quartile gives the lower rate).
+        med["low"] = med.bytes / grouped.quantile(0.75).to_numpy() / 2**30
+        med["high"] = med.bytes / grouped.quantile(0.25).to_numpy() / 2**30
         sizes = [b for b in (4096, 1 << 20, 16 << 20, 1 << 30) if b in set(med.bytes)]
         columns = sorted({(d, m) for d, m in zip(med.direction, med.memory_kind)})
-        lines += ["Transfers (`transfer_calibration`, GiB/s = bytes / median time, allocation excluded):", "",
+        lines += ["Transfers (`transfer_calibration`, GiB/s = bytes / median time (interquartile range), allocation "
+                  "excluded):", "",
                   "| bytes | " + " | ".join(f"{d} {m}" for d, m in columns) + " |", "| --- |" + " --- |" * len(columns)]
         for b in sizes:
             cells = []
             for d, m in columns:
                 hit = med[(med.bytes == b) & (med.direction == d) & (med.memory_kind == m)]
-                cells.append(S.number(float(hit["GiB/s"].iloc[0])) if len(hit) else "")
+                cells.append(f"{S.number(float(hit['GiB/s'].iloc[0]))} ({S.number(float(hit.low.iloc[0]))}–"
+                             f"{S.number(float(hit.high.iloc[0]))})" if len(hit) else "")
             lines.append(f"| {b:,} | " + " | ".join(cells) + " |")
         lines.append("")
     pin = calibration[calibration.timer == "pin"] if "timer" in calibration.columns else calibration.iloc[:0]
     if len(pin):
+        S.use(path, pin)
         med = pin.groupby(["variant", "bytes"]).seconds.median()
+        q1, q3 = (pin.groupby(["variant", "bytes"]).seconds.quantile(q) for q in (0.25, 0.75))
         calls = sorted(pin.variant.unique())
         sizes = [b for b in (1 << 20, 16 << 20, 256 << 20, 1 << 30) if b in set(pin.bytes)]
         lines += ["What making host memory page-locked costs (`transfer_calibration`'s pinning points, median time of "
-                  "one call; the price a pinned one-shot must earn back):", "",
+                  "one call (IQR); the price a pinned one-shot must earn back):", "",
                   "| bytes | " + " | ".join(f"`{c}`" for c in calls) + " |", "| --- |" + " --- |" * len(calls)]
         for b in sizes:
             lines.append(f"| {b:,} | " + " | ".join(
-                f"{S.micro(med[(c, b)])} µs" if (c, b) in med.index else "" for c in calls) + " |")
+                f"{S.micro(med[(c, b)])} µs ({S.micro(q1[(c, b)])}–{S.micro(q3[(c, b)])})" if (c, b) in med.index
+                else "" for c in calls) + " |")
         lines.append("")
     launch = s[s.experiment == "launch_overhead"]
     if len(launch):
-        med = launch.groupby("variant").seconds.median() * 1e6
-        lines += ["Launch overhead (`launch_overhead`, µs per launch, median): "
-                  + ", ".join(f"`{v}` {med[v]:.3g}" for v in sorted(med.index)) + ".", ""]
+        S.use(path, launch)
+        per = launch.groupby("variant").seconds
+        med, q1, q3 = (x * 1e6 for x in (per.median(), per.quantile(0.25), per.quantile(0.75)))
+        lines += ["Launch overhead (`launch_overhead`, µs per launch, median (IQR)): "
+                  + ", ".join(f"`{v}` {med[v]:.3g} ({q1[v]:.3g}–{q3[v]:.3g})" for v in sorted(med.index)) + ".", ""]
     layout = s[s.experiment == "layout_transpose"]
     if len(layout):
-        med = layout.groupby(["rows", "features"]).seconds.median()
-        lines += ["Resident row-major → feature-major conversion (`layout_transpose`, median): "
-                  + ", ".join(f"{r:,}×{f} {S.micro(v)} µs" for (r, f), v in med.items()) + ".", ""]
+        S.use(path, layout)
+        per = layout.groupby(["rows", "features"]).seconds
+        med, q1, q3 = per.median(), per.quantile(0.25), per.quantile(0.75)
+        lines += ["Resident row-major → feature-major conversion (`layout_transpose`, median (IQR)): "
+                  + ", ".join(f"{r:,}×{f} {S.micro(v)} µs ({S.micro(q1[(r, f)])}–{S.micro(q3[(r, f)])})"
+                              for (r, f), v in med.items()) + ".", ""]
     return lines
 
 
