@@ -3,7 +3,8 @@ against the best handwritten CUDA variant of the same archive (and, for SGEMM, a
 version the archives were built with; then the OpenMP variants against the host read roof.
 
 Every comparison is inside one archive (one run, one clock): speed ratio = the reference's median time / the
-Kokkos variant's median time; "beats" / "loses" / "tie" by Mann-Whitney U (stats.versus); a target is judged from
+Kokkos variant's median time; "beats" / "loses" / "tie" by effects.Family over each table's rows (Mann-Whitney U with
+Holm's correction, the ratio's interval); a target is judged from
 the per-sample ratios (met / missed / borderline: stats.target). The Kokkos version is the archive's own
 (environment.kokkos_version), never a label typed beside it.
 
