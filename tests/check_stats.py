@@ -140,6 +140,16 @@ with tempfile.TemporaryDirectory() as scratch:
     print(f"     (quick10_a vs quick10_b: {raw} point(s) under alpha uncorrected, {significant.sum()} after Holm "
           f"and the interval, of {len(tested)})")
 
+    # A point is all its axes: attention at head_dim 64 and 128 (16 x 16,384 x 64 and x 128) are two points, not one.
+    out = Path(scratch) / "depth.csv"
+    s16 = REPO / "data/h200-2026-12-02-s16"
+    run = subprocess.run([sys.executable, str(REPO / "scripts/kstudy_report.py"), "compare",
+                          str(s16 / "hopper_attention.h5"), str(s16 / "hopper_attention_first.h5"), "--out", str(out)],
+                         capture_output=True, text=True)
+    df = pd.read_csv(out) if run.returncode == 0 else pd.DataFrame(columns=["rows", "features", "depth"])
+    at = df[(df.rows == 16) & (df.features == 16384)]
+    check(sorted(set(at.depth)) == [64, 128] and (df.n_A == df.n_B).all(),
+          f"compare keeps points apart by depth (exit {run.returncode}; depths {sorted(set(at.depth))})")
     # --by kokkos: the newest version against the oldest, the same columns and rule.
     out = Path(scratch) / "kokkos.csv"
     s13 = REPO / "data/h200-2026-12-02-s13"

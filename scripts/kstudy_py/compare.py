@@ -14,7 +14,10 @@ from . import kokkos_versions
 from .effects import ALPHA, MIN_SAMPLES, Family, significance  # noqa: F401  (significance: the per-point test)
 from .report.variants import variant_table
 
-KEYS = ["experiment", "variant", "rows", "features", "timer", "memory_kind", "block_size", "direction", "size_bytes"]
+# What tells two points apart. `depth` (the third axis, schema 7) was missing until issue #44: plain compare and
+# --by device pooled attention at head_dim 64 with head_dim 128 (16 x 16,384 x 64 and x 128), and GEMMs of one m x n.
+KEYS = ["experiment", "variant", "rows", "features", "depth", "timer", "memory_kind", "block_size", "direction",
+        "size_bytes"]
 EFFICIENCY = ("efficiency eff = t_best / t_variant: t_best is the fastest median of any variant observed on that "
               "platform at that point, t_variant the variant family's median there (application efficiency); "
               "PP = harmonic mean of eff over the platforms {platforms} (Pennycook et al.), 0 where the family is "
@@ -198,7 +201,7 @@ def main(args):
             return 2
     if getattr(args, "gate", None) is not None:
         from . import gate
-        return gate.main(args, archives[0], archives[1], KEYS + ["depth"], accepted)
+        return gate.main(args, archives[0], archives[1], KEYS, accepted)
     if args.by == "kokkos":
         return show_kokkos_versions(archives, args.out)
     if args.by == "device":
@@ -244,7 +247,7 @@ def main(args):
         shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3f}")
     for c in ("p_value", "p_holm"):
         shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
-    print("Aligned on (experiment, variant, rows, features, timer, memory_kind, block_size; direction and size "
+    print("Aligned on (experiment, variant, rows, features, depth, timer, memory_kind, block_size; direction and size "
           "for calibration points). Ratio = median B / median A, ratio_lo..ratio_hi its 95% interval (percentile "
           "bootstrap of both medians, seeded); p_value: Mann-Whitney U two-sided; p_holm: Holm-adjusted over the "
           f"aligned points of each pair; significant if p_holm < {ALPHA} and the interval excludes 1; "

@@ -151,7 +151,7 @@ def series_rows(archive):
     s = accepted(archive)
     if s.empty:
         return []
-    keys = KEYS + ["depth"]
+    keys = KEYS
     s = s.assign(point=[G.point_label(dict(zip(keys, k))) for k in s[keys].itertuples(index=False)])
     rows = []
     # Two keys that read as one label (a memory kind the label leaves out) are pooled: one point to a reader.

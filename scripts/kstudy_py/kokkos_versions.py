@@ -12,7 +12,7 @@ import pandas as pd
 from .effects import Family
 from .report.variants import HANDWRITTEN, is_handwritten
 
-POINT = ["experiment", "operation", "rows", "features", "timer", "memory_kind", "block_size", "direction",
+POINT = ["experiment", "operation", "rows", "features", "depth", "timer", "memory_kind", "block_size", "direction",
          "size_bytes"]
 ESCAPE_FAMILY = "/".join(HANDWRITTEN)  # how the table names them (variant implementations)
 
