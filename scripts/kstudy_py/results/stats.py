@@ -109,13 +109,16 @@ def throttle_lines():
             if not len(read[read > 0]):
                 for column in ("sampled_min_sm_clock_mhz", "before_sm_clock_mhz", "after_sm_clock_mhz"):
                     clocks += [int(c) for c in rows[column] if int(c) > 0]
-        name = Path(path).name
-        for (operation, rows_, features, depth, axes), at in hot.groupby(
-                ["operation", "rows", "features", "depth", "axes"], dropna=False, sort=True):
-            same = (s.operation == operation) & (s.rows == rows_) & (s.features == features) & (s.depth == depth)
-            n_at = int(same.sum())
-            label = A.point_label(rows_, features, axes, depth)
-            where.append(f"{operation} at {label} in `{name}`: {len(at):,} of {n_at:,}")
+        # By the archive's own point identity (experiment, point index), labelled as the tables label points.
+        counts = {}
+        for (experiment, point), at in hot.groupby(["experiment", "point"], sort=True):
+            first = at.iloc[0]
+            shape = A.point_label(first["rows"], first["features"], first["axes"], first["depth"])
+            label = f"{first['operation']} at {shape}"
+            n_at = int(((s.experiment == experiment) & (s.point == point)).sum())
+            flagged_at, total_at = counts.get(label, (0, 0))
+            counts[label] = (flagged_at + len(at), total_at + n_at)
+        where += [f"{label} in `{Path(path).name}`: {n:,} of {total:,}" for label, (n, total) in sorted(counts.items())]
     if not flagged:
         return []
     maximum = max(maxima) if maxima and max(maxima) > 0 else None
