@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..effects import ratio_interval
 from . import ResultsError, generator, stats as S
 
 SHAPES = "shapes"  # marker option: comma-separated shapes as the JSON names them (default: every shape)
@@ -123,14 +124,19 @@ def kokkos_versions(block):
     lines += family.fill(table, "cell")
 
     def versus_cuda(groups, v, sh):
-        cuda = [np.median(t) for (w, s), t in groups.items() if s == sh and w.startswith("fused_cuda")]
-        return S.ratio(np.median(groups[(v, sh)]) / min(cuda)) if cuda and (v, sh) in groups else ""
+        """The variant's median over the fastest fused_cuda median, with the ratio's interval."""
+        cuda = [t for (w, s), t in groups.items() if s == sh and w.startswith("fused_cuda")]
+        if not cuda or (v, sh) not in groups:
+            return ""
+        ratio, low, high = ratio_interval(groups[(v, sh)], min(cuda, key=np.median))
+        return f"{S.ratio(ratio)} ({low:.2f}–{high:.2f})"
 
     # Only the variants and shapes that have a handwritten CUDA partner (the scoring operation's).
     rows = [v for v in variants if not v.startswith("fused_cuda")
             and any(versus_cuda(ga, v, sh) or versus_cuda(gb, v, sh) for sh in shapes)]
     columns = [sh for sh in shapes if any(versus_cuda(ga, v, sh) for v in rows)]
-    lines += ["", "Each variant's time over the fastest handwritten CUDA variant (`fused_cuda_*`) of the same run:", "",
+    lines += ["", "Each variant's time over the fastest handwritten CUDA variant (`fused_cuda_*`) of the same run (the "
+              "ratio's 95% interval):", "",
               "| variant | " + " | ".join(f"{S.shape_label(sh)} ({va} / {vb})" for sh in columns) + " |",
               "| --- |" + " --- |" * len(columns)]
     for v in rows:
