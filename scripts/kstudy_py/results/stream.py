@@ -3,10 +3,51 @@ share of the roof of its traffic on its own clock, and what the fastest portable
 handwritten CUDA or vendor variant, judged by Mann-Whitney on the same archive's samples."""
 import numpy as np
 
+from .. import archive as A
 from ..report.variants import PORTABLE, is_handwritten
 from . import ResultsError, generator, stats as S
 
 OPERATIONS = ["stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot"]
+
+
+def fastest_pair(ms):
+    """(fastest portable device variant, fastest handwritten CUDA or vendor device variant) of Measures, or None."""
+    device = [m for m in ms if m.on_device]
+    portable = [m for m in device if m.implementation in PORTABLE]
+    native = [m for m in device if is_handwritten(m.implementation)]
+    if not portable or not native:
+        return None
+    return min(portable, key=lambda m: m.median), min(native, key=lambda m: m.median)
+
+
+def every_n(path, s, operations):
+    """The portable-against-native comparison at every n the archive measured, one family per operation: a headline
+    per operation over all of them and the per-n table beside it."""
+    sizes = sorted(int(n) for n in s.rows.unique())
+    families = {op: S.Family() for op in operations}
+    table = []
+    for n in sizes:
+        cells = []
+        for op in operations:
+            pair = fastest_pair(S.measures(path, op, n))
+            if pair is None:
+                cells.append("")
+                continue
+            p, c = pair
+            label = p.point().split("=")[-1]
+            cells.append(f"`{p.variant.split('@')[0]}` {families[op].add(p.seconds, c.seconds, label).token}")
+        if any(cells):
+            table.append(f"| {A.fmt_extent(n)} | " + " | ".join(cells) + " |")
+    for family in families.values():
+        table = family.fill(table, "short")
+    lines = ["Every n: the fastest portable device variant against the fastest handwritten CUDA or vendor variant at "
+             "each n measured (time ratio; the family is each operation's column):", ""]
+    for op, family in families.items():
+        if len(family):
+            lines.append(f"- {op.removeprefix('stream_')}: {family.summary()} over {len(family)} sizes; "
+                         f"{family.tally()} after Holm's correction.")
+    return lines + ["", "| n | " + " | ".join(op.removeprefix("stream_") for op in operations) + " |",
+                    "| --- |" + " --- |" * len(operations)] + table
 
 
 @generator("stream", "STREAM: GB/s per family and operation at the largest n, what Kokkos costs (stream.h5)")
@@ -63,6 +104,7 @@ def stream(block):
                     f"({c.implementation}) {S.micro(c.median)} µs ({S.micro(c.q1)}–{S.micro(c.q3)}) | "
                     f"{family.add(p.seconds, c.seconds, op).token} |")
     lines += family.fill(rows, "short")
+    lines += [""] + every_n(path, s, operations)
     lines += ["", "Roofs: device_read for read-only traffic (dot), device_copy otherwise, host_read on a host, "
               f"measured in the same archive; portable vs it: {S.effects.rules_text()}; the family is the table's "
               "operations."]
