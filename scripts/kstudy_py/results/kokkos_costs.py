@@ -21,6 +21,9 @@ from .ladders import POINTS, VENDOR
 HANDWRITTEN = ("handwritten_cuda", "mixed")
 # Headline points of the operations the ladders do not hold (rows, features, depth).
 EXTRA_POINTS = {"scoring": [(16777216, 16, 1), (262144, 256, 1)]}
+# Operations judged at every shape their archive measured, not at the headline points only (issue #44: a headline
+# per operation over all measured shapes); the others' kokkos_costs experiments measure their headline point alone.
+EVERY_SHAPE = ("scoring",)
 # STREAM's headline: the 2^30 of the stream experiment, else the 2^28 of kokkos_costs_vectors (1 GiB an array, far
 # past the L2); the first of these an archive holds.
 STREAM_POINTS = [(1 << 30, 1, 1), (1 << 28, 1, 1)]
@@ -107,7 +110,12 @@ def pairs(path):
     s = S.samples(path)
     for operation in sorted(s.operation.dropna().unique()):
         held = [p for p in ALTERNATIVE_POINTS.get(operation, []) if S.measures(path, operation, *p)]
-        for point in POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]:
+        points = POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]
+        if operation in EVERY_SHAPE:  # every shape the archive measured, the headline ones first
+            at = s[s.operation == operation].sort_values(["features", "rows"])
+            measured = dict.fromkeys(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int)))
+            points = points + [p for p in measured if p not in points]
+        for point in points:
             ms = [m for m in S.measures(path, operation, *point) if m.on_device]
             if not ms:
                 continue
