@@ -13,7 +13,7 @@ from ..effects import geometric_mean
 from .kokkos_costs import pairs as kokkos_pairs
 from .ladders import LAB3, at_point, best, operation_summary, rate_of, shapes_of
 from .scoring import pair_families, pair_summary
-from .study import SHAPE, boundaries, crossover, rows_sweep
+from .study import SHAPE, boundaries, crossover, kept_text, rows_sweep
 
 
 def kokkos_group(rows, version):
@@ -118,7 +118,8 @@ def headline_scoring(block):
     rows, features = SHAPE
     return [f"At {rows:,}×{features} the fastest resident device variant (`{resident[0].split('@')[0]}`) runs "
             f"{resident[1]:.1f}× the 8-thread Kokkos OpenMP reference; a one-shot call (upload, kernel, download) "
-            f"keeps " + " and ".join(parts) + f". From pageable memory {len(never)} of the {len(device)} device "
+            f"keeps " + " and ".join(parts) + f". {kept_text(path)} From pageable memory {len(never)} of the "
+            f"{len(device)} device "
             f"variants beat the CPU reference at no tested size up to {largest:,} rows (one-shot, Holm over each "
             "variant's sizes)."]
 

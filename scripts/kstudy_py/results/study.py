@@ -3,6 +3,7 @@ short experiments' archive): resident times, host-in/host-out speedups over the 
 transfers, launch overhead and the layout conversion. Every comparison with the CPU is a Mann-Whitney test."""
 import numpy as np
 
+from ..effects import geometric_mean
 from . import ResultsError, generator, stats as S
 from .bench import bench_lines
 
@@ -44,6 +45,7 @@ def sweep_lines(path):
                      f"({S.micro(np.quantile(t, 0.25))}–{S.micro(np.quantile(t, 0.75))}) | "
                      f"{S.ratio(np.median(cpu) / np.median(t))} | {family.add(t, cpu, label).token} |")
     lines += family.fill(table, "short")
+    lines += ["", kept_text(path)]
     lines += ["", "Crossover from host memory (one-shot: upload, kernel, download): the smallest tested rows from "
               "which a variant beats the CPU reference at every larger tested size (beats: the rule below, the "
               "family being the variant's sizes from that memory):", "", "| variant | pinned | pageable |",
@@ -84,6 +86,41 @@ def rows_sweep(path):
     if s.empty:
         raise ResultsError(f"{path}: no rows_sweep experiment")
     return s
+
+
+def kept(path, features=SHAPE[1]):
+    """{memory: [(rows, share)]}: at every rows of the sweep, the fastest one-shot device variant's speedup over the
+    CPU reference as a share of the fastest resident (CUDA events) one's: what a call from host memory keeps."""
+    s = rows_sweep(path)
+    device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
+    out = {"pinned": [], "pageable": []}
+    for rows in sorted(s[s.features == features].rows.unique()):
+        def fastest(timer, memory=None):
+            times = [np.median(t) for t in (seconds(s, v, rows, features, timer, memory, path=path) for v in device)
+                     if len(t)]
+            return min(times) if times else None
+        resident = fastest("device_events")
+        for memory in out:
+            one = fastest("one_shot", memory)
+            if resident and one:
+                out[memory].append((int(rows), resident / one))
+    return out
+
+
+def kept_text(path):
+    """'Over all 15 sizes of the sweep at 16 features, ...': kept() summarised per memory kind."""
+    every, shares = [], kept(path)
+    for memory, per in shares.items():
+        if per:
+            low, high = min(per, key=lambda x: x[1]), max(per, key=lambda x: x[1])
+            every.append(f"from {memory} memory {100 * low[1]:.2g}–{100 * high[1]:.2g}% (geometric mean "
+                         f"{100 * geometric_mean([x[1] for x in per]):.2g}%, the least at {low[0]:,} rows, the most "
+                         f"at {high[0]:,})")
+    if not every:
+        return ""
+    return (f"Over all {max(len(per) for per in shares.values())} sizes of the sweep at {SHAPE[1]} features, the "
+            "fastest one-shot call keeps of the fastest resident one's speedup over the CPU " + " and ".join(every)
+            + ".")
 
 
 def boundaries(path):
