@@ -68,7 +68,7 @@ def ladder_table(path, operation, points, compute, notes):
     unit = "TFLOP/s" if compute else "GB/s"
     per_point = [at_point(path, operation, p) for p in points]
     labels = [S.measure(path, (r + pv + v)[0].variant, *p).point() for p, (r, pv, v) in zip(points, per_point)]
-    columns = [f"{unit} at {lab}: median (IQR; × prev. rung) | % of roof" for lab in labels]
+    columns = [f"{unit} at {lab}: median (IQR; × prev. rung [its 95% interval]) | % of roof" for lab in labels]
     head = "| | variant | " + " | ".join(columns) + " |"
     lines = [head, "| --- | --- |" + " --- | --- |" * len(points)]
     variants = []
@@ -89,7 +89,8 @@ def ladder_table(path, operation, points, compute, notes):
             if m.rung > 1:
                 previous = next((r for r in rungs if r.rung == m.rung - 1), None)
                 if previous is not None:
-                    text += f"; {S.ratio(previous.median / m.median)}"
+                    _, low, high = S.effects.ratio_interval(previous.seconds, m.seconds)
+                    text += f"; {S.ratio(previous.median / m.median)} [{low:.2f}–{high:.2f}]"
             text += ")"
             share, roof = roof_text(m, compute)
             if share == S.OTHER_CLOCK:
