@@ -107,8 +107,12 @@ def kokkos_versions(block):
         return first, float(np.median(ga[(v, shapes[first])])), v
 
     variants = sorted({v for v, sh in ga if (v, sh) in gb and sh in shapes}, key=order)
-    lines = [f"µs, median of the repetitions, under {va} → under {vb} (time ratio, its interval, verdict of the "
-             f"second against the first; {S.effects.rules_text()}; the family is the table's cells):", "",
+
+    def spread(x):
+        return f"{S.micro(np.median(x))} ({S.micro(np.quantile(x, 0.25))}–{S.micro(np.quantile(x, 0.75))})"
+
+    lines = [f"µs, median of the repetitions (IQR), under {va} → under {vb}: time ratio, its interval, verdict of the "
+             f"second against the first; {S.effects.rules_text()}; the family is the table's cells:", "",
              "| variant | " + " | ".join(S.shape_label(sh) for sh in shapes) + " |",
              "| --- |" + " --- |" * len(shapes)]
     family, table = S.Family(), []
@@ -119,7 +123,7 @@ def kokkos_versions(block):
             if a is None or b is None:
                 cells.append("")
                 continue
-            cells.append(f"{S.micro(np.median(a))} → {S.micro(np.median(b))} ({family.add(b, a).token})")
+            cells.append(f"{spread(a)} → {spread(b)}: {family.add(b, a).token}")
         table.append(f"| `{v}` | " + " | ".join(cells) + " |")
     lines += family.fill(table, "cell")
 
