@@ -77,6 +77,8 @@ def published(root):
 
 def command_of(path):
     """(subcommand, arguments without output options) of a kstudy archive, or None with why."""
+    if path.suffix == ".md":
+        return None, "written from archives by a script (advise_check.md: scripts/advise_check.py, its dataset README)"
     if path.suffix != ".h5":
         return None, "not a kstudy archive (kstudy_bench JSON: scripts/device_run.sh BUNDLE bench; its dataset README)"
     with h5py.File(path, "r") as f:

@@ -1,4 +1,6 @@
-"""`kstudy compare A.h5 B.h5 [...]`: medians, ratio B/A and a Mann-Whitney U flag per aligned point;
+"""`kstudy compare A.h5 B.h5 [...]`: medians, ratio B/A with its 95% interval (seeded bootstrap of the medians),
+a Mann-Whitney U p-value and its Holm adjustment over every aligned point of the pair, and a flag per point
+(effects.py: significant only where the Holm-adjusted p is under ALPHA and the ratio's interval excludes 1);
 `--by backend|machine`: efficiency per platform and the Pennycook performance-portability metric;
 `--by kokkos`: one study built against several Kokkos versions (kokkos_versions.py);
 `--by device`: device-to-device spread of the same variant at the same point (devices.py)."""
@@ -9,11 +11,13 @@ import pandas as pd
 
 from . import archive as A
 from . import kokkos_versions
+from .effects import ALPHA, MIN_SAMPLES, Family, significance  # noqa: F401  (significance: the per-point test)
 from .report.variants import variant_table
 
-KEYS = ["experiment", "variant", "rows", "features", "timer", "memory_kind", "block_size", "direction", "size_bytes"]
-MIN_SAMPLES = 5
-ALPHA = 0.05
+# What tells two points apart. `depth` (the third axis, schema 7) was missing until issue #44: plain compare and
+# --by device pooled attention at head_dim 64 with head_dim 128 (16 x 16,384 x 64 and x 128), and GEMMs of one m x n.
+KEYS = ["experiment", "variant", "rows", "features", "depth", "timer", "memory_kind", "block_size", "direction",
+        "size_bytes"]
 EFFICIENCY = ("efficiency eff = t_best / t_variant: t_best is the fastest median of any variant observed on that "
               "platform at that point, t_variant the variant family's median there (application efficiency); "
               "PP = harmonic mean of eff over the platforms {platforms} (Pennycook et al.), 0 where the family is "
@@ -59,16 +63,6 @@ def accepted(archive):
     return s
 
 
-def significance(a, b):
-    from scipy.stats import mannwhitneyu
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return np.nan, "too few samples"
-    if np.array_equal(np.sort(a), np.sort(b)):
-        return 1.0, "not significant"
-    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
-    return p, "significant" if p < ALPHA else "not significant"
-
-
 def pairwise(archives):
     base = archives[0]
     sa = accepted(base)
@@ -79,12 +73,21 @@ def pairwise(archives):
         gb = {k: g.seconds.to_numpy() for k, g in sb.groupby(KEYS)}
         only_a = len(set(ga) - set(gb))
         only_b = len(set(gb) - set(ga))
+        # The family: every aligned point of this pair of archives, Holm-adjusted together.
+        family = Family()
         for key in sorted(set(ga) & set(gb)):
             a, b = ga[key], gb[key]
-            p, flag = significance(a, b)
+            c = family.add(b, a)
             ma, mb = float(np.median(a)), float(np.median(b))
             rows.append(dict(zip(KEYS, key), A=base.label, B=other.label, n_A=len(a), n_B=len(b), median_A=ma,
-                             median_B=mb, ratio_B_over_A=mb / ma if ma > 0 else np.nan, p_value=p, significance=flag))
+                             median_B=mb, ratio_B_over_A=mb / ma if ma > 0 else np.nan, ratio_lo=c.low,
+                             ratio_hi=c.high, p_value=c.p, p_holm=np.nan, significance=c.flag, comparison=c))
+        family.resolve()
+        for row in rows[len(rows) - len(family):]:
+            c = row.pop("comparison")
+            row["p_holm"] = c.p_holm
+            if c.flag != "too few samples":
+                row["significance"] = "significant" if c.verdict in ("beats", "loses") else "not significant"
         print(f"compare: {base.label} vs {other.label}: {len(set(ga) & set(gb))} aligned points, "
               f"{only_a} only in {base.label}, {only_b} only in {other.label}", file=sys.stderr)
     return pd.DataFrame(rows)
@@ -163,15 +166,18 @@ def show_kokkos_versions(archives, out):
         df.to_csv(out, index=False, float_format="%.9g")
         print(f"compare: wrote {out}", file=sys.stderr)
     print(f"Kokkos {', '.join(versions)}: median per version; ratio = median under {versions[-1]} / median under "
-          f"{versions[0]} (Mann-Whitney U two-sided, significant if p < {ALPHA}); x_cuda = the variant's median over "
+          f"{versions[0]}, ratio_lo..ratio_hi its 95% interval (seeded bootstrap of both medians); Mann-Whitney U "
+          f"two-sided, p_holm Holm-adjusted over the {len(df)} points, significant if p_holm < {ALPHA} and the "
+          "interval excludes 1; x_cuda = the variant's median over "
           f"the best {kokkos_versions.ESCAPE_FAMILY} (handwritten CUDA) median at the same point in the same archive.")
     shown = df.copy()
     for c in shown.columns:
         if c.startswith("median["):
             shown[c] = shown[c].map(A.fmt_seconds)
-        elif c.startswith("x_cuda[") or c == "ratio_new_over_old":
+        elif c.startswith("x_cuda[") or c in ("ratio_new_over_old", "ratio_lo", "ratio_hi"):
             shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3f}")
-    shown["p_value"] = shown.p_value.map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
+    for c in ("p_value", "p_holm"):
+        shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
     varying = [k for k in kokkos_versions.POINT if shown[k].astype(str).nunique() > 1 or k == "experiment"]
     show(shown, varying + [c for c in shown.columns if c not in kokkos_versions.POINT])
     return 0
@@ -195,7 +201,7 @@ def main(args):
             return 2
     if getattr(args, "gate", None) is not None:
         from . import gate
-        return gate.main(args, archives[0], archives[1], KEYS + ["depth"], accepted)
+        return gate.main(args, archives[0], archives[1], KEYS, accepted)
     if args.by == "kokkos":
         return show_kokkos_versions(archives, args.out)
     if args.by == "device":
@@ -237,10 +243,16 @@ def main(args):
     shown["median_A"] = shown.median_A.map(A.fmt_seconds)
     shown["median_B"] = shown.median_B.map(A.fmt_seconds)
     shown["ratio_B_over_A"] = shown.ratio_B_over_A.map(lambda v: f"{v:.3f}")
-    shown["p_value"] = shown.p_value.map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
-    print("Aligned on (experiment, variant, rows, features, timer, memory_kind, block_size; direction and size "
-          "for calibration points). Ratio = median B / median A; Mann-Whitney U two-sided, significant if "
-          f"p < {ALPHA}; under {MIN_SAMPLES} samples per side: too few samples.")
+    for c in ("ratio_lo", "ratio_hi"):
+        shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3f}")
+    for c in ("p_value", "p_holm"):
+        shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
+    print("Aligned on (experiment, variant, rows, features, depth, timer, memory_kind, block_size; direction and size "
+          "for calibration points). Ratio = median B / median A, ratio_lo..ratio_hi its 95% interval (percentile "
+          "bootstrap of both medians, seeded); p_value: Mann-Whitney U two-sided; p_holm: Holm-adjusted over the "
+          f"aligned points of each pair; significant if p_holm < {ALPHA} and the interval excludes 1; "
+          f"under {MIN_SAMPLES} samples per side: too few samples.")
     show(shown, ["A", "B"] + [k for k in KEYS if shown[k].astype(str).nunique() > 1 or k in ("experiment", "variant")]
-         + ["n_A", "n_B", "median_A", "median_B", "ratio_B_over_A", "p_value", "significance"])
+         + ["n_A", "n_B", "median_A", "median_B", "ratio_B_over_A", "ratio_lo", "ratio_hi", "p_value", "p_holm",
+            "significance"])
     return 0

@@ -27,6 +27,7 @@ import sys
 import numpy as np
 
 from . import archive as A
+from .effects import holm
 
 ALPHA = 0.01
 MIN_SAMPLES = 5
@@ -141,6 +142,10 @@ def verdicts(base, new, keys, accepted, gate, alpha, min_samples):
                     [g.seconds.to_numpy() for _, g in b.groupby("replication")])
         rows.append(dict(experiment=named["experiment"], variant=named["variant"], point=point_label(named),
                          timer=named["timer"], **v))
+    # Holm over the aligned points, shown beside each verdict (the verdict itself keeps its own rule: the gate
+    # also needs the ratio beyond the gate and its interval past 1, which a chance p alone does not pass).
+    for r, p_holm in zip(rows, holm([r["p_value"] for r in rows])):
+        r["p_holm"] = float(p_holm)
     order = {v: i for i, v in enumerate(VERDICTS)}
     rows.sort(key=lambda r: (order[r["verdict"]], r["experiment"], r["variant"], r["point"], r["timer"]))
     return rows, len(set(ga) - set(gb)), len(set(gb) - set(ga))
@@ -183,9 +188,10 @@ def main(args, base, new, keys, accepted):
     print(f"Verdict per point, {base.label} (base) -> {new.label} (new): ratio = median new / median base; "
           f"Mann-Whitney U two-sided at alpha {args.alpha:g} and a {gate * 100:g}% gate on the ratio; interval = "
           f"from the medians' notches (1.57 IQR/sqrt n), widened by the spread of the replications' medians "
-          f"(runs); IQR = relative to the median; under {args.min_samples} samples a side: UNCERTAIN.")
+          f"(runs); IQR = relative to the median; p_Holm = p Holm-adjusted over the {len(rows)} points (shown; the "
+          f"verdict's test is p against alpha); under {args.min_samples} samples a side: UNCERTAIN.")
     header = ["verdict", "experiment", "variant", "point", "timer", "n", "median base", "median new", "ratio",
-              "interval", "IQR base", "IQR new", "runs base", "runs new", "p", "reason"]
+              "interval", "IQR base", "IQR new", "runs base", "runs new", "p", "p_Holm", "reason"]
     table = [[r["verdict"], r["experiment"], r["variant"], r["point"], r["timer"], f"{r['n_base']}/{r['n_new']}",
               A.fmt_seconds(r["median_base"]), A.fmt_seconds(r["median_new"]),
               "" if not math.isfinite(r["ratio"]) else f"{r['ratio']:.3f}",
@@ -193,7 +199,8 @@ def main(args, base, new, keys, accepted):
               "" if not math.isfinite(r["iqr_base"]) else f"{r['iqr_base'] * 100:.1f}%",
               "" if not math.isfinite(r["iqr_new"]) else f"{r['iqr_new'] * 100:.1f}%",
               f"{r['runs_base'] * 100:.1f}%", f"{r['runs_new'] * 100:.1f}%",
-              "" if not math.isfinite(r["p_value"]) else f"{r['p_value']:.2g}", r["reason"]] for r in rows]
+              "" if not math.isfinite(r["p_value"]) else f"{r['p_value']:.2g}",
+              "" if not math.isfinite(r["p_holm"]) else f"{r['p_holm']:.2g}", r["reason"]] for r in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *table)]
     for line_cells in [header] + table:
         print("  ".join(str(c).ljust(w) for c, w in zip(line_cells, widths)).rstrip())

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from . import archive as A
+from .effects import Family
 from .report.variants import HANDWRITTEN, is_handwritten
 
 # A point compared across Kokkos versions: the archive's point key (GEMM's k, the cache mode among it) less the
@@ -65,7 +66,7 @@ def compare(archives, accepted, significance):
         per_version[v] = (groups, escape_best(groups, escapes), escapes)
     oldest, newest = versions[0], versions[-1]
     common = set.intersection(*(set(per_version[v][0]) for v in versions))
-    rows = []
+    rows, family = [], Family()  # every common point, Holm-adjusted together (effects.py)
     for key in sorted(common):
         point, variant = key[:-1], key[-1]
         row = dict(zip(POINT, point), variant=variant)
@@ -76,6 +77,12 @@ def compare(archives, accepted, significance):
             row[f"x_cuda[{v}]"] = m / best[point] if point in best and variant not in escapes else np.nan
         a, b = per_version[oldest][0][key], per_version[newest][0][key]
         row["ratio_new_over_old"] = float(np.median(b)) / float(np.median(a))
-        row["p_value"], row["significance"] = significance(a, b)
-        rows.append(row)
-    return pd.DataFrame(rows), versions
+        c = family.add(b, a)
+        row["ratio_lo"], row["ratio_hi"], row["p_value"] = c.low, c.high, c.p
+        rows.append((row, c))
+    family.resolve()
+    for row, c in rows:
+        row["p_holm"] = c.p_holm
+        row["significance"] = (c.flag if c.flag == "too few samples" else
+                               "significant" if c.verdict in ("beats", "loses") else "not significant")
+    return pd.DataFrame([row for row, _ in rows]), versions

@@ -11,9 +11,10 @@ this package) and the archives it reads, relative to the repository root; anythi
 by `scripts/results.py --write` and compared by `--check`. Moving a section to re-measured archives is an edit of
 its marker and a --write.
 
-The statistics every generator shares live in `stats`: same-run comparisons by Mann-Whitney U, verdicts against a
-fixed target from the median and the interquartile range, ratios against a vendor variant's pooled samples, and
-shares of a roof timed on the variant's own clock only.
+The statistics every generator shares live in `stats` and `..effects`: same-run comparisons by Mann-Whitney U with
+Holm's correction over the family a claim rests on and the ratio of medians with its interval, verdicts against a
+fixed target from the median and the interquartile range, ratios against a vendor variant's pooled samples, shares
+of a roof timed on the variant's own clock only, and a note under every block whose samples ran throttled.
 """
 import importlib
 import pkgutil
@@ -86,10 +87,12 @@ def generate(block):
         raise ResultsError(f"{block.where}: no generator named {block.name!r} (known: "
                            f"{', '.join(sorted(GENERATORS))})")
     from . import stats
+    stats.USED.clear()
     lines = function[0](block)
     while lines and not lines[-1].strip():
         lines.pop()
-    return lines + ["", stats.provenance_line(block)]
+    disclosed = stats.throttle_lines()
+    return lines + [""] + (disclosed + [""] if disclosed else []) + [stats.provenance_line(block)]
 
 
 def regenerate(text, root, label):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare import significance
+from ..effects import ratio_interval
 from . import ResultsError, generator, stats as S
 
 SHAPES = "shapes"  # marker option: comma-separated shapes as the JSON names them (default: every shape)
@@ -25,15 +25,6 @@ def shapes_of(block, frame, wanted=None, index=0):
     if missing:
         raise ResultsError(f"{block.where}: shape(s) {', '.join(missing)} not in {block.archive_names[index]}")
     return wanted.split(",")
-
-
-def tie_text(a, b):
-    p, flag = significance(a, b)
-    if flag == "too few samples":
-        return flag
-    if flag != "significant":
-        return f"tie, p = {p:.2g}"
-    return f"p = {p:.2g}"
 
 
 @generator("bench", "one kstudy_bench JSON: median µs per variant and shape, share of the device read roof")
@@ -60,7 +51,7 @@ def bench_lines(block, index, shapes=None):
             if t is None:
                 cells.append("")
                 continue
-            text = S.micro(np.median(t))
+            text = f"{S.micro(np.median(t))} ({S.micro(np.quantile(t, 0.25))}–{S.micro(np.quantile(t, 0.75))})"
             rows = frame[(frame.variant == v) & (frame["shape"] == sh)]
             if v.endswith("@cuda"):
                 gbps = float(rows.bytes.iloc[0]) / np.median(t) / 1e9
@@ -69,13 +60,17 @@ def bench_lines(block, index, shapes=None):
                 text = f"**{text}**"
             cells.append(text)
         lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
-    lines += ["", "µs: median of the repetitions; % of the device read roof of the same run (essential bytes over "
-              "the median), on the variant's clock. **Bold**: the fastest median per shape; against the runner-up:"]
+    lines += ["", "µs: median of the repetitions (interquartile range); % of the device read roof of the same run "
+              "(essential bytes over the median), on the variant's clock. **Bold**: the fastest median per shape; "
+              "against the runner-up (the family: the shapes):"]
+    family, runner_up = S.Family(), []
     for sh in shapes:
         ranked = sorted((v for v in variants if (v, sh) in groups), key=lambda v: np.median(groups[(v, sh)]))
         if len(ranked) > 1:
-            lines.append(f"- {S.shape_label(sh)}: `{ranked[0]}` vs `{ranked[1]}`: "
-                         f"{tie_text(groups[(ranked[0], sh)], groups[(ranked[1], sh)])}")
+            c = family.add(groups[(ranked[0], sh)], groups[(ranked[1], sh)], S.shape_label(sh))
+            runner_up.append(f"- {S.shape_label(sh)}: `{ranked[0]}` vs `{ranked[1]}`: {c.token}")
+    lines += family.fill(runner_up, "short")
+    lines += ["", f"Verdicts: {S.effects.rules_text()}."]
     if roof is None:
         lines += ["", S.OTHER_CLOCK_NOTE]
     return lines
@@ -112,10 +107,15 @@ def kokkos_versions(block):
         return first, float(np.median(ga[(v, shapes[first])])), v
 
     variants = sorted({v for v, sh in ga if (v, sh) in gb and sh in shapes}, key=order)
-    lines = [f"µs, median of the repetitions, under {va} → under {vb} (ratio; *tie* where a two-sided Mann-Whitney U "
-             "test between the two runs' repetitions is not significant at 0.05):", "",
+
+    def spread(x):
+        return f"{S.micro(np.median(x))} ({S.micro(np.quantile(x, 0.25))}–{S.micro(np.quantile(x, 0.75))})"
+
+    lines = [f"µs, median of the repetitions (IQR), under {va} → under {vb}: time ratio, its interval, verdict of the "
+             f"second against the first; {S.effects.rules_text()}; the family is the table's cells:", "",
              "| variant | " + " | ".join(S.shape_label(sh) for sh in shapes) + " |",
              "| --- |" + " --- |" * len(shapes)]
+    family, table = S.Family(), []
     for v in variants:
         cells = []
         for sh in shapes:
@@ -123,21 +123,24 @@ def kokkos_versions(block):
             if a is None or b is None:
                 cells.append("")
                 continue
-            p, flag = significance(a, b)
-            r = np.median(b) / np.median(a)
-            cells.append(f"{S.micro(np.median(a))} → {S.micro(np.median(b))} ({r:.2f}"
-                         + (", tie" if flag == "not significant" else "") + ")")
-        lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
+            cells.append(f"{spread(a)} → {spread(b)}: {family.add(b, a).token}")
+        table.append(f"| `{v}` | " + " | ".join(cells) + " |")
+    lines += family.fill(table, "cell")
 
     def versus_cuda(groups, v, sh):
-        cuda = [np.median(t) for (w, s), t in groups.items() if s == sh and w.startswith("fused_cuda")]
-        return S.ratio(np.median(groups[(v, sh)]) / min(cuda)) if cuda and (v, sh) in groups else ""
+        """The variant's median over the fastest fused_cuda median, with the ratio's interval."""
+        cuda = [t for (w, s), t in groups.items() if s == sh and w.startswith("fused_cuda")]
+        if not cuda or (v, sh) not in groups:
+            return ""
+        ratio, low, high = ratio_interval(groups[(v, sh)], min(cuda, key=np.median))
+        return f"{S.ratio(ratio)} ({low:.2f}–{high:.2f})"
 
     # Only the variants and shapes that have a handwritten CUDA partner (the scoring operation's).
     rows = [v for v in variants if not v.startswith("fused_cuda")
             and any(versus_cuda(ga, v, sh) or versus_cuda(gb, v, sh) for sh in shapes)]
     columns = [sh for sh in shapes if any(versus_cuda(ga, v, sh) for v in rows)]
-    lines += ["", "Each variant's time over the fastest handwritten CUDA variant (`fused_cuda_*`) of the same run:", "",
+    lines += ["", "Each variant's time over the fastest handwritten CUDA variant (`fused_cuda_*`) of the same run (the "
+              "ratio's 95% interval):", "",
               "| variant | " + " | ".join(f"{S.shape_label(sh)} ({va} / {vb})" for sh in columns) + " |",
               "| --- |" + " --- |" * len(columns)]
     for v in rows:

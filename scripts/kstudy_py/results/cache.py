@@ -32,8 +32,9 @@ def cache_modes(block):
         clocks = " and ".join(c for c, on in kinds if on)
         lines += [f"Caches cold: {flush / 2**20:,.0f} MiB written before every timed region (outside it); warm: as "
                   f"the previous trial left them. {clocks[0].upper() + clocks[1:]}, medians (IQR).", "",
-                  "| variant | point | essential traffic | warm | cold | cold ÷ warm | cold vs warm |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "| variant | point | essential traffic | warm | cold | cold vs warm (time ratio, interval; "
+                  "p_Holm) |", "| --- | --- | --- | --- | --- | --- |"]
+        family, table = S.Family(), []
         for (rows, features, depth), at in s.groupby(["rows", "features", "depth"]):
             for variant in sorted(at.variant.unique()):
                 v = at[at.variant == variant]
@@ -41,15 +42,16 @@ def cache_modes(block):
                 cold = np.sort(v[v.cache == "cold"].seconds.to_numpy(dtype=float))
                 if not len(warm) or not len(cold):
                     continue
-                verdict, p = S.versus(cold, warm)
-                verdict = {"beats": "faster", "loses": "slower"}.get(verdict, verdict)
+                S.use(path, v)
                 # name@backend where the archive holds the name on several backends (one row each).
                 label = variant if s.variant.str.split("@").str[0].eq(variant.split("@")[0]).sum() > len(
                     s[s.variant == variant]) else variant.split("@")[0]
-                lines.append(f"| `{label}` | {int(rows):,}×{int(features)} | "
+                token = family.add(cold, warm, f"`{label}` at {int(rows):,}×{int(features)}").token
+                table.append(f"| `{label}` | {int(rows):,}×{int(features)} | "
                              f"{size(float(v.essential_bytes.iloc[0]))} | "
                              f"{S.micro(np.median(warm))} µs ({quartiles(warm)}) | "
-                             f"{S.micro(np.median(cold))} µs ({quartiles(cold)}) | "
-                             f"{S.ratio(np.median(cold) / np.median(warm))} | {verdict} (p = {p:.2g}) |")
-        lines.append("")
+                             f"{S.micro(np.median(cold))} µs ({quartiles(cold)}) | {token} |")
+        lines += family.fill(table, "short")
+        lines += ["", f"Cold vs warm: beats = cold faster, loses = cold slower; {S.effects.rules_text()}; the family "
+                  "is the table's rows.", ""]
     return lines[:-1]

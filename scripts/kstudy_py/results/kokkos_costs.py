@@ -3,7 +3,8 @@ against the best handwritten CUDA variant of the same archive (and, for SGEMM, a
 version the archives were built with; then the OpenMP variants against the host read roof.
 
 Every comparison is inside one archive (one run, one clock): speed ratio = the reference's median time / the
-Kokkos variant's median time; "beats" / "loses" / "tie" by Mann-Whitney U (stats.versus); a target is judged from
+Kokkos variant's median time; "beats" / "loses" / "tie" by effects.Family over each table's rows (Mann-Whitney U with
+Holm's correction, the ratio's interval); a target is judged from
 the per-sample ratios (met / missed / borderline: stats.target). The Kokkos version is the archive's own
 (environment.kokkos_version), never a label typed beside it.
 
@@ -20,6 +21,9 @@ from .ladders import POINTS, VENDOR
 HANDWRITTEN = ("handwritten_cuda", "mixed")
 # Headline points of the operations the ladders do not hold (rows, features, depth).
 EXTRA_POINTS = {"scoring": [(16777216, 16, 1), (262144, 256, 1)]}
+# Operations judged at every shape their archive measured, not at the headline points only (issue #44: a headline
+# per operation over all measured shapes); the others' kokkos_costs experiments measure their headline point alone.
+EVERY_SHAPE = ("scoring",)
 # STREAM's headline: the 2^30 of the stream experiment, else the 2^28 of kokkos_costs_vectors (1 GiB an array, far
 # past the L2); the first of these an archive holds.
 STREAM_POINTS = [(1 << 30, 1, 1), (1 << 28, 1, 1)]
@@ -72,16 +76,46 @@ def name(m):
 
 
 def rate_text(m, compute):
-    return f"{S.number(float(np.median(m.rate(compute))))} {'TFLOP/s' if compute else 'GB/s'}"
+    return (f"{S.number(float(np.median(m.rate(compute))))} {'TFLOP/s' if compute else 'GB/s'} "
+            f"({S.iqr_text(m.rate(compute))})")
 
 
-def device_rows(path, version, notes, profiled=None):
+def device_rows(path, version, notes, family, profiled=None):
     """(key, table row) of every operation and headline point the archive holds both sides of."""
-    s = S.samples(path)
     rows = []
+    for operation, point, k, ref, compute, target in pairs(path):
+        ratios = ref.median / k.seconds
+        verdict = family.add(k.seconds, ref.seconds, f"{operation} at {k.point()} ({version})").token
+        if target is None:
+            judged = "no target: no portable tensor-core path in Kokkos"
+        elif target[0] is None:
+            judged = ""
+        else:
+            judged = f"≥ {target[0]:.2f}: {S.target(ratios, target[0])}"
+        row = (f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, compute)} | "
+               f"{name(ref)} {rate_text(ref, compute)} | {S.ratio(float(np.median(ratios)))} | {verdict} | "
+               f"{judged} |")
+        if profiled is not None:
+            at = (int(k.rows), int(k.features), int(k.depth))
+            ck, cr = (profiled.get((version, m.variant) + at) for m in (k, ref))
+            row += f" {counter_text(ck)} / {counter_text(cr)} |"
+        rows.append(((operation, point, version), row))
+    return rows
+
+
+def pairs(path):
+    """(operation, point, best Kokkos Measure, best reference Measure, compute-bound?, target) of every operation
+    and headline point the archive holds both sides of; the reference is the fastest handwritten CUDA variant, or
+    the vendor library where TARGETS says so (SGEMM: cuBLAS against kstudy's own Kokkos kernels)."""
+    s = S.samples(path)
     for operation in sorted(s.operation.dropna().unique()):
         held = [p for p in ALTERNATIVE_POINTS.get(operation, []) if S.measures(path, operation, *p)]
-        for point in POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]:
+        points = POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]
+        if operation in EVERY_SHAPE:  # every shape the archive measured, the headline ones first
+            at = s[s.operation == operation].sort_values(["features", "rows"])
+            measured = dict.fromkeys(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int)))
+            points = points + [p for p in measured if p not in points]
+        for point in points:
             ms = [m for m in S.measures(path, operation, *point) if m.on_device]
             if not ms:
                 continue
@@ -96,28 +130,11 @@ def device_rows(path, version, notes, profiled=None):
                 reference = [m for m in ms if m.implementation in HANDWRITTEN]
             if not kokkos or not reference:
                 continue
-            k = min(kokkos, key=lambda m: m.median)
-            ref = min(reference, key=lambda m: m.median)
-            ratios = ref.median / k.seconds
-            verdict = S.versus_text(k, ref)
-            if target is None:
-                judged = "no target: no portable tensor-core path in Kokkos"
-            elif target[0] is None:
-                judged = ""
-            else:
-                judged = f"≥ {target[0]:.2f}: {S.target(ratios, target[0])}"
-            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {rate_text(k, compute)} | "
-                   f"{name(ref)} {rate_text(ref, compute)} | {S.ratio(float(np.median(ratios)))} | {verdict} | "
-                   f"{judged} |")
-            if profiled is not None:
-                at = (int(k.rows), int(k.features), int(k.depth))
-                ck, cr = (profiled.get((version, m.variant) + at) for m in (k, ref))
-                row += f" {counter_text(ck)} / {counter_text(cr)} |"
-            rows.append(((operation, point, version), row))
-    return rows
+            yield (operation, point, min(kokkos, key=lambda m: m.median), min(reference, key=lambda m: m.median),
+                   compute, target)
 
 
-def layout_rows(path, version, profiled=None):
+def layout_rows(path, version, family, profiled=None):
     """The best Kokkos device variant of one layout against the best Kokkos device variant of the other."""
     s = S.samples(path)
     rows = []
@@ -133,9 +150,11 @@ def layout_rows(path, version, profiled=None):
             k = min(mine, key=lambda m: m.median)
             ref = min(theirs, key=lambda m: m.median)
             ratios = ref.median / k.seconds
-            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs | "
-                   f"{name(ref)} {S.micro(ref.median)} µs | {S.ratio(float(np.median(ratios)))} | "
-                   f"{S.versus_text(k, ref)} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |")
+            token = family.add(k.seconds, ref.seconds, f"{operation} at {k.point()} ({version})").token
+            row = (f"| {operation} at {k.point()} | {version} | {name(k)} {S.micro(k.median)} µs "
+                   f"({S.micro(k.q1)}–{S.micro(k.q3)}) | {name(ref)} {S.micro(ref.median)} µs "
+                   f"({S.micro(ref.q1)}–{S.micro(ref.q3)}) | {S.ratio(float(np.median(ratios)))} | "
+                   f"{token} | ≥ {threshold:.2f}: {S.target(ratios, threshold)} |")
             if profiled is not None:
                 ck, cr = (profiled.get((version, m.variant) + tuple(int(x) for x in point)) for m in (k, ref))
                 row += f" {counter_text(ck)} / {counter_text(cr)} |"
@@ -174,6 +193,7 @@ def A_share(fraction):
 @generator("kokkos_costs", "what Kokkos costs: best Kokkos ÷ best handwritten CUDA per operation, per Kokkos version")
 def kokkos_costs(block):
     device, host, layouts, notes = {}, {}, {}, set()
+    device_family, layout_family = S.Family(), S.Family()  # each table's shown rows are one family
     profiles = [p for p in block.paths if is_profile(p)]
     profiled = counters(profiles) if profiles else None
     # Where several archives hold the same operation, point and Kokkos version, the newest measurement stands
@@ -184,17 +204,19 @@ def kokkos_costs(block):
         version = a.environment.get("kokkos_version")
         if not version:
             raise ResultsError(f"{path}: the archive records no kokkos_version")
-        device.update(device_rows(path, version, notes, profiled))
+        device.update(device_rows(path, version, notes, device_family, profiled))
         host.update(host_rows(path, version))
-        layouts.update(layout_rows(path, version, profiled))
+        layouts.update(layout_rows(path, version, layout_family, profiled))
     # Grouped by Kokkos version, then operation and point (keys: operation, point, version).
     device, host, layouts = ([rows[k] for k in sorted(rows, key=lambda k: (k[2], k[0], str(k[1])))]
                              for rows in (device, host, layouts))
+    device, layouts = device_family.fill(device, "short"), layout_family.fill(layouts, "short")
     if not device:
         raise ResultsError(f"{', '.join(block.written)}: no operation with both a Kokkos and a handwritten CUDA "
                            "device variant at a headline point")
-    head = ("| operation at point | Kokkos | best Kokkos variant | best handwritten CUDA (SGEMM: cuBLAS) | "
-            "Kokkos speed ÷ CUDA speed | Kokkos vs CUDA | target |")
+    head = ("| operation at point | Kokkos | best Kokkos variant: median (IQR) | best handwritten CUDA (SGEMM: "
+            "cuBLAS): median (IQR) | Kokkos speed ÷ CUDA speed | Kokkos vs CUDA (time ratio, interval; p_Holm) | "
+            "target |")
     rule = "| --- | --- | --- | --- | --- | --- | --- |"
     if profiled is not None:  # Nsight Compute of the same build (kstudy profile), where the block names one
         head += " Nsight Compute, Kokkos / CUDA (– not profiled) |"
@@ -202,7 +224,7 @@ def kokkos_costs(block):
     lines = [head, rule] + device + [""]
     if layouts:
         head = ("| operation at point | Kokkos | best Kokkos variant of the layout | best Kokkos variant of the other "
-                "layout | speed ratio | verdict | target |")
+                "layout | speed ratio | verdict (time ratio, interval; p_Holm) | target |")
         rule = "| --- | --- | --- | --- | --- | --- | --- |"
         if profiled is not None:
             head += " Nsight Compute, this layout / the other |"
@@ -213,5 +235,7 @@ def kokkos_costs(block):
         lines += ["OpenMP (the device host's cores) against the host read roof of the same run:", "",
                   "| operation at point | Kokkos | best OpenMP Kokkos variant | host read roof | share | target |",
                   "| --- | --- | --- | --- | --- | --- |"] + host + [""]
+    lines += [f"Kokkos vs CUDA, one layout against the other: {S.effects.rules_text()}; the family is each "
+              "table's rows.", ""]
     lines += sorted(notes)
     return lines

@@ -68,7 +68,8 @@ def ladder_table(path, operation, points, compute, notes):
     unit = "TFLOP/s" if compute else "GB/s"
     per_point = [at_point(path, operation, p) for p in points]
     labels = [S.measure(path, (r + pv + v)[0].variant, *p).point() for p, (r, pv, v) in zip(points, per_point)]
-    head = "| | variant | " + " | ".join(f"{unit} at {lab} (× prev. rung) | % of roof" for lab in labels) + " |"
+    columns = [f"{unit} at {lab}: median (IQR; × prev. rung [its 95% interval]) | % of roof" for lab in labels]
+    head = "| | variant | " + " | ".join(columns) + " |"
     lines = [head, "| --- | --- |" + " --- | --- |" * len(points)]
     variants = []
     for rungs, portable, vendors in per_point:
@@ -84,11 +85,13 @@ def ladder_table(path, operation, points, compute, notes):
             if m is None:
                 cells += ["", ""]
                 continue
-            text = S.number(rate_of(m, compute))
+            text = f"{S.number(rate_of(m, compute))} ({S.iqr_text(m.rate(compute))}"
             if m.rung > 1:
                 previous = next((r for r in rungs if r.rung == m.rung - 1), None)
                 if previous is not None:
-                    text += f" ({S.ratio(previous.median / m.median)})"
+                    _, low, high = S.effects.ratio_interval(previous.seconds, m.seconds)
+                    text += f"; {S.ratio(previous.median / m.median)} [{low:.2f}–{high:.2f}]"
+            text += ")"
             share, roof = roof_text(m, compute)
             if share == S.OTHER_CLOCK:
                 notes.add(S.OTHER_CLOCK_NOTE)
@@ -98,7 +101,8 @@ def ladder_table(path, operation, points, compute, notes):
     return lines
 
 
-def summary_rows(path, operation, points, compute):
+def summary_rows(path, operation, points, compute, family):
+    """Rows of the summary table; the verdict cells are tokens of `family` (the whole summary table)."""
     unit = "TFLOP/s" if compute else "GB/s"
     out = []
     for point in points:
@@ -111,29 +115,73 @@ def summary_rows(path, operation, points, compute):
         cells = [f"{operation} at {top.point()}", f"`{top.variant.split('@')[0]}`",
                  f"{S.number(rate_of(top, compute))} ({S.iqr_text(top.rate(compute))})"]
         if vendor is not None:
-            cells += [f"`{vendor.variant.split('@')[0]}` {S.number(rate_of(vendor, compute))}",
-                      S.ratio(float(np.median(S.vendor_ratio(top, vendor)))), S.versus_text(top, vendor)]
+            cells += [f"`{vendor.variant.split('@')[0]}` {S.number(rate_of(vendor, compute))} "
+                      f"({S.iqr_text(vendor.rate(compute))})",
+                      S.ratio(float(np.median(S.vendor_ratio(top, vendor)))),
+                      family.add(top.seconds, vendor.seconds, f"{operation} at {top.point()}").token]
         else:
             cells += ["—", "", ""]
         if kokkos is not None:
             cells += [f"`{kokkos.variant.split('@')[0]}` ({kokkos.implementation}) "
-                      f"{S.number(rate_of(kokkos, compute))}",
+                      f"{S.number(rate_of(kokkos, compute))} ({S.iqr_text(kokkos.rate(compute))})",
                       S.ratio(top.median / kokkos.median)]
         else:
             cells += ["—", ""]
         out.append("| " + " | ".join(cells) + " |")
     if not out:
         return []
-    return [f"| point | best rung | {unit}: median (IQR) | vendor, same layout ({unit}) | best rung ÷ vendor time | "
-            "best rung vs vendor | best portable variant on the device | its speed ÷ best rung's |",
+    return [f"| point | best rung | {unit}: median (IQR) | vendor, same layout ({unit}: median (IQR)) | best rung's "
+            "speed ÷ vendor's | best rung vs vendor (time ratio, its interval; p_Holm) | best portable variant on the "
+            f"device ({unit}: median (IQR)) | its speed ÷ best rung's |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"] + out
+
+
+def shapes_of(path, operation):
+    """Every point of the archive at which the operation has a ladder rung, by essential work."""
+    s = S.samples(path)
+    at = s[(s.operation == operation) & (s.rung > 0)]
+    at = at.sort_values(["essential_flops", "essential_bytes", "rows", "features", "depth"])
+    return list(dict.fromkeys(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int))))
+
+
+OF_VENDOR = "the vendor's speed"
+
+
+def operation_summary(path, operation, compute):
+    """(headline, table lines, family) of the best rung against the vendor at every shape the archive measured for
+    the operation: the headline summarises all of them (geometric-mean speed ratio, range, the lowest shape, the
+    Holm-corrected tally), the table gives each shape with its spread."""
+    unit = "TFLOP/s" if compute else "GB/s"
+    family, table = S.Family(), []
+    for point in shapes_of(path, operation):
+        rungs, _, vendors = at_point(path, operation, point)
+        top = best(rungs)
+        vendor = vendor_of(top, vendors) if top is not None else None
+        if vendor is None:
+            continue
+        c = family.add(top.seconds, vendor.seconds, top.point())
+        throttled = " ⚠" if top.throttled or vendor.throttled else ""
+        table.append(f"| {top.point()}{throttled} | `{top.variant.split('@')[0]}` {S.number(rate_of(top, compute))} "
+                     f"({S.iqr_text(top.rate(compute))}) | `{vendor.variant.split('@')[0]}` "
+                     f"{S.number(rate_of(vendor, compute))} ({S.iqr_text(vendor.rate(compute))}) | "
+                     f"{c.token} |")
+    if not len(family):
+        return "", [], family
+    table = family.fill(table, "speed_short")
+    vendor_names = sorted({line.split("| `")[2].split("`")[0] for line in table})
+    headline = (f"the best rung at each of the {len(family)} measured shapes against the vendor "
+                f"({', '.join(f'`{v}`' for v in vendor_names)}): {family.summary(speed=True, of=OF_VENDOR)}; "
+                f"{family.tally()} after Holm's correction over the {len(family)} shapes")
+    head = [f"| shape | best rung: {unit} median (IQR) | vendor: {unit} median (IQR) | best rung vs vendor (speed "
+            "ratio, interval; p_Holm) |", "| --- | --- | --- | --- |"]
+    return headline, head + table, family
 
 
 def judge(path, t, compute):
     unit = "TFLOP/s" if compute else "GB/s"
     # Targets were set at the headline points: an archive without them is not judged against them.
     points = t.points or [p for p in POINTS[t.operation] if S.measures(path, t.operation, *p)]
-    results = []
+    results, family, pending = [], S.Family(), []
     for point in points:
         rungs, portable, vendors = at_point(path, t.operation, point)
         top = best(rungs)
@@ -159,13 +207,9 @@ def judge(path, t, compute):
             if m is None or vendor is None:
                 continue
             if t.kind == "beats_vendor":
-                verdict, p = S.versus(m, vendor)
-                if not np.isfinite(p):
-                    results.append(("not judged", f"{where}: {verdict}"))
-                    continue
-                results.append(({"beats": "met", "loses": "missed"}.get(verdict, verdict),
-                                f"{where}: `{m.variant.split('@')[0]}` {verdict} `{vendor.variant.split('@')[0]}` "
-                                f"(p = {p:.2g}; time ratio {S.ratio(float(np.median(S.vendor_ratio(m, vendor))))})"))
+                c = family.add(m.seconds, vendor.seconds, where)
+                pending.append((len(results), c, m, vendor))
+                results.append(None)  # decided once the family (every point of the target) is in
             else:
                 values = S.vendor_ratio(m, vendor)
                 # One decimal more where whole percent would print the target itself (60% "missed").
@@ -180,6 +224,15 @@ def judge(path, t, compute):
                 values = top.median / kokkos.seconds
                 results.append((S.target(values, t.threshold), f"{where}: `{kokkos.variant.split('@')[0]}` at "
                                 f"{100 * np.median(values):.0f}% of the best rung's speed"))
+    family.resolve()
+    for i, c, m, vendor in pending:
+        if c.verdict == "too few samples":
+            results[i] = ("not judged", f"{c.label}: {c.verdict}")
+            continue
+        results[i] = ({"beats": "met", "loses": "missed"}.get(c.verdict, c.verdict),
+                      f"{c.label}: `{m.variant.split('@')[0]}` {c.verdict} `{vendor.variant.split('@')[0]}` "
+                      f"(time ratio {c.ratio:.2f}×, interval {c.interval()}; {c.p_text()} over "
+                      f"{family.tested()} point(s))")
     if not results:
         return []
     verdicts = {v for v, _ in results}
@@ -189,9 +242,10 @@ def judge(path, t, compute):
 
 
 RULES = ("Verdicts: a fixed target is **met** or **missed** by the median of the per-sample metric, and "
-         "**borderline** when the target lies inside the metric's interquartile range; *beats / loses / tie* is a "
-         f"{S.ALPHA_TEXT} over the two variants' samples at the same point in the same archive; ratios against a "
-         "vendor use the median of all that vendor variant's samples at the point.")
+         "**borderline** when the target lies inside the metric's interquartile range; *beats / loses / tie*: "
+         f"{S.effects.rules_text()}; the family is the summary table's rows (a target: its points), over the two "
+         "variants' samples at the same point in the same archive; ratios against a vendor use the median of all "
+         "that vendor variant's samples at the point.")
 
 
 def points_of(path, operation, compute):
@@ -214,15 +268,24 @@ def lab(block, operations, targets, compute_of):
         raise S.ResultsError(f"{block.where}: {block.archive_names[0]} has no ladder rung of "
                              f"{', '.join(operations)}")
     lines, notes = [], set()
+    throttle_mark = False
     for op in present:
         points = points_of(path, op, compute_of(op))
         lines += [f"**{op}**", ""] + ladder_table(path, op, points, compute_of(op), notes) + [""]
+        headline, table, _ = operation_summary(path, op, compute_of(op))
+        if headline:
+            lines += [f"Every shape of {op}: {headline}:", ""] + table + [""]
+            throttle_mark = throttle_mark or any(" ⚠ |" in row for row in table)
+    if throttle_mark:
+        notes.add("⚠: the archive flags samples of this shape throttled (the block's last note says how many and "
+                  "at which clocks).")
     lines += ["Summary (best rung = the fastest rung at the point):", ""]
-    summary = []
+    summary, family = [], S.Family()
     for op in present:
         points = points_of(path, op, compute_of(op))
-        rows = summary_rows(path, op, points, compute_of(op))
+        rows = summary_rows(path, op, points, compute_of(op), family)
         summary += rows if not summary else rows[2:]
+    summary = family.fill(summary, "short")
     judged = [line for t in targets if t.operation in present for line in judge(path, t, compute_of(t.operation))]
     lines += summary + ["", "**Targets**:", ""]
     lines += judged or ["- none: the archive measured no point a target was set at."]

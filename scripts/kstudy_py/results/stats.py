@@ -5,8 +5,12 @@ Rules (docs/results.md states them for the reader):
 - A variant at a point is every accepted sample (kstudy's own acceptance: status ok, gate not failed, a measured
   trial) of that variant and point in the archive, whatever experiment or replication took it; device variants by
   CUDA events where measured (else the resident wall clock), host variants by the host clock, default block size.
-- "beats" / "loses" / "tie": a two-sided Mann-Whitney U test of the two sample sets (compare.significance, alpha
-  0.05); "tie" when not significant, whatever the medians say.
+- "beats" / "loses" / "tie" / "inconclusive": effects.Family over the comparisons one claim rests on (a column of
+  shapes, a table's verdict column, a target's points): two-sided Mann-Whitney U p-values Holm-adjusted over the
+  family, the ratio of medians with its seeded bootstrap interval; beats / loses only where both agree, tie where
+  the interval reaches 1, inconclusive where only the interval excludes 1.
+- Throttled samples: every sample a block's numbers rest on is recorded (use(), a Measure records its own), and
+  throttle_lines() discloses those the archive flags throttled, with their NVML reasons and sampled SM clocks.
 - A fixed target ("≥ 3.4 TB/s", "≥ 90% of cuBLAS"): "met" / "missed" from the median of the per-sample metric,
   "borderline" when the target lies inside the metric's interquartile range.
 - A ratio against a vendor library: that vendor variant's median over all its samples at the point (never a pick
@@ -22,7 +26,9 @@ import numpy as np
 import pandas as pd
 
 from .. import archive as A
-from ..compare import ALPHA, significance
+from .. import effects  # noqa: F401  (S.effects: the rules' text for the generators)
+from ..effects import ALPHA  # noqa: F401  (S.ALPHA: the level every verdict uses)
+from ..effects import Family  # noqa: F401  (the generators' families of comparisons)
 from ..report.variants import variant_table
 from . import ResultsError
 
@@ -61,10 +67,77 @@ def samples(path):
     return s
 
 
+# --- what a block's numbers rest on: throttled samples are disclosed -------------------------------------------
+
+USED = {}  # path -> set of row labels of samples(path) the current block's numbers rest on (generate() resets it)
+REASON_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+               0x80: "hw_power_brake"}  # archive.SLOWDOWN_MASK's bits, as kstudy/gpu_health.hpp names them
+
+
+def use(path, rows):
+    """Records that the block's numbers rest on these rows of samples(path) (a Measure records its own)."""
+    USED.setdefault(str(path), set()).update(rows.index)
+
+
+def throttle_lines():
+    """The disclosure of the samples recorded by use() that the archive flags throttled (samples.throttled, set
+    when NVML reported a slowdown reason during the point): how many, where, why and at which SM clocks (each
+    sample's lowest sampled SM clock, else the health table's readings of its point); [] when none is."""
+    total, flagged, clocks, reasons, where, maxima = 0, 0, [], set(), [], set()
+    for path, index in sorted(USED.items()):
+        s = samples(path).loc[sorted(index)]
+        total += len(s)
+        if "throttled" not in s.columns:
+            continue
+        hot = s[s.throttled.astype(bool)]
+        if hot.empty:
+            continue
+        flagged += len(hot)
+        a = archive(path)
+        maxima.add(int(a.environment.get("gpu_max_sm_clock_khz", 0) or 0) // 1000)
+        read = hot.min_sm_clock_mhz.astype(int)
+        clocks += list(read[read > 0])
+        for bits in hot.throttle_reasons.astype(int):
+            reasons.update(name for bit, name in REASON_BITS.items() if bits > 0 and bits & bit)
+        for e in a.experiments.values():
+            h = e.health
+            if h.empty or "throttled" not in h.columns:
+                continue
+            keys = set(zip(hot[hot.experiment == e.name].point, hot[hot.experiment == e.name].replication))
+            rows = h[[k in keys for k in zip(h.point, h.replication)] & h.throttled.astype(bool)]
+            reasons.update(r for text in rows.reasons for r in str(text).split(",") if r)
+            if not len(read[read > 0]):
+                for column in ("sampled_min_sm_clock_mhz", "before_sm_clock_mhz", "after_sm_clock_mhz"):
+                    clocks += [int(c) for c in rows[column] if int(c) > 0]
+        # By the archive's own point identity (experiment, point index), labelled as the tables label points.
+        counts = {}
+        for (experiment, point), at in hot.groupby(["experiment", "point"], sort=True):
+            first = at.iloc[0]
+            shape = A.point_label(first["rows"], first["features"], first["axes"], first["depth"])
+            label = f"{first['operation']} at {shape}"
+            n_at = int(((s.experiment == experiment) & (s.point == point)).sum())
+            flagged_at, total_at = counts.get(label, (0, 0))
+            counts[label] = (flagged_at + len(at), total_at + n_at)
+        where += [f"{label} in `{Path(path).name}`: {n:,} of {total:,}" for label, (n, total) in sorted(counts.items())]
+    if not flagged:
+        return []
+    maximum = max(maxima) if maxima and max(maxima) > 0 else None
+    below = (f"; {sum(c < maximum for c in clocks):,} of the {len(clocks):,} readings below the maximum"
+             if maximum else "")
+    clock = (f"the lowest SM clock sampled during each of their timed regions {min(clocks):,}–{max(clocks):,} MHz "
+             f"(median {int(np.median(clocks)):,}{below})" if clocks else "no SM clock reading recorded for them")
+    return [f"**Throttled samples**: {flagged:,} of the {total:,} samples this block rests on ran while NVML reported "
+            f"a clocks-event slowdown ({', '.join(sorted(reasons)) or 'reason not recorded'}) — {'; '.join(where)}; "
+            f"{clock}" + (f", against the GPU's {maximum:,} MHz maximum" if maximum else "") + ". Their times are "
+            "kept (they are what the GPU did under the load), but read them as the kernel at a reduced clock, not at "
+            "full clock."]
+
+
 class Measure:
     """One variant at one point of one archive: its samples (seconds) and what the archive says about it."""
 
     def __init__(self, path, rows):
+        use(path, rows)
         first = rows.iloc[0]
         self.path = path
         self.variant = first.variant
@@ -72,6 +145,7 @@ class Measure:
         self.seconds = np.sort(rows.seconds.to_numpy(dtype=float))
         for attribute in ATTRIBUTES + ["rows", "features", "depth"]:
             setattr(self, attribute, first[attribute])
+        self.throttled = int(rows.throttled.astype(bool).sum()) if "throttled" in rows.columns else 0
         self.median = float(np.median(self.seconds))
         self.q1, self.q3 = (float(q) for q in np.quantile(self.seconds, [0.25, 0.75]))
 
@@ -113,23 +187,6 @@ def measures(path, operation, rows, features=1, depth=1):
     at = s[(s.operation == operation) & (s.rows == rows) & (s.features == features) & (s.depth == depth)]
     out = [measure(path, v, rows, features, depth) for v in sorted(at.variant.unique())]
     return [m for m in out if m is not None]
-
-
-def versus(a, b):
-    """(verdict of a against b, p-value): 'beats' (a faster, significant), 'loses', or 'tie' (not significant)."""
-    p, flag = significance(a.seconds if hasattr(a, "seconds") else a, b.seconds if hasattr(b, "seconds") else b)
-    ma = np.median(a.seconds if hasattr(a, "seconds") else a)
-    mb = np.median(b.seconds if hasattr(b, "seconds") else b)
-    if flag == "too few samples":
-        return "too few samples", p
-    if flag != "significant":
-        return "tie", p
-    return ("beats" if ma < mb else "loses"), p
-
-
-def versus_text(a, b):
-    verdict, p = versus(a, b)
-    return f"{verdict} (p = {p:.2g})" if np.isfinite(p) else verdict
 
 
 def target(values, threshold):
@@ -251,6 +308,8 @@ def shape_label(shape):
 def recorded(path):
     """(commit, dirty, diff sha256) an archive or bench JSON records about the tree that built it."""
     path = Path(path)
+    if path.suffix not in (".json", ".h5"):  # a file a script wrote from archives (the block names them too)
+        return None, None, None
     if path.suffix == ".json":
         attrs = {k: str(v) for k, v in json.loads(path.read_text()).get("context", {}).items()}
     else:
@@ -261,7 +320,7 @@ def recorded(path):
 def describe(path):
     commit, dirty, diff = recorded(path)
     if not commit:
-        return "commit not recorded"
+        return "commit not recorded" if Path(path).suffix in (".json", ".h5") else "written from the archives beside it"
     if commit == "unknown":
         return "commit unknown"
     if dirty == "true":
@@ -272,6 +331,3 @@ def describe(path):
 def provenance_line(block):
     parts = [f"`{name}` ({describe(path)})" for name, path in zip(block.archive_names, block.paths)]
     return (f"*Generated by `scripts/results.py` ({block.name}) from " + "; ".join(parts) + ".*")
-
-
-ALPHA_TEXT = f"two-sided Mann-Whitney U, alpha {ALPHA}"

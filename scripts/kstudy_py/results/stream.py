@@ -3,10 +3,51 @@ share of the roof of its traffic on its own clock, and what the fastest portable
 handwritten CUDA or vendor variant, judged by Mann-Whitney on the same archive's samples."""
 import numpy as np
 
+from .. import archive as A
 from ..report.variants import PORTABLE, is_handwritten
 from . import ResultsError, generator, stats as S
 
 OPERATIONS = ["stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot"]
+
+
+def fastest_pair(ms):
+    """(fastest portable device variant, fastest handwritten CUDA or vendor device variant) of Measures, or None."""
+    device = [m for m in ms if m.on_device]
+    portable = [m for m in device if m.implementation in PORTABLE]
+    native = [m for m in device if is_handwritten(m.implementation)]
+    if not portable or not native:
+        return None
+    return min(portable, key=lambda m: m.median), min(native, key=lambda m: m.median)
+
+
+def every_n(path, s, operations):
+    """The portable-against-native comparison at every n the archive measured, one family per operation: a headline
+    per operation over all of them and the per-n table beside it."""
+    sizes = sorted(int(n) for n in s.rows.unique())
+    families = {op: S.Family() for op in operations}
+    table = []
+    for n in sizes:
+        cells = []
+        for op in operations:
+            pair = fastest_pair(S.measures(path, op, n))
+            if pair is None:
+                cells.append("")
+                continue
+            p, c = pair
+            label = p.point().split("=")[-1]
+            cells.append(f"`{p.variant.split('@')[0]}` {families[op].add(p.seconds, c.seconds, label).token}")
+        if any(cells):
+            table.append(f"| {A.fmt_extent(n)} | " + " | ".join(cells) + " |")
+    for family in families.values():
+        table = family.fill(table, "short")
+    lines = ["Every n: the fastest portable device variant against the fastest handwritten CUDA or vendor variant at "
+             "each n measured (time ratio; the family is each operation's column):", ""]
+    for op, family in families.items():
+        if len(family):
+            lines.append(f"- {op.removeprefix('stream_')}: {family.summary()} over {len(family)} sizes; "
+                         f"{family.tally()} after Holm's correction.")
+    return lines + ["", "| n | " + " | ".join(op.removeprefix("stream_") for op in operations) + " |",
+                    "| --- |" + " --- |" * len(operations)] + table
 
 
 @generator("stream", "STREAM: GB/s per family and operation at the largest n, what Kokkos costs (stream.h5)")
@@ -25,7 +66,8 @@ def stream(block):
             families.setdefault((not m.on_device, m.family, m.backend), {})[op] = m
     notes = set()
     label = next(iter(per_op.values()))[0].point()
-    lines = [f"Essential GB/s at {label} (median) and its share of the roof of the variant's traffic:",
+    lines = [f"Essential GB/s at {label}: median (interquartile range; its share of the roof of the variant's "
+             "traffic):",
              "", "| family | backend | implementation | " + " | ".join(op.removeprefix("stream_") for op in operations)
              + " |", "| --- | --- | --- |" + " --- |" * len(operations)]
     for (_, family, backend), row in sorted(families.items()):
@@ -40,13 +82,16 @@ def stream(block):
             share = S.roof_cell(rate, S.roof_value(path, roof, m.timer))
             if share == S.OTHER_CLOCK:
                 notes.add(S.OTHER_CLOCK_NOTE)
-            cells.append(f"{S.number(rate)} ({share}{'' if share == S.OTHER_CLOCK else ' of ' + roof})")
+            cells.append(f"{S.number(rate)} ({S.iqr_text(m.gbps())}; {share}"
+                         f"{'' if share == S.OTHER_CLOCK else ' of ' + roof})")
         implementation = next(iter(row.values())).implementation
         lines.append(f"| `{family}` | {backend} | {implementation} | " + " | ".join(cells) + " |")
     lines += ["", "What a portable variant costs on the device (fastest portable variant's time ÷ fastest handwritten "
-              "CUDA or vendor variant's time; beats / loses / tie by Mann-Whitney):", "",
-              "| operation | fastest portable | fastest handwritten or vendor | time ratio | portable vs it |",
-              "| --- | --- | --- | --- | --- |"]
+              "CUDA or vendor variant's time; verdicts by the rule below):", "",
+              "| operation | fastest portable: median (IQR) | fastest handwritten or vendor: median (IQR) | "
+              "portable vs it (time ratio, interval; p_Holm) |",
+              "| --- | --- | --- | --- |"]
+    family, rows = S.Family(), []
     for op in operations:
         device = [m for m in per_op[op] if m.on_device]
         portable = [m for m in device if m.implementation in PORTABLE]
@@ -54,9 +99,13 @@ def stream(block):
         if not portable or not native:
             continue
         p, c = min(portable, key=lambda m: m.median), min(native, key=lambda m: m.median)
-        lines.append(f"| {op.removeprefix('stream_')} | `{p.variant.split('@')[0]}` ({p.implementation}) | "
-                     f"`{c.variant.split('@')[0]}` ({c.implementation}) | {S.ratio(p.median / c.median)} | "
-                     f"{S.versus_text(p, c)} |")
+        rows.append(f"| {op.removeprefix('stream_')} | `{p.variant.split('@')[0]}` ({p.implementation}) "
+                    f"{S.micro(p.median)} µs ({S.micro(p.q1)}–{S.micro(p.q3)}) | `{c.variant.split('@')[0]}` "
+                    f"({c.implementation}) {S.micro(c.median)} µs ({S.micro(c.q1)}–{S.micro(c.q3)}) | "
+                    f"{family.add(p.seconds, c.seconds, op).token} |")
+    lines += family.fill(rows, "short")
+    lines += [""] + every_n(path, s, operations)
     lines += ["", "Roofs: device_read for read-only traffic (dot), device_copy otherwise, host_read on a host, "
-              f"measured in the same archive; beats / loses / tie: {S.ALPHA_TEXT}."]
+              f"measured in the same archive; portable vs it: {S.effects.rules_text()}; the family is the table's "
+              "operations."]
     return lines + [f"\n{note}" for note in sorted(notes)]

@@ -3,6 +3,7 @@ short experiments' archive): resident times, host-in/host-out speedups over the 
 transfers, launch overhead and the layout conversion. Every comparison with the CPU is a Mann-Whitney test."""
 import numpy as np
 
+from ..effects import geometric_mean
 from . import ResultsError, generator, stats as S
 from .bench import bench_lines
 
@@ -12,10 +13,12 @@ BOUNDARIES = [("device_events", "device"), ("one_shot", "pinned"), ("one_shot", 
 REFERENCE = "cpu_reference@openmp"
 
 
-def seconds(s, variant, rows, features, timer, memory_kind=None):
+def seconds(s, variant, rows, features, timer, memory_kind=None, path=None):
     hit = s[(s.variant == variant) & (s.rows == rows) & (s.features == features) & (s.timer == timer)]
     if memory_kind is not None:
         hit = hit[hit.memory_kind == memory_kind]
+    if path is not None:
+        S.use(path, hit)
     return np.sort(hit.seconds.to_numpy(dtype=float))
 
 
@@ -27,51 +30,116 @@ def find(block, name):
 
 
 def sweep_lines(path):
+    s = rows_sweep(path)
+    rows, features = SHAPE
+    cpu = seconds(s, REFERENCE, rows, features, "host_wall", path=path)
+    lines = [f"`rows_sweep` at {rows:,}×{features}: `{REFERENCE}` takes {S.micro(np.median(cpu))} µs (median, IQR "
+             f"{S.micro(np.quantile(cpu, 0.25))}–{S.micro(np.quantile(cpu, 0.75))}); the fastest device variant per "
+             "timing boundary, as a speedup over it:", "",
+             "| boundary | fastest variant | median (IQR) | speedup over the CPU | vs the CPU (time ratio, interval; "
+             "p_Holm) |", "| --- | --- | --- | --- | --- |"]
+    family, table = S.Family(), []
+    device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
+    for label, v, t, cpu in boundaries(path):
+        table.append(f"| {label} | `{v.split('@')[0]}` | {S.micro(np.median(t))} µs "
+                     f"({S.micro(np.quantile(t, 0.25))}–{S.micro(np.quantile(t, 0.75))}) | "
+                     f"{S.ratio(np.median(cpu) / np.median(t))} | {family.add(t, cpu, label).token} |")
+    lines += family.fill(table, "short")
+    lines += ["", kept_text(path)]
+    lines += ["", "Crossover from host memory (one-shot: upload, kernel, download): the smallest tested rows from "
+              "which a variant beats the CPU reference at every larger tested size (beats: the rule below, the "
+              "family being the variant's sizes from that memory):", "", "| variant | pinned | pageable |",
+              "| --- | --- | --- |"]
+    for v in device:
+        cells = [crossover(path, s, v, memory)[0] for memory in ("pinned", "pageable")]
+        if any(cells):
+            lines.append(f"| `{v.split('@')[0]}` | " + " | ".join(cells) + " |")
+    return lines + ["", f"Verdicts: {S.effects.rules_text()}; the family is the table's boundaries (a crossover: "
+                    "the variant's sizes)."]
+
+
+def crossover(path, s, variant, memory, features=SHAPE[1]):
+    """(cell, never): the smallest tested rows from which `variant` one-shot from `memory` beats the CPU reference
+    at every larger tested size, Holm over the variant's sizes; never: it beats it at no tail of the sizes."""
+    sizes = sorted(s[s.features == features].rows.unique())
+    tested, sweep = [], S.Family()
+    for r in sizes:
+        t = seconds(s, variant, r, features, "one_shot", memory, path=path)
+        c = seconds(s, REFERENCE, r, features, "host_wall", path=path)
+        if len(t) and len(c):
+            tested.append((r, sweep.add(t, c, f"{r:,}")))
+    sweep.resolve()
+    wins = [(r, c.verdict == "beats") for r, c in tested]
+    if not wins:
+        return "", False
+    first = next((i for i in range(len(wins)) if all(w for _, w in wins[i:])), None)
+    if first is None:
+        return f"never up to {wins[-1][0]:,}", True
+    below = wins[first - 1][0] if first > 0 else 0
+    return f"({below:,}, {wins[first][0]:,}]", False
+
+
+def rows_sweep(path):
+    """The rows_sweep experiment's samples of an archive."""
     s = S.samples(path)
     s = s[s.experiment == "rows_sweep"]
     if s.empty:
         raise ResultsError(f"{path}: no rows_sweep experiment")
-    rows, features = SHAPE
-    cpu = seconds(s, REFERENCE, rows, features, "host_wall")
-    lines = [f"`rows_sweep` at {rows:,}×{features}: `{REFERENCE}` takes {S.micro(np.median(cpu))} µs (median); the "
-             "fastest device variant per timing boundary, as a speedup over it:", "",
-             "| boundary | fastest variant | median | speedup over the CPU | vs the CPU |",
-             "| --- | --- | --- | --- | --- |"]
+    return s
+
+
+def kept(path, features=SHAPE[1]):
+    """{memory: [(rows, share)]}: at every rows of the sweep, the fastest one-shot device variant's speedup over the
+    CPU reference as a share of the fastest resident (CUDA events) one's: what a call from host memory keeps."""
+    s = rows_sweep(path)
     device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
+    out = {"pinned": [], "pageable": []}
+    for rows in sorted(s[s.features == features].rows.unique()):
+        def fastest(timer, memory=None):
+            times = [np.median(t) for t in (seconds(s, v, rows, features, timer, memory, path=path) for v in device)
+                     if len(t)]
+            return min(times) if times else None
+        resident = fastest("device_events")
+        for memory in out:
+            one = fastest("one_shot", memory)
+            if resident and one:
+                out[memory].append((int(rows), resident / one))
+    return out
+
+
+def kept_text(path):
+    """'Over all 15 sizes of the sweep at 16 features, ...': kept() summarised per memory kind."""
+    every, shares = [], kept(path)
+    for memory, per in shares.items():
+        if per:
+            low, high = min(per, key=lambda x: x[1]), max(per, key=lambda x: x[1])
+            every.append(f"from {memory} memory {100 * low[1]:.2g}–{100 * high[1]:.2g}% (geometric mean "
+                         f"{100 * geometric_mean([x[1] for x in per]):.2g}%, the least at {low[0]:,} rows, the most "
+                         f"at {high[0]:,})")
+    if not every:
+        return ""
+    return (f"Over all {max(len(per) for per in shares.values())} sizes of the sweep at {SHAPE[1]} features, the "
+            "fastest one-shot call keeps of the fastest resident one's speedup over the CPU " + " and ".join(every)
+            + ".")
+
+
+def boundaries(path):
+    """[(label, fastest device variant, its seconds, the CPU reference's seconds)] per timing boundary at SHAPE."""
+    s = rows_sweep(path)
+    rows, features = SHAPE
+    cpu = seconds(s, REFERENCE, rows, features, "host_wall", path=path)
+    device = sorted(v for v in s.variant.unique() if v.endswith("@cuda"))
+    out = []
     for timer, memory in BOUNDARIES:
         timed = [(v, seconds(s, v, rows, features, timer, memory)) for v in device]
         timed = [(v, t) for v, t in timed if len(t)]
         if not timed:
             continue
         v, t = min(timed, key=lambda x: np.median(x[1]))
-        verdict, p = S.versus(t, cpu)
+        seconds(s, v, rows, features, timer, memory, path=path)
         label = "resident (CUDA events)" if timer == "device_events" else f"{timer} from {memory} memory"
-        lines.append(f"| {label} | `{v.split('@')[0]}` | {S.micro(np.median(t))} µs | "
-                     f"{S.ratio(np.median(cpu) / np.median(t))} | {verdict} (p = {p:.2g}) |")
-    lines += ["", "Crossover from host memory (one-shot: upload, kernel, download): the smallest tested rows from "
-              "which a variant beats the CPU reference at every larger tested size (beats = faster median and "
-              "significant):", "", "| variant | pinned | pageable |", "| --- | --- | --- |"]
-    sizes = sorted(s[s.features == features].rows.unique())
-    for v in device:
-        cells = []
-        for memory in ("pinned", "pageable"):
-            wins = []
-            for r in sizes:
-                t, c = seconds(s, v, r, features, "one_shot", memory), seconds(s, REFERENCE, r, features, "host_wall")
-                if len(t) and len(c):
-                    wins.append((r, S.versus(t, c)[0] == "beats"))
-            if not wins:
-                cells.append("")
-                continue
-            first = next((i for i in range(len(wins)) if all(w for _, w in wins[i:])), None)
-            if first is None:
-                cells.append(f"never up to {wins[-1][0]:,}")
-            else:
-                below = wins[first - 1][0] if first > 0 else 0
-                cells.append(f"({below:,}, {wins[first][0]:,}]")
-        if any(cells):
-            lines.append(f"| `{v.split('@')[0]}` | " + " | ".join(cells) + " |")
-    return lines
+        out.append((label, v, t, cpu))
+    return out
 
 
 def calibration_lines(path):
@@ -80,41 +148,56 @@ def calibration_lines(path):
     calibration = s[s.experiment == "transfer_calibration"]
     t = calibration[calibration.timer == "transfer"] if "timer" in calibration.columns else calibration
     if len(t):
-        med = t.groupby(["bytes", "direction", "memory_kind"]).seconds.median().reset_index()
+        S.use(path, t)
+        grouped = t.groupby(["bytes", "direction", "memory_kind"]).seconds
+        med = grouped.median().reset_index()
         med["GiB/s"] = med.bytes / med.seconds / 2**30
+        # The rate's interquartile range: bytes over the time quartiles (the slower quartile gives the lower rate).
+        med["low"] = med.bytes / grouped.quantile(0.75).to_numpy() / 2**30
+        med["high"] = med.bytes / grouped.quantile(0.25).to_numpy() / 2**30
         sizes = [b for b in (4096, 1 << 20, 16 << 20, 1 << 30) if b in set(med.bytes)]
         columns = sorted({(d, m) for d, m in zip(med.direction, med.memory_kind)})
-        lines += ["Transfers (`transfer_calibration`, GiB/s = bytes / median time, allocation excluded):", "",
+        lines += ["Transfers (`transfer_calibration`, GiB/s = bytes / median time (interquartile range), allocation "
+                  "excluded):", "",
                   "| bytes | " + " | ".join(f"{d} {m}" for d, m in columns) + " |", "| --- |" + " --- |" * len(columns)]
         for b in sizes:
             cells = []
             for d, m in columns:
                 hit = med[(med.bytes == b) & (med.direction == d) & (med.memory_kind == m)]
-                cells.append(S.number(float(hit["GiB/s"].iloc[0])) if len(hit) else "")
+                cells.append(f"{S.number(float(hit['GiB/s'].iloc[0]))} ({S.number(float(hit.low.iloc[0]))}–"
+                             f"{S.number(float(hit.high.iloc[0]))})" if len(hit) else "")
             lines.append(f"| {b:,} | " + " | ".join(cells) + " |")
         lines.append("")
     pin = calibration[calibration.timer == "pin"] if "timer" in calibration.columns else calibration.iloc[:0]
     if len(pin):
+        S.use(path, pin)
         med = pin.groupby(["variant", "bytes"]).seconds.median()
+        q1, q3 = (pin.groupby(["variant", "bytes"]).seconds.quantile(q) for q in (0.25, 0.75))
         calls = sorted(pin.variant.unique())
         sizes = [b for b in (1 << 20, 16 << 20, 256 << 20, 1 << 30) if b in set(pin.bytes)]
         lines += ["What making host memory page-locked costs (`transfer_calibration`'s pinning points, median time of "
-                  "one call; the price a pinned one-shot must earn back):", "",
+                  "one call (IQR); the price a pinned one-shot must earn back):", "",
                   "| bytes | " + " | ".join(f"`{c}`" for c in calls) + " |", "| --- |" + " --- |" * len(calls)]
         for b in sizes:
             lines.append(f"| {b:,} | " + " | ".join(
-                f"{S.micro(med[(c, b)])} µs" if (c, b) in med.index else "" for c in calls) + " |")
+                f"{S.micro(med[(c, b)])} µs ({S.micro(q1[(c, b)])}–{S.micro(q3[(c, b)])})" if (c, b) in med.index
+                else "" for c in calls) + " |")
         lines.append("")
     launch = s[s.experiment == "launch_overhead"]
     if len(launch):
-        med = launch.groupby("variant").seconds.median() * 1e6
-        lines += ["Launch overhead (`launch_overhead`, µs per launch, median): "
-                  + ", ".join(f"`{v}` {med[v]:.3g}" for v in sorted(med.index)) + ".", ""]
+        S.use(path, launch)
+        per = launch.groupby("variant").seconds
+        med, q1, q3 = (x * 1e6 for x in (per.median(), per.quantile(0.25), per.quantile(0.75)))
+        lines += ["Launch overhead (`launch_overhead`, µs per launch, median (IQR)): "
+                  + ", ".join(f"`{v}` {med[v]:.3g} ({q1[v]:.3g}–{q3[v]:.3g})" for v in sorted(med.index)) + ".", ""]
     layout = s[s.experiment == "layout_transpose"]
     if len(layout):
-        med = layout.groupby(["rows", "features"]).seconds.median()
-        lines += ["Resident row-major → feature-major conversion (`layout_transpose`, median): "
-                  + ", ".join(f"{r:,}×{f} {S.micro(v)} µs" for (r, f), v in med.items()) + ".", ""]
+        S.use(path, layout)
+        per = layout.groupby(["rows", "features"]).seconds
+        med, q1, q3 = per.median(), per.quantile(0.25), per.quantile(0.75)
+        lines += ["Resident row-major → feature-major conversion (`layout_transpose`, median (IQR)): "
+                  + ", ".join(f"{r:,}×{f} {S.micro(v)} µs ({S.micro(q1[(r, f)])}–{S.micro(q3[(r, f)])})"
+                              for (r, f), v in med.items()) + ".", ""]
     return lines
 
 
