@@ -209,9 +209,9 @@ else
 fi
 if [[ $rc == skip ]]; then :
 elif [[ $rc -ne 0 && $rc -ne 1 ]]; then fail "ulimit -v: exit $rc (a crash?): $(tail -n 3 "$work/vm.err")"
-elif [[ $rc -eq 1 ]] && ! grep -qiE "memory|allocat" "$work/vm.err"; then fail "ulimit -v: exit 1 without naming memory: $(cat "$work/vm.err")"
+elif [[ $rc -eq 1 ]] && ! grep -qiE "memory|allocate|allocation" "$work/vm.err"; then fail "ulimit -v: exit 1 without naming memory: $(cat "$work/vm.err")"
 else
-  echo "ulimit -v 1.2 GB: exit $rc: $(grep -m1 -iE 'memory|allocat|skip' "$work/vm.err")"
+  echo "ulimit -v 1.2 GB: exit $rc: $(grep -m1 -iE 'memory|allocate|allocation|skip' "$work/vm.err")"
   "$kstudy" run "$big" --resume --out "$work/vm.h5" -q > /dev/null 2> "$work/err" ||
     [[ ! -e $work/vm.h5 ]] || fail "ulimit -v: --resume without the limit: $(cat "$work/err")"
   pass "an address-space limit (ulimit -v): a clear outcome, exit $rc, resumable"

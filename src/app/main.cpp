@@ -299,9 +299,11 @@ std::string base_name(std::string exe) {
 // A kstudy process holding the archive that goes away by itself: killed or exiting, or a hidden child
 // (replication, profile point) whose kstudy parent is gone. Its parent-death signal normally kills such a
 // child with its parent, but until the kernel has torn it down it still holds HDF5's lock on the archive.
+// A child that a run forked for a replication is "kstudy run" by name until its exec: when the run was
+// killed in that moment it exits at once (its parent is gone), else it becomes the replication, judged then.
 bool on_its_way_out(const kstudy::platform::file_holder& h, const std::string& kstudy_name) {
   const bool hidden_child = h.argv.size() >= 2 && h.argv[1].rfind("__", 0) == 0;
-  return h.exiting || (hidden_child && base_name(h.parent_exe) != kstudy_name);
+  return h.exiting || h.between_fork_and_exec || (hidden_child && base_name(h.parent_exe) != kstudy_name);
 }
 
 std::string describe(const kstudy::platform::file_holder& h, const std::string& kstudy_name) {
@@ -342,8 +344,8 @@ int wait_for_archive_release(const std::string& archive, bool resume) {
         return 1;
       } else if (locked) {  // a program that only has it open (no lock) does not stop HDF5
         std::cerr << "kstudy: error: archive '" << archive
-                  << "' is open and locked in another process: " << describe(h, kstudy_name)
-                  << "; close it there, then " << then << "\n";
+                  << "' is open in another process: " << describe(h, kstudy_name)
+                  << ", which holds its lock; close it there, then " << then << "\n";
         return 1;
       }
     }

@@ -1,4 +1,5 @@
 // The archive's read side: --resume and reports read what hdf5_sink wrote.
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,8 +118,12 @@ void verify_in_child(const std::string& path) {
     verify_open_file(file.get(), path);
     return;
   }
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {
+    // It dies with its reader: a run killed while verifying must not leave it holding the archive's lock
+    // (the parent's deadline, which would end it, died with the parent).
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(1);
     // The child's crash is the finding: the parent's crash handlers (a fuzz driver's, a run's) stay out of it.
     for (const int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
     ::close(pipe_fds[0]);

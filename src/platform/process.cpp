@@ -283,8 +283,10 @@ bool holds(int pid, dev_t device, ino_t inode) {
   return false;
 }
 
-// PF_EXITING in /proc/PID/stat's flags (include/linux/sched.h): do_exit has begun.
+// /proc/PID/stat's flags (include/linux/sched.h): PF_EXITING, do_exit has begun; PF_FORKNOEXEC, forked but
+// not yet exec'd.
 constexpr unsigned long pf_exiting = 0x4;
+constexpr unsigned long pf_forknoexec = 0x40;
 
 file_holder describe_holder(int pid) {
   file_holder h;
@@ -307,6 +309,7 @@ file_holder describe_holder(int pid) {
     unsigned long flags = 0;
     fields >> state >> h.parent_pid >> skip >> skip >> skip >> skip >> flags;
     h.exiting = (fields && (flags & pf_exiting) != 0) || state == 'Z' || state == 'X';
+    h.between_fork_and_exec = fields && (flags & pf_forknoexec) != 0;
   }
   // A SIGKILL not yet delivered (SigPnd: this thread's, ShdPnd: the process'): bit 9 - 1 of the masks.
   std::istringstream status(read_whole(dir + "/status"));

@@ -61,6 +61,9 @@ struct file_holder {
   // Killed or on its way out (PF_EXITING, or SIGKILL pending): its descriptors, and the locks on them,
   // go within moments without anyone's help.
   bool exiting = false;
+  // Forked but not yet exec'd (PF_FORKNOEXEC): a child a spawner just forked, still holding its parent's
+  // descriptors under its parent's name and command line until the exec (or its exit, the parent being gone).
+  bool between_fork_and_exec = false;
 };
 
 // Every other process whose descriptors include the file at path (the same device and inode, whatever
