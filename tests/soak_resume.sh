@@ -4,7 +4,7 @@
 # every 2 s. Passes when every (variant, point, replication, timer) the archive holds has its trials once (no
 # unit half-kept), each resume kept what was finished (check_run_archive.py kept on a copy taken after every
 # interrupt), and neither memory nor open descriptors grow: the peak RSS of the last third of the segments
-# within 20% of the first third's, the peak descriptor count equal.
+# within 20% of the first third's, the median of the segments' peak descriptor counts not higher.
 #   soak_resume.sh KSTUDY_EXE SOURCE_DIR [MINUTES=30] [INTERRUPT_SECONDS=90] [OUT_DIR]
 # Not in ctest (it is long by design); its figures are quoted in the issue's closing note.
 set -uo pipefail
@@ -97,11 +97,14 @@ first, last = per.iloc[:third], per.iloc[-third:]
 rss_ratio = last.rss.max() / first.rss.max()
 if rss_ratio > 1.2:
     problems.append(f"peak RSS grew {rss_ratio:.2f}x from the first third of the segments to the last")
-if last.fds.max() != first.fds.max():
-    problems.append(f"peak open descriptors {first.fds.max()} -> {last.fds.max()}")
+# Descriptors: each segment's peak, whose median may not rise (a descriptor open for a moment, a summary being
+# written at the last SIGINT, is one sample's peak, not a leak).
+if last.fds.median() > first.fds.median():
+    problems.append(f"open descriptors per segment rose: median peak {first.fds.median():g} -> {last.fds.median():g}")
 print(f"soak: {len(s)} samples in {len(units)} whole (point, replication) units; {len(per)} segments; peak RSS first third "
       f"{first.rss.max() / 1024:.0f} MB, last third {last.rss.max() / 1024:.0f} MB ({rss_ratio:.2f}x); "
-      f"peak descriptors {first.fds.max()} -> {last.fds.max()}")
+      f"descriptors per segment, median peak {first.fds.median():g} -> {last.fds.median():g} "
+      f"(highest {first.fds.max()} -> {last.fds.max()})")
 if problems:
     print("FAIL:", "; ".join(problems))
     sys.exit(1)
