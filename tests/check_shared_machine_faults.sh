@@ -179,7 +179,7 @@ JSON
 # and carries hundreds of MB of its own (quarantine, shadow): a memory limit would end it anywhere, the parent
 # included, and prove nothing about kstudy. Both memory cases run on the plain builds.
 sanitized=0
-(ulimit -v $((1200 << 10)); exec "$kstudy" --help) > /dev/null 2>&1 || sanitized=1
+{ (ulimit -v $((1200 << 10)); exec "$kstudy" --help) > /dev/null 2>&1; } 2> /dev/null || sanitized=1
 # The cgroup (v1 or v2) this shell is in, with a child of 150 MB that the 4M-row point (~400 MB) exceeds.
 memory_root=''
 if [[ -d /sys/fs/cgroup/memory ]]; then
