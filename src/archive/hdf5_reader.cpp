@@ -14,6 +14,7 @@
 #include <thread>
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -75,17 +76,24 @@ bool in_verifying_child = false;
 // archives without checksums). Every public reader therefore ends by shutting the library down (H5close)
 // when no HDF5 object of this process is open any more (a sink writing, a reader further up the stack), so
 // that each file is read from a library in its initial state: the state verify_in_child's child reads it in.
+// How many identifiers of these types the process holds; -1 when HDF5 cannot say (then nothing is reset).
+long long identifiers_of(std::initializer_list<H5I_type_t> types) {
+  long long total = 0;
+  for (const H5I_type_t type : types) {
+    hsize_t count = 0;
+    if (H5Inmembers(type, &count) < 0) return -1;
+    total += static_cast<long long>(count);
+  }
+  return total;
+}
+
 class library_reset {
  public:
   library_reset() = default;
   library_reset(const library_reset&) = delete;
   library_reset& operator=(const library_reset&) = delete;
   ~library_reset() {
-    for (const H5I_type_t type : {H5I_FILE, H5I_GROUP, H5I_DATASET, H5I_ATTR, H5I_DATASPACE}) {
-      hsize_t count = 0;
-      if (H5Inmembers(type, &count) < 0 || count != 0) return;
-    }
-    H5close();
+    if (identifiers_of({H5I_FILE, H5I_GROUP, H5I_DATASET, H5I_ATTR, H5I_DATASPACE}) == 0) H5close();
   }
 };
 
@@ -277,16 +285,10 @@ void verify_archive(const std::string& path) {
   open_archive(path);
 }
 
-void reset_hdf5_library() { H5close(); }
-
 std::size_t hdf5_identifiers_open() {
-  std::size_t total = 0;
-  for (const H5I_type_t type :
-       {H5I_FILE, H5I_GROUP, H5I_DATATYPE, H5I_DATASPACE, H5I_DATASET, H5I_ATTR, H5I_GENPROP_LST}) {
-    hsize_t count = 0;
-    if (H5Inmembers(type, &count) >= 0) total += static_cast<std::size_t>(count);
-  }
-  return total;
+  const long long count =
+      identifiers_of({H5I_FILE, H5I_GROUP, H5I_DATATYPE, H5I_DATASPACE, H5I_DATASET, H5I_ATTR, H5I_GENPROP_LST});
+  return count < 0 ? 0 : static_cast<std::size_t>(count);
 }
 
 bool archive_schema_readable(const std::string& version) {

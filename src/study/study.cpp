@@ -329,7 +329,6 @@ bool stops_the_run(int rc) {
   return rc >= 128 || rc == exit_out_of_room || rc == exit_device_lost || platform::stop_requested();
 }
 
-// One fresh process per replication (the protocol's requirement), each with the experiment's thread count.
 // The archive's folder removed (or the file deleted or replaced) while the run writes it: the replications so
 // far are in the file this run still holds open, and are copied out of it before the run stops.
 int archive_gone(const run_request& request, const platform::held_open& archive) {
@@ -349,6 +348,7 @@ int archive_gone(const run_request& request, const platform::held_open& archive)
 
 bool killed_for_memory(int rc) { return rc == 128 + SIGKILL && !platform::stop_requested(); }
 
+// One fresh process per replication (the protocol's requirement), each with the experiment's thread count.
 int run_replications(const run_request& request, const std::string& self_exe, const experiment& e,
                      const platform::held_open& archive) {
   int rc = 0;

@@ -65,13 +65,8 @@ void verify_archive(const std::string& path);
 // property lists), the library's own predefined ones included: compare two readings. Reading any archive,
 // damaged ones included, leaves the count as it was. A leftover identifier stays in HDF5's library state
 // until exit, where freeing what a damaged file left in it can crash the process (the archive fuzzer
-// checks the count after every input).
+// checks the count after every input; the readers themselves shut the library down between files).
 std::size_t hdf5_identifiers_open();
-
-// Shuts the HDF5 library down (H5close: its type-conversion cache, free lists and identifiers go); the next
-// archive call starts it again. What reading a file left in the library is freed now rather than at exit:
-// the archive fuzzer calls it after every input, so that a crash names the input that caused it.
-void reset_hdf5_library();
 
 // `kstudy salvage`: copies every readable, intact finished (point, replication) unit of a damaged archive
 // (with its experiment definitions, ceilings and run metadata) into a new archive that report reads and
