@@ -111,10 +111,22 @@ def roof_share(percent, spec=".0f"):
     return f"{min(percent, 100.0):{spec}}%"
 
 
+# The timers as kstudy declares them (KSTUDY_TIMER_KINDS, exported by `kstudy schema`): name -> clock, scope and
+# description. Archives before schema 10 named layout_conversion's timer `transpose`.
+TIMERS = {t["name"]: t for t in SCHEMA["timers"]}
+LEGACY_TIMERS = {"transpose": "layout_conversion"}
+# Timers from host input to host-visible output, transfers included (scope host_in_host_out).
+HOST_IN_HOST_OUT = tuple(name for name, t in TIMERS.items() if t["scope"] == "host_in_host_out")
+
+
+def timer_info(timer):
+    return TIMERS[LEGACY_TIMERS.get(timer, timer)]
+
+
 def clock_of(timer):
-    """The clock a timer reads (kstudy::clock_of): CUDA events for device_events, the host clock for the others.
-    A number is divided only by a roof timed on its own clock (ceilings.clock, schema 8)."""
-    return "device_events" if timer == "device_events" else "host_wall"
+    """The clock a timer reads (kstudy::clock_of, the declared clock): CUDA events for device_events, the host clock
+    for the others. A number is divided only by a roof timed on its own clock (ceilings.clock, schema 8)."""
+    return timer_info(timer)["clock"]
 
 
 # Schemas 1 to 4 knew one operation: their sweeps (kind "scoring") and cold starts time it over rows x features.
@@ -533,12 +545,13 @@ def is_reference(variant):
 
 
 def is_device_timer(timer):
-    return timer in ("resident_wall", "device_events", "one_shot", "one_shot_alloc", "pipelined")
+    """A device variant's timing of its operation: resident, or host in, host out."""
+    return timer_info(timer)["scope"] in ("resident", "host_in_host_out")
 
 
 def boundary(timer, memory_kind):
     """A timing boundary label: the timer, plus the host memory kind for host-in/host-out timers."""
-    if memory_kind in ("pageable", "pinned") and timer in ("one_shot", "one_shot_alloc", "pipelined"):
+    if memory_kind in ("pageable", "pinned") and timer in HOST_IN_HOST_OUT:
         return f"{timer} {memory_kind}"
     return timer
 

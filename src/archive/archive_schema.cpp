@@ -6,6 +6,7 @@
 #include "core/detail/name_table.hpp"
 #include "detail/record_fields.hpp"
 #include "kstudy/archive.hpp"
+#include "kstudy/records.hpp"
 #include "kstudy/sink.hpp"
 
 namespace kstudy {
@@ -43,10 +44,16 @@ std::string archive_schema_json() {
   // these names (scripts/kstudy_py/archive.py: POINT_KEY) instead of spelling them.
   const auto point_key = nlohmann::ordered_json::array(
       {"layout", "memory_kind", "direction", "rows", "features", "depth", "block_size", "cache"});
+  // The timers (KSTUDY_TIMER_KINDS): readers take a timer's clock and scope from here, not from a list of names.
+  auto timers = nlohmann::ordered_json::array();
+  for (const auto& timer : timer_kinds())
+    timers.push_back(
+        {{"name", timer.name}, {"clock", timer.clock}, {"scope", timer.scope}, {"description", timer.description}});
   nlohmann::ordered_json doc{{"schema_version", archive_schema_version},
                              {"generated_by", "kstudy schema"},
                              {"tables", std::move(tables)},
-                             {"point_key", point_key}};
+                             {"point_key", point_key},
+                             {"timers", std::move(timers)}};
   return doc.dump(1) + "\n";
 }
 

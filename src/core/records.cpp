@@ -1,6 +1,8 @@
 #include "kstudy/records.hpp"
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "detail/name_table.hpp"
 
@@ -11,20 +13,16 @@ using detail::name_of;
 using detail::name_table;
 using detail::value_of;
 
-constexpr name_table<timer_kind, 13> k_timer_names{{
-    {timer_kind::host_wall, "host_wall"},
-    {timer_kind::resident_wall, "resident_wall"},
-    {timer_kind::device_events, "device_events"},
-    {timer_kind::one_shot, "one_shot"},
-    {timer_kind::one_shot_alloc, "one_shot_alloc"},
-    {timer_kind::pipelined, "pipelined"},
-    {timer_kind::cold, "cold"},
-    {timer_kind::compile, "compile"},
-    {timer_kind::launch, "launch"},
-    {timer_kind::transfer, "transfer"},
-    {timer_kind::layout_conversion, "layout_conversion"},
-    {timer_kind::pin, "pin"},
-    {timer_kind::energy, "energy"},
+// KSTUDY_TIMER_KINDS's length: one `+ 1` per timer.
+constexpr std::size_t k_timer_count = 0
+#define KSTUDY_TIMER_ONE(name, clock, scope, description) +1
+    KSTUDY_TIMER_KINDS(KSTUDY_TIMER_ONE)
+#undef KSTUDY_TIMER_ONE
+    ;
+constexpr name_table<timer_kind, k_timer_count> k_timer_names{{
+#define KSTUDY_TIMER_ENTRY(name, clock, scope, description) {timer_kind::name, #name},
+    KSTUDY_TIMER_KINDS(KSTUDY_TIMER_ENTRY)
+#undef KSTUDY_TIMER_ENTRY
 }};
 
 constexpr name_table<gate_verdict, 3> k_gate_verdict_names{{
@@ -40,6 +38,14 @@ constexpr name_table<cache_mode, 2> k_cache_mode_names{{
 }  // namespace
 
 const char* to_string(timer_kind kind) { return name_of(k_timer_names, kind, "timer_kind"); }
+const std::vector<timer_kind_info>& timer_kinds() {
+  static const std::vector<timer_kind_info> kinds{
+#define KSTUDY_TIMER_INFO(name, clock, scope, description) {timer_kind::name, #name, #clock, #scope, description},
+      KSTUDY_TIMER_KINDS(KSTUDY_TIMER_INFO)
+#undef KSTUDY_TIMER_INFO
+  };
+  return kinds;
+}
 timer_kind parse_timer_kind(const std::string& name) {
   // Archives before schema 10 named the layout conversion's timer after the kind's former name; `transpose` is
   // an operation now.

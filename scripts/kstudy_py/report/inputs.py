@@ -18,7 +18,7 @@ PROBLEM = ["operation", *A.point_key("samples", without=HOW_IT_RAN)]
 VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "implementation", "backend", "on_device",
                       "kernels_launched", "rung", "essential_bytes", "essential_flops", "compute_ceiling",
                       "peak_device_bytes", "tuned_parameters"]
-HOST_IN_HOST_OUT = ("one_shot", "one_shot_alloc", "pipelined")
+HOST_IN_HOST_OUT = A.HOST_IN_HOST_OUT
 BACKEND_PREFERENCE = {"openmp": 0, "threads": 1, "serial": 2}  # which CPU reference is the baseline
 
 

@@ -9,25 +9,51 @@
 
 namespace kstudy {
 
-// The timing boundary a sample crossed (the seed's five timers, plus the launch-overhead probes).
+// The timing boundaries a sample can cross (the seed's five timers, plus the calibration probes), declared once:
+// the enum, the names archives store, and `kstudy schema`'s "timers" table (from which the Python side reads
+// each timer's clock and scope instead of listing names) all expand this list.
+//   X(name, clock, scope, description)
+//   clock: the clock it reads (device_events: CUDA events on the variant's stream; host_wall: the host clock);
+//   scope: what the time spans: "host" (a CPU variant's run), "resident" (a device variant, inputs already on the
+//          device), "host_in_host_out" (host input to host-visible output, transfers included), "calibration"
+//          (a probe of the machine, no variant output), "process" (a fresh process or a compilation), "region"
+//          (back-to-back calls through one measured region, for energy).
+#define KSTUDY_TIMER_KINDS(X)                                                                                   \
+  X(host_wall, host_wall, host, "CPU variants: host clock around the fenced run")                               \
+  X(resident_wall, host_wall, resident, "device variants: host clock through the final fence, inputs resident") \
+  X(device_events, device_events, resident, "CUDA events on the variant's stream around the same operation")    \
+  X(one_shot, host_wall, host_in_host_out, "host input -> host-visible scores and flags, transfers included")   \
+  X(one_shot_alloc, host_wall, host_in_host_out, "one-shot including allocation of every device buffer")        \
+  X(pipelined, host_wall, host_in_host_out, "one-shot through chunked, overlapped upload/kernel/download")      \
+  X(cold, host_wall, process, "first call in a fresh process")                                                  \
+  X(compile, host_wall, process, "NVRTC compilation of the CUDA escape-path source, empty cache")               \
+  X(launch, host_wall, calibration, "launch-overhead probes")                                                   \
+  X(transfer, host_wall, calibration, "transfer calibration copies")                                            \
+  X(layout_conversion, host_wall, calibration,                                                                  \
+    "resident row-major -> feature-major conversion of a table (kind layout_conversion)")                       \
+  X(pin, host_wall, calibration,                                                                                \
+    "making host memory page-locked: cudaHostAlloc, or cudaHostRegister of an existing buffer")                 \
+  X(energy, host_wall, region,                                                                                  \
+    "resident calls back to back through one region of at least the energy window: wall time and (device "      \
+    "variants) NVML energy per call")
+
 enum class timer_kind {
-  host_wall,          // CPU variants: host clock around the fenced run
-  resident_wall,      // device variants: host clock through the final fence, inputs already resident
-  device_events,      // CUDA events on the variant's stream around the same operation
-  one_shot,           // host input -> host-visible scores and flags, transfers included
-  one_shot_alloc,     // one-shot including allocation of every device buffer
-  pipelined,          // one-shot through chunked, overlapped upload/kernel/download
-  cold,               // first call in a fresh process
-  compile,            // NVRTC compilation of the CUDA escape-path source, empty cache
-  launch,             // launch-overhead probes
-  transfer,           // transfer calibration copies
-  layout_conversion,  // resident row-major -> feature-major conversion of a table (kind layout_conversion)
-  pin,                // making host memory page-locked: cudaHostAlloc, or cudaHostRegister of an existing buffer
-  energy,             // resident calls back to back through one region of at least the energy window: wall time
-                      // and (device variants) NVML energy per call
+#define KSTUDY_TIMER_ENUMERATOR(name, clock, scope, description) name,
+  KSTUDY_TIMER_KINDS(KSTUDY_TIMER_ENUMERATOR)
+#undef KSTUDY_TIMER_ENUMERATOR
 };
 const char* to_string(timer_kind kind);
 timer_kind parse_timer_kind(const std::string& name);
+
+// One timer's declared properties (KSTUDY_TIMER_KINDS), in declaration order.
+struct timer_kind_info {
+  timer_kind kind;
+  const char* name;
+  const char* clock;
+  const char* scope;
+  const char* description;
+};
+const std::vector<timer_kind_info>& timer_kinds();
 
 // What the correctness gate said about the output a sample's timings belong to. Calibration samples
 // (transfer, launch, layout_conversion, compile and Kokkos-initialize probes) compute no scores: nothing to gate.
