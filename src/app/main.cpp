@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kstudy/archive.hpp"
@@ -470,13 +471,84 @@ void add_merge_options(CLI::App* merge, kstudy::merge_request& merge_request) {
   merge->add_flag("--overwrite", merge_request.overwrite, "Replace an existing output archive");
 }
 
+// The commands Python runs (scripts/kstudy_report.py), listed for --help only: main() hands them over before CLI11
+// parses anything.
+const std::vector<std::pair<std::string, std::string>>& python_tool_commands() {
+  static const std::vector<std::pair<std::string, std::string>> commands{
+      {"report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR"},
+      {"compare",
+       "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: Kokkos "
+       "versions; --by device: spread between GPUs (run --devices)"},
+      {"history", "Results across commits: history add ARCHIVE... | show --variant V [--plot PNG] | list"},
+      {"advise",
+       "Which variant for your shape, layout, host memory and reuse, predicted from archives: advise ARCHIVE... "
+       "--shape 3000000x48 [--layout row-major] [--memory pinned] [--reuse 20]"},
+  };
+  return commands;
+}
+
+void add_python_tool_commands(CLI::App& app) {
+  for (const auto& [name, description] : python_tool_commands()) app.add_subcommand(name, description);
+}
+
+bool is_python_tool_command(const std::string& name) {
+  for (const auto& command : python_tool_commands())
+    if (command.first == name) return true;
+  return false;
+}
+
+// kstudy info: Kokkos' runtime configuration where Kokkos can start; else what the build knows, and why not.
+int info_command(int argc, char** argv, std::optional<kstudy::kokkos_session>& kokkos) {
+  const auto reason = kstudy::kokkos_unavailable_reason();
+  if (reason.empty()) kokkos.emplace(argc, argv);
+  auto metadata = kstudy::collect_metadata(argc, argv);
+  if (!reason.empty()) metadata.environment["gpu"] = "none visible (" + reason + "); Kokkos not started";
+  std::cout << kstudy::describe_environment(metadata);
+  return 0;
+}
+
+// kstudy run: over several devices (a process each; the parent starts no Kokkos, it would hold a GPU), or here.
+int run_command(kstudy::run_request& request, const std::string& shard_text, kstudy::devices_request& devices,
+                const std::string& devices_text, int argc, char** argv, std::optional<kstudy::kokkos_session>& kokkos) {
+  if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
+  if (devices.replicate && devices_text.empty())
+    throw std::invalid_argument("--replicate-on-every-device needs --devices");
+  if (!devices_text.empty()) {
+    if (!request.json_out.empty())
+      throw std::invalid_argument("--json is not taken with --devices; kstudy report reads the merged archive");
+    devices.run = request;
+    devices.devices = devices_text;
+    for (int i = 0; i < argc; ++i) devices.command_line += (i ? " " : "") + std::string(argv[i]);
+    return kstudy::run_on_devices(devices, self_exe(), std::cout, std::cerr);
+  }
+  if (const auto reason = kstudy::kokkos_unavailable_reason(); !reason.empty())
+    return refuse_without_gpu(reason, request);
+  if (request.resume || request.overwrite)
+    if (const int rc = wait_for_archive_release(request.out, request.resume); rc != 0) return rc;
+  kokkos.emplace(argc, argv);  // takes its --kokkos-* arguments out of argv
+  try {
+    return kstudy::run_study(request, self_exe(), argc, argv);
+  } catch (const kstudy::archive_in_use& in_use) {
+    std::cerr << "kstudy: error: " << in_use.what() << "; wait for it to finish or stop it, then "
+              << (request.resume ? "--resume" : "run again") << "\n";
+    return 1;
+  }
+}
+
+int salvage_command(const std::string& in, const std::string& out, bool overwrite) {
+  const auto report = kstudy::salvage_archive(in, out, overwrite);
+  for (const auto& lost : report.lost) std::cerr << "kstudy salvage: left out: " << lost << "\n";
+  std::cout << "salvaged " << report.units_kept << " finished (point, replication) units, " << report.samples_kept
+            << " samples, into " << out << "; complete it with: kstudy run EXPERIMENT... --resume --out " << out
+            << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
-  if (argc >= 2 && (std::string(argv[1]) == "report" || std::string(argv[1]) == "compare" ||
-                    std::string(argv[1]) == "history" || std::string(argv[1]) == "advise"))
-    return kstudy::exec_python_tool(argc, argv);
+  if (argc >= 2 && is_python_tool_command(argv[1])) return kstudy::exec_python_tool(argc, argv);
   ensure_thread_binding(argv);
   if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
   if (int rc = 0; run_hidden_child(argc, argv, rc)) return rc;
@@ -520,16 +592,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   auto* schema = app.add_subcommand(
       "schema", "Print the archive schema (every table, its columns, types and former names) as JSON");
-  // Listed for --help; main() hands both to scripts/kstudy_report.py before CLI11 parses anything.
-  app.add_subcommand("report", "Tables (CSV), figures (PNG) and report.md from archives: report ARCHIVE... --out DIR");
-  app.add_subcommand("compare",
-                     "Medians, ratio B/A, Mann-Whitney U; --by backend|machine: performance portability; --by kokkos: "
-                     "Kokkos versions; --by device: spread between GPUs (run --devices)");
-  app.add_subcommand("history",
-                     "Results across commits: history add ARCHIVE... | show --variant V [--plot PNG] | list");
-  app.add_subcommand("advise",
-                     "Which variant for your shape, layout, host memory and reuse, predicted from archives: advise "
-                     "ARCHIVE... --shape 3000000x48 [--layout row-major] [--memory pinned] [--reuse 20]");
+  add_python_tool_commands(app);
   // Listed for --help; main() runs it before Kokkos starts (profile_command).
   kstudy::profile_request unused;
   add_profile_options(
@@ -550,55 +613,15 @@ int main(int argc, char** argv) {
       std::cout << kstudy::archive_schema_json();
       return 0;
     }
-    if (*info) {
-      // Kokkos' runtime configuration where Kokkos can start; else what the build knows, and why not.
-      const auto reason = kstudy::kokkos_unavailable_reason();
-      if (reason.empty()) kokkos.emplace(argc, argv);
-      auto metadata = kstudy::collect_metadata(argc, argv);
-      if (!reason.empty()) metadata.environment["gpu"] = "none visible (" + reason + "); Kokkos not started";
-      std::cout << kstudy::describe_environment(metadata);
-      return 0;
-    }
+    if (*info) return info_command(argc, argv, kokkos);
     if (*p2p) return p2p_command(p2p_options);
-    if (*run) {
-      if (!shard_text.empty()) request.shard = kstudy::parse_shard(shard_text);
-      if (devices_request.replicate && devices_text.empty())
-        throw std::invalid_argument("--replicate-on-every-device needs --devices");
-      if (!devices_text.empty()) {
-        // The parent starts no Kokkos (it would hold a GPU): each device's process does.
-        if (!request.json_out.empty())
-          throw std::invalid_argument("--json is not taken with --devices; kstudy report reads the merged archive");
-        devices_request.run = request;
-        devices_request.devices = devices_text;
-        for (int i = 0; i < argc; ++i) devices_request.command_line += (i ? " " : "") + std::string(argv[i]);
-        return kstudy::run_on_devices(devices_request, self_exe(), std::cout, std::cerr);
-      }
-      if (const auto reason = kstudy::kokkos_unavailable_reason(); !reason.empty())
-        return refuse_without_gpu(reason, request);
-      if (request.resume || request.overwrite)
-        if (const int rc = wait_for_archive_release(request.out, request.resume); rc != 0) return rc;
-      kokkos.emplace(argc, argv);  // takes its --kokkos-* arguments out of argv
-      try {
-        return kstudy::run_study(request, self_exe(), argc, argv);
-      } catch (const kstudy::archive_in_use& in_use) {
-        std::cerr << "kstudy: error: " << in_use.what() << "; wait for it to finish or stop it, then "
-                  << (request.resume ? "--resume" : "run again") << "\n";
-        return 1;
-      }
-    }
+    if (*run) return run_command(request, shard_text, devices_request, devices_text, argc, argv, kokkos);
     if (*submit) return kstudy::submit_study(submit_request, self_exe());
     if (*merge) {
       for (int i = 0; i < argc; ++i) merge_request.command_line += (i ? " " : "") + std::string(argv[i]);
       return merge_command(merge_request);
     }
-    if (*salvage) {
-      const auto report = kstudy::salvage_archive(salvage_in, salvage_out, salvage_overwrite);
-      for (const auto& lost : report.lost) std::cerr << "kstudy salvage: left out: " << lost << "\n";
-      std::cout << "salvaged " << report.units_kept << " finished (point, replication) units, " << report.samples_kept
-                << " samples, into " << salvage_out << "; complete it with: kstudy run EXPERIMENT... --resume --out "
-                << salvage_out << "\n";
-      return 0;
-    }
+    if (*salvage) return salvage_command(salvage_in, salvage_out, salvage_overwrite);
   } catch (const std::exception& e) {
     std::cerr << "kstudy: error: " << e.what() << "\n";
     return 1;

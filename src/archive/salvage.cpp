@@ -213,6 +213,80 @@ bool salvage_experiment(hid_t experiments, const std::string& name, const std::s
   return true;
 }
 
+[[noreturn]] void refuse(const std::string& damaged, const std::string& why) {
+  throw std::runtime_error("kstudy: cannot salvage '" + damaged + "': " + why);
+}
+
+// The run metadata, from an intact root group of this schema version, marked incomplete (--resume marks it again)
+// and salvaged; a damaged environment group is left out.
+run_metadata salvage_metadata(hid_t file, const std::string& damaged, const std::string& source,
+                              salvage_report& report) {
+  std::error_code ec;
+  if (!intact(file, "/", false, source)) refuse(damaged, "its run metadata (the root group) is damaged");
+  const auto root = read_string_attributes(file, source);
+  const auto version = root.find("schema_version");
+  if (version == root.end()) refuse(damaged, "it is not a kstudy archive (no schema_version)");
+  if (version->second != archive_schema_version)
+    refuse(damaged,
+           "it has schema_version " + version->second + "; salvage (like --resume) handles " + archive_schema_version);
+  run_metadata metadata;
+  metadata.root = root;
+  metadata.root.erase(digest_attribute);
+  metadata.root.erase("schema_version");
+  if (metadata.root.count("complete")) metadata.root["complete"] = "false";
+  metadata.root["salvaged_from"] = fs::absolute(damaged, ec).string();
+  if (link_exists(file, "environment", source)) {
+    if (intact(file, "environment", false, source)) {
+      metadata.environment = read_string_attributes(open_group(file, "environment", source).get(), source);
+      metadata.environment.erase(digest_attribute);
+    } else {
+      report.lost.push_back("environment: damaged; left out");
+    }
+  }
+  return metadata;
+}
+
+// Every experiment whose finished points still read; an unreadable one is left out and named in the report.
+std::vector<salvaged_experiment> salvage_experiments(hid_t file, const std::string& damaged, const std::string& source,
+                                                     salvage_report& report) {
+  std::vector<salvaged_experiment> experiments;
+  if (!link_exists(file, "experiments", source)) return experiments;
+  if (!intact(file, "experiments", false, source)) refuse(damaged, "its list of experiments is damaged");
+  h5_handle group = open_group(file, "experiments", source);
+  std::vector<std::string> names;
+  for (const auto& o : archive_objects(file, source))
+    if (!o.is_dataset && o.name.rfind("/experiments/", 0) == 0 && o.name.find('/', 13) == std::string::npos)
+      names.push_back(o.name.substr(13));
+  for (const auto& name : names) {
+    salvaged_experiment e;
+    try {
+      if (salvage_experiment(group.get(), name, source, e, report)) experiments.push_back(std::move(e));
+    } catch (const std::runtime_error& error) {
+      H5Eclear2(H5E_DEFAULT);
+      report.lost.push_back(name + ": unreadable (" + error.what() + "); the experiment is left out");
+    }
+  }
+  return experiments;
+}
+
+void write_salvaged(const std::string& path, const run_metadata& metadata,
+                    const std::vector<salvaged_experiment>& experiments) {
+  hdf5_sink sink(path, open_mode::overwrite);
+  sink.begin(metadata);
+  for (const auto& e : experiments) {
+    sink.begin_experiment(e.record);
+    sink.write_ceilings(e.ceilings);
+    sink.write_samples(e.samples);
+    sink.write_gates(e.gates);
+    sink.write_attribution(e.attribution);
+    sink.write_health(e.health);
+    sink.write_variants(e.variants);
+    if (e.has_profile) sink.write_profile(e.profile, e.profile_attributes);
+    sink.end_experiment(e.record.name);
+  }
+  sink.finish();
+}
+
 }  // namespace
 
 salvage_report salvage_archive(const std::string& damaged, const std::string& out, bool overwrite) {
@@ -249,65 +323,12 @@ salvage_report salvage_archive(const std::string& damaged, const std::string& ou
       throw std::runtime_error("kstudy: cannot salvage '" + damaged +
                                "': HDF5 cannot open it at all (its superblock or root group is damaged)");
     }
-    const auto refuse = [&](const std::string& why) {
-      throw std::runtime_error("kstudy: cannot salvage '" + damaged + "': " + why);
-    };
-    if (!intact(file.get(), "/", false, source)) refuse("its run metadata (the root group) is damaged");
-    const auto root = read_string_attributes(file.get(), source);
-    const auto version = root.find("schema_version");
-    if (version == root.end()) refuse("it is not a kstudy archive (no schema_version)");
-    if (version->second != archive_schema_version)
-      refuse("it has schema_version " + version->second + "; salvage (like --resume) handles " +
-             archive_schema_version);
-    run_metadata metadata;
-    metadata.root = root;
-    metadata.root.erase(digest_attribute);
-    metadata.root.erase("schema_version");
-    if (metadata.root.count("complete")) metadata.root["complete"] = "false";  // --resume marks it again
-    metadata.root["salvaged_from"] = fs::absolute(damaged, ec).string();
-    if (link_exists(file.get(), "environment", source)) {
-      if (intact(file.get(), "environment", false, source)) {
-        metadata.environment = read_string_attributes(open_group(file.get(), "environment", source).get(), source);
-        metadata.environment.erase(digest_attribute);
-      } else {
-        report.lost.push_back("environment: damaged; left out");
-      }
-    }
-    std::vector<salvaged_experiment> experiments;
-    if (link_exists(file.get(), "experiments", source)) {
-      if (!intact(file.get(), "experiments", false, source)) refuse("its list of experiments is damaged");
-      h5_handle group = open_group(file.get(), "experiments", source);
-      std::vector<std::string> names;
-      for (const auto& o : archive_objects(file.get(), source))
-        if (!o.is_dataset && o.name.rfind("/experiments/", 0) == 0 && o.name.find('/', 13) == std::string::npos)
-          names.push_back(o.name.substr(13));
-      for (const auto& name : names) {
-        salvaged_experiment e;
-        try {
-          if (salvage_experiment(group.get(), name, source, e, report)) experiments.push_back(std::move(e));
-        } catch (const std::runtime_error& error) {
-          H5Eclear2(H5E_DEFAULT);
-          report.lost.push_back(name + ": unreadable (" + error.what() + "); the experiment is left out");
-        }
-      }
-    }
+    auto metadata = salvage_metadata(file.get(), damaged, source, report);
+    auto experiments = salvage_experiments(file.get(), damaged, source, report);
     if (link_exists(file.get(), "shards", source))
       report.lost.push_back("shards: a merged archive's shard records are not copied (merge the shards again)");
     cleanup();
-    hdf5_sink sink(temporary, open_mode::overwrite);
-    sink.begin(metadata);
-    for (const auto& e : experiments) {
-      sink.begin_experiment(e.record);
-      sink.write_ceilings(e.ceilings);
-      sink.write_samples(e.samples);
-      sink.write_gates(e.gates);
-      sink.write_attribution(e.attribution);
-      sink.write_health(e.health);
-      sink.write_variants(e.variants);
-      if (e.has_profile) sink.write_profile(e.profile, e.profile_attributes);
-      sink.end_experiment(e.record.name);
-    }
-    sink.finish();
+    write_salvaged(temporary, metadata, experiments);
     fs::rename(temporary, out);
   } catch (...) {
     cleanup();

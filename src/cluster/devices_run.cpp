@@ -77,6 +77,87 @@ std::vector<ceiling_record> peer_ceilings(const devices_request& request, const 
   }
 }
 
+// Every part not yet done, each in its own process, all at once; each part's exit status and (where it could not
+// start) why. One thread per device waits for its process. The waiters block SIGINT and SIGTERM (they inherit the
+// mask set here); this thread takes them and passes a stop request on to every process, each of which then
+// finishes its current point and stops, its archive resumable.
+void run_parts(const devices_plan& plan, std::vector<int>& status, std::vector<std::string>& failure) {
+  platform::install_stop_handlers();
+  status.assign(plan.parts.size(), 0);
+  failure.assign(plan.parts.size(), std::string());
+  std::vector<std::thread> waiters;
+  std::mutex started_mutex;
+  std::vector<int> started;
+  std::atomic<int> running{0};
+  sigset_t stop_signals, previous_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
+  for (std::size_t i = 0; i < plan.parts.size(); ++i) {
+    if (plan.parts[i].done) continue;
+    ++running;
+    waiters.emplace_back([&, i] {
+      const auto& part = plan.parts[i];
+      platform::spawn_options options;
+      options.argv = part.argv;
+      options.env = part.env;
+      options.stdout_target = options.stderr_target = platform::stream_target::file;
+      options.stdout_path = options.stderr_path = part.log;
+      options.reset_affinity = true;
+      options.die_with_parent = true;
+      options.on_start = [&](int pid) {
+        const std::lock_guard<std::mutex> lock(started_mutex);
+        started.push_back(pid);
+      };
+      try {
+        status[i] = platform::run_process(options).status();
+      } catch (const std::exception& e) {
+        status[i] = 1;
+        failure[i] = e.what();
+      }
+      --running;
+    });
+  }
+  pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  std::size_t told = 0;  // the processes a stop request has reached
+  while (running > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (const int sig = platform::stop_requested(); sig != 0) {
+      const std::lock_guard<std::mutex> lock(started_mutex);
+      for (; told < started.size(); ++told) ::kill(started[told], sig);
+    }
+  }
+  for (auto& w : waiters) w.join();
+}
+
+// The device archives merged into the run's archive (the peer-copy roofs added where the run measured them).
+int merge_device_archives(const devices_request& request, const devices_plan& plan,
+                          const platform::device_source& source, std::ostream& out, std::ostream& err) {
+  const int n = static_cast<int>(plan.parts.size());
+  merge_request merge;
+  merge.out = request.run.out;
+  for (const auto& part : plan.parts) merge.shards.push_back(part.archive);
+  merge.overwrite = request.run.overwrite || request.run.resume;
+  merge.device_replicas = request.replicate;
+  merge.command_line = request.command_line;
+  merge.extra_ceilings = peer_ceilings(request, plan, source, out, err);
+  merge_report report;
+  try {
+    report = merge_shards(merge);
+  } catch (const merge_refused& refused) {
+    for (const auto& p : refused.problems()) err << "kstudy run: merge refused: " << p << "\n";
+    return 1;
+  }
+  if (!report.written) {
+    err << "kstudy run: the device archives are not all complete; nothing merged into " << request.run.out << "\n";
+    return 1;
+  }
+  out << "kstudy run: " << n << " device" << (n == 1 ? "" : "s") << (request.replicate ? " (every point on each)" : "")
+      << " merged into " << request.run.out << ": " << report.samples << " samples\n";
+  return 0;
+}
+
 }  // namespace
 
 std::string default_parts_dir(const std::string& out) { return out + ".devices"; }
@@ -157,62 +238,14 @@ int run_on_devices(const devices_request& request, const std::string& self_exe, 
   const fs::path dir =
       plan.parts.front().archive.empty() ? fs::path() : fs::path(plan.parts.front().archive).parent_path();
   fs::create_directories(dir);
-  const int n = static_cast<int>(plan.parts.size());
   for (const auto& part : plan.parts)
     err << "kstudy run: " << part.device.describe() << ": "
         << (request.replicate ? std::string("every point") : "shard " + part.shard.text()) << " -> " << part.archive
         << (part.done ? " (complete: kept)" : ", log " + part.log) << "\n";
 
-  // One thread per device waits for its process, so that all run at once. The waiters block SIGINT and SIGTERM
-  // (they inherit the mask set here); this thread takes them and passes a stop request on to every process,
-  // each of which then finishes its current point and stops, its archive resumable.
-  platform::install_stop_handlers();
-  std::vector<int> status(plan.parts.size(), 0);
-  std::vector<std::string> failure(plan.parts.size());
-  std::vector<std::thread> waiters;
-  std::mutex started_mutex;
-  std::vector<int> started;
-  std::atomic<int> running{0};
-  sigset_t stop_signals, previous_mask;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
-  for (std::size_t i = 0; i < plan.parts.size(); ++i) {
-    if (plan.parts[i].done) continue;
-    ++running;
-    waiters.emplace_back([&, i] {
-      const auto& part = plan.parts[i];
-      platform::spawn_options options;
-      options.argv = part.argv;
-      options.env = part.env;
-      options.stdout_target = options.stderr_target = platform::stream_target::file;
-      options.stdout_path = options.stderr_path = part.log;
-      options.reset_affinity = true;
-      options.die_with_parent = true;
-      options.on_start = [&](int pid) {
-        const std::lock_guard<std::mutex> lock(started_mutex);
-        started.push_back(pid);
-      };
-      try {
-        status[i] = platform::run_process(options).status();
-      } catch (const std::exception& e) {
-        status[i] = 1;
-        failure[i] = e.what();
-      }
-      --running;
-    });
-  }
-  pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
-  std::size_t told = 0;  // the processes a stop request has reached
-  while (running > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (const int sig = platform::stop_requested(); sig != 0) {
-      const std::lock_guard<std::mutex> lock(started_mutex);
-      for (; told < started.size(); ++told) ::kill(started[told], sig);
-    }
-  }
-  for (auto& w : waiters) w.join();
+  std::vector<int> status;
+  std::vector<std::string> failure;
+  run_parts(plan, status, failure);
   if (const int sig = platform::stop_requested(); sig != 0) {
     err << "kstudy run: stopped by signal " << sig << "; nothing merged into " << request.run.out
         << "; each device's archive keeps its finished points: the same command with --resume completes them\n";
@@ -234,28 +267,7 @@ int run_on_devices(const devices_request& request, const std::string& self_exe, 
         << ": run the same command with --resume to complete the others\n";
     return rc;
   }
-
-  merge_request merge;
-  merge.out = request.run.out;
-  for (const auto& part : plan.parts) merge.shards.push_back(part.archive);
-  merge.overwrite = request.run.overwrite || request.run.resume;
-  merge.device_replicas = request.replicate;
-  merge.command_line = request.command_line;
-  merge.extra_ceilings = peer_ceilings(request, plan, *source, out, err);
-  merge_report report;
-  try {
-    report = merge_shards(merge);
-  } catch (const merge_refused& refused) {
-    for (const auto& p : refused.problems()) err << "kstudy run: merge refused: " << p << "\n";
-    return 1;
-  }
-  if (!report.written) {
-    err << "kstudy run: the device archives are not all complete; nothing merged into " << request.run.out << "\n";
-    return 1;
-  }
-  out << "kstudy run: " << n << " device" << (n == 1 ? "" : "s") << (request.replicate ? " (every point on each)" : "")
-      << " merged into " << request.run.out << ": " << report.samples << " samples\n";
-  return 0;
+  return merge_device_archives(request, plan, *source, out, err);
 }
 
 }  // namespace kstudy

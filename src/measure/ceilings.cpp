@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 
+#include "kstudy/records.hpp"
 #include "kstudy/timers.hpp"
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/compute_roofs.hpp"
@@ -190,11 +191,9 @@ double sum_view(const ExecutionSpace& space, const char* label, const View& v) {
   return sum;
 }
 
-}  // namespace
-
-std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
-  std::vector<ceiling_record> out;
-  using host_space = Kokkos::DefaultHostExecutionSpace;
+// The device memory roofs (read, copy): on the device variants' clock and on the host clock, or without a device
+// on the host clock in the default execution space.
+void measure_device_memory_roofs(const ceiling_options& options, std::vector<ceiling_record>& out) {
   const std::int64_t n_device = options.device_bytes / std::int64_t(sizeof(float));
   std::int64_t n_alloc = n_device;
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
@@ -264,49 +263,67 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
     out.push_back(copy);
 #endif
   }
+}
+
+// host_read: the host's default execution space streaming a buffer.
+void measure_host_roof(const ceiling_options& options, std::vector<ceiling_record>& out) {
+  using host_space = Kokkos::DefaultHostExecutionSpace;
+  const std::int64_t n_host = options.host_bytes / std::int64_t(sizeof(float));
+  Kokkos::View<float*, Kokkos::HostSpace> h(Kokkos::view_alloc("kstudy::ceiling_host", Kokkos::WithoutInitializing),
+                                            n_host);
+  Kokkos::deep_copy(h, 1.0f);
+  host_space space;
+  out.push_back(timed("host_read", options.host_bytes, options.trials,
+                      [&] { sum_view(space, "kstudy::ceiling::host_read", h); }));
+}
+
+#ifdef KOKKOS_ENABLE_CUDA
+// Host <-> device copies from pinned and pageable memory, and the pageable-to-pinned staging the pipelined
+// strategy runs through.
+void measure_transfer_roofs(const ceiling_options& options, std::vector<ceiling_record>& out) {
+  using host_space = Kokkos::DefaultHostExecutionSpace;
+  const std::int64_t n = options.transfer_bytes / std::int64_t(sizeof(float));
+  Kokkos::View<float*> d(Kokkos::view_alloc("kstudy::ceiling_transfer", Kokkos::WithoutInitializing), n);
+  for (const host_memory kind : {host_memory::pinned, host_memory::pageable}) {
+    host_buffer buffer(kind, options.transfer_bytes);
+    Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(buffer.as<float>(), n);
+    Kokkos::deep_copy(h, 1.0f);
+    const std::string suffix = std::string("_") + std::string(to_string(kind));
+    out.push_back(timed("h2d" + suffix, options.transfer_bytes, options.trials, [&] { Kokkos::deep_copy(d, h); }));
+    out.push_back(timed("d2h" + suffix, options.transfer_bytes, options.trials, [&] { Kokkos::deep_copy(h, d); }));
+  }
+  // What bounds a one-shot from pageable memory through pinned staging (the pipelined strategy): host
+  // threads copying pageable memory into page-locked chunks, in 64 KiB pieces as the pipeline gathers
+  // them. bytes = bytes copied (each is read once and written once).
+  host_buffer source(host_memory::pageable, options.transfer_bytes),
+      staging(host_memory::pinned, options.transfer_bytes);
+  std::fill(source.data(), source.data() + options.transfer_bytes, std::byte{1});
+  std::fill(staging.data(), staging.data() + options.transfer_bytes, std::byte{0});
+  out.push_back(timed("host_stage_pageable_to_pinned", options.transfer_bytes, options.trials, [&] {
+    const std::byte* from = source.data();
+    std::byte* to = staging.data();
+    const std::int64_t bytes = options.transfer_bytes, piece = std::int64_t(1) << 16;
+    Kokkos::parallel_for("kstudy::ceiling::host_stage", Kokkos::RangePolicy<host_space>(0, (bytes + piece - 1) / piece),
+                         [=](const std::int64_t p) {
+                           const std::int64_t begin = p * piece;
+                           std::memcpy(to + begin, from + begin, std::size_t(std::min(piece, bytes - begin)));
+                         });
+    host_space().fence();
+  }));
+}
+#endif
+
+}  // namespace
+
+std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
+  std::vector<ceiling_record> out;
+  measure_device_memory_roofs(options, out);
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
   if (options.compute_roofs) measure_compute_roofs(options, out);
 #endif
-  {
-    const std::int64_t n_host = options.host_bytes / std::int64_t(sizeof(float));
-    Kokkos::View<float*, Kokkos::HostSpace> h(Kokkos::view_alloc("kstudy::ceiling_host", Kokkos::WithoutInitializing),
-                                              n_host);
-    Kokkos::deep_copy(h, 1.0f);
-    host_space space;
-    out.push_back(timed("host_read", options.host_bytes, options.trials,
-                        [&] { sum_view(space, "kstudy::ceiling::host_read", h); }));
-  }
+  measure_host_roof(options, out);
 #ifdef KOKKOS_ENABLE_CUDA
-  {
-    const std::int64_t n = options.transfer_bytes / std::int64_t(sizeof(float));
-    Kokkos::View<float*> d(Kokkos::view_alloc("kstudy::ceiling_transfer", Kokkos::WithoutInitializing), n);
-    for (const host_memory kind : {host_memory::pinned, host_memory::pageable}) {
-      host_buffer buffer(kind, options.transfer_bytes);
-      Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(buffer.as<float>(), n);
-      Kokkos::deep_copy(h, 1.0f);
-      const std::string suffix = std::string("_") + std::string(to_string(kind));
-      out.push_back(timed("h2d" + suffix, options.transfer_bytes, options.trials, [&] { Kokkos::deep_copy(d, h); }));
-      out.push_back(timed("d2h" + suffix, options.transfer_bytes, options.trials, [&] { Kokkos::deep_copy(h, d); }));
-    }
-    // What bounds a one-shot from pageable memory through pinned staging (the pipelined strategy): host
-    // threads copying pageable memory into page-locked chunks, in 64 KiB pieces as the pipeline gathers
-    // them. bytes = bytes copied (each is read once and written once).
-    host_buffer source(host_memory::pageable, options.transfer_bytes),
-        staging(host_memory::pinned, options.transfer_bytes);
-    std::fill(source.data(), source.data() + options.transfer_bytes, std::byte{1});
-    std::fill(staging.data(), staging.data() + options.transfer_bytes, std::byte{0});
-    out.push_back(timed("host_stage_pageable_to_pinned", options.transfer_bytes, options.trials, [&] {
-      const std::byte* from = source.data();
-      std::byte* to = staging.data();
-      const std::int64_t bytes = options.transfer_bytes, piece = std::int64_t(1) << 16;
-      Kokkos::parallel_for("kstudy::ceiling::host_stage",
-                           Kokkos::RangePolicy<host_space>(0, (bytes + piece - 1) / piece), [=](const std::int64_t p) {
-                             const std::int64_t begin = p * piece;
-                             std::memcpy(to + begin, from + begin, std::size_t(std::min(piece, bytes - begin)));
-                           });
-      host_space().fence();
-    }));
-  }
+  measure_transfer_roofs(options, out);
 #endif
   return out;
 }
@@ -325,7 +342,9 @@ const ceiling_record* find_ceiling(const std::vector<ceiling_record>& ceilings, 
 }
 
 timer_kind clock_of(timer_kind timer) {
-  return timer == timer_kind::device_events ? timer_kind::device_events : timer_kind::host_wall;
+  for (const auto& declared : timer_kinds())
+    if (declared.kind == timer) return parse_timer_kind(declared.clock);
+  return timer_kind::host_wall;  // not reached: every timer is declared
 }
 
 const ceiling_record* roof_for(const std::vector<ceiling_record>& ceilings, bool on_device, timer_kind clock) {

@@ -358,6 +358,180 @@ double relative_tolerance(gemm_precision precision, std::int64_t k) {
 // Bound on the float64 evaluation error of a projection (sums of up to n + k + 2 products, on either side).
 double projection_slack(std::int64_t n, std::int64_t k) { return double(n + k + 2) * 0x1.0p-52; }
 
+// The output check() reads: C in either storage order.
+struct gemm_output {
+  const float* c;
+  bool row_major;
+  std::int64_t m, n;
+  float at(std::int64_t i, std::int64_t j) const { return c[offset(row_major, i, j, m, n)]; }
+};
+
+// What check()'s three phases found. Rows and columns holding a failure the first two phases counted are marked
+// bad, so that the projections (c) count only failures found nowhere else.
+struct gemm_findings {
+  explicit gemm_findings(const gemm_output& c)
+      : first_nonfinite(c.m * c.n),
+        first_sampled(c.m * c.n),
+        row_bad(static_cast<std::size_t>(c.m), 0),
+        col_bad(static_cast<std::size_t>(c.n), 0) {}
+  std::int64_t nonfinite = 0, first_nonfinite;       // (a); first: logical index i n + j, m n when none
+  std::int64_t sampled_failures = 0, first_sampled;  // (b)
+  double max_abs = 0.0, max_rel = 0.0;               // (b), over the finite sampled elements
+  std::vector<char> row_bad, col_bad;
+  std::int64_t unexplained_rows = 0, unexplained_cols = 0;  // (c)
+  std::int64_t first_row = -1, first_col = -1, first_block = 0;
+  double row_err = 0, row_bound = 0, col_err = 0, col_bound = 0;
+};
+
+// (a) every element finite.
+void find_nonfinite(const gemm_output& out, gemm_findings& found) {
+  const float* c = out.c;
+  const std::int64_t m = out.m, n = out.n;
+  std::int64_t nonfinite = 0, first_nonfinite = m * n;
+  const logical_index order{out.row_major, m, n};
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(min : first_nonfinite)
+  for (std::int64_t e = 0; e < m * n; ++e) {
+    if (!std::isfinite(c[e])) {
+      ++nonfinite;
+      std::int64_t i, j;
+      order.of(e, i, j);
+      first_nonfinite = std::min(first_nonfinite, i * n + j);
+    }
+  }
+  if (nonfinite > 0) {
+    for (std::int64_t e = 0; e < m * n; ++e)
+      if (!std::isfinite(c[e])) {
+        std::int64_t i, j;
+        order.of(e, i, j);
+        found.row_bad[static_cast<std::size_t>(i)] = found.col_bad[static_cast<std::size_t>(j)] = 1;
+      }
+  }
+  found.nonfinite = nonfinite;
+  found.first_nonfinite = first_nonfinite;
+}
+
+// (b) the sampled rows and columns, element by element (finite ones: the others are counted by (a)).
+void check_sampled_lines(const gemm_output& out, const gemm_reference& ref, double rtol, gemm_findings& found) {
+  const std::int64_t m = out.m, n = out.n;
+  std::int64_t sampled_failures = 0, first_sampled = m * n;
+  double max_abs = 0.0, max_rel = 0.0;
+  const auto lines = std::int64_t(ref.rows.size() + ref.cols.size());
+  std::vector<std::vector<std::int64_t>> failing(static_cast<std::size_t>(lines));
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : sampled_failures) reduction(min : first_sampled) \
+    reduction(max : max_abs, max_rel)
+  for (std::int64_t s = 0; s < lines; ++s) {
+    const bool is_row = s < std::int64_t(ref.rows.size());
+    const std::size_t line = is_row ? std::size_t(s) : std::size_t(s) - ref.rows.size();
+    const std::int64_t fixed = is_row ? ref.rows[line] : ref.cols[line], extent = is_row ? n : m;
+    const double* value = is_row ? &ref.row_value[line * std::size_t(n)] : &ref.col_value[line * std::size_t(m)];
+    const double* scale = is_row ? &ref.row_scale[line * std::size_t(n)] : &ref.col_scale[line * std::size_t(m)];
+    for (std::int64_t t = 0; t < extent; ++t) {
+      const std::int64_t i = is_row ? fixed : t, j = is_row ? t : fixed;
+      const float got = out.at(i, j);
+      if (!std::isfinite(got)) continue;
+      const double err = std::fabs(double(got) - value[t]);
+      max_abs = std::max(max_abs, err);
+      if (scale[t] > 0)
+        max_rel = std::max(max_rel, err / scale[t]);
+      else if (err > absolute_tolerance)
+        max_rel = INFINITY;
+      if (!(err <= rtol * scale[t] + absolute_tolerance)) {
+        // A sampled row and a sampled column may share the element: count it once, on the row.
+        if (!is_row && std::binary_search(ref.rows.begin(), ref.rows.end(), i)) continue;
+        ++sampled_failures;
+        first_sampled = std::min(first_sampled, i * n + j);
+        failing[std::size_t(s)].push_back(i * n + j);
+      }
+    }
+  }
+  for (const auto& list : failing)
+    for (const std::int64_t e : list) found.row_bad[std::size_t(e / n)] = found.col_bad[std::size_t(e % n)] = 1;
+  found.sampled_failures = sampled_failures;
+  found.first_sampled = first_sampled;
+  found.max_abs = max_abs;
+  found.max_rel = max_rel;
+}
+
+// C V (row blocks) and u^T C of the output, with the sums of their elements' magnitudes.
+template <gemm_precision P>
+void project_output(const gemm_output& out, const gemm_reference& ref, std::vector<double>& right,
+                    std::vector<double>& right_abs, std::vector<double>& left, std::vector<double>& left_abs) {
+  const float* c = out.c;
+  const std::int64_t m = out.m, n = out.n, blocks = projection_blocks(n);
+  std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
+  for (std::int64_t j = 0; j < n; ++j) v[std::size_t(j)] = sign_of(ref.salt, j);
+  for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref.salt ^ 1, i);
+  const std::vector<double> ones(static_cast<std::size_t>(std::max(m, n)), 1.0);
+  // Row blocks of C V: by rows, reading C along its storage (rows of a row-major C; a column-major C a
+  // column at a time into every row's block).
+  if (out.row_major) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double x = c[i * n + j];
+        right[std::size_t(i * blocks + j / projection_block)] += v[std::size_t(j)] * x;
+        right_abs[std::size_t(i * blocks + j / projection_block)] += std::fabs(x);
+      }
+  } else {
+    const std::int64_t tile = 256;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i0 = 0; i0 < m; i0 += tile)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double sign = v[std::size_t(j)];
+        for (std::int64_t i = i0; i < std::min(m, i0 + tile); ++i) {
+          const double x = c[j * m + i];
+          right[std::size_t(i * blocks + j / projection_block)] += sign * x;
+          right_abs[std::size_t(i * blocks + j / projection_block)] += std::fabs(x);
+        }
+      }
+  }
+  matvec<P>(strided<float>{c, n, m, out.row_major ? 1 : m, out.row_major ? n : 1}, u.data(), ones.data(), left.data(),
+            left_abs.data(), true);
+}
+
+// (c) the projections, on rows and columns with no failure found by (a) or (b).
+template <gemm_precision P>
+void check_projections(const gemm_output& out, const gemm_reference& ref, double rtol, gemm_findings& found) {
+  const std::int64_t m = out.m, n = out.n, blocks = projection_blocks(n);
+  std::vector<double> right(static_cast<std::size_t>(m * blocks), 0.0), right_abs(right.size(), 0.0);
+  std::vector<double> left(static_cast<std::size_t>(n)), left_abs(static_cast<std::size_t>(n));
+  project_output<P>(out, ref, right, right_abs, left, left_abs);
+  const double slack = projection_slack(std::max(m, n), ref.k);
+  for (std::int64_t i = 0; i < m; ++i) {
+    if (found.row_bad[std::size_t(i)]) continue;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::size_t r = std::size_t(i * blocks + b);
+      const double width = double(std::min(n, (b + 1) * projection_block) - b * projection_block);
+      const double err = std::fabs(right[r] - ref.right[r]);
+      const double bound =
+          rtol * ref.right_scale[r] + width * absolute_tolerance + slack * (right_abs[r] + ref.right_scale[r]);
+      if (!(err <= bound)) {
+        if (found.unexplained_rows++ == 0) {
+          found.first_row = i;
+          found.first_block = b;
+          found.row_err = err;
+          found.row_bound = bound;
+        }
+        break;  // one failing block makes the row unexplained
+      }
+    }
+  }
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (found.col_bad[std::size_t(j)]) continue;
+    const std::size_t s = std::size_t(j);
+    const double err = std::fabs(left[s] - ref.left[s]);
+    const double bound =
+        rtol * ref.left_scale[s] + double(m) * absolute_tolerance + slack * (left_abs[s] + ref.left_scale[s]);
+    if (!(err <= bound)) {
+      if (found.unexplained_cols++ == 0) {
+        found.first_col = j;
+        found.col_err = err;
+        found.col_bound = bound;
+      }
+    }
+  }
+}
+
 template <gemm_precision P>
 class gemm_operation final : public operation {
  public:
@@ -437,180 +611,26 @@ class gemm_operation final : public operation {
                     const std::vector<host_span>& outputs) const override {
     const auto& p = gemm_problem(problem, P);
     const auto& ref = dynamic_cast<const gemm_reference&>(reference);
-    const std::int64_t m = p.m(), n = p.n(), k = p.k();
-    if (ref.m != m || ref.n != n || ref.k != k)
+    if (ref.m != p.m() || ref.n != p.n() || ref.k != p.k())
       throw std::invalid_argument(m_info.name + ": the reference is of another shape");
-    const bool row_major = p.row_major();
-    const float* c = c_output(outputs);
-    const double rtol = relative_tolerance(P, k);
+    const gemm_output c{c_output(outputs), p.row_major(), p.m(), p.n()};
+    const double rtol = relative_tolerance(P, p.k());
+    gemm_findings found(c);
+    find_nonfinite(c, found);                   // (a)
+    check_sampled_lines(c, ref, rtol, found);   // (b)
+    check_projections<P>(c, ref, rtol, found);  // (c)
+
     gate_result g;
     g.rtol = rtol;
     g.atol = absolute_tolerance;
-    g.checked = m * n;
-    const auto at = [&](std::int64_t i, std::int64_t j) { return c[offset(row_major, i, j, m, n)]; };
-
-    // (a) every element finite.
-    std::int64_t nonfinite = 0, first_nonfinite = m * n;
-    const logical_index order{row_major, m, n};
-#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(min : first_nonfinite)
-    for (std::int64_t e = 0; e < m * n; ++e) {
-      if (!std::isfinite(c[e])) {
-        ++nonfinite;
-        std::int64_t i, j;
-        order.of(e, i, j);
-        first_nonfinite = std::min(first_nonfinite, i * n + j);
-      }
-    }
-    std::vector<char> row_bad(static_cast<std::size_t>(m), 0), col_bad(static_cast<std::size_t>(n), 0);
-    if (nonfinite > 0) {
-      for (std::int64_t e = 0; e < m * n; ++e)
-        if (!std::isfinite(c[e])) {
-          std::int64_t i, j;
-          order.of(e, i, j);
-          row_bad[static_cast<std::size_t>(i)] = col_bad[static_cast<std::size_t>(j)] = 1;
-        }
-    }
-
-    // (b) the sampled rows and columns, element by element (finite ones: the others are counted above).
-    std::int64_t sampled_failures = 0, first_sampled = m * n;
-    double max_abs = 0.0, max_rel = 0.0;
-    const auto lines = std::int64_t(ref.rows.size() + ref.cols.size());
-    std::vector<std::vector<std::int64_t>> failing(static_cast<std::size_t>(lines));
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : sampled_failures) reduction(min : first_sampled) \
-    reduction(max : max_abs, max_rel)
-    for (std::int64_t s = 0; s < lines; ++s) {
-      const bool is_row = s < std::int64_t(ref.rows.size());
-      const std::size_t line = is_row ? std::size_t(s) : std::size_t(s) - ref.rows.size();
-      const std::int64_t fixed = is_row ? ref.rows[line] : ref.cols[line], extent = is_row ? n : m;
-      const double* value = is_row ? &ref.row_value[line * std::size_t(n)] : &ref.col_value[line * std::size_t(m)];
-      const double* scale = is_row ? &ref.row_scale[line * std::size_t(n)] : &ref.col_scale[line * std::size_t(m)];
-      for (std::int64_t t = 0; t < extent; ++t) {
-        const std::int64_t i = is_row ? fixed : t, j = is_row ? t : fixed;
-        const float got = at(i, j);
-        if (!std::isfinite(got)) continue;
-        const double err = std::fabs(double(got) - value[t]);
-        max_abs = std::max(max_abs, err);
-        if (scale[t] > 0)
-          max_rel = std::max(max_rel, err / scale[t]);
-        else if (err > absolute_tolerance)
-          max_rel = INFINITY;
-        if (!(err <= rtol * scale[t] + absolute_tolerance)) {
-          // A sampled row and a sampled column may share the element: count it once, on the row.
-          if (!is_row && std::binary_search(ref.rows.begin(), ref.rows.end(), i)) continue;
-          ++sampled_failures;
-          first_sampled = std::min(first_sampled, i * n + j);
-          failing[std::size_t(s)].push_back(i * n + j);
-        }
-      }
-    }
-    for (const auto& list : failing)
-      for (const std::int64_t e : list) row_bad[std::size_t(e / n)] = col_bad[std::size_t(e % n)] = 1;
-
-    // (c) the projections, on rows and columns with no failure found above.
-    const std::int64_t blocks = projection_blocks(n);
-    std::vector<double> right(static_cast<std::size_t>(m * blocks), 0.0), right_abs(right.size(), 0.0);
-    std::vector<double> left(static_cast<std::size_t>(n)), left_abs(static_cast<std::size_t>(n));
-    {
-      std::vector<double> v(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(m));
-      for (std::int64_t j = 0; j < n; ++j) v[std::size_t(j)] = sign_of(ref.salt, j);
-      for (std::int64_t i = 0; i < m; ++i) u[std::size_t(i)] = sign_of(ref.salt ^ 1, i);
-      const std::vector<double> ones(static_cast<std::size_t>(std::max(m, n)), 1.0);
-      // Row blocks of C V: by rows, reading C along its storage (rows of a row-major C; a column-major C a
-      // column at a time into every row's block).
-      if (row_major) {
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < m; ++i)
-          for (std::int64_t j = 0; j < n; ++j) {
-            const double x = c[i * n + j];
-            right[std::size_t(i * blocks + j / projection_block)] += v[std::size_t(j)] * x;
-            right_abs[std::size_t(i * blocks + j / projection_block)] += std::fabs(x);
-          }
-      } else {
-        const std::int64_t tile = 256;
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i0 = 0; i0 < m; i0 += tile)
-          for (std::int64_t j = 0; j < n; ++j) {
-            const double sign = v[std::size_t(j)];
-            for (std::int64_t i = i0; i < std::min(m, i0 + tile); ++i) {
-              const double x = c[j * m + i];
-              right[std::size_t(i * blocks + j / projection_block)] += sign * x;
-              right_abs[std::size_t(i * blocks + j / projection_block)] += std::fabs(x);
-            }
-          }
-      }
-      matvec<P>(strided<float>{c, n, m, row_major ? 1 : m, row_major ? n : 1}, u.data(), ones.data(), left.data(),
-                left_abs.data(), true);
-    }
-    const double slack = projection_slack(std::max(m, n), k);
-    std::int64_t unexplained_rows = 0, unexplained_cols = 0, first_row = -1, first_col = -1, first_block = 0;
-    double row_err = 0, row_bound = 0, col_err = 0, col_bound = 0;
-    for (std::int64_t i = 0; i < m; ++i) {
-      if (row_bad[std::size_t(i)]) continue;
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        const std::size_t r = std::size_t(i * blocks + b);
-        const double width = double(std::min(n, (b + 1) * projection_block) - b * projection_block);
-        const double err = std::fabs(right[r] - ref.right[r]);
-        const double bound =
-            rtol * ref.right_scale[r] + width * absolute_tolerance + slack * (right_abs[r] + ref.right_scale[r]);
-        if (!(err <= bound)) {
-          if (unexplained_rows++ == 0) {
-            first_row = i;
-            first_block = b;
-            row_err = err;
-            row_bound = bound;
-          }
-          break;  // one failing block makes the row unexplained
-        }
-      }
-    }
-    for (std::int64_t j = 0; j < n; ++j) {
-      if (col_bad[std::size_t(j)]) continue;
-      const std::size_t s = std::size_t(j);
-      const double err = std::fabs(left[s] - ref.left[s]);
-      const double bound =
-          rtol * ref.left_scale[s] + double(m) * absolute_tolerance + slack * (left_abs[s] + ref.left_scale[s]);
-      if (!(err <= bound)) {
-        if (unexplained_cols++ == 0) {
-          first_col = j;
-          col_err = err;
-          col_bound = bound;
-        }
-      }
-    }
-
+    g.checked = c.m * c.n;
     // Every unexplained failing row (column) holds at least one wrong element outside those counted.
-    g.value_failures = nonfinite + sampled_failures + std::max(unexplained_rows, unexplained_cols);
-    g.max_abs_error = nonfinite > 0 ? INFINITY : max_abs;
-    g.max_relative_error = nonfinite > 0 ? INFINITY : max_rel;
+    g.value_failures =
+        found.nonfinite + found.sampled_failures + std::max(found.unexplained_rows, found.unexplained_cols);
+    g.max_abs_error = found.nonfinite > 0 ? INFINITY : found.max_abs;
+    g.max_relative_error = found.nonfinite > 0 ? INFINITY : found.max_rel;
     g.passed = g.value_failures == 0;
-    if (!g.passed) {
-      const std::string tail = "; " + std::to_string(g.value_failures) + " of " + std::to_string(m * n) +
-                               " elements fail (" + std::to_string(nonfinite) + " not finite, " +
-                               std::to_string(sampled_failures) + " sampled beyond their bound, " +
-                               std::to_string(unexplained_rows) + " rows and " + std::to_string(unexplained_cols) +
-                               " columns failing the projections elsewhere)";
-      const std::int64_t first = std::min(first_nonfinite, first_sampled);
-      if (first < m * n) {
-        const std::int64_t i = first / n, j = first % n;
-        const float got = at(i, j);
-        double expected = 0, scale = 0;
-        element_reference(p, i, j, expected, scale);
-        const double bound = rtol * scale + absolute_tolerance;
-        g.message = m_info.name + ": c[" + std::to_string(i) + ", " + std::to_string(j) + "] = " + format_g9(got) +
-                    " but the float64 reference is " + format_g9(expected) + " (|error| " +
-                    format_g9(std::fabs(double(got) - expected)) + ", bound " + format_g9(bound) + ")" + tail;
-      } else if (first_row >= 0) {
-        const std::int64_t j0 = first_block * projection_block, j1 = std::min(n, j0 + projection_block);
-        g.message = m_info.name + ": row " + std::to_string(first_row) + ", columns " + std::to_string(j0) + ".." +
-                    std::to_string(j1 - 1) + " of C v differ from A (B v) by " + format_g9(row_err) +
-                    ", beyond the sum of their elements' bounds " + format_g9(row_bound) + " (an element of row " +
-                    std::to_string(first_row) + " there is wrong)" + tail;
-      } else {
-        g.message = m_info.name + ": column " + std::to_string(first_col) + " of u^T C differs from (u^T A) B by " +
-                    format_g9(col_err) + ", beyond the sum of its elements' bounds " + format_g9(col_bound) +
-                    " (an element of column " + std::to_string(first_col) + " is wrong)" + tail;
-      }
-    }
+    if (!g.passed) g.message = failure_message(p, c, rtol, found, g.value_failures);
     return g;
   }
 
@@ -937,6 +957,38 @@ class gemm_operation final : public operation {
   }
 
   // The float64 value and scale S of element (i, j), from the inputs (O(k)).
+  // The first failure check() found, in the order of its phases, and the counts of all of them.
+  std::string failure_message(const gemm_data& p, const gemm_output& c, double rtol, const gemm_findings& found,
+                              std::int64_t failures) const {
+    const std::int64_t m = c.m, n = c.n;
+    const std::string tail = "; " + std::to_string(failures) + " of " + std::to_string(m * n) + " elements fail (" +
+                             std::to_string(found.nonfinite) + " not finite, " +
+                             std::to_string(found.sampled_failures) + " sampled beyond their bound, " +
+                             std::to_string(found.unexplained_rows) + " rows and " +
+                             std::to_string(found.unexplained_cols) + " columns failing the projections elsewhere)";
+    const std::int64_t first = std::min(found.first_nonfinite, found.first_sampled);
+    if (first < m * n) {
+      const std::int64_t i = first / n, j = first % n;
+      const float got = c.at(i, j);
+      double expected = 0, scale = 0;
+      element_reference(p, i, j, expected, scale);
+      const double bound = rtol * scale + absolute_tolerance;
+      return m_info.name + ": c[" + std::to_string(i) + ", " + std::to_string(j) + "] = " + format_g9(got) +
+             " but the float64 reference is " + format_g9(expected) + " (|error| " +
+             format_g9(std::fabs(double(got) - expected)) + ", bound " + format_g9(bound) + ")" + tail;
+    }
+    if (found.first_row >= 0) {
+      const std::int64_t j0 = found.first_block * projection_block, j1 = std::min(n, j0 + projection_block);
+      return m_info.name + ": row " + std::to_string(found.first_row) + ", columns " + std::to_string(j0) + ".." +
+             std::to_string(j1 - 1) + " of C v differ from A (B v) by " + format_g9(found.row_err) +
+             ", beyond the sum of their elements' bounds " + format_g9(found.row_bound) + " (an element of row " +
+             std::to_string(found.first_row) + " there is wrong)" + tail;
+    }
+    return m_info.name + ": column " + std::to_string(found.first_col) + " of u^T C differs from (u^T A) B by " +
+           format_g9(found.col_err) + ", beyond the sum of its elements' bounds " + format_g9(found.col_bound) +
+           " (an element of column " + std::to_string(found.first_col) + " is wrong)" + tail;
+  }
+
   static void element_reference(const gemm_data& p, std::int64_t i, std::int64_t j, double& value, double& scale) {
     value = scale = 0.0;
     for (std::int64_t l = 0; l < p.k(); ++l) {
