@@ -121,6 +121,41 @@ TEST(ElementwiseOperation, ABoundOfZeroDemandsTheSameBits) {
   EXPECT_NE(g.message.find("z[1]"), std::string::npos) << g.message;
 }
 
+// The gate runs in chunks on every host thread; the tallies fold in order, so the first failure named is the
+// lowest index whichever thread found it first, and the counts and largest errors are those of all chunks.
+TEST(ElementwiseOperation, ChunksFoldInOrder) {
+  kstudy::elementwise_gate early, late;
+  EXPECT_TRUE(early.compare(1.0f, {1.0, 0.5}, [] { return "z[0]"; }));
+  EXPECT_FALSE(late.compare(3.0f, {1.0, 0.5}, [] { return "z[70000]"; }));
+  EXPECT_FALSE(late.compare(2.0f, {1.0, 0.5}, [] { return "z[70001]"; }));
+  kstudy::elementwise_gate folded;
+  folded.merge(early);
+  folded.merge(late);
+  const auto g = folded.result();
+  EXPECT_EQ(g.checked, 3);
+  EXPECT_EQ(g.value_failures, 2);
+  EXPECT_DOUBLE_EQ(g.max_abs_error, 2.0);
+  EXPECT_DOUBLE_EQ(g.max_relative_error, 4.0);
+  EXPECT_NE(g.message.find("z[70000]"), std::string::npos) << g.message;
+
+  // Through check(): failures planted in the last and a middle chunk of 2^22 elements (64 chunks); the message
+  // names the middle one, the lowest, and the operation.
+  const elementwise_test_operation<true> copy;
+  const std::int64_t n = std::int64_t(1) << 22;
+  const auto problem = copy.generate(copy.shape({n}, kstudy::table_layout::row_major, 0), 9);
+  const auto reference = copy.reference(*problem);
+  std::vector<float> z(static_cast<std::size_t>(n));
+  const std::vector<kstudy::host_span> outputs{{z.data(), n * std::int64_t(sizeof(float))}};
+  copy.reference_outputs(*problem, *reference, outputs);
+  z[std::size_t(n - 1)] = std::nextafter(z[std::size_t(n - 1)], INFINITY);
+  z[std::size_t(n / 2 + 3)] = std::nextafter(z[std::size_t(n / 2 + 3)], INFINITY);
+  const auto checked = copy.check(*problem, *reference, outputs);
+  EXPECT_FALSE(checked.passed);
+  EXPECT_EQ(checked.value_failures, 2);
+  EXPECT_EQ(checked.checked, n);
+  EXPECT_EQ(checked.message.rfind("test_copy: z[" + std::to_string(n / 2 + 3) + "]", 0), 0u) << checked.message;
+}
+
 TEST(ArrayProblem, CopiesNamesAndRefusesAnotherElementType) {
   kstudy::table_shape shape;
   shape.rows = 5;

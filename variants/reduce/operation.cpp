@@ -31,10 +31,7 @@
 // 2^30 (tests/test_gate_conformance.cpp checks it at every bench point); an all-zero s is off by 1448x.
 // A single element (~1) is below the bound from n ~ 1.6 * 10^4 on: there one lost element is within what
 // float32 summation itself may err.
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,9 +39,9 @@
 
 #include "detail/float_sum_tolerance.hpp"
 #include "kstudy/support/array_problem.hpp"
-#include "kstudy/support/moved_beyond.hpp"
 #include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/seeded_floats.hpp"
+#include "kstudy/support/sum_operation.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "reduce/reduce_sum.hpp"
@@ -74,9 +71,9 @@ variant_info variant_info_for(const std::string& name_suffix, const std::string&
 namespace {
 
 constexpr std::uint64_t x_array = 0x78;
-constexpr std::int64_t reference_block = 65536;
 
-class reduce_sum_operation final : public operation {
+// On the thin sum base (kstudy/support/sum_operation.hpp): the terms are x itself.
+class reduce_sum_operation final : public sum_operation<reduce_sum_operation, reduce_data> {
  public:
   reduce_sum_operation() {
     m_info.name = operation_name;
@@ -87,65 +84,19 @@ class reduce_sum_operation final : public operation {
     m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
     m_info.headline_point = {std::int64_t(1) << 28};
   }
-  const operation_info& info() const override { return m_info; }
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
-    check_shape(shape);
+    require_row_major_vector(shape, m_info.name);
     auto p = std::make_unique<reduce_data>(shape);
     fill_parallel(p->x(), p->n(), [seed](std::int64_t i) { return detail::seeded_nonnegative(seed, x_array, i); });
     return p;
   }
-  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
-    check_shape(shape);
-    return copied_problem(reduce_problem(source), shape, m_info.name);
-  }
-
-  // sum_i x_i and sum_i |x_i| (the scale of the tolerance).
-  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
-    const auto& p = reduce_problem(problem);
-    const float* x = p.x();
-    return blocked_sum(p.n(), reference_block, [x](std::int64_t i) { return double(x[i]); });
-  }
-
-  std::vector<std::int64_t> output_bytes(const table_shape&) const override { return {std::int64_t(sizeof(double))}; }
-
-  void poison(const std::vector<host_span>& outputs) const override {
-    *s_output(outputs) = std::numeric_limits<double>::quiet_NaN();
-  }
-
-  gate_result check(const problem_data& problem, const reference_data& reference,
-                    const std::vector<host_span>& outputs) const override {
-    const auto& p = reduce_problem(problem);
-    return sum_gate(*s_output(outputs), dynamic_cast<const sum_reference&>(reference), rtol(p.n()), m_info.name + ": s",
-                    "2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(p.n(), 0)) + ") + 1)");
-  }
-
-  // s moved to the first double further than twice the bound from it: if s was within the bound of the
-  // reference, the new value is more than the bound away.
-  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
-    const auto& p = reduce_problem(problem);
-    const double bound = rtol(p.n()) * dynamic_cast<const sum_reference&>(*reference(p)).magnitude;
-    double& s = *s_output(outputs);
-    s = detail::moved_beyond(s, bound);
-  }
-
-  // What a float32 accumulation returns at best: the reference rounded to float, widened.
-  bool reference_outputs(const problem_data& problem, const reference_data& reference,
-                         const std::vector<host_span>& outputs) const override {
-    reduce_problem(problem);
-    *s_output(outputs) = double(static_cast<float>(dynamic_cast<const sum_reference&>(reference).value));
-    return true;
-  }
-  // A sum that skipped the tail of x (a missed remainder, a grid one block short), in float64.
-  void drop_work(const problem_data& problem, const reference_data&, const std::vector<host_span>& outputs,
-                 double fraction) const override {
-    const auto& p = reduce_problem(problem);
-    const std::int64_t kept = p.n() - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(p.n()))));
-    const float* x = p.x();
-    double s = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : s)
-    for (std::int64_t i = 0; i < kept; ++i) s += double(x[i]);
-    *s_output(outputs) = s;
+  const reduce_data& accept(const reduce_data& p) const { return reduce_problem(p); }
+  std::int64_t terms(const reduce_data& p) const { return p.n(); }
+  double term(const reduce_data& p, std::int64_t i) const { return p.x()[i]; }
+  double rtol(std::int64_t n) const { return detail::float_sum_rtol(n, 0.0); }
+  std::string rtol_formula(std::int64_t n) const {
+    return "2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(n, 0)) + ") + 1)";
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {
@@ -153,16 +104,6 @@ class reduce_sum_operation final : public operation {
   }
   std::int64_t essential_flops(const table_shape& shape) const override { return reduce::essential_flops(shape.rows); }
   std::int64_t input_bytes(const table_shape& shape) const override { return shape.rows * std::int64_t(sizeof(float)); }
-  // Two doubles per reference block while it is computed, two kept.
-  std::int64_t reference_bytes(const table_shape& shape) const override {
-    return blocked_sum_bytes(shape.rows, reference_block);
-  }
-
- private:
-  void check_shape(const table_shape& shape) const { require_row_major_vector(shape, m_info.name); }
-  static double rtol(std::int64_t n) { return detail::float_sum_rtol(n, 0.0); }
-
-  operation_info m_info;
 };
 
 const operation_registration<reduce_sum_operation> register_reduce_sum;

@@ -1,5 +1,5 @@
-// The STREAM operations (stream.hpp): stream_copy, stream_scale, stream_add, stream_triad, stream_dot, one
-// class template over the kind, registered five times.
+// The STREAM operations (stream.hpp): stream_copy, stream_scale, stream_add and stream_triad, one class
+// template over the kind on the thin elementwise base (elementwise_operation.hpp), and stream_dot, a reduction.
 //
 // Inputs. x and y are pure functions of (seed, index, array), so every thread count and every relayout
 // gives the same values: uniform in [-1, 1) on a grid of 2^-23 (exact floats), except ~1% outliers of
@@ -30,11 +30,8 @@
 // vector: check() evaluates it per element, saving 8n bytes of host memory at n = 2^30. dot's reference is
 // summed in fixed blocks of float64 (exact products), the blocks added in order: the same value on every
 // thread count.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,9 +39,10 @@
 #include <vector>
 
 #include "detail/float_sum_tolerance.hpp"
-#include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/elementwise_operation.hpp"
 #include "kstudy/support/operation_helpers.hpp"
 #include "kstudy/support/seeded_floats.hpp"
+#include "kstudy/support/sum_operation.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/variant.hpp"
 #include "stream/stream.hpp"
@@ -79,6 +77,9 @@ stream_data::stream_data(stream_kind kind, const table_shape& shape, std::unique
       m_x(adopt("x", std::move(x), shape.rows)),
       m_y(adopt("y", std::move(y), shape.rows)) {}
 
+stream_data::stream_data(const stream_data& other)
+    : array_problem(other), m_kind(other.m_kind), m_x(array<float>(0)), m_y(arrays() > 1 ? array<float>(1) : nullptr) {}
+
 const stream_data& stream_problem(const problem_data& problem, stream_kind expected) {
   const auto* data = dynamic_cast<const stream_data*>(&problem);
   if (data == nullptr || data->kind() != expected)
@@ -101,159 +102,48 @@ namespace {
 
 constexpr std::uint64_t x_array = 0x78, y_array = 0x79;
 
-std::unique_ptr<float[]> copy_array(const float* source, std::int64_t n) {
-  return source == nullptr ? nullptr : detail::copied_floats(source, n);
+constexpr double unit_roundoff = 0x1.0p-24;  // float's
+
+// The operation_info every kind shares: one axis n, row-major vectors, its name and output.
+operation_info stream_info(stream_kind kind) {
+  operation_info info;
+  info.name = operation_name(kind);
+  info.description = kind_table[static_cast<int>(kind)].description;
+  info.axes = {"n"};
+  info.layouts = {table_layout::row_major};
+  info.outputs = {is_reduction(kind) ? "d" : "z"};
+  info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
+  return info;
 }
 
-// dot's reference: the exact products summed in float64 within fixed blocks, the blocks in order (value,
-// and sum_i |x_i * y_i| as magnitude: the scale of the tolerance).
-using dot_reference = sum_reference;
-
-// The elementwise kinds' reference is evaluated per element by check() (see the top of the file).
-class elementwise_reference final : public reference_data {};
-
-constexpr std::int64_t reference_block = 65536;
-
-// The float64 reference of element i of z, and the scale its tolerance multiplies.
+// copy, scale, add and triad on the thin elementwise base: z[i] against its exact float64 reference and the
+// bound of the kind's roundings (see the top of the file; copy's bound 0 demands the same bits).
 template <stream_kind K>
-inline void elementwise_reference_at(const stream_data& p, std::int64_t i, double& ref, double& scale) {
-  const double x = p.x()[i];
-  if constexpr (K == stream_kind::copy) {
-    ref = x;
-    scale = std::fabs(x);
-  } else if constexpr (K == stream_kind::scale) {
-    ref = double(p.q()) * x;
-    scale = std::fabs(ref);
-  } else if constexpr (K == stream_kind::add) {
-    ref = x + double(p.y()[i]);
-    scale = std::fabs(ref);
-  } else {
-    const double qy = double(p.q()) * double(p.y()[i]);
-    ref = x + qy;
-    scale = std::fabs(x) + std::fabs(qy);
-  }
-}
-
-template <stream_kind K>
-class stream_operation final : public operation {
+class stream_elementwise_operation final : public elementwise_operation<stream_elementwise_operation<K>, stream_data> {
  public:
-  stream_operation() {
-    m_info.name = operation_name(K);
-    m_info.description = kind_table[static_cast<int>(K)].description;
-    m_info.axes = {"n"};
-    m_info.layouts = {table_layout::row_major};
-    m_info.outputs = {is_reduction(K) ? "d" : "z"};
-    m_info.bench_points = {{std::int64_t(1) << 20}, {std::int64_t(1) << 24}, {std::int64_t(1) << 28}};
-  }
-  const operation_info& info() const override { return m_info; }
+  static constexpr double rtol = K == stream_kind::copy    ? 0.0
+                                 : K == stream_kind::triad ? 2 * unit_roundoff
+                                                           : unit_roundoff;
 
+  stream_elementwise_operation() {
+    this->m_info = stream_info(K);
+    this->m_rtol = rtol;
+  }
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
-    check_shape(shape);
-    // dot: nonnegative operands, so that its sum does not cancel (see the top of the file).
-    auto x = K == stream_kind::dot ? detail::seeded_nonnegatives(seed, x_array, shape.rows)
-                                   : detail::seeded_floats(seed, x_array, shape.rows);
-    auto y = K == stream_kind::dot ? detail::seeded_nonnegatives(seed, y_array, shape.rows)
-             : has_y(K)            ? detail::seeded_floats(seed, y_array, shape.rows)
-                                   : nullptr;
+    require_row_major_vector(shape, this->m_info.name);
+    auto x = detail::seeded_floats(seed, x_array, shape.rows);
+    auto y = has_y(K) ? detail::seeded_floats(seed, y_array, shape.rows) : nullptr;
     return std::make_unique<stream_data>(K, shape, std::move(x), std::move(y));
   }
-  // Only row-major exists: the same vectors, copied.
-  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
-    check_shape(shape);
-    const auto& data = stream_problem(source, K);
-    if (data.n() != shape.rows) throw std::invalid_argument(m_info.name + ": relayout cannot change n");
-    return std::make_unique<stream_data>(K, shape, copy_array(data.x(), data.n()), copy_array(data.y(), data.n()));
-  }
-
-  std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
-    const auto& p = stream_problem(problem, K);
-    if constexpr (!is_reduction(K)) {
-      return std::make_unique<elementwise_reference>();
-    } else {
-      const float *x = p.x(), *y = p.y();
-      // The products are exact: 48 significant bits.
-      return blocked_sum(p.n(), reference_block, [x, y](std::int64_t i) { return double(x[i]) * double(y[i]); });
-    }
-  }
-
-  std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
-    return {is_reduction(K) ? std::int64_t(sizeof(double)) : shape.rows * std::int64_t(sizeof(float))};
-  }
-
-  void poison(const std::vector<host_span>& outputs) const override {
-    if constexpr (is_reduction(K)) {
-      *d_output(outputs) = std::numeric_limits<double>::quiet_NaN();
-    } else {
-      fill_nan(outputs.at(0));
-    }
-  }
-
-  gate_result check(const problem_data& problem, const reference_data& reference,
-                    const std::vector<host_span>& outputs) const override {
-    const auto& p = stream_problem(problem, K);
-    if constexpr (is_reduction(K))
-      return check_dot(p, dynamic_cast<const dot_reference&>(reference), outputs);
-    else
-      return check_elementwise(p, outputs);
-  }
-
-  void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
-    const auto& p = stream_problem(problem, K);
-    if constexpr (K == stream_kind::copy) {
-      // Any change breaks a bitwise copy: flip the lowest bit of z[0] (one ulp).
-      float* z = z_output(outputs);
-      std::uint32_t bits;
-      std::memcpy(&bits, z, sizeof bits);
-      bits ^= 1u;
-      std::memcpy(z, &bits, sizeof bits);
-    } else if constexpr (K == stream_kind::dot) {
-      const double bound = dot_bound(p);
-      double& d = *d_output(outputs);
-      d = detail::moved_beyond(d, bound);
-    } else {
-      // z[0] moved to the first float beyond twice its bound: |new - ref| >= |new - z| - |z - ref| > bound.
-      double ref, scale;
-      elementwise_reference_at<K>(p, 0, ref, scale);
-      float& z = z_output(outputs)[0];
-      const double bound = elementwise_rtol() * scale;
-      z = detail::moved_beyond(z, bound);
-    }
-  }
-
-  // The reference rounded to float32 (dot: the sum a float32 accumulation returns at best, widened).
-  bool reference_outputs(const problem_data& problem, const reference_data& reference,
-                         const std::vector<host_span>& outputs) const override {
-    const auto& p = stream_problem(problem, K);
-    if constexpr (is_reduction(K)) {
-      *d_output(outputs) = double(static_cast<float>(dynamic_cast<const dot_reference&>(reference).value));
-    } else {
-      float* z = z_output(outputs);
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < p.n(); ++i) {
-        double ref, scale;
-        elementwise_reference_at<K>(p, i, ref, scale);
-        z[i] = static_cast<float>(ref);
-      }
-    }
-    return true;
-  }
-  // Less work: the tail of the vector skipped (a missed remainder loop, a grid one block short). The
-  // elementwise kinds leave the tail's outputs as they were before the run (zero here); dot sums the rest.
-  void drop_work(const problem_data& problem, const reference_data& reference, const std::vector<host_span>& outputs,
-                 double fraction) const override {
-    const auto& p = stream_problem(problem, K);
-    const std::int64_t kept = p.n() - std::max<std::int64_t>(1, std::int64_t(std::ceil(fraction * double(p.n()))));
-    if constexpr (is_reduction(K)) {
-      const float *x = p.x(), *y = p.y();
-      double d = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : d)
-      for (std::int64_t i = 0; i < kept; ++i) d += double(x[i]) * double(y[i]);
-      *d_output(outputs) = d;
-    } else {
-      reference_outputs(problem, reference, outputs);
-      float* z = z_output(outputs);
-      std::fill(z + kept, z + p.n(), 0.0f);
-    }
+  const stream_data& accept(const stream_data& p) const { return stream_problem(p, K); }
+  std::vector<std::int64_t> output_elements(const table_shape& shape) const { return {shape.rows}; }
+  expected_value expected(const stream_data& p, std::size_t, std::int64_t i) const {
+    const double x = p.x()[i];
+    if constexpr (K == stream_kind::copy) return {x, 0.0};
+    if constexpr (K == stream_kind::scale) return {double(p.q()) * x, rtol * std::fabs(double(p.q()) * x)};
+    if constexpr (K == stream_kind::add) return {x + double(p.y()[i]), rtol * std::fabs(x + double(p.y()[i]))};
+    const double qy = double(p.q()) * double(p.y()[i]);
+    return {x + qy, rtol * (std::fabs(x) + std::fabs(qy))};
   }
 
   traffic_model essential_traffic(const table_shape& shape) const override {
@@ -265,83 +155,44 @@ class stream_operation final : public operation {
   std::int64_t input_bytes(const table_shape& shape) const override {
     return input_count(K) * shape.rows * std::int64_t(sizeof(float));
   }
-  // dot: two doubles (value, magnitude) plus the per-block sums while it is computed; the elementwise kinds
-  // store none (check() evaluates the reference per element).
-  std::int64_t reference_bytes(const table_shape& shape) const override {
-    return is_reduction(K) ? blocked_sum_bytes(shape.rows, reference_block) : 0;
-  }
-
- private:
-  void check_shape(const table_shape& shape) const { require_row_major_vector(shape, m_info.name); }
-
-  static constexpr double unit_roundoff = 0x1.0p-24;
-  static constexpr double elementwise_rtol() {
-    switch (K) {
-      case stream_kind::copy:
-        return 0.0;
-      case stream_kind::triad:
-        return 2 * unit_roundoff;
-      default:
-        return unit_roundoff;
-    }
-  }
-  static double dot_rtol(std::int64_t n) { return detail::float_sum_rtol(n, 1.0); }
-  double dot_bound(const stream_data& p) const {
-    return dot_rtol(p.n()) * dynamic_cast<const dot_reference&>(*reference(p)).magnitude;
-  }
-
-  gate_result check_elementwise(const stream_data& p, const std::vector<host_span>& outputs) const {
-    gate_result g;
-    g.rtol = elementwise_rtol();
-    g.atol = 0.0;
-    const std::int64_t n = p.n();
-    g.checked = n;
-    const float* z = z_output(outputs);
-    const gate_tally tally = tally_parallel(n, [&](std::int64_t i, gate_tally& t) {
-      double ref, scale;
-      elementwise_reference_at<K>(p, i, ref, scale);
-      bool bad;
-      double err;
-      if constexpr (K == stream_kind::copy) {
-        std::uint32_t a, b;
-        std::memcpy(&a, &z[i], sizeof a);
-        std::memcpy(&b, &p.x()[i], sizeof b);
-        bad = a != b;
-        err = std::isnan(z[i]) ? INFINITY : std::fabs(double(z[i]) - ref);
-      } else {
-        err = std::isnan(z[i]) ? INFINITY : std::fabs(double(z[i]) - ref);
-        bad = !(err <= g.rtol * scale);
-      }
-      if (bad) t.fail(i);
-      t.error(err, err == 0.0 ? 0.0 : (scale > 0.0 ? err / scale : INFINITY));
-    });
-    tally.into(g);
-    const std::int64_t failures = tally.failures, first_bad = tally.first_bad;
-    if (!g.passed) {
-      double ref, scale;
-      elementwise_reference_at<K>(p, first_bad, ref, scale);
-      g.message = m_info.name + ": z[" + std::to_string(first_bad) + "] = " + format_g9(z[first_bad]) +
-                  " but the float64 reference is " + format_g9(ref) + " (|error| " +
-                  format_g9(std::fabs(double(z[first_bad]) - ref)) + ", bound " + format_g9(g.rtol * scale) +
-                  (K == stream_kind::copy ? ": a copy must be bitwise exact" : "") + "); " + std::to_string(failures) +
-                  " of " + std::to_string(n) + " elements fail";
-    }
-    return g;
-  }
-
-  gate_result check_dot(const stream_data& p, const dot_reference& ref, const std::vector<host_span>& outputs) const {
-    return sum_gate(*d_output(outputs), ref, dot_rtol(p.n()), m_info.name + ": d",
-                    "2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(p.n(), 1.0)) + ") + 1)");
-  }
-
-  operation_info m_info;
 };
 
-const operation_registration<stream_operation<stream_kind::copy>> register_stream_copy;
-const operation_registration<stream_operation<stream_kind::scale>> register_stream_scale;
-const operation_registration<stream_operation<stream_kind::add>> register_stream_add;
-const operation_registration<stream_operation<stream_kind::triad>> register_stream_triad;
-const operation_registration<stream_operation<stream_kind::dot>> register_stream_dot;
+// dot on the thin sum base (kstudy/support/sum_operation.hpp): the terms are the exact products x_i y_i.
+class stream_dot_operation final : public sum_operation<stream_dot_operation, stream_data> {
+ public:
+  stream_dot_operation() { m_info = stream_info(stream_kind::dot); }
+
+  // Nonnegative operands, so that the sum does not cancel (see the top of the file).
+  std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
+    require_row_major_vector(shape, m_info.name);
+    return std::make_unique<stream_data>(stream_kind::dot, shape,
+                                         detail::seeded_nonnegatives(seed, x_array, shape.rows),
+                                         detail::seeded_nonnegatives(seed, y_array, shape.rows));
+  }
+  const stream_data& accept(const stream_data& p) const { return stream_problem(p, stream_kind::dot); }
+  std::int64_t terms(const stream_data& p) const { return p.n(); }
+  double term(const stream_data& p, std::int64_t i) const { return double(p.x()[i]) * double(p.y()[i]); }
+  double rtol(std::int64_t n) const { return detail::float_sum_rtol(n, 1.0); }
+  std::string rtol_formula(std::int64_t n) const {
+    return "2^-24 (8 sqrt(" + format_g9(detail::float_sum_terms(n, 1.0)) + ") + 1)";
+  }
+
+  traffic_model essential_traffic(const table_shape& shape) const override {
+    return stream::essential_traffic(stream_kind::dot, shape.rows);
+  }
+  std::int64_t essential_flops(const table_shape& shape) const override {
+    return stream::essential_flops(stream_kind::dot, shape.rows);
+  }
+  std::int64_t input_bytes(const table_shape& shape) const override {
+    return 2 * shape.rows * std::int64_t(sizeof(float));
+  }
+};
+
+const operation_registration<stream_elementwise_operation<stream_kind::copy>> register_stream_copy;
+const operation_registration<stream_elementwise_operation<stream_kind::scale>> register_stream_scale;
+const operation_registration<stream_elementwise_operation<stream_kind::add>> register_stream_add;
+const operation_registration<stream_elementwise_operation<stream_kind::triad>> register_stream_triad;
+const operation_registration<stream_dot_operation> register_stream_dot;
 
 }  // namespace
 }  // namespace kstudy::stream

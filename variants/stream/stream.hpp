@@ -60,7 +60,8 @@ std::int64_t essential_flops(stream_kind kind, std::int64_t n);
 class stream_data final : public array_problem {
  public:
   stream_data(stream_kind kind, const table_shape& shape, std::unique_ptr<float[]> x, std::unique_ptr<float[]> y);
-  stream_data(const stream_data&) = delete;  // the accessors point into its own arrays
+  stream_data(const stream_data& other);  // the same vectors, copied (its accessors point into its own arrays)
+  stream_data& operator=(const stream_data&) = delete;
 
   stream_kind kind() const { return m_kind; }
   std::int64_t n() const { return shape().rows; }

@@ -6,6 +6,8 @@
 //     outputs, and expected(problem, output, index): the reference value of one output element and its bound
 //     (0 demands the same bits);
 //   - essential_traffic, essential_flops, input_bytes;
+//   - optionally where() (how the gate names an element) and accept() (a check of the problem beyond its type,
+//     e.g. that one class template's problems are not passed between its operations);
 // and the base derives the rest from expected(): the relayout of a one-layout operation (a copy), poison
 // (NaN), the gate, corrupt() (one element moved just past twice its bound), the conformance hooks
 // (reference_outputs, drop_work: the tail of every output left zero), output_bytes and reference_bytes
@@ -65,6 +67,15 @@ class elementwise_gate {
     return ok;
   }
 
+  // Folds in the tally of the elements that follow this one's: the first failure stays the earliest.
+  void merge(const elementwise_gate& later) {
+    m_checked += later.m_checked;
+    if (m_failures == 0) m_first = later.m_first;
+    m_failures += later.m_failures;
+    m_max_abs = std::max(m_max_abs, later.m_max_abs);
+    m_max_relative = std::max(m_max_relative, later.m_max_relative);
+  }
+
   gate_result result(double rtol = 0, double atol = 0) const {
     gate_result g;
     g.rtol = rtol;
@@ -92,14 +103,14 @@ class elementwise_operation : public operation {
 
   // One layout: the same values are a copy.
   std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
-    const auto& p = problem_as<Problem>(source, m_info.name);
+    const auto& p = problem_of(source);
     if (p.shape().rows != shape.rows || p.shape().features != shape.features || p.shape().depth != shape.depth)
       throw std::invalid_argument(m_info.name + ": relayout cannot change the shape");
     return std::make_unique<Problem>(p);
   }
   // Nothing stored: expected() computes each element's reference from the inputs while the gate runs.
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
-    problem_as<Problem>(problem, m_info.name);
+    problem_of(problem);
     return std::make_unique<reference_data>();
   }
   std::int64_t reference_bytes(const table_shape&) const override { return 0; }
@@ -113,28 +124,39 @@ class elementwise_operation : public operation {
     for (const auto& o : outputs) std::fill_n(o.as<float>(), elements(o), std::numeric_limits<float>::quiet_NaN());
   }
 
+  // In chunks on every host thread, tallied in order (the first failure is the lowest index, on any thread count).
   gate_result check(const problem_data& problem, const reference_data&,
                     const std::vector<host_span>& outputs) const override {
-    const auto& p = problem_as<Problem>(problem, m_info.name);
+    const auto& p = problem_of(problem);
     elementwise_gate gate;
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       const float* got = outputs[o].as<const float>();
-      for (std::int64_t i = 0, n = elements(outputs[o]); i < n; ++i)
-        gate.compare(got[i], self().expected(p, o, i), [&] { return where(o, i); });
+      const std::int64_t n = elements(outputs[o]), chunks = (n + gate_chunk - 1) / gate_chunk;
+      std::vector<elementwise_gate> parts(static_cast<std::size_t>(chunks));
+#pragma omp parallel for schedule(dynamic, 1)
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        auto& part = parts[static_cast<std::size_t>(c)];
+        const std::int64_t end = std::min(n, (c + 1) * gate_chunk);
+        for (std::int64_t i = c * gate_chunk; i < end; ++i)
+          part.compare(got[i], self().expected(p, o, i), [&] { return self().where(p, o, i); });
+      }
+      for (const auto& part : parts) gate.merge(part);
     }
-    return gate.result(m_rtol, m_atol);
+    auto result = gate.result(m_rtol, m_atol);
+    if (!result.passed) result.message = m_info.name + ": " + result.message;
+    return result;
   }
 
   // The first element of the first output moved just past twice its bound (one ulp where the bound is 0).
   void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
-    const auto want = self().expected(problem_as<Problem>(problem, m_info.name), 0, 0);
+    const auto want = self().expected(problem_of(problem), 0, 0);
     float* z = outputs.at(0).as<float>();
     z[0] = detail::moved_beyond(z[0], want.bound);
   }
 
   bool reference_outputs(const problem_data& problem, const reference_data&,
                          const std::vector<host_span>& outputs) const override {
-    const auto& p = problem_as<Problem>(problem, m_info.name);
+    const auto& p = problem_of(problem);
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       float* z = outputs[o].as<float>();
       for (std::int64_t i = 0, n = elements(outputs[o]); i < n; ++i)
@@ -153,18 +175,25 @@ class elementwise_operation : public operation {
     }
   }
 
- protected:
   // How the gate names output element i of output o in its message; an operation may name it by its
-  // coordinates instead.
-  std::string where(std::size_t o, std::int64_t i) const {
+  // coordinates instead, declaring a public where() of its own (as it declares expected()).
+  std::string where(const Problem&, std::size_t o, std::int64_t i) const {
     return m_info.outputs.at(o) + "[" + std::to_string(i) + "]";
   }
+  // Every problem the base is handed, once it is of the operation's type; throws std::invalid_argument for one
+  // it cannot take.
+  const Problem& accept(const Problem& problem) const { return problem; }
 
+ protected:
   operation_info m_info;
   double m_rtol = 0, m_atol = 0;  // the tolerance model's constants, archived with each gate result
 
  private:
+  static constexpr std::int64_t gate_chunk = 1 << 16;  // elements a thread checks at a time
   const Derived& self() const { return static_cast<const Derived&>(*this); }
+  const Problem& problem_of(const problem_data& problem) const {
+    return self().accept(problem_as<Problem>(problem, m_info.name));
+  }
   static std::int64_t elements(const host_span& span) { return span.bytes / std::int64_t(sizeof(float)); }
 };
 
