@@ -19,7 +19,10 @@ with one line per archive, path relative to the dataset folder, sorted:
     - `run.h5`: dirty tree at `463f7af`, diff sha256 `0123456789abcdef`
     - `bench.json`: commit not recorded
 
-The prose around the block is the README's own and is never rewritten. Besides the block, --check holds the
+The prose around the block is the README's own and is never rewritten. --check also holds data/ to the size
+budget that data/README.md declares in its budget table (rows `| data/ in all | N |` and `| one dataset folder |
+N |`, in MiB): the clone carries every committed byte of data/ for ever, so its growth is refused here, not noticed
+later. Without the table there is no budget to check. Besides the block, --check holds the
 README's tables to the archives: a table row whose first cell is exactly an archive's path in backticks and which
 names commits (7 to 40 hex digits in backticks) must name the archive's commit, and must say "dirty" when the
 archive records a dirty tree.
@@ -154,8 +157,44 @@ def table_row_problems(dataset, readme_prose, provenance, data):
     return problems
 
 
-def check(data):
+BUDGET_ROWS = {"data/ in all": "total", "one dataset folder": "dataset"}
+MIB = 1 << 20
+
+
+def budget_of(data):
+    """{"total": MiB, "dataset": MiB} from data/README.md's budget table; {} without one."""
+    readme = data / "README.md"
+    budget = {}
+    if readme.exists():
+        for line in readme.read_text().splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 2 and cells[0] in BUDGET_ROWS and re.fullmatch(r"\d+(\.\d+)?", cells[1]):
+                budget[BUDGET_ROWS[cells[0]]] = float(cells[1])
+    return budget
+
+
+def folder_bytes(folder):
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def budget_problems(data):
+    """Where data/ or a dataset folder is over the budget data/README.md declares."""
+    budget = budget_of(data)
     problems = []
+    total = folder_bytes(data)
+    if "total" in budget and total > budget["total"] * MIB:
+        problems.append(f"data/ holds {total / MIB:.1f} MiB, over its budget of {budget['total']:g} MiB "
+                        "(data/README.md: thin or retire a dataset, or keep bulky raw data outside the clone)")
+    for dataset in datasets_of(data):
+        size = folder_bytes(dataset)
+        if "dataset" in budget and size > budget["dataset"] * MIB:
+            problems.append(f"{shown(dataset, data)} holds {size / MIB:.1f} MiB, over the budget of "
+                            f"{budget['dataset']:g} MiB per dataset folder (data/README.md)")
+    return problems
+
+
+def check(data):
+    problems = budget_problems(data)
     for dataset in datasets_of(data):
         lines = expected_lines(dataset)
         readme = dataset / "README.md"
@@ -221,6 +260,10 @@ def main(argv):
         for p in problems:
             print("MISMATCH", p)
         count = sum(len(archives_of(d)) for d in datasets_of(args.data))
+        budget = budget_of(args.data)
+        if budget:
+            print(f"data_provenance.py: data/ holds {folder_bytes(args.data) / MIB:.1f} MiB of its budget of "
+                  f"{budget.get('total', float('inf')):g} MiB")
         print(f"data_provenance.py: {count} archives, {len(problems)} mismatches"
               + ("" if not problems else " (scripts/data_provenance.py --write regenerates the blocks; table rows are "
                                          "fixed by hand)"))

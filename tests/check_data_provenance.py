@@ -1,11 +1,12 @@
 """scripts/data_provenance.py on a temporary data folder: --write generates the block from the archives and keeps
 the prose, --check passes on what --write wrote and fails, naming the file, on every kind of drift (a README citing
 another commit, a dirty archive called clean, a diff hash missing, a README with no block, a stale line, a table row
-citing another commit, a dataset without README).
+citing another commit, a dataset without README), and holds data/ to the budget data/README.md declares.
 
     check_data_provenance.py SCRIPT        (exit 0 passed, 1 failed, 77 h5py missing)
 """
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,20 @@ with tempfile.TemporaryDirectory() as tmp:
     archive(data / "other" / "x.h5", git_commit=CLEAN, git_dirty="false")
     code, out = run(data, "--check")
     check(code == 1 and "data/other/x.h5: no data/other/README.md" in out, f"a dataset without README: {out}")
+
+    # The budget data/README.md declares: within it --check passes; a folder or data/ over it fails, named.
+    shutil.rmtree(data / "other")
+    (data / "README.md").write_text("# data\n\n| budget | MiB |\n| --- | --- |\n| data/ in all | 1 |\n"
+                                    "| one dataset folder | 0.5 |\n")
+    code, out = run(data, "--check")
+    check(code == 0 and "of its budget of 1 MiB" in out, f"within the budget: exit {code}, {out}")
+    (ds / "raw.bin").write_bytes(bytes(600 * 1024))
+    code, out = run(data, "--check")
+    check(code == 1 and "data/ds holds 0.6 MiB, over the budget of 0.5 MiB per dataset folder" in out,
+          f"a dataset folder over its budget: exit {code}, {out}")
+    (data / "big.bin").write_bytes(bytes(1100 * 1024))
+    code, out = run(data, "--check")
+    check(code == 1 and "over its budget of 1 MiB" in out, f"data/ over its budget: exit {code}, {out}")
 
 if failures:
     print(f"{len(failures)} failure(s)")
