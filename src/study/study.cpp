@@ -10,12 +10,15 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 
@@ -40,18 +43,38 @@ using detail::exit_out_of_room;
 using detail::out_of_room;
 using detail::room_checked_sink;
 
-std::string write_definition_file(const experiment& e, const shard_spec& shard) {
-  char path[] = "/tmp/kstudy-definition-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) throw std::runtime_error("cannot create a temporary file for the experiment definition");
-  close(fd);
-  json doc;
-  doc["definition"] = json::parse(e.definition_json);
-  doc["source"] = e.source;
-  doc["shard"] = {{"index", shard.index}, {"count", shard.count}};
-  std::ofstream(path) << doc.dump();
-  return path;
-}
+// The experiment definition the replication processes read, in a temporary file removed when the run ends, by
+// return or exception. In TMPDIR (temp_directory_path): a batch job's private folder, cleaned by the scheduler
+// when a killed run (SIGKILL) could not remove it.
+class definition_file {
+ public:
+  definition_file(const experiment& e, const shard_spec& shard) {
+    std::string pattern = (fs::temp_directory_path() / "kstudy-definition-XXXXXX").string();
+    const int fd = mkstemp(pattern.data());
+    if (fd < 0)
+      throw std::runtime_error("cannot create a temporary file for the experiment definition in " +
+                               fs::temp_directory_path().string() + ": " + std::strerror(errno));
+    close(fd);
+    m_path = pattern;
+    json doc;
+    doc["definition"] = json::parse(e.definition_json);
+    doc["source"] = e.source;
+    doc["shard"] = {{"index", shard.index}, {"count", shard.count}};
+    std::ofstream out(m_path);
+    out << doc.dump();
+    if (!out.flush()) {
+      std::remove(m_path.c_str());
+      throw std::runtime_error("cannot write the experiment definition to " + m_path);
+    }
+  }
+  ~definition_file() { std::remove(m_path.c_str()); }
+  definition_file(const definition_file&) = delete;
+  definition_file& operator=(const definition_file&) = delete;
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+};
 
 // The archive's content as one JSON document (same records, read back from the archive).
 void write_json_copy(const std::string& archive, const std::string& path) {
@@ -352,7 +375,7 @@ bool killed_for_memory(int rc) { return rc == 128 + SIGKILL && !platform::stop_r
 int run_replications(const run_request& request, const std::string& self_exe, const experiment& e,
                      const platform::held_open& archive) {
   int rc = 0;
-  const auto definition = write_definition_file(e, request.shard);
+  const definition_file definition(e, request.shard);
   const auto points = point_count(e);
   for (int r = 0; r < e.protocol.replications && !platform::stop_requested(); ++r) {
     bool any = false;  // a replication with no point in this shard needs no process
@@ -368,8 +391,8 @@ int run_replications(const run_request& request, const std::string& self_exe, co
       rc = exit_archive_gone;
       break;
     }
-    const int child =
-        detail::spawn_and_wait(self_exe, {"__replicate", request.out, definition, std::to_string(r), threads_flag});
+    const int child = detail::spawn_and_wait(
+        self_exe, {"__replicate", request.out, definition.path(), std::to_string(r), threads_flag});
     if (child != 0 && !archive.still_at_path()) {
       rc = exit_archive_gone;
       break;
@@ -387,7 +410,6 @@ int run_replications(const run_request& request, const std::string& self_exe, co
       if (stops_the_run(child)) break;
     }
   }
-  std::remove(definition.c_str());
   return rc;
 }
 

@@ -167,11 +167,7 @@ const cudnn_library& cudnn() {
         [](void* library) {
           using kstudy::detail::resolve_symbol;
           std::string missing;
-          resolve_symbol(library, "cudnnGetVersion", api.get_version, missing);
-          resolve_symbol(library, "cudnnGetErrorString", api.error_string, missing);
-          resolve_symbol(library, "cudnnCreate", api.create, missing);
-          resolve_symbol(library, "cudnnDestroy", api.destroy, missing);
-          resolve_symbol(library, "cudnnSetStream", api.set_stream, missing);
+          kstudy::detail::resolve_cudnn_handle_api(library, api, missing);
           resolve_symbol(library, "cudnnBackendCreateDescriptor", api.backend_create, missing);
           resolve_symbol(library, "cudnnBackendDestroyDescriptor", api.backend_destroy, missing);
           resolve_symbol(library, "cudnnBackendFinalize", api.backend_finalize, missing);

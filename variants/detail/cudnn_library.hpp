@@ -19,6 +19,17 @@ void resolve_symbol(void* library, const char* name, F& f, std::string& missing)
   if (f == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
 }
 
+// The entry points every cuDNN variant calls (version, error strings, the handle and its stream), into any struct
+// that names them get_version, error_string, create, destroy and set_stream, whatever their declared types.
+template <class Api>
+void resolve_cudnn_handle_api(void* library, Api& api, std::string& missing) {
+  resolve_symbol(library, "cudnnGetVersion", api.get_version, missing);
+  resolve_symbol(library, "cudnnGetErrorString", api.error_string, missing);
+  resolve_symbol(library, "cudnnCreate", api.create, missing);
+  resolve_symbol(library, "cudnnDestroy", api.destroy, missing);
+  resolve_symbol(library, "cudnnSetStream", api.set_stream, missing);
+}
+
 // Opens the first candidate whose `bind(library)` resolves everything it needs (it returns what is missing, ""
 // when nothing is); `log` hears each attempt. Returns the path opened, or "" with `why` naming what each
 // candidate lacked or why it did not open.

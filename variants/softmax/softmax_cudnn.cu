@@ -55,11 +55,7 @@ const cudnn_api& cudnn() {
         [](void* library) {
           using kstudy::detail::resolve_symbol;
           std::string missing;
-          resolve_symbol(library, "cudnnGetVersion", api.get_version, missing);
-          resolve_symbol(library, "cudnnGetErrorString", api.error_string, missing);
-          resolve_symbol(library, "cudnnCreate", api.create, missing);
-          resolve_symbol(library, "cudnnDestroy", api.destroy, missing);
-          resolve_symbol(library, "cudnnSetStream", api.set_stream, missing);
+          kstudy::detail::resolve_cudnn_handle_api(library, api, missing);
           resolve_symbol(library, "cudnnCreateTensorDescriptor", api.create_tensor, missing);
           resolve_symbol(library, "cudnnSetTensor4dDescriptor", api.set_tensor_4d, missing);
           resolve_symbol(library, "cudnnDestroyTensorDescriptor", api.destroy_tensor, missing);
