@@ -14,6 +14,7 @@ profile archive of the same Kokkos version; where several hold a variant, the on
 """
 import numpy as np
 
+from .. import archive as A
 from ..report.variants import PORTABLE
 from . import ResultsError, generator, stats as S
 from .ladders import POINTS, VENDOR
@@ -58,7 +59,7 @@ def counters(paths):
             if e.profile.empty:
                 continue
             ok = e.profile[e.profile.status == "ok"]
-            for key, rows in ok.groupby(["variant", "rows", "features", "depth"]):
+            for key, rows in ok.groupby(["variant", *A.EXTENTS]):
                 longest = rows.sort_values("profiled_duration_s").iloc[-1]
                 out[(version,) + tuple(key[:1]) + tuple(int(k) for k in key[1:])] = longest
     return out
@@ -112,8 +113,9 @@ def pairs(path):
         held = [p for p in ALTERNATIVE_POINTS.get(operation, []) if S.measures(path, operation, *p)]
         points = POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]
         if operation in EVERY_SHAPE:  # every shape the archive measured, the headline ones first
-            at = s[s.operation == operation].sort_values(["features", "rows"])
-            measured = dict.fromkeys(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int)))
+            at = s[s.operation == operation]
+            measured = sorted(set(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int))),
+                              key=lambda p: (p[1], p[0], p[2]))  # by features, then rows
             points = points + [p for p in measured if p not in points]
         for point in points:
             ms = [m for m in S.measures(path, operation, *point) if m.on_device]

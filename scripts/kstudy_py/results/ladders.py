@@ -3,6 +3,7 @@
 same archive's samples (stats: Mann-Whitney for beats / ties, median and IQR for a fixed target)."""
 import numpy as np
 
+from .. import archive as A
 from ..report.variants import PORTABLE
 from . import generator, stats as S
 
@@ -140,7 +141,7 @@ def shapes_of(path, operation):
     """Every point of the archive at which the operation has a ladder rung, by essential work."""
     s = S.samples(path)
     at = s[(s.operation == operation) & (s.rung > 0)]
-    at = at.sort_values(["essential_flops", "essential_bytes", "rows", "features", "depth"])
+    at = at.sort_values(["essential_flops", "essential_bytes", *A.EXTENTS])
     return list(dict.fromkeys(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int))))
 
 
