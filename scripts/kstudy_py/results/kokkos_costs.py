@@ -15,12 +15,13 @@ profile archive of the same Kokkos version; where several hold a variant, the on
 import numpy as np
 
 from .. import archive as A
+from ..ladder import VENDOR
 from ..report.variants import PORTABLE
 from . import ResultsError, generator, stats as S
-from .ladders import POINTS, VENDOR
+from .ladders import named_points
 
 HANDWRITTEN = ("handwritten_cuda", "mixed")
-# Headline points of the operations the ladders do not hold (rows, features, depth).
+# Points of the operations the ladders do not hold (rows, features, depth), beside their headline point (if any).
 EXTRA_POINTS = {"scoring": [(16777216, 16, 1), (262144, 256, 1)]}
 # Operations judged at every shape their archive measured, not at the headline points only (issue #44: a headline
 # per operation over all measured shapes); the others' kokkos_costs experiments measure their headline point alone.
@@ -111,7 +112,7 @@ def pairs(path):
     s = S.samples(path)
     for operation in sorted(s.operation.dropna().unique()):
         held = [p for p in ALTERNATIVE_POINTS.get(operation, []) if S.measures(path, operation, *p)]
-        points = POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]
+        points = named_points(path, operation) + EXTRA_POINTS.get(operation, []) + held[:1]
         if operation in EVERY_SHAPE:  # every shape the archive measured, the headline ones first
             at = s[s.operation == operation]
             measured = sorted(set(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int))),
@@ -143,7 +144,7 @@ def layout_rows(path, version, family, profiled=None):
     for operation, slow, fast, threshold in LAYOUT_TARGETS:
         if operation not in set(s.operation.dropna()):
             continue
-        for point in EXTRA_POINTS.get(operation, []) + POINTS.get(operation, []):
+        for point in EXTRA_POINTS.get(operation, []) + named_points(path, operation):
             ms = [m for m in S.measures(path, operation, *point) if m.on_device and m.implementation in PORTABLE]
             mine = [m for m in ms if m.layout == slow]
             theirs = [m for m in ms if m.layout == fast]
