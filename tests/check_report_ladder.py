@@ -224,9 +224,12 @@ def check_gpu_archive(tmp):
 def check_headline_point_from_the_archive():
     """The ladder's headline point is the one the archive stores for the operation (the writer's
     operation_info::headline_point); only an archive that stores none falls back to the legacy table, and a point
-    the experiment did not measure falls back to its largest one."""
+    the experiment did not measure falls back to its largest one. kstudy_py/ladder.py holds the rule for the report
+    and the published results alike: results/ladders.py reads the headline of a committed archive from it."""
     from types import SimpleNamespace
-    from kstudy_py.report.sections import ladder
+    from kstudy_py import ladder
+    from kstudy_py.report.sections import ladder as section
+    from kstudy_py.results import ladders as results
     g = pd.DataFrame({"rows": [65536, 65536, 1024], "features": [4096, 1024, 1024], "depth": [1, 1, 1],
                       "essential_bytes": [2e9, 5e8, 8e6], "compute_ceiling": ["", "", ""]})
     stored = SimpleNamespace(headline_points={"softmax": (65536, 1024, 1)})
@@ -235,6 +238,23 @@ def check_headline_point_from_the_archive():
     check(ladder.headline_point(g, "softmax", legacy) == (65536, 4096, 1), "legacy archives: the legacy table")
     unmeasured = SimpleNamespace(headline_points={"softmax": (3, 3, 1)})
     check(ladder.headline_point(g, "softmax", unmeasured) == (65536, 4096, 1), "not measured: the largest point")
+    other = SimpleNamespace(headline_points={"gemm": (4096, 4096, 4096)})
+    check(ladder.archived_headline("softmax", [other]) is None
+          and ladder.archived_headline("softmax", [other, stored]) == (65536, 1024, 1),
+          "an experiment that stores headline points but none for the operation: no legacy stand-in, the next one")
+    check(not hasattr(section, "LEGACY_HEADLINE_POINTS") and not hasattr(results, "POINTS"),
+          "one legacy table (kstudy_py/ladder.py), no list of headline points in the report or the results")
+    # hopper_gemm.h5 stores gemm_bf16's headline (4096^3); the results add their named 8192^3 after it.
+    path = str(Path(__file__).resolve().parent.parent / "data/h200-2026-12-02-s17/hopper_gemm.h5")
+    check(results.headline(path, "gemm_bf16") == (4096, 4096, 4096)
+          and results.named_points(path, "gemm_bf16") == [(4096, 4096, 4096), (8192, 8192, 8192)],
+          f"the results' headline from the archive: {results.named_points(path, 'gemm_bf16')}")
+    vendors = [SimpleNamespace(variant="cublas_row", layout="row_major", median=2.0),
+               SimpleNamespace(variant="cublas_feature", layout="feature_major", median=1.0)]
+    check(ladder.vendor_of(vendors, "row_major").variant == "cublas_row"
+          and ladder.vendor_of(vendors, "padded").variant == "cublas_feature"
+          and ladder.vendor_of(vendors).variant == "cublas_feature" and ladder.vendor_of([]) is None,
+          "vendor of a layout: its own layout's fastest, else any layout's")
 
 
 def main():

@@ -150,6 +150,21 @@ with tempfile.TemporaryDirectory() as scratch:
     at = df[(df.rows == 16) & (df.features == 16384)]
     check(sorted(set(at.depth)) == [64, 128] and (df.n_A == df.n_B).all(),
           f"compare keeps points apart by depth (exit {run.returncode}; depths {sorted(set(at.depth))})")
+    # ... and its cache mode (issue 42): a sweep timed with cold and with warm caches has a cold and a warm point
+    # per variant, never their pooled samples; the gate's point label names the cold one.
+    out = Path(scratch) / "cache.csv"
+    cache_modes = str(REPO / "data/h200-2026-12-02-s12/cache_modes.h5")
+    run = subprocess.run([sys.executable, str(REPO / "scripts/kstudy_report.py"), "compare", cache_modes, cache_modes,
+                          "--out", str(out)], capture_output=True, text=True)
+    df = pd.read_csv(out) if run.returncode == 0 else pd.DataFrame(columns=["variant", "rows", "cache", "n_A"])
+    modes = (df.groupby(["variant", "rows", "timer"]).cache.agg(lambda c: tuple(sorted(c))) if "cache" in df and len(df)
+             else pd.Series([()]))
+    check(len(df) > 0 and (modes == ("cold", "warm")).all(),
+          f"compare keeps cold- and warm-cache points apart (exit {run.returncode}; {len(df)} aligned point(s))")
+    run = subprocess.run([sys.executable, str(REPO / "scripts/kstudy_report.py"), "compare", cache_modes, cache_modes,
+                          "--gate", "5%"], capture_output=True, text=True)
+    check(run.returncode == 0 and "x16/cold " in run.stdout,
+          f"compare --gate labels the cold-cache points (exit {run.returncode})")
     # --by kokkos: the newest version against the oldest, the same columns and rule.
     out = Path(scratch) / "kokkos.csv"
     s13 = REPO / "data/h200-2026-12-02-s13"

@@ -381,7 +381,7 @@ def spread(p):
 
 
 def print_text(result, measurements, machine):
-    axes = " x ".join(result["axes"] or ["rows", "features"])
+    axes = " x ".join(result["axes"] or archive.LEGACY_AXES)
     lay = result["layout"].replace("_", "-") if result["layout"] else "as each variant wants it"
     print(f"kstudy advise: {result['operation']} at {result['shape']} ({axes}); your data {lay}, in "
           f"{result['memory']} host memory, {result['reuse']} call(s) per upload")

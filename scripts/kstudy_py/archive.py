@@ -69,8 +69,11 @@ POINT_KEY = tuple(SCHEMA["point_key"])
 # k, attention's heads x tokens x head_dim; schema 7 added the third); the other point columns say how the point
 # was measured (layout, host memory, copy direction, threads per block, cache mode).
 EXTENTS = ("rows", "features", "depth")
-if not set(EXTENTS) <= set(POINT_KEY):
-    raise ImportError(f"archive_schema.json's point_key {POINT_KEY} lacks an extent of {EXTENTS}")
+# A host<->device copy (timer `transfer`: no extents, layout or block size) is told apart by its size (`bytes`) and
+# these point-key columns, in the order the transfer tables show them.
+COPY_KEY = ("direction", "memory_kind")
+if not set(EXTENTS + COPY_KEY) <= set(POINT_KEY):
+    raise ImportError(f"archive_schema.json's point_key {POINT_KEY} lacks a column of {EXTENTS} or {COPY_KEY}")
 
 
 def point_key(table=None, without=()):

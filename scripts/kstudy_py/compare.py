@@ -14,10 +14,10 @@ from . import kokkos_versions
 from .effects import ALPHA, MIN_SAMPLES, Family, significance  # noqa: F401  (significance: the per-point test)
 from .report.variants import variant_table
 
-# What tells two points apart. `depth` (the third axis, schema 7) was missing until issue #44: plain compare and
-# --by device pooled attention at head_dim 64 with head_dim 128 (16 x 16,384 x 64 and x 128), and GEMMs of one m x n.
-KEYS = ["experiment", "variant", "rows", "features", "depth", "timer", "memory_kind", "block_size", "direction",
-        "size_bytes"]
+# What tells two points apart: the archive's point key (kstudy schema's point_key), per experiment, variant and
+# timer, and a calibration point's size. Spelled by hand, it lost `depth` (until issue #44: attention at head_dim 64
+# pooled with 128, GEMMs of one m x n) and `cache` (until issue #42: a sweep's cold- and warm-cache samples pooled).
+KEYS = ["experiment", "variant", *A.point_key("samples"), "timer", "size_bytes"]
 EFFICIENCY = ("efficiency eff = t_best / t_variant: t_best is the fastest median of any variant observed on that "
               "platform at that point, t_variant the variant family's median there (application efficiency); "
               "PP = harmonic mean of eff over the platforms {platforms} (Pennycook et al.), 0 where the family is "
@@ -121,8 +121,11 @@ def portability(archives, by):
     if not frames:
         return None, []
     s = regimes(pd.concat(frames, ignore_index=True))
-    # The operation is part of the point: a stream experiment times copy, triad, dot, ... at one size.
-    point = ["experiment", "operation", "rows", "features", "block_size", "regime"]
+    # The operation is part of the point: a stream experiment times copy, triad, dot, ... at one size. Of the point
+    # key, the regime stands for the host memory kind (a host variant's and a device variant's differ), a family's
+    # layout is its own (in its name) and copies (direction) are not compared (rows > 0).
+    point = ["experiment", "operation", *A.point_key("samples", without=("layout", "memory_kind", "direction")),
+             "regime"]
     if by == "backend":
         point = ["archive"] + point
     med = s.groupby(point + ["platform", "family", "variant"]).seconds.median().reset_index()
@@ -222,7 +225,7 @@ def main(args):
               "families: variant name without @backend"
               + ("; on each machine a family takes its fastest backend" if args.by == "machine" else ""))
         print()
-        order = [c for c in ("archive", "experiment", "operation", "regime", "rows", "features") if c in df.columns]
+        order = [c for c in ("archive", "experiment", "operation", "regime", *A.EXTENTS) if c in df.columns]
         df = df.sort_values(order + ["PP"], ascending=[True] * len(order) + [False])
         cols = [c for c in df.columns]
         shown = df.copy()
@@ -233,7 +236,7 @@ def main(args):
         return 0
     df = pairwise(archives)
     if df.empty:
-        print("kstudy compare: no aligned point (same experiment, variant, shape, timer, memory kind, block size)",
+        print("kstudy compare: no aligned point (same experiment, variant, point, timer)",
               file=sys.stderr)
         return 1
     if args.out:
@@ -247,8 +250,8 @@ def main(args):
         shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3f}")
     for c in ("p_value", "p_holm"):
         shown[c] = shown[c].map(lambda v: "" if not np.isfinite(v) else f"{v:.3g}")
-    print("Aligned on (experiment, variant, rows, features, depth, timer, memory_kind, block_size; direction and size "
-          "for calibration points). Ratio = median B / median A, ratio_lo..ratio_hi its 95% interval (percentile "
+    print(f"Aligned on (experiment, variant, {', '.join(A.point_key('samples'))}, timer; size for calibration "
+          "points). Ratio = median B / median A, ratio_lo..ratio_hi its 95% interval (percentile "
           "bootstrap of both medians, seeded); p_value: Mann-Whitney U two-sided; p_holm: Holm-adjusted over the "
           f"aligned points of each pair; significant if p_holm < {ALPHA} and the interval excludes 1; "
           f"under {MIN_SAMPLES} samples per side: too few samples.")

@@ -151,10 +151,10 @@ def series_rows(archive):
     s = accepted(archive)
     if s.empty:
         return []
-    keys = KEYS + [c for c in A.EXTENTS if c not in KEYS]  # what gate.point_label reads
-    s = s.assign(point=[G.point_label(dict(zip(keys, k))) for k in s[keys].itertuples(index=False)])
+    s = s.assign(point=[G.point_label(dict(zip(KEYS, k))) for k in s[KEYS].itertuples(index=False)])
     rows = []
-    # Two keys that read as one label (a memory kind the label leaves out) are pooled: one point to a reader.
+    # Two keys that read as one label (a memory kind or layout the label leaves out) are pooled: one point to a
+    # reader.
     for (experiment, variant, point, timer), g in s.groupby(["experiment", "variant", "point", "timer"]):
         x = np.sort(g.seconds.to_numpy(dtype=np.float64))
         q1, median, q3 = np.percentile(x, [25, 50, 75])

@@ -10,11 +10,13 @@ from .variants import REFERENCE_FAMILY, variant_table
 
 # A timed point: the archive's point key (kstudy schema's point_key) within an experiment, per variant and timer.
 POINT_KEYS = ["archive", "experiment", "variant", *A.point_key("samples"), "timer"]
-# The point key's columns that say how a variant ran rather than which problem it solved: a speedup compares a
-# variant with its experiment's CPU reference at the same problem (extents, cache mode), whatever its layout,
-# host memory and copy direction (the reference's are its own) and at the default block size (both 0).
-HOW_IT_RAN = ("layout", "memory_kind", "direction", "block_size")
-PROBLEM = ["operation", *A.point_key("samples", without=HOW_IT_RAN)]
+# The problem a speedup compares at: the point key less the columns that say how a variant ran rather than which
+# problem it solved. A variant is compared with its experiment's CPU reference at the same problem (extents, cache
+# mode), whatever its layout, host memory and copy direction (the reference's are its own) and at the default block
+# size (both 0).
+PROBLEM = ["operation", *A.point_key("samples", without=("layout", "memory_kind", "direction", "block_size"))]
+# The report's reference shape (--shape ROWSxFEATURES): the first two axes.
+SHAPE = list(A.EXTENTS[:2])
 VARIANT_ATTRIBUTES = ["operation", "axes", "family", "fusion_level", "implementation", "backend", "on_device",
                       "kernels_launched", "rung", "essential_bytes", "essential_flops", "compute_ceiling",
                       "peak_device_bytes", "tuned_parameters"]
@@ -166,7 +168,7 @@ class ReportInputs:
             if len(s) == 0:
                 self._shape = (0, 0)
             else:
-                counts = s.groupby(["rows", "features"]).variant.nunique().reset_index()
+                counts = s.groupby(SHAPE).variant.nunique().reset_index()
                 counts["size"] = counts.rows * counts.features
                 best = counts.sort_values(["variant", "size"]).iloc[-1]
                 self._shape = (int(best.rows), int(best.features))

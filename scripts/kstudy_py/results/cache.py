@@ -4,6 +4,7 @@ timed region), their ratio and a Mann-Whitney verdict. Device variants on CUDA e
 clock; the flush size is the archive's."""
 import numpy as np
 
+from .. import archive as A
 from . import ResultsError, generator, stats as S
 
 DEVICE_TIMER, HOST_TIMER = "device_events", "host_wall"
@@ -35,7 +36,7 @@ def cache_modes(block):
                   "| variant | point | essential traffic | warm | cold | cold vs warm (time ratio, interval; "
                   "p_Holm) |", "| --- | --- | --- | --- | --- | --- |"]
         family, table = S.Family(), []
-        for (rows, features, depth), at in s.groupby(["rows", "features", "depth"]):
+        for (rows, features, depth), at in s.groupby(list(A.EXTENTS)):
             for variant in sorted(at.variant.unique()):
                 v = at[at.variant == variant]
                 warm = np.sort(v[v.cache == "warm"].seconds.to_numpy(dtype=float))

@@ -5,6 +5,7 @@ two imply, the sampled power, and essential bytes (or flops) per joule. Device v
 GPU's energy, not the host's."""
 import numpy as np
 
+from .. import archive as A
 from . import ResultsError, generator, stats as S
 
 TIMER = "energy"
@@ -19,7 +20,7 @@ def energy(block):
         s = s[(s.timer == TIMER) & s.on_device & np.isfinite(s.energy_joules.astype(float))]
         if s.empty:
             raise ResultsError(f"{path}: no device sample of timer energy")
-        for (operation, rows, features), at in s.groupby(["operation", "rows", "features"], sort=False):
+        for (operation, rows, features, _), at in s.groupby(["operation", *A.EXTENTS], sort=False):
             for variant in sorted(at.variant.unique()):
                 v = at[at.variant == variant]
                 seconds = v.seconds.to_numpy(dtype=float)

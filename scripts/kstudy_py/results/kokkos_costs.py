@@ -14,12 +14,14 @@ profile archive of the same Kokkos version; where several hold a variant, the on
 """
 import numpy as np
 
+from .. import archive as A
+from ..ladder import VENDOR
 from ..report.variants import PORTABLE
 from . import ResultsError, generator, stats as S
-from .ladders import POINTS, VENDOR
+from .ladders import named_points
 
 HANDWRITTEN = ("handwritten_cuda", "mixed")
-# Headline points of the operations the ladders do not hold (rows, features, depth).
+# Points of the operations the ladders do not hold (rows, features, depth), beside their headline point (if any).
 EXTRA_POINTS = {"scoring": [(16777216, 16, 1), (262144, 256, 1)]}
 # Operations judged at every shape their archive measured, not at the headline points only (issue #44: a headline
 # per operation over all measured shapes); the others' kokkos_costs experiments measure their headline point alone.
@@ -58,7 +60,7 @@ def counters(paths):
             if e.profile.empty:
                 continue
             ok = e.profile[e.profile.status == "ok"]
-            for key, rows in ok.groupby(["variant", "rows", "features", "depth"]):
+            for key, rows in ok.groupby(["variant", *A.EXTENTS]):
                 longest = rows.sort_values("profiled_duration_s").iloc[-1]
                 out[(version,) + tuple(key[:1]) + tuple(int(k) for k in key[1:])] = longest
     return out
@@ -110,10 +112,11 @@ def pairs(path):
     s = S.samples(path)
     for operation in sorted(s.operation.dropna().unique()):
         held = [p for p in ALTERNATIVE_POINTS.get(operation, []) if S.measures(path, operation, *p)]
-        points = POINTS.get(operation, []) + EXTRA_POINTS.get(operation, []) + held[:1]
+        points = named_points(path, operation) + EXTRA_POINTS.get(operation, []) + held[:1]
         if operation in EVERY_SHAPE:  # every shape the archive measured, the headline ones first
-            at = s[s.operation == operation].sort_values(["features", "rows"])
-            measured = dict.fromkeys(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int)))
+            at = s[s.operation == operation]
+            measured = sorted(set(zip(at.rows.astype(int), at.features.astype(int), at.depth.astype(int))),
+                              key=lambda p: (p[1], p[0], p[2]))  # by features, then rows
             points = points + [p for p in measured if p not in points]
         for point in points:
             ms = [m for m in S.measures(path, operation, *point) if m.on_device]
@@ -141,7 +144,7 @@ def layout_rows(path, version, family, profiled=None):
     for operation, slow, fast, threshold in LAYOUT_TARGETS:
         if operation not in set(s.operation.dropna()):
             continue
-        for point in EXTRA_POINTS.get(operation, []) + POINTS.get(operation, []):
+        for point in EXTRA_POINTS.get(operation, []) + named_points(path, operation):
             ms = [m for m in S.measures(path, operation, *point) if m.on_device and m.implementation in PORTABLE]
             mine = [m for m in ms if m.layout == slow]
             theirs = [m for m in ms if m.layout == fast]

@@ -19,14 +19,15 @@ def pair_families(block, default=PAIRS):
         if len(pair) != 2 or missing:
             raise ResultsError(f"{block.where}: pair {':'.join(pair)} is not two variants of "
                                f"{block.archive_names[0]} (missing: {', '.join(missing) or 'a second variant'})")
-    shapes = sorted({(r, f) for r, f in zip(s.rows, s.features)}, key=lambda x: (x[1], x[0]))
+    # Every point the archive measured, by features, then rows.
+    shapes = sorted(set(zip(s.rows, s.features, s.depth)), key=lambda x: (x[1], x[0], x[2]))
     head = "| rows × features | " + " | ".join(f"`{a.split('@')[0]}` ÷ `{b.split('@')[0]}` (time)" for a, b in pairs)
     lines = [head + " |", "| --- |" + " --- |" * len(pairs)]
     families = [S.Family() for _ in pairs]
-    for rows, features in shapes:
+    for rows, features, depth in shapes:
         cells = []
         for family, (a, b) in zip(families, pairs):
-            ma, mb = S.measure(path, a, rows, features), S.measure(path, b, rows, features)
+            ma, mb = S.measure(path, a, rows, features, depth), S.measure(path, b, rows, features, depth)
             if ma is None or mb is None:
                 cells.append("")
                 continue

@@ -59,8 +59,10 @@ def samples(path):
         raise ResultsError(f"{path}: no accepted sample")
     s = pd.concat(frames, ignore_index=True)
     s = s[s.block_size == 0]
-    v = variant_table([a]).drop_duplicates(["variant", "rows", "features", "depth"])
-    keys = ["variant", "rows", "features", "depth"]
+    # A variant's attributes at its point: the variants table's point key less the layout (the samples' own) and
+    # the block size (the samples here are the default block size's; the table has a row per block size tried).
+    keys = ["variant", *A.point_key("variants", without=("layout", "block_size"))]
+    v = variant_table([a]).drop_duplicates(keys)
     s = s.drop(columns=[c for c in ATTRIBUTES if c in s.columns]).merge(v[keys + ATTRIBUTES], on=keys, how="left")
     s["on_device"] = s.on_device.fillna(False).astype(bool)
     s["rung"] = s.rung.fillna(0).astype(int)
@@ -143,7 +145,7 @@ class Measure:
         self.variant = first.variant
         self.timer = first.timer
         self.seconds = np.sort(rows.seconds.to_numpy(dtype=float))
-        for attribute in ATTRIBUTES + ["rows", "features", "depth"]:
+        for attribute in ATTRIBUTES + list(A.EXTENTS):
             setattr(self, attribute, first[attribute])
         self.throttled = int(rows.throttled.astype(bool).sum()) if "throttled" in rows.columns else 0
         self.median = float(np.median(self.seconds))

@@ -3,6 +3,7 @@ short experiments' archive): resident times, host-in/host-out speedups over the 
 transfers, launch overhead and the layout conversion. Every comparison with the CPU is a Mann-Whitney test."""
 import numpy as np
 
+from .. import archive as A
 from ..effects import geometric_mean
 from . import ResultsError, generator, stats as S
 from .bench import bench_lines
@@ -149,7 +150,9 @@ def calibration_lines(path):
     t = calibration[calibration.timer == "transfer"] if "timer" in calibration.columns else calibration
     if len(t):
         S.use(path, t)
-        grouped = t.groupby(["bytes", "direction", "memory_kind"]).seconds
+        # A copy's point: its size and the point key (the columns a copy does not vary group nothing apart; its
+        # layout reads NaN here, stats.samples taking the layout from the variants table, which has no copy).
+        grouped = t.groupby(["bytes", *A.point_key("samples")], dropna=False).seconds
         med = grouped.median().reset_index()
         med["GiB/s"] = med.bytes / med.seconds / 2**30
         # The rate's interquartile range: bytes over the time quartiles (the slower quartile gives the lower rate).
@@ -193,11 +196,11 @@ def calibration_lines(path):
     layout = s[s.experiment == "layout_transpose"]
     if len(layout):
         S.use(path, layout)
-        per = layout.groupby(["rows", "features"]).seconds
+        per = layout.groupby(list(A.EXTENTS)).seconds
         med, q1, q3 = per.median(), per.quantile(0.25), per.quantile(0.75)
         lines += ["Resident row-major → feature-major conversion (`layout_transpose`, median (IQR)): "
-                  + ", ".join(f"{r:,}×{f} {S.micro(v)} µs ({S.micro(q1[(r, f)])}–{S.micro(q3[(r, f)])})"
-                              for (r, f), v in med.items()) + ".", ""]
+                  + ", ".join(f"{p[0]:,}×{p[1]} {S.micro(v)} µs ({S.micro(q1[p])}–{S.micro(q3[p])})"
+                              for p, v in med.items()) + ".", ""]
     return lines
 
 

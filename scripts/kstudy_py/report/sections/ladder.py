@@ -6,9 +6,10 @@ operation names a compute ceiling, schema 7), % of the roof measured in the same
 the vendor, and, where a profile archive (`kstudy profile`) has the same variant and point, its counters beside the
 stopwatch.
 
-Rules (every number from the archives, none from names except the vendor rule):
+Rules (every number from the archives, none from names except the vendor rule; the classification, the vendor and
+the headline point are kstudy_py/ladder.py's, which the published results share):
 - Headline point: the operation's headline point as the archive stores it (operation_info::headline_point, the
-  experiment's `headline_points` attribute; LEGACY_HEADLINE_POINTS for archives written before it) where the
+  experiment's `headline_points` attribute; ladder.LEGACY_HEADLINE_POINTS for archives written before it) where the
   experiment measured it, else its largest point (most essential bytes), taken in the experiment holding most of
   the operation's rung points.
 - Time: the resident median, device events before the resident wall clock for device variants, host_wall for
@@ -17,7 +18,8 @@ Rules (every number from the archives, none from names except the vendor rule):
   cuBLAS GEMM or the FMA probe of the same run); otherwise read-only traffic (the variant's modelled writes under
   1% of its modelled traffic) against device_read, the rest against device_copy; host variants against host_read.
 - Vendor: variants whose implementation is `vendor_library` (cuBLAS, CUB, cuDNN called directly, nothing else); the
-  vendor of an operation is its fastest such variant at the point. Portable: `kokkos`, `kokkos_kernels` and
+  vendor of an operation is its fastest such variant at the point, of any layout (ladder.vendor_of without a layout;
+  the published results hold each rung against the vendor of its own layout). Portable: `kokkos`, `kokkos_kernels` and
   `kokkos_mixed` variants (variants.implementation); a rung whose kernels include a vendor call (`mixed`) is still a
   rung, and its row says so.
 - × previous rung = previous rung's time / this rung's time (above 1: the change paid); × vendor = the vendor's
@@ -27,19 +29,11 @@ import numpy as np
 import pandas as pd
 
 from ... import archive as A
+from ... import ladder as L
 from .. import section
-from ..variants import PORTABLE, tuned_choice
+from ..variants import tuned_choice
 from .bandwidth import resident_points
 
-VENDOR = "vendor_library"  # variant_info::implementation
-# The operations' headline points as the code declared them when archives stopped being written without them
-# (operation_info::headline_point): read only for an experiment whose archive stores none.
-LEGACY_HEADLINE_POINTS = {"reduce_sum": (1 << 28, 1, 1), "transpose": (8192, 8192, 1), "softmax": (65536, 4096, 1),
-                          "layernorm": (65536, 4096, 1), "residual_layernorm": (65536, 4096, 1),
-                          # the seed's 4096^3 SGEMM, attention at 1 x 16 heads x 4,096 tokens x 64 (where
-                          # profile_attention measures its counters; every tokens count is in Compute by operation)
-                          "gemm": (4096, 4096, 4096), "gemm_tf32": (4096, 4096, 4096), "gemm_bf16": (4096, 4096, 4096),
-                          "attention": (16, 4096, 64), "attention_bf16": (16, 4096, 64)}
 READ_ONLY_SHARE = 0.01
 # Summed over a call's kernels, except the last three: the L2 hit rate and achieved occupancy weighted by each
 # kernel's profiled duration, registers per thread the most any kernel of the call uses.
@@ -52,35 +46,6 @@ COLUMNS = ["archive", "experiment", "operation", "point", *A.EXTENTS, "order", "
            "roof", "roof_GB_per_s", "roof_tflop_per_s", "pct_of_roof", "x_previous_rung", "vendor_variant", "x_vendor",
            "peak_device_bytes", "tuned_parameters", "implementation", "tuner_candidates",
            "tuner_same_as_rung"] + COUNTERS
-
-
-def kind_of(implementation, rung):
-    if implementation in PORTABLE:  # the portable ladder (0: the first attempt, 1+: tuned) is not the CUDA one
-        return "portable"
-    if rung > 0:
-        return "rung"
-    if implementation == VENDOR:
-        return "vendor"
-    return None  # handwritten but not a rung (another ladder's helper), or the CPU reference: not shown
-
-
-def is_rung(frame):
-    """Rows of handwritten ladder rungs (a portable variant's rung is its own ladder's)."""
-    return (frame.rung.fillna(0) > 0) & ~frame.implementation.isin(PORTABLE)
-
-
-def headline_point(g, operation, experiment):
-    """(rows, features, depth) of the operation's headline point within one experiment's rows `g`."""
-    stored = experiment.headline_points if experiment.headline_points else LEGACY_HEADLINE_POINTS
-    wanted = stored.get(operation)
-    if wanted is not None and ((g.rows == wanted[0]) & (g.features == wanted[1]) & (g.depth == wanted[2])).any():
-        return wanted
-    largest = g.sort_values(["essential_flops" if is_compute_bound(g) else "essential_bytes", "rows"]).iloc[-1]
-    return int(largest.rows), int(largest.features), int(largest.depth)
-
-
-def is_compute_bound(rows):
-    return bool((rows.compute_ceiling.fillna("") != "").any()) if "compute_ceiling" in rows.columns else False
 
 
 def roof_of(row, modelled):
@@ -124,12 +89,11 @@ def profile_counters(archives):
 def ladder_rows(at, operation, modelled, archive, counters):
     """The ladder table's rows at one point: rungs by rung (then backend), portable, vendor."""
     at = at.assign(rung=at.rung.fillna(0).astype(int))
-    at = at.assign(kind=[kind_of(i, r) for i, r in zip(at.implementation, at.rung)]).dropna(subset=["kind"])
+    at = at.assign(kind=[L.kind_of(i, r) for i, r in zip(at.implementation, at.rung)]).dropna(subset=["kind"])
     order = {"rung": 0, "portable": 1, "vendor": 2}
     at = at.assign(order=at.kind.map(order)).sort_values(
         ["order", "rung", "on_device", "backend", "median"], ascending=[True, True, False, True, True])
-    vendor = at[at.kind == "vendor"]
-    best_vendor = vendor.loc[vendor["median"].idxmin()] if len(vendor) else None
+    best_vendor = L.vendor_of(list(at[at.kind == "vendor"].itertuples()))
     rows, previous = [], None
     for r in at.itertuples():
         roof = roof_of(r, modelled)
@@ -156,7 +120,7 @@ def ladder_rows(at, operation, modelled, archive, counters):
             previous = r
         if best_vendor is not None:
             row["vendor_variant"] = best_vendor.variant
-            row["x_vendor"] = best_vendor["median"] / r.median
+            row["x_vendor"] = best_vendor.median / r.median
         row.update(counters.get((r.variant, r.rows, r.features, r.depth),
                                 {c: np.nan for c in COUNTERS}))
         rows.append(row)
@@ -238,7 +202,7 @@ EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the port
 @section("ladder", "Kernel ladders", order=6)
 def ladder(inputs, sec):
     points = inputs.points
-    if points.empty or "rung" not in points.columns or not is_rung(points).any():
+    if points.empty or "rung" not in points.columns or not L.is_rung(points).any():
         return sec.skip("no variant of the archives is a ladder rung (variants.rung > 0, schema 6; the rungs are "
                         "handwritten CUDA kernels, so a CPU build has none)")
     resident = resident_points(points)
@@ -248,13 +212,12 @@ def ladder(inputs, sec):
     counters = profile_counters(inputs.archives)
     archives = {a.label: a for a in inputs.archives}
     rows = []
-    for operation in sorted(resident[is_rung(resident)].operation.unique()):
+    for operation in sorted(resident[L.is_rung(resident)].operation.unique()):
         op = resident[resident.operation == operation]
-        rung_points = op[is_rung(op)].drop_duplicates(["archive", "experiment", *A.EXTENTS])
-        arch, exp = rung_points.groupby(["archive", "experiment"]).size().idxmax()
+        arch, exp = L.by_rung_points(op, ["archive", "experiment"])[0]
         g = op[(op.archive == arch) & (op.experiment == exp)]
-        point = headline_point(g[is_rung(g)], operation, archives[arch].experiments[exp])
-        at = g[(g.rows == point[0]) & (g.features == point[1]) & (g.depth == point[2])]
+        point = L.headline_point(g[L.is_rung(g)], operation, archives[arch].experiments[exp])
+        at = g[L.at(g, point)]
         rows += ladder_rows(at, operation, modelled, archives[arch], counters)
     df = pd.DataFrame(rows, columns=COLUMNS)
     inputs.write_csv(df, "ladder.csv", sec,

@@ -5,8 +5,10 @@ from ... import archive as A
 from .. import section
 from ..figures import grid, save
 
-KEYS = ["bytes", "direction", "memory_kind"]
-COLUMNS = ["archive", "experiment", "bytes", "direction", "memory_kind", "n_ok", "n_failed", "median", "q1", "q3",
+# A copy's point: its size and the point key (the columns a copy does not vary read 0 or "" and group nothing apart;
+# the table shows the copy's own, A.COPY_KEY).
+KEYS = ["bytes", *A.point_key("samples")]
+COLUMNS = ["archive", "experiment", "bytes", *A.COPY_KEY, "n_ok", "n_failed", "median", "q1", "q3",
            "GiB_per_s", "GiB_per_s_at_q3", "GiB_per_s_at_q1", "failure"]
 
 
@@ -31,7 +33,7 @@ def transfer_figure(ok, out):
     styles = {("h2d", "pinned"): ("#4c72b0", "-"), ("d2h", "pinned"): ("#dd8452", "-"),
               ("h2d", "pageable"): ("#4c72b0", "--"), ("d2h", "pageable"): ("#dd8452", "--")}
     multi = ok.archive.nunique() > 1
-    for (arch, d, m), g in ok.groupby(["archive", "direction", "memory_kind"]):
+    for (arch, d, m), g in ok.groupby(["archive", *A.COPY_KEY]):
         g = g.sort_values("bytes")
         c, ls = styles.get((d, m), (None, "-"))
         ax.plot(g.bytes, g.GiB_per_s, marker="o", color=c, ls=ls, label=f"{d} {m}" + (f" [{arch}]" if multi else ""))
@@ -48,7 +50,7 @@ def transfer_figure(ok, out):
 
 def largest_copy(ok):
     """Per archive, experiment, direction and memory kind: the point at the largest size."""
-    return ok.loc[ok.groupby(["archive", "experiment", "direction", "memory_kind"]).bytes.idxmax()]
+    return ok.loc[ok.groupby(["archive", "experiment", *A.COPY_KEY]).bytes.idxmax()]
 
 
 PIN_COLUMNS = ["archive", "experiment", "bytes", "call", "pin_s", "h2d_pageable_s", "h2d_pinned_s", "saving_per_copy_s",
@@ -91,7 +93,7 @@ def transfer(inputs, sec):
     frames = [experiment_table(a, e) for a, e in inputs.experiments("transfer") if not e.samples.empty]
     if not frames:
         return sec.skip("no `transfer_calibration` experiment in the archives")
-    df = pd.concat(frames, ignore_index=True).sort_values(["archive", "direction", "memory_kind", "bytes"])
+    df = pd.concat(frames, ignore_index=True).sort_values(["archive", *A.COPY_KEY, "bytes"])
     inputs.write_csv(df, "transfer.csv", sec, "host<->device copy: median seconds and GiB/s by size × direction × "
                                               "memory kind")
     ok = df[df.n_ok > 0]
@@ -100,7 +102,7 @@ def transfer(inputs, sec):
         sec.lines.append(f"Every transfer sample failed ({failure}): no bandwidth to report; the table lists the "
                          "attempted points.")
         return sec.done(df)
-    for (d, m), g in ok.groupby(["direction", "memory_kind"]):
+    for (d, m), g in ok.groupby(list(A.COPY_KEY)):
         big, small = g.loc[g.bytes.idxmax()], g.loc[g.bytes.idxmin()]
         sec.lines.append(f"- {d} {m}: {big.GiB_per_s:.1f} GiB/s at {big.bytes / 2**20:,.0f} MiB; "
                          f"{small.GiB_per_s:.2f} GiB/s at {small.bytes / 2**10:,.0f} KiB")

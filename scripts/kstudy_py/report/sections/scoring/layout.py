@@ -25,7 +25,7 @@ def transposes(inputs):
     out = {}
     for a, e in inputs.experiments("layout_conversion"):
         space = a.environment.get("default_execution_space", "").lower()
-        for _, r in A.stats(e.accepted(), ["rows", "features"]).iterrows():
+        for _, r in A.stats(e.accepted(), list(A.EXTENTS)).iterrows():
             out[(a.label, int(r.rows), int(r.features))] = (r["median"], space)
     return out
 
@@ -74,6 +74,7 @@ def layout_table(inputs, measured):
     return pd.DataFrame(rows)
 
 
+# point-key names: layout_one_shot.csv's published column order (the groups are keyed by A.point_key below)
 CONTRACT_COLUMNS = ["archive", "experiment", "family", "memory_kind", "cache", "rows", "features", "row_variant",
                     "t_row_s", "t_feature_s", "transpose_s", "t_feature_with_transpose_s", "feature_over_row",
                     "feature_with_transpose_over_row"]
@@ -116,6 +117,7 @@ def contract_lines(df):
                  "row-major upstream would add (`layout_transpose`, same machine):", "",
              "| experiment | family | memory | rows × features | row-major | feature-major | + transpose | "
              "feature ÷ row | with transpose ÷ row |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    # point-key names: the table's reading order (narrow shapes first), not a key
     for r in wide.sort_values(["experiment", "family", "memory_kind", "features", "rows"]).itertuples():
         lines.append(f"| {r.archive}/{r.experiment} | `{r.family}` | {r.memory_kind} | "
                      f"{A.fmt_rows(r.rows)}×{r.features} | {A.fmt_seconds(r.t_row_s)} | "

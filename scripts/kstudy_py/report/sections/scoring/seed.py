@@ -141,7 +141,11 @@ def occupancy_claims(bs):
     if (bs.timer == "device_events").any():
         bs = bs[bs.timer == "device_events"]
     out = []
-    for (v, r, f, t), g in bs.groupby(["variant", "rows", "features", "timer"]):
+    # One point of one variant over the block sizes it ran at: the point key less the block size.
+    keys = ["variant", *A.point_key("samples", without=("block_size",)), "timer"]
+    for key, g in bs.groupby(keys):
+        k = dict(zip(keys, key))
+        v, r, f = k["variant"], k["rows"], k["features"]
         g = g[g.occupancy > 0]
         if len(g) < 2 or g.occupancy.max() < 2 * g.occupancy.min():
             continue
@@ -155,7 +159,7 @@ def occupancy_claims(bs):
 
 
 @section("seed", "The seed's conclusions on this machine", order=120, operation="scoring",
-         needs=("waterfall", "crossover", "layout", "block_size"))
+         needs=("waterfall", "crossover", "layout", "block_size"))  # point-key names: the sections this one reads
 def seed(inputs, sec, waterfall, crossover, layout, block_size):
     families = dict(zip(inputs.variants.variant, inputs.variants.family))
     rows = []
