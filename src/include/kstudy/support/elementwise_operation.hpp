@@ -41,6 +41,10 @@ struct expected_value {
 // a bound of 0 demands the same bits (so -0 for +0 fails too: a copy moves bits, it computes nothing).
 class elementwise_gate {
  public:
+  // rtol: the operation's relative tolerance, so that max_relative_error is |error| over the tolerance's own scale
+  // (gate_result's unit: the bound over rtol); with rtol 0 (bounds of their own, or bitwise) over |reference|.
+  explicit elementwise_gate(double rtol = 0) : m_rtol(rtol) {}
+
   // Returns whether the element passed; `where` is called for the first failure only.
   template <class Where>
   bool compare(float got, expected_value want, Where&& where) {
@@ -53,7 +57,7 @@ class elementwise_gate {
     }
     if (std::isfinite(error)) {
       m_max_abs = std::max(m_max_abs, error);
-      if (want.bound > 0) m_max_relative = std::max(m_max_relative, error / want.bound);
+      m_max_relative = std::max(m_max_relative, relative(error, want));
     } else {
       m_max_abs = m_max_relative = std::numeric_limits<double>::infinity();
     }
@@ -91,6 +95,13 @@ class elementwise_gate {
   }
 
  private:
+  double relative(double error, expected_value want) const {
+    if (error == 0) return 0;
+    const double scale = m_rtol > 0 && want.bound > 0 ? want.bound / m_rtol : std::fabs(want.value);
+    return scale > 0 ? error / scale : std::numeric_limits<double>::infinity();
+  }
+
+  double m_rtol;
   std::int64_t m_checked = 0, m_failures = 0;
   double m_max_abs = 0, m_max_relative = 0;
   std::string m_first;
@@ -128,11 +139,11 @@ class elementwise_operation : public operation {
   gate_result check(const problem_data& problem, const reference_data&,
                     const std::vector<host_span>& outputs) const override {
     const auto& p = problem_of(problem);
-    elementwise_gate gate;
+    elementwise_gate gate(m_rtol);
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       const float* got = outputs[o].as<const float>();
       const std::int64_t n = elements(outputs[o]), chunks = (n + gate_chunk - 1) / gate_chunk;
-      std::vector<elementwise_gate> parts(static_cast<std::size_t>(chunks));
+      std::vector<elementwise_gate> parts(static_cast<std::size_t>(chunks), elementwise_gate(m_rtol));
 #pragma omp parallel for schedule(dynamic, 1)
       for (std::int64_t c = 0; c < chunks; ++c) {
         auto& part = parts[static_cast<std::size_t>(c)];
