@@ -63,8 +63,8 @@ class cuda_array_variant : public detail::cuda_stream_variant<> {
     if (outputs.size() != m_outputs.size())
       throw std::invalid_argument(m_operation + ": wrong number of output arrays");
     for (std::size_t o = 0; o < outputs.size(); ++o)
-      KSTUDY_CUDA_CHECK(cudaMemcpyAsync(outputs[o].data, m_outputs[o].data, m_outputs[o].bytes(),
-                                        cudaMemcpyDeviceToHost, m_stream));
+      KSTUDY_CUDA_CHECK(
+          cudaMemcpyAsync(outputs[o].data, m_outputs[o].data, m_outputs[o].bytes(), cudaMemcpyDeviceToHost, m_stream));
   }
   void poison() override {
     for (auto& o : m_outputs) KSTUDY_CUDA_CHECK(cudaMemsetAsync(o.data, 0xFF, o.bytes(), m_stream));
