@@ -120,7 +120,7 @@ TEST(DataGenerator, LayoutCopyCarriesTheCurrentValues) {
 
 // Grids spread their waves of work evenly: every team strides over the same number of blocks.
 TEST(GridSizing, BalancedTeams) {
-  using kstudy::detail::balanced_teams;
+  using kstudy::balanced_teams;
   EXPECT_EQ(balanced_teams(0, 528), 1);
   EXPECT_EQ(balanced_teams(100, 528), 100);
   EXPECT_EQ(balanced_teams(528, 528), 528);

@@ -79,11 +79,11 @@ variant_info composed_info(const char* name, table_layout layout) {
   return info;
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  detail::register_kokkos_variant<composed<space, Kokkos::LayoutLeft>>(
+  register_kokkos_variant<composed<space, Kokkos::LayoutLeft>>(
       composed_info("composed_feature_major", table_layout::feature_major));
-  detail::register_kokkos_variant<composed<space, Kokkos::LayoutRight>>(
+  register_kokkos_variant<composed<space, Kokkos::LayoutRight>>(
       composed_info("composed_row_major", table_layout::row_major));
 });
 

@@ -66,11 +66,11 @@ variant_info partial_fusion_info(const char* name, table_layout layout) {
   return info;
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutLeft>>(
+  register_kokkos_variant<partial_fusion<space, Kokkos::LayoutLeft>>(
       partial_fusion_info("partial_fusion_feature_major", table_layout::feature_major));
-  detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutRight>>(
+  register_kokkos_variant<partial_fusion<space, Kokkos::LayoutRight>>(
       partial_fusion_info("partial_fusion_row_major", table_layout::row_major));
 });
 
