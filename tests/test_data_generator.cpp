@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "scoring/detail/kokkos_variant.hpp"
+#include "scoring/detail/scoring_kokkos_variant.hpp"
 #include "scoring/data_generator.hpp"
 
 namespace {

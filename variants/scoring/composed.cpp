@@ -5,15 +5,15 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 #include "detail/library_steps.hpp"
 
 namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class composed final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
+class composed final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
   using table = typename base::table_type;
 
  public:

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -44,7 +44,7 @@ score_rows(const float* x, std::int64_t pitch, std::int64_t begin, std::int64_t 
 constexpr std::int64_t rows_per_item = 64;
 
 template <class ExecutionSpace>
-class cpu_reference final : public detail::kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, float> {
+class cpu_reference final : public detail::scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, float> {
  public:
   void run() override {
     const float* x = this->m_x.data();

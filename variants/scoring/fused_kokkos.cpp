@@ -20,7 +20,7 @@
 #include <string>
 
 #include "detail/fused_kokkos_info.hpp"
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -62,8 +62,8 @@ KOKKOS_INLINE_FUNCTION Value row_score(const Table& x, std::int64_t r, std::int6
 }
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
+class fused_kokkos final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
   static constexpr bool on_host = is_host_space_v<ExecutionSpace>;
 
  public:

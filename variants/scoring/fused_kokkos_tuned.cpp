@@ -31,7 +31,7 @@
 
 #include "detail/fused_kokkos_info.hpp"
 #include "detail/kokkos_rows.hpp"  // variants/detail: float4_t, vec_t, input_view, struct_reducer
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -180,9 +180,10 @@ struct row_major_kernel {
 };
 
 template <class ExecutionSpace, class Value = float>
-class fused_kokkos_tuned final : public detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value> {
+class fused_kokkos_tuned final
+    : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value> {
   static_assert(std::is_same_v<Value, float>, "the device kernel reads float4 vectors");
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value>;
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value>;
   static constexpr bool on_host = is_host_space_v<ExecutionSpace>;
 
  public:

@@ -4,15 +4,15 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 #include "detail/library_steps.hpp"
 
 namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class partial_fusion final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
+class partial_fusion final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
 
  public:
   // On the default instance, like composed: queued without a host fence, never pipelined. (Public for

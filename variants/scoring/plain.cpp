@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -16,8 +16,8 @@ using detail::clamp_nan_through;
 using detail::write_row;
 
 template <class ExecutionSpace, class Value = float>
-class plain_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value>;
+class plain_kokkos final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value>;
 
  public:
   plain_kokkos() : base(/*own_stream=*/true) {}
