@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "scoring/detail/kokkos_variant.hpp"
+#include "scoring/detail/scoring_kokkos_variant.hpp"
 #include "scoring/data_generator.hpp"
 
 namespace {
@@ -120,7 +120,7 @@ TEST(DataGenerator, LayoutCopyCarriesTheCurrentValues) {
 
 // Grids spread their waves of work evenly: every team strides over the same number of blocks.
 TEST(GridSizing, BalancedTeams) {
-  using kstudy::detail::balanced_teams;
+  using kstudy::balanced_teams;
   EXPECT_EQ(balanced_teams(0, 528), 1);
   EXPECT_EQ(balanced_teams(100, 528), 100);
   EXPECT_EQ(balanced_teams(528, 528), 528);

@@ -33,8 +33,8 @@ class elementwise_test_operation final : public kstudy::elementwise_operation<el
     float* x = p->template add<float>("x", shape.rows);
     float* y = p->template add<float>("y", shape.rows);
     for (std::int64_t i = 0; i < shape.rows; ++i) {
-      x[i] = kstudy::detail::seeded_float(seed, 0, i);
-      y[i] = kstudy::detail::seeded_float(seed, 1, i);
+      x[i] = kstudy::seeded_float(seed, 0, i);
+      y[i] = kstudy::seeded_float(seed, 1, i);
     }
     return p;
   }

@@ -36,7 +36,7 @@ class stencil_operation final : public kstudy::elementwise_operation<stencil_ope
     kstudy::require_row_major_vector(shape, m_info.name);
     auto p = std::make_unique<kstudy::array_problem>(shape);
     float* x = p->add<float>("x", shape.rows);
-    kstudy::fill_parallel(x, shape.rows, [seed](std::int64_t i) { return kstudy::detail::seeded_float(seed, 0, i); });
+    kstudy::fill_parallel(x, shape.rows, [seed](std::int64_t i) { return kstudy::seeded_float(seed, 0, i); });
     return p;
   }
   std::vector<std::int64_t> output_elements(const kstudy::table_shape& shape) const { return {shape.rows}; }

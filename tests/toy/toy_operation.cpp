@@ -31,8 +31,8 @@ class axpy_operation final : public kstudy::elementwise_operation<axpy_operation
     float* x = p->add<float>("x", shape.rows);
     float* y = p->add<float>("y", shape.rows);
     for (std::int64_t i = 0; i < shape.rows; ++i) {
-      x[i] = kstudy::detail::seeded_float(seed, 0, i);
-      y[i] = kstudy::detail::seeded_float(seed, 1, i);
+      x[i] = kstudy::seeded_float(seed, 0, i);
+      y[i] = kstudy::seeded_float(seed, 1, i);
     }
     return p;
   }

@@ -61,13 +61,9 @@
 namespace kstudy::attention {
 namespace {
 
-using kstudy::detail::device_free;
-
 constexpr float log2_e = 1.4426950408889634f;
 constexpr int max_head_dim = 128;  // of the fused kernels
 constexpr std::int64_t max_grid = std::int64_t(1) << 30;
-
-using kstudy::detail::device_attribute;
 
 // ---------------------------------------------------------------------------------------------------------
 // Rung 1's softmax: one block per row of S (float32, in place). P is written as Out (float: over S itself;
@@ -1475,8 +1471,6 @@ class attention_fused final : public attention_cuda_base<P> {
 
 // ---------------------------------------------------------------------------------------------------------
 // Rung 4: the autotuned bf16 kernel
-
-using kstudy::detail::event_pair;
 
 // One launch configuration: all candidates take rung 3's arguments and compute the same sums in the same key
 // order per query row, so the choice changes the speed, not the result.

@@ -22,7 +22,7 @@ template <attention_precision P>
 using element_t = std::conditional_t<P == attention_precision::fp32, float, std::uint16_t>;
 
 template <attention_precision P, attention_mask M = attention_mask::none>
-class attention_cuda_base : public kstudy::detail::cuda_stream_variant<> {
+class attention_cuda_base : public kstudy::cuda_stream_variant<> {
  public:
   using element = element_t<P>;
 
@@ -38,10 +38,10 @@ class attention_cuda_base : public kstudy::detail::cuda_stream_variant<> {
     m_tokens = data.tokens();
     m_head_dim = data.head_dim();
     m_scale = data.scale();
-    kstudy::detail::device_alloc(m_q, data.elements());
-    kstudy::detail::device_alloc(m_k, data.elements());
-    kstudy::detail::device_alloc(m_v, data.elements());
-    kstudy::detail::device_alloc(m_o, data.elements());
+    kstudy::device_alloc(m_q, data.elements());
+    kstudy::device_alloc(m_k, data.elements());
+    kstudy::device_alloc(m_v, data.elements());
+    kstudy::device_alloc(m_o, data.elements());
     plan();
     upload(data.streamed_inputs());
   }
@@ -78,10 +78,10 @@ class attention_cuda_base : public kstudy::detail::cuda_stream_variant<> {
  private:
   void release_all() {
     release();
-    kstudy::detail::device_free(m_q);
-    kstudy::detail::device_free(m_k);
-    kstudy::detail::device_free(m_v);
-    kstudy::detail::device_free(m_o);
+    kstudy::device_free(m_q);
+    kstudy::device_free(m_k);
+    kstudy::device_free(m_v);
+    kstudy::device_free(m_o);
   }
 };
 

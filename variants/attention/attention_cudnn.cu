@@ -52,9 +52,6 @@
 namespace kstudy::attention {
 namespace {
 
-using kstudy::detail::device_alloc;
-using kstudy::detail::device_free;
-
 // ---------------------------------------------------------------------------------------------------------
 // The subset of cuDNN's backend API this file uses, declared here (values from cuDNN 9.14.0's cudnn_graph.h;
 // the enumerators are cuDNN 9's ABI). Enumerations are passed as 32-bit ints, as the C enums are.
@@ -560,7 +557,7 @@ constexpr std::int64_t max_head_dim = 256;
 constexpr std::int64_t head_dim_multiple = 8;
 
 template <attention_precision P, attention_mask M>
-class attention_cudnn final : public kstudy::detail::cuda_stream_variant<> {
+class attention_cudnn final : public kstudy::cuda_stream_variant<> {
   static_assert(P != attention_precision::fp32, "cuDNN's flash attention takes bf16 or fp16");
 
  public:

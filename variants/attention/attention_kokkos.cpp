@@ -471,7 +471,7 @@ class attention_kokkos_tiled final : public tiled_attention_variant<ExecutionSpa
 
 template <class Space, attention_precision P, attention_mask M>
 void register_tiled(const std::string& operation) {
-  const bool host = detail::is_host_space_v<Space>;
+  const bool host = is_host_space_v<Space>;
   auto tiled = variant_info_for(
       P, M, operation + "_kokkos_tiled", "attention_kokkos",
       std::string("Kokkos TeamPolicy, one team per (head, 64 query rows), online softmax: ") +
@@ -495,10 +495,10 @@ void register_operation() {
           storage_note(P) + causal_note(M));
   register_fused_rung<attention_kokkos_fused<Space, P, M>>(std::move(info), 0);  // one kernel, attention_kokkos_fused
   // The tiled rung's device kernel has no mask: the causal operations get its host path only.
-  if constexpr (detail::is_host_space_v<Space> || M == attention_mask::none) register_tiled<Space, P, M>(operation);
+  if constexpr (is_host_space_v<Space> || M == attention_mask::none) register_tiled<Space, P, M>(operation);
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   for_each_attention_operation([](auto precision, auto mask) {
     register_operation<space, decltype(precision)::value, decltype(mask)::value>();

@@ -83,7 +83,7 @@ void register_fused_rung(variant_info info, int rung) {
   info.implementation = implementation::kokkos;
   info.fusion = fusion_level::full;
   info.kernels_launched = 1;
-  detail::register_kokkos_variant<Variant>(std::move(info));
+  register_kokkos_variant<Variant>(std::move(info));
 }
 
 template <class ExecutionSpace>
@@ -300,8 +300,8 @@ struct host_body {
 // Q, K, V and O of one precision in one execution space, their transfers and the poisoning of O; a variant
 // derives, allocates in prepare() and implements launch().
 template <class ExecutionSpace, attention_precision P>
-class attention_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class attention_kokkos_base : public kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = kokkos_queued_variant<ExecutionSpace>;
 
  public:
   using storage = storage_t<P>;

@@ -420,7 +420,7 @@ class attention_kokkos_tuned final : public tiled_attention_variant<ExecutionSpa
 
 template <class Space, attention_precision P, attention_mask M>
 void register_operation() {
-  const bool host = detail::is_host_space_v<Space>;
+  const bool host = is_host_space_v<Space>;
   // Variant ids are unique per backend across operations, so each carries its operation's name.
   auto info = variant_info_for(
       P, M, std::string(operation_name(P, M)) + "_kokkos_tuned", "attention_kokkos",
@@ -434,11 +434,11 @@ void register_operation() {
   register_fused_rung<attention_kokkos_tuned<Space, P, M>>(std::move(info), 1);  // one kernel, attention_kokkos_tuned
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   for_each_attention_operation([](auto precision, auto mask) {
     // The device kernel has no mask: the causal operations get the host path only.
-    if constexpr (detail::is_host_space_v<space> || decltype(mask)::value == attention_mask::none)
+    if constexpr (is_host_space_v<space> || decltype(mask)::value == attention_mask::none)
       register_operation<space, decltype(precision)::value, decltype(mask)::value>();
   });
 });

@@ -605,9 +605,9 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
     release();
     const std::uint16_t *q = this->m_q, *k = this->m_k, *v = this->m_v;
     if (m_pitch != d) {
-      kstudy::detail::device_alloc(m_q_padded, h * t * m_pitch);
-      kstudy::detail::device_alloc(m_k_padded, h * t * m_pitch);
-      kstudy::detail::device_alloc(m_v_padded, h * t * m_pitch);
+      kstudy::device_alloc(m_q_padded, h * t * m_pitch);
+      kstudy::device_alloc(m_k_padded, h * t * m_pitch);
+      kstudy::device_alloc(m_v_padded, h * t * m_pitch);
       q = m_q_padded;
       k = m_k_padded;
       v = m_v_padded;
@@ -619,9 +619,9 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
     m_v_map = tensor_map(v, h, t, d, m_pitch, wa_keys, type);
   }
   void release() override {
-    kstudy::detail::device_free(m_q_padded);
-    kstudy::detail::device_free(m_k_padded);
-    kstudy::detail::device_free(m_v_padded);
+    kstudy::device_free(m_q_padded);
+    kstudy::device_free(m_k_padded);
+    kstudy::device_free(m_v_padded);
   }
 
  private:
@@ -649,7 +649,7 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
         &blocks, attention_wgmma_kernel<P, D, causal, Schedule, config<D>::consumers>, config<D>::threads,
         config<D>::shared_bytes));
     return double(blocks * config<D>::threads) /
-           double(kstudy::detail::device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor));
+           double(kstudy::device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor));
   }
 
   launcher m_launch = nullptr;

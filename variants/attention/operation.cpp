@@ -177,8 +177,6 @@ variant_info variant_info_for(attention_precision precision, attention_mask mask
 
 namespace {
 
-using detail::splitmix64;
-using detail::unit_double;
 double symmetric(std::uint64_t bits) { return 2.0 * unit_double(bits) - 1.0; }  // U[-1, 1)
 std::uint64_t hash(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
   return splitmix64(splitmix64(seed ^ splitmix64(array)) + static_cast<std::uint64_t>(i));
@@ -486,7 +484,7 @@ class attention_operation final : public operation {
     if (std::isnan(current)) throw std::logic_error(m_info.name + ": corrupt needs a finite output to move");
     if constexpr (P == attention_precision::fp32) {
       float& y = static_cast<float*>(o)[0];
-      y = detail::moved_beyond(y, bound);
+      y = moved_beyond(y, bound);
     } else {
       std::uint16_t& y = static_cast<std::uint16_t*>(o)[0];
       std::uint16_t moved = round_to_bits(P, static_cast<float>(current + 2 * bound));

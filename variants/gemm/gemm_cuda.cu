@@ -56,8 +56,6 @@ namespace {
 
 constexpr std::int64_t max_grid_y = 65535;
 
-using kstudy::detail::device_attribute;
-
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // ---------------------------------------------------------------------------------------------------------

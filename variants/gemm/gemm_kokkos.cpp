@@ -112,21 +112,21 @@ using scratch_floats = Kokkos::View<float*, typename ExecutionSpace::scratch_mem
 
 template <class ExecutionSpace>
 std::size_t tiled_scratch_floats() {
-  using cfg = tile_config<detail::is_host_space_v<ExecutionSpace>>;
+  using cfg = tile_config<is_host_space_v<ExecutionSpace>>;
   return std::size_t(cfg::double_buffered ? 2 : 1) * cfg::bk * ((cfg::bm + cfg::pad) + (cfg::bn + cfg::pad));
 }
 
 // C = A B by tiles (gemm_kokkos_tiled). Free function: nvcc refuses extended lambdas in private members.
 template <class ExecutionSpace, class Layout, class T, class In, class Out>
 void launch_tiled(const ExecutionSpace& space, const In& a, const In& b, const Out& c) {
-  using cfg = tile_config<detail::is_host_space_v<ExecutionSpace>>;
+  using cfg = tile_config<is_host_space_v<ExecutionSpace>>;
   constexpr int bm = cfg::bm, bn = cfg::bn, bk = cfg::bk, tm = cfg::tm, tn = cfg::tn;
   constexpr int lda = bm + cfg::pad, ldb = bn + cfg::pad;  // scratch row lengths (one row per k)
   constexpr int row_threads = bm / tm, col_threads = bn / tn, threads = cfg::threads;
   constexpr bool right = is_right_v<Layout>;
   // Two resident teams per multiprocessor: at most 128 registers a thread (sm_90: 124-127, no spills; with
   // one team, 131-135 registers and only 8 warps per SM).
-  constexpr int teams_per_sm = detail::is_host_space_v<ExecutionSpace> ? 1 : 2;
+  constexpr int teams_per_sm = is_host_space_v<ExecutionSpace> ? 1 : 2;
   using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<threads, teams_per_sm>>;
   using member_type = typename policy_type::member_type;
   using scratch_view = scratch_floats<ExecutionSpace>;
@@ -525,7 +525,7 @@ void launch_warptile(const ExecutionSpace& space, const warptile_operands& p) {
 // the tiled kernel's host path (launch_tiled), see the top of the file.
 template <class ExecutionSpace, class Layout, class In, class Out>
 void launch_warptile_layout(const ExecutionSpace& space, const In& a, const In& b, const Out& c) {
-  if constexpr (detail::is_host_space_v<ExecutionSpace>) {
+  if constexpr (is_host_space_v<ExecutionSpace>) {
     launch_tiled<ExecutionSpace, Layout, float>(space, a, b, c);
   } else {
     const int m = static_cast<int>(c.extent(0)), n = static_cast<int>(c.extent(1)), k = static_cast<int>(a.extent(1));
@@ -543,8 +543,8 @@ void launch_warptile_layout(const ExecutionSpace& space, const In& a, const In& 
 // Buffers, transfers and poisoning of one precision and layout in one execution space; a variant
 // implements launch() (queues one resident run on m_space).
 template <class ExecutionSpace, class Layout, gemm_precision P>
-class gemm_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class gemm_kokkos_base : public kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = kokkos_queued_variant<ExecutionSpace>;
 
  public:
   using memory_space = typename ExecutionSpace::memory_space;
@@ -652,7 +652,7 @@ void register_layout() {
   const std::string widen = P == gemm_precision::bf16   ? "; bf16 widened to float on the fetch"
                             : P == gemm_precision::fp16 ? "; fp16 widened to float on the fetch"
                                                         : "";
-  const bool host = detail::is_host_space_v<Space>;
+  const bool host = is_host_space_v<Space>;
   auto tiled = variant_info_for(
       P, prefix + "_kokkos_tiled" + suffix, "gemm_kokkos",
       std::string("TeamPolicy, one team per ") +
@@ -663,7 +663,7 @@ void register_layout() {
       layout);
   tiled.kernels_launched = 1;  // gemm_tiled
   tiled.rung = 0;              // the portable ladder's first attempt
-  detail::register_kokkos_variant<gemm_kokkos_tiled<Space, Layout, P>>(std::move(tiled));
+  register_kokkos_variant<gemm_kokkos_tiled<Space, Layout, P>>(std::move(tiled));
 
   auto naive = variant_info_for(P, prefix + "_kokkos_naive" + suffix, "gemm_kokkos",
                                 "RangePolicy, one thread per element of C, float32 dot product over k from global "
@@ -681,7 +681,7 @@ void register_layout() {
   };
   // It allocates A, B and C once: the essential bytes, not the traffic.
   naive.footprint = [](const table_shape& s) { return essential_traffic(P, s.rows, s.features, s.depth).total(); };
-  detail::register_kokkos_variant<gemm_kokkos_naive<Space, Layout, P>>(std::move(naive));
+  register_kokkos_variant<gemm_kokkos_naive<Space, Layout, P>>(std::move(naive));
 
   if constexpr (P == gemm_precision::fp32) {
     auto warptile = variant_info_for(
@@ -697,7 +697,7 @@ void register_layout() {
         layout);
     warptile.kernels_launched = 1;  // gemm_warptile (gemm_tiled on a host)
     warptile.rung = 1;
-    detail::register_kokkos_variant<gemm_kokkos_warptile<Space, Layout>>(std::move(warptile));
+    register_kokkos_variant<gemm_kokkos_warptile<Space, Layout>>(std::move(warptile));
 
     // Kokkos Kernels 3.4's cuBLAS TPL covers LayoutLeft gemm only: row-major runs its own kernel on CUDA too.
     auto kernels = variant_info_for(P, "gemm_kokkos_kernels" + suffix, "kokkos_kernels",
@@ -709,7 +709,7 @@ void register_layout() {
                                     layout);
     kernels.implementation = implementation::kokkos_kernels;
     kernels.kernels_launched = 1;  // KokkosBlas::gemm (one library call)
-    detail::register_kokkos_variant<gemm_kokkos_kernels<Space, Layout>>(std::move(kernels));
+    register_kokkos_variant<gemm_kokkos_kernels<Space, Layout>>(std::move(kernels));
   }
 }
 
@@ -724,7 +724,7 @@ void register_space() {
 }
 
 [[maybe_unused]] const int registered =
-    detail::for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
+    for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
 
 }  // namespace
 }  // namespace kstudy::gemm

@@ -19,9 +19,6 @@
 
 namespace kstudy::gemm::tensor {
 
-using kstudy::detail::device_alloc;
-using kstudy::detail::device_attribute;
-using kstudy::detail::device_free;
 using kstudy::detail::occupancy_of;
 namespace wmma = nvcuda::wmma;
 

@@ -734,8 +734,6 @@ struct mma_candidate_of {
   }
 };
 
-using kstudy::detail::event_pair;
-
 constexpr int raster_groups[] = {1, 8};  // block rows walked together (1: row by row)
 
 // FirstCandidateRung: the earlier rung whose configuration the first of Configs is, run in row-by-row order (0: none);

@@ -162,9 +162,6 @@ variant_info variant_info_for(gemm_precision precision, const std::string& name,
 
 namespace {
 
-using detail::splitmix64;
-using detail::unit_double;
-
 constexpr std::uint64_t a_array = 0x41, b_array = 0x42, sample_salt = 0x53, projection_salt = 0x50;
 
 // The value at logical index `index` of the matrix whose hashes derive from `key` (see the top of the file).
@@ -642,7 +639,7 @@ class gemm_operation final : public operation {
     element_reference(p, 0, 0, expected, scale);
     const double bound = relative_tolerance(P, p.k()) * scale + absolute_tolerance;
     float& c = c_output(outputs)[0];  // (0, 0) in both layouts
-    c = detail::moved_beyond(c, bound);
+    c = moved_beyond(c, bound);
   }
 
   // Every element from a float64 product where that is cheap (m n k <= 2^28); beyond, the sampled lines

@@ -37,8 +37,6 @@ constexpr int stats_threads = 256;  // rungs 1 and 2
 constexpr int add_threads = 256;    // the unfused residual's add kernel
 // register_threads, max_register_vectors and max_register_hidden (rung 3): layernorm.hpp.
 
-using kstudy::detail::device_attribute;
-
 // ---------------------------------------------------------------------------------------------------------
 // Block reductions
 

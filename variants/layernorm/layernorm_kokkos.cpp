@@ -53,7 +53,7 @@ void launch_rows(const ExecutionSpace& space, const Matrix& x, const Matrix& r, 
   using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
   using member_type = typename policy_type::member_type;
   using scratch_view = scratch_row<ExecutionSpace>;
-  constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  constexpr bool on_host = is_host_space_v<ExecutionSpace>;
   const int team_size = on_host ? 1 : device_team_size(hidden);
   const bool staged = stages_row<ExecutionSpace>(hidden);
   policy_type policy(space, static_cast<int>(rows), team_size);
@@ -143,7 +143,7 @@ void register_space() {
     return pass_traffic(s.rows, s.features, team_kernel_reads<Space>(s.features), 1);
   };
   plain.kernels_launched = 1;  // layernorm_rows
-  detail::register_kokkos_variant<layernorm_kokkos<Space, layernorm_kind::plain>>(std::move(plain));
+  register_kokkos_variant<layernorm_kokkos<Space, layernorm_kind::plain>>(std::move(plain));
 
   auto fused =
       variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_fused", "residual_layernorm_kokkos",
@@ -157,7 +157,7 @@ void register_space() {
   };
   fused.fusion = fusion_level::full;
   fused.kernels_launched = 1;  // residual_layernorm_rows
-  detail::register_kokkos_variant<layernorm_kokkos<Space, layernorm_kind::residual>>(std::move(fused));
+  register_kokkos_variant<layernorm_kokkos<Space, layernorm_kind::residual>>(std::move(fused));
 
   auto unfused =
       variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_unfused", "residual_layernorm_kokkos",
@@ -169,11 +169,11 @@ void register_space() {
   };
   unfused.fusion = fusion_level::none;
   unfused.kernels_launched = 2;  // residual_add, layernorm_rows
-  detail::register_kokkos_variant<residual_layernorm_kokkos_unfused<Space>>(std::move(unfused));
+  register_kokkos_variant<residual_layernorm_kokkos_unfused<Space>>(std::move(unfused));
 }
 
 [[maybe_unused]] const int registered =
-    detail::for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
+    for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
 
 }  // namespace
 }  // namespace kstudy::layernorm

@@ -18,8 +18,8 @@
 namespace kstudy::layernorm {
 
 template <class ExecutionSpace, layernorm_kind K>
-class layernorm_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class layernorm_kokkos_base : public kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = kokkos_queued_variant<ExecutionSpace>;
   using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
  public:

@@ -287,8 +287,7 @@ struct layernorm_host_rows {
 template <class ExecutionSpace, bool Residual>
 constexpr std::int64_t resident_hidden() {
   using shape = launch_shape<Residual>;
-  return detail::is_host_space_v<ExecutionSpace> ? std::int64_t(16384)
-                                                 : std::int64_t(shape::max_threads) * shape::lane_floats;
+  return is_host_space_v<ExecutionSpace> ? std::int64_t(16384) : std::int64_t(shape::max_threads) * shape::lane_floats;
 }
 
 template <class ExecutionSpace, layernorm_kind K>
@@ -386,7 +385,7 @@ void register_space() {
   plain.rung = 1;
   plain.implementation = implementation::kokkos;
   plain.kernels_launched = 1;  // the row kernel of the plan's shape
-  detail::register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::plain>>(std::move(plain));
+  register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::plain>>(std::move(plain));
 
   auto fused =
       variant_info_for(layernorm_kind::residual, "residual_layernorm_kokkos_tuned", "residual_layernorm_kokkos",
@@ -402,11 +401,11 @@ void register_space() {
   fused.implementation = implementation::kokkos;
   fused.fusion = fusion_level::full;
   fused.kernels_launched = 1;  // the row kernel of the plan's shape
-  detail::register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::residual>>(std::move(fused));
+  register_kokkos_variant<layernorm_kokkos_tuned<Space, layernorm_kind::residual>>(std::move(fused));
 }
 
 [[maybe_unused]] const int registered =
-    detail::for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
+    for_each_enabled_space([](auto tag) { register_space<typename decltype(tag)::type>(); });
 
 }  // namespace
 }  // namespace kstudy::layernorm

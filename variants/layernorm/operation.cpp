@@ -102,8 +102,6 @@ variant_info variant_info_for(layernorm_kind kind, const std::string& name, cons
 
 namespace {
 
-using detail::splitmix64;
-using detail::unit_double;
 std::uint64_t hash(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
   return splitmix64(splitmix64(seed ^ splitmix64(array)) + static_cast<std::uint64_t>(i));
 }
@@ -296,7 +294,7 @@ class layernorm_operation final : public operation {
     double expected, bound;
     y_reference_at(p, dynamic_cast<const layernorm_reference&>(*ref), 0, 0, expected, bound);
     float& y = y_output(outputs)[0];
-    y = detail::moved_beyond(y, bound);
+    y = moved_beyond(y, bound);
   }
 
   bool reference_outputs(const problem_data& problem, const reference_data& reference,

@@ -1,6 +1,6 @@
 // The reduce_sum operation (reduce_sum.hpp): s = sum_i x_i over n floats.
 //
-// Inputs: x from detail::seeded_nonnegatives: uniform in [0, 2) on a 2^-23 grid (mean 1); a shorter problem
+// Inputs: x from seeded_nonnegatives: uniform in [0, 2) on a 2^-23 grid (mean 1); a shorter problem
 // is a prefix of a longer one. The terms do not cancel (they did before: with a zero-mean x, at n = 2^24,
 // 2^28 and 2^30 a sum that returned 0 passed the gate, at 2^26 the sum of the first 73%), so
 // sum |x_i| = s and a sum that skips a share of the terms is off by that share of the bound's scale.
@@ -88,7 +88,7 @@ class reduce_sum_operation final : public sum_operation<reduce_sum_operation, re
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     require_row_major_vector(shape, m_info.name);
     auto p = std::make_unique<reduce_data>(shape);
-    fill_parallel(p->x(), p->n(), [seed](std::int64_t i) { return detail::seeded_nonnegative(seed, x_array, i); });
+    fill_parallel(p->x(), p->n(), [seed](std::int64_t i) { return seeded_nonnegative(seed, x_array, i); });
     return p;
   }
   const reduce_data& accept(const reduce_data& p) const { return reduce_problem(p); }

@@ -42,8 +42,6 @@ constexpr int block_size = 256;          // every rung; a power of two for rung 
 constexpr int elements_per_thread = 16;  // rungs 2 and 3: the grid they launch
 constexpr std::int64_t max_spread_blocks = 65535;
 
-using kstudy::detail::device_attribute;
-
 // ---------------------------------------------------------------------------------------------------------
 // Kernels
 

@@ -32,8 +32,8 @@ using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
 // Buffers, transfers and poisoning in one execution space; a family implements launch().
 template <class ExecutionSpace>
-class reduce_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class reduce_kokkos_base : public kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = kokkos_queued_variant<ExecutionSpace>;
 
  public:
   using memory_space = typename ExecutionSpace::memory_space;
@@ -146,18 +146,18 @@ class reduce_kokkos_team_wave final : public reduce_kokkos_base<ExecutionSpace> 
   terms_type m_terms;
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   auto plain = variant_info_for("kokkos", "reduce_kokkos",
                                 "Kokkos RangePolicy parallel_reduce over n, float64 accumulation, into a view "
                                 "in the space's memory, own instance");
   plain.kernels_launched = 1;  // the parallel_reduce (Kokkos combines the blocks inside it)
-  detail::register_kokkos_variant<reduce_kokkos<space>>(std::move(plain));
+  register_kokkos_variant<reduce_kokkos<space>>(std::move(plain));
   auto strided = variant_info_for("kokkos_strided", "reduce_kokkos_strided",
                                   "Kokkos parallel_reduce over the resident threads, each summing its share in "
                                   "float64 (grid stride on a device, one contiguous block on a host)");
   strided.kernels_launched = 1;  // the parallel_reduce
-  detail::register_kokkos_variant<reduce_kokkos_strided<space>>(std::move(strided));
+  register_kokkos_variant<reduce_kokkos_strided<space>>(std::move(strided));
   // rung 0, as every portable variant: the ladder and the reports take rung > 0 for the handwritten CUDA
   // ladder, and count only rung 0 Kokkos variants as the portable side of the comparison.
   auto wave = variant_info_for("kokkos_team_wave", "reduce_kokkos_tuned",
@@ -168,7 +168,7 @@ class reduce_kokkos_team_wave final : public reduce_kokkos_base<ExecutionSpace> 
                                "by parallel_reduce(TeamThreadRange) and single(PerTeam), one kernel");
   wave.rung = 1;              // the portable ladder: reduce_sum_kokkos (0) is the first attempt
   wave.kernels_launched = 1;  // the parallel_reduce: Kokkos combines the teams' values inside it
-  detail::register_kokkos_variant<reduce_kokkos_team_wave<space>>(std::move(wave));
+  register_kokkos_variant<reduce_kokkos_team_wave<space>>(std::move(wave));
 });
 
 }  // namespace

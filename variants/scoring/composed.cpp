@@ -5,15 +5,15 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 #include "detail/library_steps.hpp"
 
 namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class composed final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
+class composed final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
   using table = typename base::table_type;
 
  public:
@@ -79,11 +79,11 @@ variant_info composed_info(const char* name, table_layout layout) {
   return info;
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  detail::register_kokkos_variant<composed<space, Kokkos::LayoutLeft>>(
+  register_kokkos_variant<composed<space, Kokkos::LayoutLeft>>(
       composed_info("composed_feature_major", table_layout::feature_major));
-  detail::register_kokkos_variant<composed<space, Kokkos::LayoutRight>>(
+  register_kokkos_variant<composed<space, Kokkos::LayoutRight>>(
       composed_info("composed_row_major", table_layout::row_major));
 });
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -44,7 +44,7 @@ score_rows(const float* x, std::int64_t pitch, std::int64_t begin, std::int64_t 
 constexpr std::int64_t rows_per_item = 64;
 
 template <class ExecutionSpace>
-class cpu_reference final : public detail::kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, float> {
+class cpu_reference final : public detail::scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, float> {
  public:
   void run() override {
     const float* x = this->m_x.data();
@@ -69,9 +69,9 @@ class cpu_reference final : public detail::kokkos_variant<ExecutionSpace, Kokkos
   }
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  if constexpr (detail::is_host_space_v<space>) {
+  if constexpr (is_host_space_v<space>) {
     variant_info info;
     info.name = "cpu_reference";
     info.operation = scoring_operation_name;
@@ -82,7 +82,7 @@ class cpu_reference final : public detail::kokkos_variant<ExecutionSpace, Kokkos
     info.layout = table_layout::row_major;
     info.kernels_launched = 1;  // one parallel loop over the rows
     info.traffic = scoring_essential_traffic;
-    detail::register_kokkos_variant<cpu_reference<space>>(info);
+    register_kokkos_variant<cpu_reference<space>>(info);
   }
 });
 

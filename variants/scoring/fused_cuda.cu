@@ -45,8 +45,6 @@ extern "C" __global__ void plain_minimal_cuda_feature_major(const float* __restr
 namespace kstudy {
 namespace {
 
-using kstudy::detail::device_alloc;
-
 using kernel_fn = void (*)(kstudy_fused_args);
 
 // Which kernel of a layout: the one-thread-per-row kernels that stride over one resident wave, the
@@ -69,8 +67,6 @@ kernel_fn kernel_for(table_layout layout, kernel_kind kind) {
   }
   return fused_cuda_row_major;
 }
-
-using kstudy::detail::device_attribute;
 
 // Kernel is a kernel's function pointer or its entry as const void* (kernels of other signatures).
 template <class Kernel>

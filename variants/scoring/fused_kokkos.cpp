@@ -20,7 +20,7 @@
 #include <string>
 
 #include "detail/fused_kokkos_info.hpp"
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -62,9 +62,9 @@ KOKKOS_INLINE_FUNCTION Value row_score(const Table& x, std::int64_t r, std::int6
 }
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+class fused_kokkos final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
+  static constexpr bool on_host = is_host_space_v<ExecutionSpace>;
 
  public:
   // On its own stream, so device instances overlap in a pipeline; host spaces run synchronously.
@@ -85,7 +85,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
       // Four rows per thread where every column starts on 16 bytes and there are quads enough for every
       // resident thread (else, as at 262,144 x 256, a quarter of the GPU idles); one row per thread otherwise.
       const std::int64_t resident_threads =
-          detail::guaranteed_resident_teams(this->m_space, feature_major_team, feature_major_threads_per_sm) *
+          guaranteed_resident_teams(this->m_space, feature_major_team, feature_major_threads_per_sm) *
           feature_major_team;
       if (this->m_shape.rows % 4 == 0 && this->m_x.stride(1) % 4 == 0 && this->m_shape.rows / 4 >= resident_threads)
         run_device_feature_major_quads();
@@ -112,12 +112,12 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t quads = this->m_shape.rows / 4, features = this->m_shape.features;
     const int team_size = feature_major_team;
-    const std::int64_t teams = detail::balanced_teams(
-        (quads + team_size - 1) / team_size,
-        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
+    const std::int64_t teams =
+        balanced_teams((quads + team_size - 1) / team_size,
+                       guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<feature_major,4 rows per thread>",
-        detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
+        light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
           const std::int64_t step = std::int64_t(team.league_size()) * team.team_size();
           for (std::int64_t q = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank(); q < quads;
@@ -168,11 +168,11 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const Value clip = this->m_clip, threshold = this->m_threshold;
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int team_size = feature_major_team;
-    const std::int64_t teams = detail::balanced_teams(
-        (rows + team_size - 1) / team_size,
-        detail::guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
+    const std::int64_t teams =
+        balanced_teams((rows + team_size - 1) / team_size,
+                       guaranteed_resident_teams(this->m_space, team_size, feature_major_threads_per_sm));
     Kokkos::parallel_reduce(
-        label, detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
+        label, light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
           const std::int64_t step = std::int64_t(team.league_size()) * team.team_size();
           for (std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank(); r < rows;
@@ -271,8 +271,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const int rows_per_team = static_cast<int>(tile_rows);
     const int team_size = threads / group;
     const std::int64_t tiles = (rows + rows_per_team - 1) / rows_per_team;
-    const std::int64_t teams =
-        detail::balanced_teams(tiles, detail::guaranteed_resident_teams(this->m_space, threads, 1024));
+    const std::int64_t teams = balanced_teams(tiles, guaranteed_resident_teams(this->m_space, threads, 1024));
     const Value* x = this->m_x.data();
     const Value *mean_g = this->m_vectors.mean.data(), *inv_std_g = this->m_vectors.inv_std.data(),
                 *weight_g = this->m_vectors.weight.data();
@@ -359,7 +358,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
         team.team_barrier();  // the next tile overwrites this one
       }
     };
-    auto policy = detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size, group));
+    auto policy = light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size, group));
     policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes + alignof(chunk_type)));  // room to align
     // The kernel's registers may not allow the largest blocks; Kokkos would refuse them.
     const int allowed = policy.team_size_max(body, Kokkos::ParallelReduceTag());
@@ -383,7 +382,7 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
     const std::int64_t teams = (rows + team_size - 1) / team_size;
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos<row_major,wide>",
-        detail::light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size, vector_length)),
+        light_weight(policy_type(this->m_space, static_cast<int>(teams), team_size, vector_length)),
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
           const std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank();
           if (r >= rows) return;
@@ -400,16 +399,16 @@ class fused_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
   }
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutLeft>>(
+  register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutLeft>>(
       fused_info("fused_kokkos_feature_major", table_layout::feature_major,
                  "one kernel, one row per thread, coalesced across rows"));
   auto row_major = fused_info("fused_kokkos_row_major", table_layout::row_major,
                               "one kernel; device: coalesced tile copy to team scratch + vector-lane row reduction");
-  row_major.tunable_block_size = !detail::is_host_space_v<space>;  // the team size of the tile kernel
-  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutRight>>(row_major);
-  detail::register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutStride>>(fused_info(
+  row_major.tunable_block_size = !is_host_space_v<space>;  // the team size of the tile kernel
+  register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutRight>>(row_major);
+  register_kokkos_variant<fused_kokkos<space, Kokkos::LayoutStride>>(fused_info(
       "fused_kokkos_padded", table_layout::padded_row_major, "one kernel, one row per thread over a padded row pitch"));
 });
 

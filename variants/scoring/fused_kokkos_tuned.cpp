@@ -31,7 +31,7 @@
 
 #include "detail/fused_kokkos_info.hpp"
 #include "detail/kokkos_rows.hpp"  // variants/detail: float4_t, vec_t, input_view, struct_reducer
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -180,10 +180,11 @@ struct row_major_kernel {
 };
 
 template <class ExecutionSpace, class Value = float>
-class fused_kokkos_tuned final : public detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value> {
+class fused_kokkos_tuned final
+    : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value> {
   static_assert(std::is_same_v<Value, float>, "the device kernel reads float4 vectors");
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value>;
-  static constexpr bool on_host = detail::is_host_space_v<ExecutionSpace>;
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value>;
+  static constexpr bool on_host = is_host_space_v<ExecutionSpace>;
 
  public:
   // On its own stream, so device instances overlap in a pipeline; host spaces run synchronously.
@@ -241,12 +242,12 @@ class fused_kokkos_tuned final : public detail::queued_kokkos_variant<ExecutionS
     const int team_size = team_threads / lanes;
     const std::int64_t rows_per_block = std::int64_t(team_size) * Rows;
     kernel.blocks = (row_count + rows_per_block - 1) / rows_per_block;
-    const std::int64_t teams = detail::balanced_teams(
-        kernel.blocks, detail::guaranteed_resident_teams(this->m_space, team_threads, team_threads * min_teams_per_sm));
+    const std::int64_t teams = balanced_teams(
+        kernel.blocks, guaranteed_resident_teams(this->m_space, team_threads, team_threads * min_teams_per_sm));
     Kokkos::parallel_reduce(
         "kstudy::fused_kokkos_tuned<row_major>",
-        detail::light_weight(device_policy<ExecutionSpace>(this->m_space, static_cast<int>(teams), team_size, lanes)),
-        kernel, this->m_count_host);
+        light_weight(device_policy<ExecutionSpace>(this->m_space, static_cast<int>(teams), team_size, lanes)), kernel,
+        this->m_count_host);
   }
 
   // Host: a row per work item, eight loads ahead of the arithmetic (rung 0's host loop).
@@ -280,7 +281,7 @@ class fused_kokkos_tuned final : public detail::queued_kokkos_variant<ExecutionS
   }
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   auto info = detail::fused_info(
       "fused_kokkos_row_major_tuned", table_layout::row_major,
@@ -289,7 +290,7 @@ class fused_kokkos_tuned final : public detail::queued_kokkos_variant<ExecutionS
       "ThreadVectorRange parallel_reduce, no scratch, a resident wave of LaunchBounds<256,4> teams; host: rung 0's "
       "row loop");
   info.rung = 1;  // over fused_kokkos_row_major (rung 0)
-  detail::register_kokkos_variant<fused_kokkos_tuned<space>>(std::move(info));
+  register_kokkos_variant<fused_kokkos_tuned<space>>(std::move(info));
 });
 
 }  // namespace

@@ -4,15 +4,15 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 #include "detail/library_steps.hpp"
 
 namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class partial_fusion final : public detail::queued_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Layout, Value>;
+class partial_fusion final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
 
  public:
   // On the default instance, like composed: queued without a host fence, never pipelined. (Public for
@@ -66,11 +66,11 @@ variant_info partial_fusion_info(const char* name, table_layout layout) {
   return info;
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutLeft>>(
+  register_kokkos_variant<partial_fusion<space, Kokkos::LayoutLeft>>(
       partial_fusion_info("partial_fusion_feature_major", table_layout::feature_major));
-  detail::register_kokkos_variant<partial_fusion<space, Kokkos::LayoutRight>>(
+  register_kokkos_variant<partial_fusion<space, Kokkos::LayoutRight>>(
       partial_fusion_info("partial_fusion_row_major", table_layout::row_major));
 });
 

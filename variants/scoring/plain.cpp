@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "detail/kokkos_variant.hpp"
+#include "detail/scoring_kokkos_variant.hpp"
 
 namespace kstudy {
 namespace {
@@ -16,12 +16,12 @@ using detail::clamp_nan_through;
 using detail::write_row;
 
 template <class ExecutionSpace, class Value = float>
-class plain_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value> {
-  using base = detail::queued_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value>;
+class plain_kokkos final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value> {
+  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value>;
 
  public:
   plain_kokkos() : base(/*own_stream=*/true) {}
-  bool queues_asynchronously() const override { return !detail::is_host_space_v<ExecutionSpace>; }
+  bool queues_asynchronously() const override { return !is_host_space_v<ExecutionSpace>; }
 
   // Public: CUDA extended lambdas may not live in private or protected member functions.
   void launch() override {
@@ -44,7 +44,7 @@ class plain_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
   }
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   variant_info info;
   info.name = "plain_kokkos_feature_major";
@@ -55,7 +55,7 @@ class plain_kokkos final : public detail::queued_kokkos_variant<ExecutionSpace, 
   info.layout = table_layout::feature_major;
   info.kernels_launched = 1;  // the whole operation, the flagged count by the RangePolicy reduction
   info.traffic = scoring_essential_traffic;
-  detail::register_kokkos_variant<plain_kokkos<space>>(info);
+  register_kokkos_variant<plain_kokkos<space>>(info);
 });
 
 }  // namespace

@@ -87,9 +87,6 @@ variant_info variant_info_for(const std::string& name_suffix, const std::string&
 
 namespace {
 
-using detail::splitmix64;
-using detail::unit_double;
-
 // Values are integers of ticks = 2^-10 (see the top of the file).
 constexpr std::int64_t tick = 1024;
 constexpr std::uint64_t row_array = 0x72, x_array = 0x78;
@@ -272,7 +269,7 @@ class softmax_operation final : public operation {
     double expected, bound;
     element_reference(p, typed, 0, c, expected, bound);
     float& y = y_output(outputs)[c];
-    y = detail::moved_beyond(y, bound);
+    y = moved_beyond(y, bound);
   }
 
   bool reference_outputs(const problem_data& problem, const reference_data& reference,

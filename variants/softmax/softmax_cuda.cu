@@ -32,8 +32,6 @@ namespace {
 constexpr int default_block_size = 256;
 constexpr std::int64_t max_grid = std::int64_t(1) << 30;  // blocks; more rows are strided over
 
-using kstudy::detail::device_attribute;
-
 // ---------------------------------------------------------------------------------------------------------
 // Reductions over a group of consecutive threads: a warp (32) or several whole warps of one block.
 

@@ -75,7 +75,7 @@ void check_cudnn(cudnnStatus_t status, const char* call, const char* file, int l
 }
 #define KSTUDY_CUDNN_CHECK(call) check_cudnn((call), #call, __FILE__, __LINE__)
 
-class softmax_cudnn final : public kstudy::detail::cuda_stream_variant<> {
+class softmax_cudnn final : public kstudy::cuda_stream_variant<> {
  public:
   ~softmax_cudnn() override {
     if (m_stream != nullptr) cudaStreamSynchronize(m_stream);

@@ -199,14 +199,14 @@ class softmax_kokkos final : public softmax_kokkos_base<ExecutionSpace> {
   int m_team = 1;
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   auto info = variant_info_for(
       "kokkos", "softmax_kokkos",
       "Kokkos TeamPolicy, one team per row: the row in registers (16 per thread, up to 1,024 threads on a "
       "device) with team max and sum reductions; longer rows online max/sum then a normalising pass");
   info.kernels_launched = 1;  // the team kernel (register-resident or two-pass)
-  detail::register_kokkos_variant<softmax_kokkos<space>>(std::move(info));
+  register_kokkos_variant<softmax_kokkos<space>>(std::move(info));
 });
 
 }  // namespace

@@ -17,8 +17,8 @@
 namespace kstudy::softmax {
 
 template <class ExecutionSpace>
-class softmax_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class softmax_kokkos_base : public kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = kokkos_queued_variant<ExecutionSpace>;
   using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
  public:

@@ -281,7 +281,7 @@ class softmax_kokkos_tuned final : public softmax_kokkos_base<ExecutionSpace> {
   rows::plan m_plan;
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   auto info = variant_info_for(
       "kokkos_tuned", "softmax_kokkos",
@@ -295,7 +295,7 @@ class softmax_kokkos_tuned final : public softmax_kokkos_base<ExecutionSpace> {
   info.rung = 1;
   info.implementation = implementation::kokkos;
   info.kernels_launched = 1;  // the row kernel of the plan's shape
-  detail::register_kokkos_variant<softmax_kokkos_tuned<space>>(std::move(info));
+  register_kokkos_variant<softmax_kokkos_tuned<space>>(std::move(info));
 });
 
 }  // namespace

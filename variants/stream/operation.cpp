@@ -5,7 +5,7 @@
 // gives the same values: uniform in [-1, 1) on a grid of 2^-23 (exact floats), except ~1% outliers of
 // magnitude 100..1000 with a random sign, so a variant that drops or reorders elements cannot hide behind
 // values of one size. No NaN or Inf is ever generated. stream_dot's x and y are instead uniform in [0, 2)
-// (detail::seeded_nonnegatives, as reduce_sum's x, no outliers): with zero-mean operands sum x_i y_i
+// (seeded_nonnegatives, as reduce_sum's x, no outliers): with zero-mean operands sum x_i y_i
 // cancels to ~sqrt(n) of its terms' size and a float32-sized bound of sum |x_i y_i| passed a dot over the
 // first half of the arrays at n = 2^30; with nonnegative products sum |x_i y_i| = d and skipping 1% of the
 // terms moves d by 1% of it.
@@ -131,8 +131,8 @@ class stream_elementwise_operation final : public elementwise_operation<stream_e
   }
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     require_row_major_vector(shape, this->m_info.name);
-    auto x = detail::seeded_floats(seed, x_array, shape.rows);
-    auto y = has_y(K) ? detail::seeded_floats(seed, y_array, shape.rows) : nullptr;
+    auto x = seeded_floats(seed, x_array, shape.rows);
+    auto y = has_y(K) ? seeded_floats(seed, y_array, shape.rows) : nullptr;
     return std::make_unique<stream_data>(K, shape, std::move(x), std::move(y));
   }
   const stream_data& accept(const stream_data& p) const { return stream_problem(p, K); }
@@ -165,9 +165,8 @@ class stream_dot_operation final : public sum_operation<stream_dot_operation, st
   // Nonnegative operands, so that the sum does not cancel (see the top of the file).
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     require_row_major_vector(shape, m_info.name);
-    return std::make_unique<stream_data>(stream_kind::dot, shape,
-                                         detail::seeded_nonnegatives(seed, x_array, shape.rows),
-                                         detail::seeded_nonnegatives(seed, y_array, shape.rows));
+    return std::make_unique<stream_data>(stream_kind::dot, shape, seeded_nonnegatives(seed, x_array, shape.rows),
+                                         seeded_nonnegatives(seed, y_array, shape.rows));
   }
   const stream_data& accept(const stream_data& p) const { return stream_problem(p, stream_kind::dot); }
   std::int64_t terms(const stream_data& p) const { return p.n(); }

@@ -39,8 +39,6 @@ namespace {
 
 constexpr int default_block_size = 256;
 
-using kstudy::detail::device_attribute;
-
 // ---------------------------------------------------------------------------------------------------------
 // Kernels
 

@@ -43,8 +43,8 @@ using unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 // (queues one resident run on m_space) and, for a reduction whose result lands elsewhere, the result
 // hooks.
 template <class ExecutionSpace, stream_kind K>
-class stream_kokkos_base : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using kokkos_base = detail::kokkos_queued_variant<ExecutionSpace>;
+class stream_kokkos_base : public kokkos_queued_variant<ExecutionSpace> {
+  using kokkos_base = kokkos_queued_variant<ExecutionSpace>;
 
  public:
   using memory_space = typename ExecutionSpace::memory_space;
@@ -298,14 +298,14 @@ template <stream_kind K, class ExecutionSpace, class ConstQuads, class Quads, cl
 void queue_float4_elementwise(const ExecutionSpace& space, const ConstQuads& x4, const ConstQuads& y4, const Quads& z4,
                               const ConstFloats& x, const ConstFloats& y, const Floats& z, float q, std::int64_t quads,
                               std::int64_t n) {
-  constexpr bool contiguous = detail::is_host_space_v<ExecutionSpace>;
+  constexpr bool contiguous = is_host_space_v<ExecutionSpace>;
   constexpr int per_item = quads_per_item;
   const std::int64_t items =
       std::max(std::min<std::int64_t>(quads, space.concurrency()), (quads + per_item - 1) / per_item);
   const std::int64_t tail = n - 4 * quads;
   using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>, Kokkos::LaunchBounds<256, 4>>;
   Kokkos::parallel_for(
-      std::string("kstudy::stream_") + short_name(K) + "_float4", detail::light_weight(policy(space, 0, items + tail)),
+      std::string("kstudy::stream_") + short_name(K) + "_float4", light_weight(policy(space, 0, items + tail)),
       KOKKOS_LAMBDA(const std::int64_t i) {
         (void)x;  // nvcc: an extended lambda may not first capture a variable inside if constexpr
         (void)y;
@@ -449,26 +449,26 @@ template <class Space, stream_kind K>
 void register_kind() {
   auto kokkos = variant_info_for(K, "kokkos", "stream_kokkos", kokkos_description<K>());
   kokkos.kernels_launched = 1;  // the parallel_for (or parallel_reduce)
-  detail::register_kokkos_variant<stream_kokkos<Space, K>>(std::move(kokkos));
+  register_kokkos_variant<stream_kokkos<Space, K>>(std::move(kokkos));
   auto strided = variant_info_for(K, "kokkos_strided", "stream_kokkos_strided",
                                   "Kokkos RangePolicy over the resident threads, each looping over its elements "
                                   "(grid stride on a device, one contiguous block on a host)");
   strided.kernels_launched = 1;  // the parallel_for (or parallel_reduce)
-  detail::register_kokkos_variant<stream_kokkos_strided<Space, K>>(std::move(strided));
+  register_kokkos_variant<stream_kokkos_strided<Space, K>>(std::move(strided));
   auto kernels = variant_info_for(K, "kokkos_kernels", "stream_kokkos_kernels", kokkos_kernels_description<K>());
   kernels.kernels_launched = 1;  // the deep_copy, scal, update or dot
   kernels.implementation = implementation::kokkos_kernels;
-  detail::register_kokkos_variant<stream_kokkos_kernels<Space, K>>(std::move(kernels));
+  register_kokkos_variant<stream_kokkos_kernels<Space, K>>(std::move(kernels));
   // rung 0, as every portable variant: the reports take rung > 0 for the handwritten CUDA ladder, and count
   // only rung 0 Kokkos variants as the portable side of the comparison.
   auto tuned = variant_info_for(K, K == stream_kind::dot ? "kokkos_team_wave" : "kokkos_float4", "stream_kokkos_tuned",
                                 kokkos_tuned_description<K>());
   tuned.rung = 1;              // the portable ladder: the RangePolicy variants (0) are the first attempt
   tuned.kernels_launched = 1;  // the parallel_for (tail included), or the parallel_reduce
-  detail::register_kokkos_variant<stream_kokkos_tuned<Space, K>>(std::move(tuned));
+  register_kokkos_variant<stream_kokkos_tuned<Space, K>>(std::move(tuned));
 }
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   register_kind<space, stream_kind::copy>();
   register_kind<space, stream_kind::scale>();

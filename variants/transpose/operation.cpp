@@ -1,6 +1,6 @@
 // The transpose operation (transpose.hpp): t(c, r) = x(r, c).
 //
-// Inputs: x from detail::seeded_floats over the rows * cols elements in row-major order (a value depends on
+// Inputs: x from seeded_floats over the rows * cols elements in row-major order (a value depends on
 // its flat index, so a misplaced element almost surely differs from the one it displaced: ~2^24 distinct
 // values plus the outliers).
 // Reference and gate: a transpose moves bits and computes nothing, so t must equal x^T bitwise (rtol = atol
@@ -64,7 +64,7 @@ class transpose_operation final : public elementwise_operation<transpose_operati
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     require_row_major(shape, m_info.name, "rows x cols shape");
     auto p = std::make_unique<transpose_data>(shape);
-    fill_parallel(p->x(), p->elements(), [seed](std::int64_t i) { return detail::seeded_float(seed, x_array, i); });
+    fill_parallel(p->x(), p->elements(), [seed](std::int64_t i) { return seeded_float(seed, x_array, i); });
     return p;
   }
   std::vector<std::int64_t> output_elements(const table_shape& shape) const { return {shape.rows * shape.features}; }

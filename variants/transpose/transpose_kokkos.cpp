@@ -166,13 +166,13 @@ void queue_tile64(const ExecutionSpace& space, const In& x, const Out& t, const 
   using member_type = typename policy_type::member_type;
   using scratch_tile = Kokkos::View<float**, Kokkos::LayoutRight, typename ExecutionSpace::scratch_memory_space,
                                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  constexpr bool host = detail::is_host_space_v<ExecutionSpace>;
+  constexpr bool host = is_host_space_v<ExecutionSpace>;
   constexpr int load_lanes = tile64_lanes / V, store_lanes = tile64_lanes / W;  // lanes along one tile row
   constexpr int load_slabs = 16 / V, store_slabs = 16 / W;                      // per group and lane
   const std::int64_t tile_rows = (rows + tile64 - 1) / tile64, tile_cols = (cols + tile64 - 1) / tile64;
   if (tile_rows * tile_cols > std::numeric_limits<int>::max())
     throw std::invalid_argument("transpose_kokkos_tile64: more than 2^31 - 1 tiles");
-  auto policy = detail::light_weight(
+  auto policy = light_weight(
       policy_type(space, static_cast<int>(tile_rows * tile_cols), host ? 1 : tile64_groups, host ? 1 : tile64_lanes));
   policy.set_scratch_size(0, Kokkos::PerTeam(scratch_tile::shmem_size(tile64, tile64_pitch)));
   const std::int64_t cols4 = cols / 4, rows4 = rows / 4;  // quads per row of x (V = 4) and of t (W = 4)
@@ -308,18 +308,18 @@ class transpose_kokkos_tile64 final : public transpose_kokkos_base<ExecutionSpac
   Kokkos::View<float4_t*, device_type, detail::quad_traits> m_t4;
 };
 
-[[maybe_unused]] const int registered = detail::for_each_enabled_space([](auto tag) {
+[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   auto mdrange = variant_info_for("kokkos_mdrange", "transpose_kokkos_mdrange",
                                   "Kokkos MDRangePolicy<Rank<2>> over (rows, cols), t(c, r) = x(r, c), default "
                                   "iteration order and tiling");
   mdrange.kernels_launched = 1;  // the parallel_for
-  detail::register_kokkos_variant<transpose_kokkos_mdrange<space>>(std::move(mdrange));
+  register_kokkos_variant<transpose_kokkos_mdrange<space>>(std::move(mdrange));
   auto team = variant_info_for("kokkos_team", "transpose_kokkos_team",
                                "Kokkos TeamPolicy, one team per 32 x 32 tile staged in team scratch padded to "
                                "[32][33] (256 threads per team on a device, 1 on a host)");
   team.kernels_launched = 1;  // the parallel_for
-  detail::register_kokkos_variant<transpose_kokkos_team<space>>(std::move(team));
+  register_kokkos_variant<transpose_kokkos_team<space>>(std::move(team));
   // rung 0, as every portable variant: the reports take rung > 0 for the handwritten CUDA ladder, and count
   // only rung 0 Kokkos variants as the portable side of the comparison.
   auto tile64 = variant_info_for("kokkos_tile64", "transpose_kokkos_tuned",
@@ -331,14 +331,14 @@ class transpose_kokkos_tile64 final : public transpose_kokkos_base<ExecutionSpac
                                  "RangePolicy over 64 x 256 tiles taken down each band of columns, no scratch");
   tile64.rung = 1;              // the portable ladder: transpose_kokkos_team / _mdrange (0) are the first attempt
   tile64.kernels_launched = 1;  // the parallel_for
-  detail::register_kokkos_variant<transpose_kokkos_tile64<space>>(std::move(tile64));
+  register_kokkos_variant<transpose_kokkos_tile64<space>>(std::move(tile64));
   auto tiled = variant_info_for("kokkos_mdrange_tiled", "transpose_kokkos_tuned",
                                 "Kokkos MDRangePolicy<Rank<2>> over (rows, cols) with explicit 32 x 8 tiles on a "
                                 "device (a warp writes 32 consecutive floats of t, the block reads whole sectors "
                                 "of x), 32 x 32 on a host; no scratch");
   tiled.rung = 1;
   tiled.kernels_launched = 1;  // the parallel_for
-  detail::register_kokkos_variant<transpose_kokkos_mdrange_tiled<space>>(std::move(tiled));
+  register_kokkos_variant<transpose_kokkos_mdrange_tiled<space>>(std::move(tiled));
 });
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kokkos_variant.hpp"
+#include "scoring_kokkos_variant.hpp"
 
 namespace kstudy::detail {
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace kstudy::detail {
+namespace kstudy {
 
 inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -16,9 +16,9 @@ inline void check_cublas(cublasStatus_t status, const char* call, const char* fi
                            cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
 }
 
-}  // namespace kstudy::detail
+}  // namespace kstudy
 
 // Checks a cuBLAS call (cublasStatus_t): throws std::runtime_error on failure.
-#define KSTUDY_CUBLAS_CHECK(call) ::kstudy::detail::check_cublas((call), #call, __FILE__, __LINE__)
+#define KSTUDY_CUBLAS_CHECK(call) ::kstudy::check_cublas((call), #call, __FILE__, __LINE__)
 
 #endif  // __CUDACC__ || KSTUDY_HAVE_CUDA_VARIANTS

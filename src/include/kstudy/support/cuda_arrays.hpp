@@ -26,7 +26,7 @@
 namespace kstudy {
 
 template <class T = float>
-class cuda_array_variant : public detail::cuda_stream_variant<> {
+class cuda_array_variant : public cuda_stream_variant<> {
  public:
   cuda_array_variant() = default;
   ~cuda_array_variant() override {
@@ -91,12 +91,12 @@ class cuda_array_variant : public detail::cuda_stream_variant<> {
       throw std::invalid_argument(m_operation + ": " + what + " " + std::to_string(index) + " is not whole elements");
     device_array a;
     a.elements = bytes / std::int64_t(sizeof(T));
-    detail::device_alloc(a.data, a.elements);
+    device_alloc(a.data, a.elements);
     return a;
   }
   void release() noexcept {
     for (auto* arrays : {&m_inputs, &m_outputs}) {
-      for (auto& a : *arrays) detail::device_free(a.data);
+      for (auto& a : *arrays) device_free(a.data);
       arrays->clear();
     }
   }

@@ -11,7 +11,7 @@
 
 #include "kstudy/cuda_escape.hpp"
 
-namespace kstudy::detail {
+namespace kstudy {
 
 template <class T>
 void device_alloc(T*& pointer, std::int64_t count) {
@@ -26,6 +26,6 @@ void device_free(T*& pointer) noexcept {
   pointer = nullptr;
 }
 
-}  // namespace kstudy::detail
+}  // namespace kstudy
 
 #endif  // __CUDACC__ || KSTUDY_HAVE_CUDA_VARIANTS

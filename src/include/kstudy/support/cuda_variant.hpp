@@ -10,7 +10,7 @@
 #include "kstudy/cuda_escape.hpp"
 #include "kstudy/variant.hpp"
 
-namespace kstudy::detail {
+namespace kstudy {
 
 // An attribute of the current device.
 inline int device_attribute(cudaDeviceAttr attribute) {
@@ -70,6 +70,6 @@ class cuda_stream_variant : public Base {
   cudaStream_t m_stream = nullptr;
 };
 
-}  // namespace kstudy::detail
+}  // namespace kstudy
 
 #endif  // __CUDACC__ || KSTUDY_HAVE_CUDA_VARIANTS

@@ -162,7 +162,7 @@ class elementwise_operation : public operation {
   void corrupt(const problem_data& problem, const std::vector<host_span>& outputs) const override {
     const auto want = self().expected(problem_of(problem), 0, 0);
     float* z = outputs.at(0).as<float>();
-    z[0] = detail::moved_beyond(z[0], want.bound);
+    z[0] = moved_beyond(z[0], want.bound);
   }
 
   bool reference_outputs(const problem_data& problem, const reference_data&,

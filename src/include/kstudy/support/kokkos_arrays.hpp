@@ -22,8 +22,8 @@
 namespace kstudy {
 
 template <class ExecutionSpace, class T = float>
-class kokkos_array_variant : public detail::kokkos_queued_variant<ExecutionSpace> {
-  using base = detail::kokkos_queued_variant<ExecutionSpace>;
+class kokkos_array_variant : public kokkos_queued_variant<ExecutionSpace> {
+  using base = kokkos_queued_variant<ExecutionSpace>;
   using host_view = Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
  public:
@@ -31,7 +31,7 @@ class kokkos_array_variant : public detail::kokkos_queued_variant<ExecutionSpace
   // (OpenMP) whatever the variant's space.
   using view = Kokkos::View<T*, Kokkos::Device<ExecutionSpace, typename ExecutionSpace::memory_space>>;
 
-  // own_stream: see detail::space_instance (a variant calling a library on the default stream passes false).
+  // own_stream: see space_instance (a variant calling a library on the default stream passes false).
   explicit kokkos_array_variant(bool own_stream = true) : base(own_stream) {}
   ~kokkos_array_variant() override { this->m_instance.drain(); }  // queued work ends before the buffers go
 
@@ -85,11 +85,11 @@ class kokkos_array_variant : public detail::kokkos_queued_variant<ExecutionSpace
 // Registers Variant<Space> for every enabled execution space, backend and device flag filled in.
 template <template <class> class Variant>
 int register_kokkos_array_variant(const variant_info& info) {
-  return detail::for_each_enabled_space([&](auto tag) {
+  return for_each_enabled_space([&](auto tag) {
     using space = typename decltype(tag)::type;
     auto registered = info;
-    registered.backend = detail::backend_name<space>();
-    registered.on_device = !detail::is_host_space_v<space>;
+    registered.backend = backend_name<space>();
+    registered.on_device = !is_host_space_v<space>;
     variant_registry::instance().add(std::move(registered), [operation = info.operation] {
       auto v = std::make_unique<Variant<space>>();
       v->bind_operation(operation);

@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 #endif
 
-namespace kstudy::detail {
+namespace kstudy {
 
 template <class ExecutionSpace>
 constexpr bool is_host_space_v =
@@ -37,27 +37,31 @@ std::string backend_name() {
   return ExecutionSpace::name();
 }
 
+namespace detail {
+// What for_each_enabled_space passes: callers name the space as typename decltype(tag)::type.
 template <class T>
 struct type_tag {
   using type = T;
 };
+}  // namespace detail
 
-// Calls f(type_tag<Space>{}) for every execution space this Kokkos build enables.
+// Calls f(tag) for every execution space this Kokkos build enables, where decltype(tag)::type is the space.
 template <class F>
 int for_each_enabled_space(F&& f) {
 #ifdef KOKKOS_ENABLE_SERIAL
-  f(type_tag<Kokkos::Serial>{});
+  f(detail::type_tag<Kokkos::Serial>{});
 #endif
 #ifdef KOKKOS_ENABLE_OPENMP
-  f(type_tag<Kokkos::OpenMP>{});
+  f(detail::type_tag<Kokkos::OpenMP>{});
 #endif
 #ifdef KOKKOS_ENABLE_CUDA
-  f(type_tag<Kokkos::Cuda>{});
+  f(detail::type_tag<Kokkos::Cuda>{});
 #endif
   return 0;
 }
 
-// Registers Variant (a kokkos_variant<Space, ...>) with the backend and device flag filled in.
+// Registers Variant (a Kokkos variant whose execution_space names its space, e.g. a kokkos_queued_variant<Space>)
+// with the backend and device flag filled in.
 template <class Variant>
 void register_kokkos_variant(variant_info info) {
   using space = typename Variant::execution_space;
@@ -201,4 +205,4 @@ inline std::int64_t balanced_teams(std::int64_t work, std::int64_t resident) {
   const std::int64_t waves = (work + resident - 1) / resident;
   return (work + waves - 1) / waves;
 }
-}  // namespace kstudy::detail
+}  // namespace kstudy

@@ -3,7 +3,7 @@
 // it would pass an error beyond the bound (|new - ref| >= |new - old| - |old - ref| > bound).
 #include <cmath>
 
-namespace kstudy::detail {
+namespace kstudy {
 
 // The first float (or double) from value + 2 bound upwards that lies further than 2 bound from value.
 template <class T>
@@ -13,4 +13,4 @@ T moved_beyond(T value, double bound) {
   return moved;
 }
 
-}  // namespace kstudy::detail
+}  // namespace kstudy

@@ -9,7 +9,7 @@
 
 #include "kstudy/support/splitmix64.hpp"
 
-namespace kstudy::detail {
+namespace kstudy {
 
 // Element i of array `array` under `seed`.
 inline float seeded_float(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
@@ -61,4 +61,4 @@ inline std::unique_ptr<float[]> copied_floats(const float* source, std::int64_t 
   return v;
 }
 
-}  // namespace kstudy::detail
+}  // namespace kstudy

@@ -3,7 +3,7 @@
 // from. Header-only, Kokkos-free and OpenMP-free, so any operation.cpp can include it.
 #include <cstdint>
 
-namespace kstudy::detail {
+namespace kstudy {
 
 // SplitMix64 finaliser (as scoring/data_generator): hash(seed, array, index) behaves like independent draws.
 inline std::uint64_t splitmix64(std::uint64_t z) {
@@ -16,4 +16,4 @@ inline std::uint64_t splitmix64(std::uint64_t z) {
 // Uniform in [0, 1) from the top 53 bits of a hash.
 inline double unit_double(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
-}  // namespace kstudy::detail
+}  // namespace kstudy

@@ -64,7 +64,7 @@ class sum_operation : public operation {
     const auto& p = problem_of(problem);
     const double bound = self().rtol(self().terms(p)) * sum_of(*reference(p)).magnitude;
     double& s = *sum_output(outputs);
-    s = detail::moved_beyond(s, bound);
+    s = moved_beyond(s, bound);
   }
   bool reference_outputs(const problem_data& problem, const reference_data& reference,
                          const std::vector<host_span>& outputs) const override {

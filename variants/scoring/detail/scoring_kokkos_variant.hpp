@@ -1,7 +1,8 @@
 #pragma once
 // The scoring operation's Kokkos variant base: its buffers, transfers and poisoning. A variant derives
-// from kokkos_variant<ExecutionSpace, Layout, Value> and implements run() (or queued_kokkos_variant and
-// launch()).
+// from scoring_kokkos_variant<ExecutionSpace, Layout, Value> and implements run() (or from
+// queued_scoring_kokkos_variant and implements launch()). Not the framework's kokkos_queued_variant
+// (kstudy/support/kokkos_support.hpp), which the other operations' Kokkos variants derive from.
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -48,7 +49,7 @@ KOKKOS_FORCEINLINE_FUNCTION void write_row(const ScoreView& score, std::int64_t 
 }
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class kokkos_variant : public scoring_variant {
+class scoring_kokkos_variant : public scoring_variant {
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
@@ -58,10 +59,10 @@ class kokkos_variant : public scoring_variant {
   // own_stream: queue on a private stream instead of the space's default one, so several instances
   // can overlap (pipelined one-shot). Variants calling libraries that use the default stream (Kokkos
   // Kernels with cuBLAS) keep the default instance.
-  explicit kokkos_variant(bool own_stream = false) : m_instance(own_stream), m_space(m_instance.space()) {}
-  ~kokkos_variant() override { m_instance.drain(); }  // queued work ends before the buffers are freed
-  kokkos_variant(const kokkos_variant&) = delete;
-  kokkos_variant& operator=(const kokkos_variant&) = delete;
+  explicit scoring_kokkos_variant(bool own_stream = false) : m_instance(own_stream), m_space(m_instance.space()) {}
+  ~scoring_kokkos_variant() override { m_instance.drain(); }  // queued work ends before the buffers are freed
+  scoring_kokkos_variant(const scoring_kokkos_variant&) = delete;
+  scoring_kokkos_variant& operator=(const scoring_kokkos_variant&) = delete;
 
   void prepare_table(const scoring_problem& problem, const run_options& options) override {
     problem.validate();
@@ -184,8 +185,8 @@ class kokkos_variant : public scoring_variant {
 // instance and reads the count; on a device, enqueue_run() only queues (enqueues_run), so an event
 // recorded after it ends with the work, and wait() fences and reads the count.
 template <class ExecutionSpace, class Layout, class Value = float>
-class queued_kokkos_variant : public kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = kokkos_variant<ExecutionSpace, Layout, Value>;
+class queued_scoring_kokkos_variant : public scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
 
  public:
   using base::base;
