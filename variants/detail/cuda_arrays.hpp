@@ -5,6 +5,8 @@
 // the host inputs in, download copies the outputs back, poison() fills the outputs with all-ones bytes (a NaN
 // in float, double and bfloat16), and the arrays are freed together on a re-prepare or the variant's end.
 // Also the calculated occupancy of a kernel, as the variants report it.
+// cuda_buffers_variant is the built-in variants' base, for kernels that allocate arrays of their own beside the
+// streamed ones; a plug-in over flat arrays alone uses kstudy::cuda_array_variant (kstudy/support/cuda_arrays.hpp).
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -43,9 +45,9 @@ inline int warp_multiple_block(const run_options& options, int default_block) {
 // Base is queued_variant where run, upload and download are their enqueue_* forms followed by wait() (see
 // cuda_stream_variant); cuda_converting_variant below for a variant whose download is its own.
 template <class Base = queued_variant>
-class cuda_array_variant : public cuda_stream_variant<Base> {
+class cuda_buffers_variant : public cuda_stream_variant<Base> {
  public:
-  ~cuda_array_variant() override {
+  ~cuda_buffers_variant() override {
     if (this->m_stream != nullptr) cudaStreamSynchronize(this->m_stream);  // queued work ends before the arrays go
     release_arrays();
   }
@@ -126,7 +128,7 @@ class cuda_array_variant : public cuda_stream_variant<Base> {
 
 // A variant whose download converts a device result on the host after a wait, so it derives from variant
 // rather than queued_variant and writes download() itself; run() and upload() are still queued and waited for.
-class cuda_converting_variant : public cuda_array_variant<variant> {
+class cuda_converting_variant : public cuda_buffers_variant<variant> {
  public:
   void run() override {
     enqueue_run();

@@ -791,7 +791,7 @@ warptile_kernels prefetch_kernels_of() {
 // Buffers and transfers
 
 // A, B and C on the variant's own stream; a rung implements enqueue_run() (and plan() for its setup).
-class gemm_cuda_base : public kstudy::detail::cuda_array_variant<> {
+class gemm_cuda_base : public kstudy::detail::cuda_buffers_variant<> {
  public:
   explicit gemm_cuda_base(table_layout layout = table_layout::row_major) : m_layout(layout) {}
 

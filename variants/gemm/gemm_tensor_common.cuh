@@ -82,7 +82,7 @@ __device__ __forceinline__ void store_pair(float* __restrict__ c, std::int64_t m
 // A, B (stored precision) and C (float32) on the variant's own stream; a variant implements enqueue_run()
 // (and plan() for its setup). Handwritten variants take row-major problems only.
 template <gemm_precision P>
-class gemm_tc_base : public kstudy::detail::cuda_array_variant<> {
+class gemm_tc_base : public kstudy::detail::cuda_buffers_variant<> {
  public:
   using storage = typename tc_traits<P>::storage;
 

@@ -300,7 +300,7 @@ void launch_registers(const row_arguments& a) {
 enum class algorithm { two_pass, welford, registers, add_then_registers, fused_registers };
 
 template <layernorm_kind K, algorithm A>
-class layernorm_cuda final : public kstudy::detail::cuda_array_variant<> {
+class layernorm_cuda final : public kstudy::detail::cuda_buffers_variant<> {
  public:
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = layernorm_problem(problem, K);

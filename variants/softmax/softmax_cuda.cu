@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(1024) softmax_registers(const float* __restric
 // Buffers and transfers shared by the rungs
 
 // x and y on the variant's own stream; a rung implements plan() (after allocation) and enqueue_run().
-class softmax_cuda_base : public kstudy::detail::cuda_array_variant<> {
+class softmax_cuda_base : public kstudy::detail::cuda_buffers_variant<> {
  public:
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = softmax_problem(problem);

@@ -189,7 +189,7 @@ class stream_cuda_base : public kstudy::detail::cuda_converting_variant {
     if constexpr (is_reduction(K)) {
       if (float_result()) return download(outputs);
     }
-    cuda_array_variant::enqueue_download(outputs);
+    cuda_buffers_variant::enqueue_download(outputs);
   }
 
  protected:

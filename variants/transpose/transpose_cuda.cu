@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(tile64_threads)
 // Buffers and transfers
 
 // x and t on the variant's own stream; a variant implements enqueue_run() (and plan() for its setup).
-class transpose_cuda_base : public kstudy::detail::cuda_array_variant<> {
+class transpose_cuda_base : public kstudy::detail::cuda_buffers_variant<> {
  public:
   void prepare(const problem_data& problem, const run_options& options) override {
     const auto& data = transpose_problem(problem);
