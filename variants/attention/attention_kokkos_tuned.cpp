@@ -91,7 +91,7 @@ using namespace kokkos_shared;  // the helpers, host kernel and variant bases bo
 #endif
 
 // Four outputs from global memory's row p (aligned to 4 elements when vector): one 16-byte store for float.
-KOKKOS_FORCEINLINE_FUNCTION void store_output_quad(float* p, const quad& v, bool vector) {
+[[maybe_unused]] KOKKOS_FORCEINLINE_FUNCTION void store_output_quad(float* p, const quad& v, bool vector) {
   if (vector) {
     store_quad(p, v);
   } else {
@@ -114,7 +114,7 @@ KOKKOS_FORCEINLINE_FUNCTION void store_output_quad(Bits* p, const quad& v, bool)
 // generic pointer (generic LD / ST, 64-bit addresses); its level-0 scratch is the launch's dynamic shared
 // memory, so the same address formed from a dynamic-shared-memory symbol is one the compiler proves shared
 // (ld.shared / st.shared, 32-bit addresses). Identity on every other backend and on the host pass.
-KOKKOS_FORCEINLINE_FUNCTION float* shared_level0(float* p) {
+[[maybe_unused]] KOKKOS_FORCEINLINE_FUNCTION float* shared_level0(float* p) {
 #if defined(__CUDA_ARCH__)
   extern __shared__ float4 kstudy_attention_tuned_dynamic_smem[];
   float* const base = reinterpret_cast<float*>(kstudy_attention_tuned_dynamic_smem);

@@ -322,7 +322,7 @@ struct warptile_config {
                 "one quad fetched per 4-deep step; a thread's quads of A (of B) share a column");
 };
 
-KOKKOS_INLINE_FUNCTION float component(const detail::float4_t& v, int e) {
+[[maybe_unused]] KOKKOS_INLINE_FUNCTION float component(const detail::float4_t& v, int e) {
   return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;  // e is a constant after unrolling
 }
 

@@ -48,7 +48,7 @@ void gather_chunk(const table_shape& whole, const float* x, std::int64_t r0, std
 pipelined_one_shot::pipelined_one_shot(const registered_variant& entry, const scoring_problem& problem,
                                        host_memory input_kind, const run_options& options,
                                        const pipeline_options& pipeline)
-    : m_shape(problem.shape), m_input_kind(input_kind), m_pipeline(pipeline) {
+    : m_shape(problem.shape), m_pipeline(pipeline) {
   problem.validate();
   if (pipeline.chunk_rows < 0 || pipeline.slots <= 0)
     throw std::invalid_argument("pipelined one-shot needs a positive chunk size (or 0: automatic) and slot count");

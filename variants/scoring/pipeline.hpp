@@ -40,7 +40,6 @@ class pipelined_one_shot {
   void finish(slot& s, float* score, std::uint8_t* flag);
 
   table_shape m_shape;
-  host_memory m_input_kind;
   std::int64_t m_chunk_rows = 0;
   pipeline_options m_pipeline;
   std::vector<std::unique_ptr<slot>> m_slots;  // regular slots, then a tail slot when rows % chunk != 0

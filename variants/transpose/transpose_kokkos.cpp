@@ -152,7 +152,7 @@ class transpose_kokkos_mdrange_tiled final : public transpose_kokkos_base<Execut
 // flight before the first scratch store.
 constexpr int tile64 = 64, tile64_pitch = tile64 + 1, tile64_groups = 8, tile64_lanes = 32;
 
-KOKKOS_INLINE_FUNCTION float lane_of(const float4_t& v, int k) {
+[[maybe_unused]] KOKKOS_INLINE_FUNCTION float lane_of(const float4_t& v, int k) {
   return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w));
 }
 
