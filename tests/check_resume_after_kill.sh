@@ -14,6 +14,8 @@ if [[ $flavour == cuda ]] && ! nvidia-smi -L > /dev/null 2>&1; then
   exit 77
 fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+# The runs' temporary files (a killed run cannot remove its definition file) go with the work folder.
+export TMPDIR=$work
 export KSTUDY_CEILING_BYTES=33554432 OMP_NUM_THREADS=2 OMP_PROC_BIND=false KSTUDY_QUIET=1
 py=/usr/bin/python3
 check=$src/tests/check_run_archive.py

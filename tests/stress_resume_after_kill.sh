@@ -34,6 +34,8 @@ if [[ $flavour == cuda ]] && ! nvidia-smi -L > /dev/null 2>&1; then
   exit 77
 fi
 work=$(mktemp -d)
+# The runs' temporary files (a killed run cannot remove its definition file) go with the work folder.
+export TMPDIR=$work
 burners=()
 cleanup() {
   for b in "${burners[@]}"; do kill "$b" 2> /dev/null; done
