@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_operation.hpp"
 #include "kstudy/support/array_problem.hpp"
 #include "kstudy/support/moved_beyond.hpp"
 
@@ -108,17 +109,10 @@ class elementwise_gate {
 };
 
 template <class Derived, class Problem = array_problem>
-class elementwise_operation : public operation {
- public:
-  const operation_info& info() const override { return m_info; }
+class elementwise_operation : public array_operation<Derived, Problem> {
+  using base = array_operation<Derived, Problem>;
 
-  // One layout: the same values are a copy.
-  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
-    const auto& p = problem_of(source);
-    if (p.shape().rows != shape.rows || p.shape().features != shape.features || p.shape().depth != shape.depth)
-      throw std::invalid_argument(m_info.name + ": relayout cannot change the shape");
-    return std::make_unique<Problem>(p);
-  }
+ public:
   // Nothing stored: expected() computes each element's reference from the inputs while the gate runs.
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
     problem_of(problem);
@@ -191,20 +185,15 @@ class elementwise_operation : public operation {
   std::string where(const Problem&, std::size_t o, std::int64_t i) const {
     return m_info.outputs.at(o) + "[" + std::to_string(i) + "]";
   }
-  // Every problem the base is handed, once it is of the operation's type; throws std::invalid_argument for one
-  // it cannot take.
-  const Problem& accept(const Problem& problem) const { return problem; }
 
  protected:
-  operation_info m_info;
+  using base::m_info;
+  using base::problem_of;
+  using base::self;
   double m_rtol = 0, m_atol = 0;  // the tolerance model's constants, archived with each gate result
 
  private:
   static constexpr std::int64_t gate_chunk = 1 << 16;  // elements a thread checks at a time
-  const Derived& self() const { return static_cast<const Derived&>(*this); }
-  const Problem& problem_of(const problem_data& problem) const {
-    return self().accept(problem_as<Problem>(problem, m_info.name));
-  }
   static std::int64_t elements(const host_span& span) { return span.bytes / std::int64_t(sizeof(float)); }
 };
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/array_operation.hpp"
 #include "kstudy/support/array_problem.hpp"
 #include "kstudy/support/moved_beyond.hpp"
 #include "kstudy/support/operation_helpers.hpp"
@@ -27,17 +28,10 @@
 namespace kstudy {
 
 template <class Derived, class Problem = array_problem>
-class sum_operation : public operation {
- public:
-  const operation_info& info() const override { return m_info; }
+class sum_operation : public array_operation<Derived, Problem> {
+  using base = array_operation<Derived, Problem>;
 
-  // One layout: the same values are a copy.
-  std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
-    const auto& p = problem_of(source);
-    if (p.shape().rows != shape.rows || p.shape().features != shape.features || p.shape().depth != shape.depth)
-      throw std::invalid_argument(m_info.name + ": relayout cannot change the shape");
-    return std::make_unique<Problem>(p);
-  }
+ public:
   // sum_i term(i) and sum_i |term(i)| (the scale of the bound).
   std::unique_ptr<reference_data> reference(const problem_data& problem) const override {
     const auto& p = problem_of(problem);
@@ -84,19 +78,13 @@ class sum_operation : public operation {
     *sum_output(outputs) = s;
   }
 
-  // Every problem the base is handed, once it is of the operation's type; throws std::invalid_argument for one
-  // it cannot take (as elementwise_operation's).
-  const Problem& accept(const Problem& problem) const { return problem; }
-
  protected:
-  operation_info m_info;
+  using base::m_info;
+  using base::problem_of;
+  using base::self;
 
  private:
   static constexpr std::int64_t reference_block = 65536;  // terms per float64 block of the reference
-  const Derived& self() const { return static_cast<const Derived&>(*this); }
-  const Problem& problem_of(const problem_data& problem) const {
-    return self().accept(problem_as<Problem>(problem, m_info.name));
-  }
   static const sum_reference& sum_of(const reference_data& reference) {
     return dynamic_cast<const sum_reference&>(reference);
   }
