@@ -106,5 +106,25 @@ else
   fail "the first run failed while a second was refused: $(cat "$work/first.err")"
 fi
 
+# --- killed before its first write: an empty archive ----------------------------------------------------
+# A kill between the archive's creation and HDF5's first write leaves an empty file (seen once in CI's stress
+# test): --resume starts it afresh; a file with bytes that are not HDF5 is still refused, never overwritten.
+: > "$work/empty.h5"
+if "$kstudy" run "$tiny" --out "$work/empty.h5" --resume -q > /dev/null 2> "$work/err" &&
+  grep -q "starting it afresh" "$work/err" &&
+  $py "$check" same-points "$work/empty.h5" "$work/clean.h5" shard_tiny > "$work/check" 2>&1; then
+  pass "an empty archive (killed before its first write) is started afresh by --resume"
+else
+  fail "--resume of an empty archive: $(cat "$work/err" "$work/check" 2> /dev/null | tail -n 3)"
+fi
+echo "not an archive" > "$work/text.h5"
+if "$kstudy" run "$tiny" --out "$work/text.h5" --resume -q > /dev/null 2> "$work/err"; then
+  fail "--resume ran over a file that is not HDF5"
+elif [[ $(cat "$work/text.h5") != "not an archive" ]]; then
+  fail "--resume refused a file that is not HDF5 but changed it"
+else
+  pass "--resume refuses a non-empty file that is not HDF5 and leaves it as it was"
+fi
+
 echo "$failures failure(s)"
 [[ $failures -eq 0 ]]

@@ -488,7 +488,26 @@ int closing_message(const run_request& request, int rc) {
 
 // The protocol: check everything -> ceilings and provenance -> one fresh process per replication ->
 // summaries -> mark complete -> report on the console.
-int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv) {
+namespace {
+
+// A run killed after it created its archive but before HDF5 wrote a byte of it leaves an empty file: --resume
+// starts that archive afresh (there is nothing to keep) instead of refusing a file that is not HDF5.
+run_request afresh_if_empty(const run_request& request) {
+  std::error_code ec;
+  if (!request.resume || !fs::is_regular_file(request.out, ec) || fs::file_size(request.out, ec) != 0 || ec)
+    return request;
+  std::cerr << "kstudy: " << request.out
+            << " is empty (its run was stopped before its first write): starting it afresh\n";
+  run_request fresh = request;
+  fresh.resume = false;
+  fresh.overwrite = true;
+  return fresh;
+}
+
+}  // namespace
+
+int run_study(const run_request& original, const std::string& self_exe, int argc, char** argv) {
+  const run_request request = afresh_if_empty(original);
   platform::install_stop_handlers();
   const bool resuming = request.resume && fs::exists(request.out);
   const auto experiments = checked_experiments(request);
