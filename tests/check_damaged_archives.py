@@ -6,7 +6,9 @@ shared file system damages files: cut short at 10 points, bytes flipped in the s
 raw chunk, in object headers, B-tree nodes, local and global heaps (found by signature and by h5py offsets),
 in an attribute value and in a group member's name. Every reader is run on each: report, compare, merge (as a
 shard), run --resume. Each must exit non-zero with stderr naming the file, or exit 0 with exactly the undamaged
-file's output (damage in bytes nothing reads); never a traceback, a signal death or a hang. Silent wrong data is
+file's output (damage in bytes nothing reads; for --resume, the undamaged file's finished units, since it salvages
+what it can, keeps the damaged original beside it and measures the rest again); never a traceback, a signal death
+or a hang. Silent wrong data is
 what HDF5 alone lets through (attributes, names and variable-length strings carry no checksum in the file
 format kstudy writes): the writer stores a SHA-256 per group and dataset and every reader checks it
 (src/archive/detail/hdf5_digest.hpp), and the flips below into strings and names are the cases that prove it.
@@ -92,10 +94,19 @@ def merge(path, tag):
 
 
 def resume(path, tag):
+    # --resume completes a damaged archive from what salvage keeps, with the damaged original set aside unchanged:
+    # its output is the finished units (the re-measured ones have new seconds), and it must say what it did.
     copy = os.path.join(work, "resume-" + tag + ".h5")
     shutil.copyfile(path, copy)
     rc, o, e = run(["run", tiny, "--shard", "0/2", "--resume", "--out", copy, "-q"])
-    return rc, e.replace(copy, path), (samples(copy) if rc == 0 else None)
+    if rc == 0 and "the damaged file is now" in e:
+        aside = copy + ".damaged"
+        if not os.path.exists(aside) or open(aside, "rb").read() != open(path, "rb").read():
+            return 1, f"{path}: --resume recovered it but did not keep the damaged original unchanged", None
+        with h5py.File(copy, "r") as f:
+            if f.attrs.get("complete") not in (True, "true", b"true"):
+                return 1, f"{path}: --resume recovered it but the archive is not marked complete", None
+    return rc, e.replace(copy, path), (units(copy) if rc == 0 else None)
 
 
 readers = {"report": report, "compare": compare, "merge": merge, "resume": resume}

@@ -40,6 +40,8 @@ burners=()
 cleanup() {
   for b in "${burners[@]}"; do kill "$b" 2> /dev/null; done
   [[ -n $keep ]] && { mkdir -p "$keep"; cp "$work"/*.log "$keep"/ 2> /dev/null; }
+  # A failed chain's archives too: the damaged file is the evidence.
+  [[ -n $keep && ${failures:-0} -gt 0 ]] && cp "$work"/*.h5 "$keep"/ 2> /dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT

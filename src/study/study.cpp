@@ -492,22 +492,66 @@ namespace {
 
 // A run killed after it created its archive but before HDF5 wrote a byte of it leaves an empty file: --resume
 // starts that archive afresh (there is nothing to keep) instead of refusing a file that is not HDF5.
-run_request afresh_if_empty(const run_request& request) {
-  std::error_code ec;
-  if (!request.resume || !fs::is_regular_file(request.out, ec) || fs::file_size(request.out, ec) != 0 || ec)
-    return request;
-  std::cerr << "kstudy: " << request.out
-            << " is empty (its run was stopped before its first write): starting it afresh\n";
+run_request afresh(const run_request& request) {
   run_request fresh = request;
   fresh.resume = false;
   fresh.overwrite = true;
   return fresh;
 }
 
+// A free name beside the archive for the damaged original: `out.damaged`, else `out.damaged.1`, ...
+std::string damaged_copy_name(const std::string& out) {
+  std::error_code ec;
+  std::string name = out + ".damaged";
+  for (int i = 1; fs::exists(name, ec); ++i) name = out + ".damaged." + std::to_string(i);
+  return name;
+}
+
+// A kill -9 can land inside an HDF5 write (a chunk rewritten in place, a file cut short before its first flush):
+// the archive then fails its checksums, and --resume completes it as a user would by hand. What still reads is
+// salvaged into a new file that takes the archive's place; the damaged original is kept beside it, renamed, never
+// deleted; every unit that did not survive is measured again. An archive nothing can be salvaged from is set
+// aside the same way and the run starts afresh. Any other refusal (not HDF5, another schema, in use) stands.
+run_request recovered_for_resume(const run_request& request) {
+  std::error_code ec;
+  if (!request.resume || !fs::is_regular_file(request.out, ec)) return request;
+  if (fs::file_size(request.out, ec) == 0 && !ec) {
+    std::cerr << "kstudy: " << request.out
+              << " is empty (its run was stopped before its first write): starting it afresh\n";
+    return afresh(request);
+  }
+  std::string damage;
+  try {
+    verify_archive(request.out);
+    return request;
+  } catch (const archive_damaged& e) {
+    damage = e.what();
+  }
+  const std::string salvaged = request.out + ".salvaged-" + std::to_string(::getpid());
+  const std::string aside = damaged_copy_name(request.out);
+  std::cerr << "kstudy: --resume: " << damage.substr(0, damage.find("; `kstudy salvage")) << "\n";
+  try {
+    const auto report = salvage_archive(request.out, salvaged, true);
+    fs::rename(request.out, aside);
+    fs::rename(salvaged, request.out);
+    for (const auto& lost : report.lost) std::cerr << "kstudy: --resume: left out: " << lost << "\n";
+    std::cerr << "kstudy: --resume: kept " << report.units_kept << " finished (point, replication) units ("
+              << report.samples_kept << " samples); the rest is measured again. The damaged file is now " << aside
+              << "\n";
+    return request;
+  } catch (const std::runtime_error& e) {
+    fs::remove(salvaged, ec);
+    fs::rename(request.out, aside);
+    std::cerr << "kstudy: --resume: nothing could be salvaged (" << e.what() << "); the damaged file is now " << aside
+              << " and the run starts afresh\n";
+    return afresh(request);
+  }
+}
+
 }  // namespace
 
 int run_study(const run_request& original, const std::string& self_exe, int argc, char** argv) {
-  const run_request request = afresh_if_empty(original);
+  const run_request request = recovered_for_resume(original);
   platform::install_stop_handlers();
   const bool resuming = request.resume && fs::exists(request.out);
   const auto experiments = checked_experiments(request);
