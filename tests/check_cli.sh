@@ -268,5 +268,38 @@ if [[ -n $fake_nvml && $flavour == cpu ]]; then
     pass "no NVML: recorded as unavailable, run unaffected" || fail "no NVML: $(grep 'GPU health' "$work/nohealth.log")"
 fi
 
+# Adaptive sampling: --precision as a percentage; a time-out so short that every point stops on it is recorded
+# in the summary, the report lists those points, and the stored definition states the bounds.
+"$kstudy" run "$src/tests/shard_tiny.json" --precision 1% --max-time 1e-9 --trials 2 --replications 2 \
+  --out "$work/precision.h5" -q > "$work/precision.log" 2>&1 || fail "--precision run: $(tail -3 "$work/precision.log")"
+if /usr/bin/python3 - "$work/precision.h5" > "$work/precision.out" 2>&1 <<'PY'; then
+import json, sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    g = f["/experiments/shard_tiny"]
+    protocol = json.loads(g.attrs["definition"])["protocol"]
+    assert protocol["precision"] == 0.01 and protocol["max_seconds"] == 1e-9, protocol
+    assert protocol["max_trials"] == 40 and protocol["max_replications"] == 6, protocol
+    stopped = {s.decode() for s in g["summary"]["stopped"]}
+    assert stopped == {"time_out"}, stopped
+    replications = set(g["samples"]["replication"].tolist())
+    assert replications == {0, 1}, replications  # out of time: no replication past the least
+    trials = set(g["samples"]["trial"].tolist()) - {-1}
+    assert trials == {0, 1}, trials  # out of time: no trial past the least
+PY
+  KSTUDY_PYTHON=/usr/bin/python3 MPLBACKEND=Agg "$kstudy" report "$work/precision.h5" --out "$work/precision-report" \
+    > "$work/precision-report.log" 2>&1 || fail "report of the --precision archive: $(tail -3 "$work/precision-report.log")"
+  grep -q "stopped on their time-out" "$work/precision-report/report.md" &&
+    pass "--precision 1% with a time-out: every point stopped on it, recorded and reported" ||
+    fail "the report's sampling section does not say the points timed out"
+else
+  fail "--precision archive: $(cat "$work/precision.out")"
+fi
+"$kstudy" run "$src/tests/shard_tiny.json" --precision 2x --out "$work/bad-precision.h5" -q > /dev/null \
+  2> "$work/bad-precision.err" && fail "--precision 2x accepted"
+[[ -e $work/bad-precision.h5 ]] && fail "--precision 2x wrote an archive"
+grep -q "precision" "$work/bad-precision.err" && pass "--precision 2x refused naming the option" ||
+  fail "--precision 2x: $(cat "$work/bad-precision.err")"
+
 echo "$failures failure(s)"
 exit $((failures > 0))

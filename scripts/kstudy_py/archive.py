@@ -17,14 +17,16 @@ import pandas as pd
 # did during each timed region (samples.energy_joules, power_watts, min_sm_clock_mhz, throttle_reasons), the
 # cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings,
 # 10 renamed the gate counts, 11 added the profile's counters of a roofline from counters (PROFILE_SCHEMA11),
-# 12 the GPU of every sample (samples.device_uuid, device_pci_bus_id, device_model; "" before: one unnamed device)
+# 12 the GPU of every sample (samples.device_uuid, device_pci_bus_id, device_model; "" before: one unnamed device),
+# 13 adaptive sampling's record in the summary (interval_low, interval_high, stopped)
 # The tables, their columns and the columns' former names as the C++ record tables declare them, once:
 # archive_schema.json is `kstudy schema`'s output, and ctest archive_schema fails when it is not current.
 SCHEMA = json.loads(Path(__file__).with_name("archive_schema.json").read_text())
 SCHEMA_VERSIONS = {str(v) for v in range(1, int(SCHEMA["schema_version"]) + 1)}
 # Versions whose samples, gates and variants tables are an earlier version's (only other tables changed): their
-# timings compare with that version's without --force. 11 only added profile counters, 12 the samples' device.
-SAMPLES_SCHEMA = {"11": "10", "12": "10"}
+# timings compare with that version's without --force. 11 only added profile counters, 12 the samples' device,
+# 13 the summary's interval and stop reason.
+SAMPLES_SCHEMA = {"11": "10", "12": "10", "13": "10"}
 # Executed floating-point operations from the profile's schema 11 counters (kstudy::profile_record, filled from
 # the ncu metrics of src/profile/ncu.cpp): column -> (precision, flops per counted unit). The one formula: an FMA
 # is 2 flops; a half-precision instruction is counted as a half2's two lanes, as Nsight Compute's roofline
@@ -51,7 +53,8 @@ SCHEMA9_SAMPLES = {"energy_joules": np.nan, "power_watts": np.nan, "min_sm_clock
 SCHEMA9_HEALTH = {"energy_joules": np.nan, "sampled_readings": 0, "sampled_min_sm_clock_mhz": -1,
                   "sampled_mean_power_mw": np.nan, "sampled_throttle_reasons": -1}
 SCHEMA7_DEFAULTS = {
-    "samples": {"depth": 1, **SCHEMA9_SAMPLES}, "gate": {"depth": 1}, "summary": {"depth": 1, "cache": "warm"},
+    "samples": {"depth": 1, **SCHEMA9_SAMPLES}, "gate": {"depth": 1},
+    "summary": {"depth": 1, "cache": "warm", "interval_low": np.nan, "interval_high": np.nan, "stopped": ""},  # 13
     "attribution": {"depth": 1}, "health": {"depth": 1, **SCHEMA9_HEALTH},
     "profile": {"depth": 1, **{c: np.nan for c in PROFILE_SCHEMA11}},  # not recorded before schema 11
     "ceilings": {"flops": 0, "flops_per_second": 0.0, "clock": "host_wall"},  # clock: schema 8

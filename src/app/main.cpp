@@ -374,6 +374,28 @@ int wait_for_archive_release(const std::string& archive, bool resume) {
   }
 }
 
+// --precision ("1%" or 0.01: a percentage is how people say it) and --max-time, for run and for submit.
+void add_precision_options(CLI::App* app, kstudy::run_request& request) {
+  const CLI::Validator percent(
+      [](std::string& value) {
+        if (value.empty() || value.back() != '%') return std::string();
+        char* end = nullptr;
+        const double x = std::strtod(value.c_str(), &end);
+        if (end != value.c_str() + value.size() - 1) return "'" + value + "' is not a percentage";
+        value = std::to_string(x / 100.0);
+        return std::string();
+      },
+      "FRACTION|PERCENT%");
+  app->add_option("--precision", request.precision,
+                  "Adaptive sampling: measure each point until the 95% interval of every median is within +-this "
+                  "(1% or 0.01); the protocol's trials and replications become the least a point gets")
+      ->transform(percent)
+      ->check(CLI::Range(1e-6, 0.5));
+  app->add_option("--max-time", request.max_time,
+                  "With --precision: the most seconds of timed regions a point gets before it stops short of it")
+      ->check(CLI::PositiveNumber);
+}
+
 void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& shard_text) {
   run->add_option("experiments", request.experiments, "Built-in experiment names or paths to experiment JSON files")
       ->required();
@@ -382,6 +404,7 @@ void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& s
   run->add_option("--trials", request.trials, "Measured trials per point (overrides the experiment)");
   run->add_option("--replications", request.replications, "Fresh-process replications (overrides the experiment)");
   run->add_option("--warmups", request.warmups, "Unmeasured warm-ups per point (overrides the experiment)");
+  add_precision_options(run, request);
   run->add_option("--variants", request.variants, "Only these variants (name, name@backend or family)");
   run->add_option("--cache", request.cache,
                   "warm or cold: the caches every timed region starts from (overrides the sweeps' \"cache\")");
@@ -459,6 +482,7 @@ void add_submit_options(CLI::App* submit, kstudy::submit_request& submit_request
   submit->add_option("--replications", submit_request.overrides.replications, "Passed on to every task's run");
   submit->add_option("--warmups", submit_request.overrides.warmups, "Passed on to every task's run");
   submit->add_option("--variants", submit_request.overrides.variants, "Passed on to every task's run");
+  add_precision_options(submit, submit_request.overrides);
 }
 
 void add_merge_options(CLI::App* merge, kstudy::merge_request& merge_request) {

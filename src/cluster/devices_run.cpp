@@ -27,12 +27,7 @@ namespace fs = std::filesystem;
 
 // The options of the request's run that each device's run takes as given.
 std::vector<std::string> passed_on(const run_request& run) {
-  std::vector<std::string> args;
-  if (run.trials > 0) args.insert(args.end(), {"--trials", std::to_string(run.trials)});
-  if (run.replications > 0) args.insert(args.end(), {"--replications", std::to_string(run.replications)});
-  if (run.warmups >= 0) args.insert(args.end(), {"--warmups", std::to_string(run.warmups)});
-  for (const auto& v : run.variants) args.insert(args.end(), {"--variants", v});
-  if (!run.cache.empty()) args.insert(args.end(), {"--cache", run.cache});
+  auto args = override_arguments(run);
   if (run.quiet) args.push_back("--quiet");
   return args;
 }

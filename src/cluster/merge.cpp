@@ -248,7 +248,8 @@ class row_collector {
     auto& m = m_experiments[name];
     const auto record = read_experiment(in.path, name);
     if (m.record.name.empty()) m.record = record;
-    const int replications = parse_experiment(record.definition_json, in.path + ":" + name).protocol.replications;
+    const int replications =
+        parse_experiment(record.definition_json, in.path + ":" + name).protocol.replication_slots();
     auto samples = read_samples(in.path, name);
     const auto dropped = claim_units(in, name, samples, replications);
     // Gates, variants and attribution rows belong to replication 0 of a point, identified by its shape.
@@ -376,7 +377,8 @@ void write_experiment(hdf5_sink& sink, const std::string& name, merged_experimen
   sink.write_attribution(m.attribution);
   sink.write_health(m.health);
   sink.write_samples(m.samples);
-  sink.write_summaries(summarise(m.samples, ceilings, kind_of(parse_experiment(m.record.definition_json, name)).roof));
+  const auto definition = parse_experiment(m.record.definition_json, name);
+  sink.write_summaries(summarise(m.samples, ceilings, kind_of(definition).roof, definition.protocol));
   sink.end_experiment(name);
 }
 

@@ -36,7 +36,8 @@ std::int64_t point_count(const experiment& e) { return kind_of(e).point_count(e)
 std::int64_t shard_units(const experiment& e, const shard_spec& shard) {
   std::int64_t units = 0;
   for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
-    for (int r = 0; r < e.protocol.replications; ++r) units += in_shard(shard, p, r, e.protocol.replications);
+    for (int r = 0; r < e.protocol.replication_slots(); ++r)
+      units += in_shard(shard, p, r, e.protocol.replication_slots());
   return units;
 }
 

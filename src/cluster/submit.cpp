@@ -234,11 +234,11 @@ int shard_count(const submit_request& request, const experiment& e, const fs::pa
   if (count < 1)
     throw std::runtime_error(request.resume ? "--resume found no shard archive in " + dir.string() + "; give --array N"
                                             : "--array N (the number of shards, at least 1) is required");
-  const std::int64_t units = point_count(e) * e.protocol.replications;
+  const std::int64_t units = point_count(e) * e.protocol.replication_slots();
   if (count > units)
     throw std::runtime_error("--array " + std::to_string(count) + ": experiment '" + e.name + "' has only " +
                              std::to_string(units) + " (point x replication) units (" + std::to_string(point_count(e)) +
-                             " points x " + std::to_string(e.protocol.replications) +
+                             " points x " + std::to_string(e.protocol.replication_slots()) +
                              " replications); use at most that many shards");
   return count;
 }
@@ -348,11 +348,7 @@ std::string job_script(const submit_request& request, const experiment& e, const
          << "export KSTUDY_QUIET=1  # no carriage-return progress line in the log\n"
          << "exec " << quote(self_exe) << " run " << quote(experiment_argument) << " --shard \"$shard/" << n << "\""
          << " --out " << quote(dir.string()) << "/shard-\"$shard\".h5 --resume";
-  const auto& o = request.overrides;
-  if (o.trials > 0) script << " --trials " << o.trials;
-  if (o.replications > 0) script << " --replications " << o.replications;
-  if (o.warmups >= 0) script << " --warmups " << o.warmups;
-  for (const auto& v : o.variants) script << " --variants " << quote(v);
+  for (const auto& argument : override_arguments(request.overrides)) script << " " << quote(argument);
   script << "\n";
   return script.str();
 }

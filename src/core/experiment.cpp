@@ -239,13 +239,48 @@ using experiment_fields::fail;
 
 constexpr std::int64_t max_file_bytes = 1 << 20;  // an experiment is a page of JSON, not a data set
 
+// Adaptive sampling's keys: a precision (a fraction in (0, 0.5]) and its three bounds, each defaulted from the
+// fixed counts, which become the least a point gets. The bounds without a precision mean nothing: refused.
+template <class Small>
+void parse_precision(const json& p, experiment& e, const Small& small) {
+  const auto& source = e.source;
+  const auto number = [&](const char* key, double lo, double hi) {
+    const auto& v = p[key];
+    if (!v.is_number())
+      fail(source, std::string("protocol.") + key, std::string("expected a number, got ") + v.type_name());
+    const double x = v.get<double>();
+    if (!(x > lo && x <= hi))
+      fail(source, std::string("protocol.") + key,
+           "must lie in (" + json(lo).dump() + ", " + json(hi).dump() + "], got " + v.dump());
+    return x;
+  };
+  if (!p.contains("precision")) {
+    for (const char* key : {"max_trials", "max_replications", "max_seconds"})
+      if (p.contains(key))
+        fail(source, std::string("protocol.") + key, "goes with protocol.precision, which is absent");
+    return;
+  }
+  auto& pr = e.protocol;
+  pr.precision = number("precision", 0.0, 0.5);
+  pr.max_trials = p.contains("max_trials") ? small("max_trials", 1, 1000000) : 20 * pr.trials;
+  pr.max_replications = p.contains("max_replications") ? small("max_replications", 1, 1000) : 3 * pr.replications;
+  pr.max_seconds = p.contains("max_seconds") ? number("max_seconds", 0.0, 86400.0) : 10.0;
+  if (pr.max_trials < pr.trials)
+    fail(source, "protocol.max_trials", "is below protocol.trials (" + std::to_string(pr.trials) + ")");
+  if (pr.max_replications < pr.replications)
+    fail(source, "protocol.max_replications",
+         "is below protocol.replications (" + std::to_string(pr.replications) + ")");
+}
+
 void parse_protocol(const json& doc, experiment& e) {
   using experiment_fields::positive_integer;
   const auto& source = e.source;
   if (!doc.contains("protocol")) return;
   const auto& p = doc["protocol"];
   if (!p.is_object()) fail(source, "protocol", std::string("expected an object, got ") + p.type_name());
-  static const std::set<std::string> pk = {"warmups", "trials", "replications", "seed", "threads", "shuffle"};
+  static const std::set<std::string> pk = {"warmups",          "trials",     "replications", "seed",
+                                           "threads",          "shuffle",    "precision",    "max_trials",
+                                           "max_replications", "max_seconds"};
   for (const auto& [key, _] : p.items())
     if (!pk.count(key)) fail(source, "protocol." + key, "unknown key");
   const auto small = [&](const char* key, int lo, int hi) {
@@ -268,6 +303,7 @@ void parse_protocol(const json& doc, experiment& e) {
     if (!p["shuffle"].is_boolean()) fail(source, "protocol.shuffle", "expected true or false");
     e.protocol.shuffle = p["shuffle"].get<bool>();
   }
+  parse_precision(p, e, small);
 }
 
 std::string kind_names() {
@@ -371,6 +407,13 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
   norm["protocol"] = {{"warmups", e.protocol.warmups},           {"trials", e.protocol.trials},
                       {"replications", e.protocol.replications}, {"seed", e.protocol.seed},
                       {"threads", e.protocol.threads},           {"shuffle", e.protocol.shuffle}};
+  // Only an adaptive protocol names its keys: a fixed one's definition, and so its fingerprint, stays as it was.
+  if (e.protocol.adaptive()) {
+    norm["protocol"]["precision"] = e.protocol.precision;
+    norm["protocol"]["max_trials"] = e.protocol.max_trials;
+    norm["protocol"]["max_replications"] = e.protocol.max_replications;
+    norm["protocol"]["max_seconds"] = e.protocol.max_seconds;
+  }
   e.definition_json = norm.dump();
   return e;
 }

@@ -14,6 +14,7 @@
 #include "kstudy/fault_injection.hpp"
 #include "kstudy/gpu_health.hpp"
 #include "kstudy/platform/stop_signal.hpp"
+#include "kstudy/precision.hpp"
 #include "kstudy/study.hpp"
 
 namespace kstudy {
@@ -35,10 +36,14 @@ experiment read_definition_file(const std::string& path, shard_spec& shard) {
 std::set<std::int64_t> skipped_points(const std::string& archive, const experiment& e, int replication,
                                       const shard_spec& shard) {
   std::set<std::int64_t> skip;
-  for (const auto& s : read_samples(archive, e.name))
+  const auto samples = read_samples(archive, e.name);
+  for (const auto& s : samples)
     if (s.replication == replication && s.status.rfind("aborted", 0) != 0) skip.insert(s.point);
   for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
-    if (!in_shard(shard, p, replication, e.protocol.replications)) skip.insert(p);
+    if (!in_shard(shard, p, replication, e.protocol.replication_slots())) skip.insert(p);
+  // Adaptive sampling: past the least number of replications, only the points still short of the precision.
+  if (replication >= e.protocol.replications)
+    for (const auto p : settled_points(samples, e.protocol)) skip.insert(p);
   return skip;
 }
 

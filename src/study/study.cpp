@@ -30,6 +30,7 @@
 #include "kstudy/fault_injection.hpp"
 #include "kstudy/platform/process.hpp"
 #include "kstudy/platform/stop_signal.hpp"
+#include "kstudy/precision.hpp"
 #include "kstudy/sink.hpp"
 
 namespace kstudy {
@@ -193,15 +194,42 @@ std::vector<sweep_point> sweep_points(const experiment& e) {
   return points;
 }
 
+std::vector<std::string> override_arguments(const run_request& request) {
+  std::vector<std::string> args;
+  const auto add = [&](const char* flag, const std::string& value) { args.insert(args.end(), {flag, value}); };
+  if (request.trials > 0) add("--trials", std::to_string(request.trials));
+  if (request.replications > 0) add("--replications", std::to_string(request.replications));
+  if (request.warmups >= 0) add("--warmups", std::to_string(request.warmups));
+  if (request.precision > 0) add("--precision", json(request.precision).dump());
+  if (request.max_time > 0) add("--max-time", json(request.max_time).dump());
+  for (const auto& v : request.variants) add("--variants", v);
+  if (!request.cache.empty()) add("--cache", request.cache);
+  return args;
+}
+
 experiment prepare_experiment(const std::string& name_or_path, const run_request& request) {
   const auto path = resolve_experiment_path(name_or_path);
   auto e = load_experiment(path);
   if (request.trials <= 0 && request.replications <= 0 && request.warmups < 0 && request.variants.empty() &&
-      request.cache.empty())
+      request.cache.empty() && request.precision <= 0 && request.max_time <= 0)
     return e;
   auto doc = json::parse(e.definition_json);
-  if (request.trials > 0) doc["protocol"]["trials"] = request.trials;
-  if (request.replications > 0) doc["protocol"]["replications"] = request.replications;
+  auto& protocol = doc["protocol"];
+  // A new minimum re-derives the bound that was derived from the old one (an adaptive definition states both).
+  if (request.trials > 0) {
+    protocol["trials"] = request.trials;
+    protocol.erase("max_trials");
+  }
+  if (request.replications > 0) {
+    protocol["replications"] = request.replications;
+    protocol.erase("max_replications");
+  }
+  if (request.precision > 0) {
+    protocol["precision"] = request.precision;
+    protocol.erase("max_trials");
+    protocol.erase("max_replications");
+  }
+  if (request.max_time > 0) protocol["max_seconds"] = request.max_time;
   if (request.warmups >= 0) doc["protocol"]["warmups"] = request.warmups;
   // --variants restricts the kinds that run variants; a calibration kind in the same run has none to restrict.
   if (!request.variants.empty() && kind_of(e).keys.count("variants")) doc["variants"] = request.variants;
@@ -211,7 +239,9 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
 }
 
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
-                                      const std::vector<ceiling_record>& ceilings, roof_rule roof) {
+                                      const std::vector<ceiling_record>& ceilings, roof_rule roof,
+                                      const protocol& sampling) {
+  const auto by_point = group_series(samples);
   const roof_rule roof_rule_of = roof != nullptr ? roof : read_roof;
   // bytes is part of the point: transfer calibration varies the copy size at a fixed (empty) shape.
   // A warm and a cold run of the same point are two distributions.
@@ -226,7 +256,11 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
   std::vector<summary_record> out;
   for (const auto& [k, group] : groups) {
     std::vector<double> t;
-    for (const auto* s : group) t.push_back(s->seconds);
+    std::map<std::int32_t, std::vector<double>> by_replication;
+    for (const auto* s : group) {
+      t.push_back(s->seconds);
+      by_replication[s->replication].push_back(s->seconds);
+    }
     std::sort(t.begin(), t.end());
     const auto quantile = [&](double q) {
       const double pos = q * double(t.size() - 1);
@@ -255,6 +289,12 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     r.q3 = quantile(0.75);
     r.bytes_per_second = r.median > 0 ? double(first->bytes) / r.median : 0.0;
     r.occupancy = first->occupancy;
+    std::vector<std::vector<double>> parts;
+    for (auto& [replication, seconds] : by_replication) parts.push_back(std::move(seconds));
+    const auto interval = replicated_interval(parts);
+    r.interval_low = interval.low;
+    r.interval_high = interval.high;
+    r.stopped = to_string(stop_reason_of(by_point.at(first->point), sampling));
     // Only a roof timed on the timer's own clock (kstudy/ceilings.hpp): none, and no fraction, otherwise.
     const ceiling_record* roof = roof_rule_of(r, ceilings);
     if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;
@@ -377,9 +417,14 @@ int run_replications(const run_request& request, const std::string& self_exe, co
   int rc = 0;
   const definition_file definition(e, request.shard);
   const auto points = point_count(e);
-  for (int r = 0; r < e.protocol.replications && !platform::stop_requested(); ++r) {
-    bool any = false;  // a replication with no point in this shard needs no process
-    for (std::int64_t p = 0; p < points && !any; ++p) any = in_shard(request.shard, p, r, e.protocol.replications);
+  for (int r = 0; r < e.protocol.replication_slots() && !platform::stop_requested(); ++r) {
+    // A replication with no point in this shard needs no process; nor does one past the least number of an
+    // adaptive protocol when every point of the shard is settled (precise enough, or out of time).
+    const auto settled = r >= e.protocol.replications ? settled_points(read_samples(request.out, e.name), e.protocol)
+                                                      : std::set<std::int64_t>{};
+    bool any = false;
+    for (std::int64_t p = 0; p < points && !any; ++p)
+      any = in_shard(request.shard, p, r, e.protocol.replication_slots()) && !settled.count(p);
     if (!any) continue;
     const int threads = std::min<int>(e.protocol.threads, std::max(1u, std::thread::hardware_concurrency()));
 #if KOKKOS_VERSION >= 30700
@@ -417,7 +462,7 @@ int run_replications(const run_request& request, const std::string& self_exe, co
 // none (its resume writes them), and a completed archive keeps the ones it has. Returns them either way.
 std::vector<summary_record> write_summaries(const run_request& request, const experiment& e,
                                             const std::vector<ceiling_record>& ceilings, int& rc) {
-  auto summaries = summarise(read_samples(request.out, e.name), ceilings, kind_of(e).roof);
+  auto summaries = summarise(read_samples(request.out, e.name), ceilings, kind_of(e).roof, e.protocol);
   if (platform::stop_requested() || rc != 0 || !read_summaries(request.out, e.name).empty()) return summaries;
   hdf5_sink archive_sink(request.out, open_mode::append);
   room_checked_sink sink(archive_sink, request.out);

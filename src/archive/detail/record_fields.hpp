@@ -148,7 +148,8 @@ struct record_table<summary_record> {
   using R = summary_record;
   static constexpr const char* dataset = "summary";
   static constexpr const char* units =
-      "median: s; min: s; max: s; q1: s; q3: s; bytes_per_second: B/s; fraction_of_roof: 1";
+      "median: s; min: s; max: s; q1: s; q3: s; bytes_per_second: B/s; fraction_of_roof: 1; interval_low: s; "
+      "interval_high: s";
   static const std::vector<field<R>>& fields() {
     static const std::vector<field<R>> table{
         {"experiment", &R::experiment},
@@ -171,6 +172,9 @@ struct record_table<summary_record> {
         {"bytes_per_second", &R::bytes_per_second},
         {"fraction_of_roof", &R::fraction_of_roof},
         {"occupancy", &R::occupancy},
+        {"interval_low", &R::interval_low},
+        {"interval_high", &R::interval_high},
+        {"stopped", &R::stopped},
     };
     return table;
   }

@@ -21,7 +21,10 @@
 //     "cache": "warm",                     // or "cold" (caches flushed before every timed region), or both:
 //                                          // ["warm", "cold"] runs every point in each mode
 //     "protocol": {"warmups": 2, "trials": 7, "replications": 3, "seed": 20261130,
-//                  "threads": 8, "shuffle": true}
+//                  "threads": 8, "shuffle": true,
+//                  "precision": 0.01, "max_trials": 140, "max_replications": 9, "max_seconds": 10}
+//                                          // adaptive sampling: optional; trials and replications are then
+//                                          // the least a point gets (kstudy/precision.hpp)
 //   }
 // `kstudy list` names every kind with what it measures.
 #include <cstdint>
@@ -41,6 +44,19 @@ struct protocol {
   std::uint64_t seed = 20261130;
   int threads = 8;
   bool shuffle = true;
+  // Adaptive sampling to a stated precision (kstudy/precision.hpp); 0 keeps the fixed trials x replications
+  // above. Otherwise those are the least a point gets: trials go on within a replication (up to max_trials)
+  // and replications are added for the points still short of it (up to max_replications), until the 95%
+  // interval of every series' median at the point is within +-precision of it, or until the point has had
+  // max_seconds of timed regions. Parsing fills the three bounds, so the stored definition states them.
+  double precision = 0.0;
+  int max_trials = 0;
+  int max_replications = 0;
+  double max_seconds = 0.0;
+
+  bool adaptive() const { return precision > 0.0; }
+  // Replication indices a run may use: shards and resume number the (point, replication) units by it.
+  int replication_slots() const { return adaptive() ? max_replications : replications; }
 };
 
 struct experiment {

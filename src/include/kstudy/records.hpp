@@ -186,6 +186,11 @@ struct summary_record {
   double bytes_per_second = 0.0;  // variant traffic / median
   double fraction_of_roof = 0.0;  // against the matching ceiling of the same run (0 if none)
   double occupancy = 0.0;         // calculated occupancy (block-size studies; 0: n/a)
+  // The 95% interval of the median across replications (kstudy/precision.hpp; NaN before schema 13), and why
+  // sampling of its point stopped: fixed | precision | time_out | max_replications ("" before schema 13).
+  double interval_low = std::numeric_limits<double>::quiet_NaN();
+  double interval_high = std::numeric_limits<double>::quiet_NaN();
+  std::string stopped;
 };
 
 // Per-kernel breakdown of composed variants from Kokkos' profiling callbacks (attribution pass).

@@ -37,6 +37,8 @@ struct run_request {
   int trials = 0;                        // overrides when > 0
   int replications = 0;
   int warmups = -1;                   // override when >= 0
+  double precision = 0.0;             // adaptive sampling's target (a fraction), overriding when > 0
+  double max_time = 0.0;              // its time budget per point (seconds of timed regions), when > 0
   std::vector<std::string> variants;  // restricts every experiment's variant list when non-empty
   std::string cache;                  // warm | cold: overrides the cache mode of the kinds that take one
   bool resume = false;
@@ -45,6 +47,10 @@ struct run_request {
   std::string json_out;  // optional JSON copy of the results
   shard_spec shard;      // only this shard's (point, replication) units
 };
+
+// The request's overrides as `kstudy run` arguments (--trials, --precision, ...): what a run started for it
+// elsewhere (a Slurm task, a run per device) is given, written once so none is forgotten.
+std::vector<std::string> override_arguments(const run_request& request);
 
 // Parent: returns the process exit code. argv0 is re-executed for replications.
 int run_study(const run_request& request, const std::string& self_exe, int argc, char** argv);
@@ -87,8 +93,11 @@ std::vector<sweep_point> sweep_points(const experiment& e);
 variant_record describe_variant(const variant_info& info, const table_shape& shape, std::int64_t block_size);
 
 // Median / IQR per point and timer over accepted samples, with bandwidth against the run's ceilings: the fraction
-// of the roof the experiment's kind picks for each point (experiment_kind::roof; null: read_roof).
+// of the roof the experiment's kind picks for each point (experiment_kind::roof; null: read_roof), and the 95%
+// interval of each median across replications with why its point's sampling stopped (the experiment's protocol:
+// `fixed` unless it is adaptive; kstudy/precision.hpp).
 std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
-                                      const std::vector<ceiling_record>& ceilings, roof_rule roof = nullptr);
+                                      const std::vector<ceiling_record>& ceilings, roof_rule roof = nullptr,
+                                      const protocol& sampling = protocol{});
 
 }  // namespace kstudy

@@ -32,6 +32,7 @@
 #include "kstudy/host_io.hpp"
 #include "kstudy/platform/stop_signal.hpp"
 #include "kstudy/point_inputs.hpp"
+#include "kstudy/precision.hpp"
 #include "kstudy/probes.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/timers.hpp"
@@ -266,9 +267,14 @@ class sweep_point_run {
     for (std::size_t i = 0; i < m_variants.size(); ++i)
       if (m_variants[i].impl) order.push_back(i);
     std::mt19937_64 rng(m_e.protocol.seed ^ (std::uint64_t(m_ctx.replication) << 32) ^ std::uint64_t(m_point.index));
-    for (int trial = 0; trial < m_e.protocol.trials; ++trial) {
-      if (m_e.protocol.shuffle) std::shuffle(order.begin(), order.end(), rng);
+    const auto& protocol = m_e.protocol;
+    const int most = protocol.adaptive() ? protocol.max_trials : protocol.trials;
+    for (int trial = 0; trial < most; ++trial) {
+      if (protocol.shuffle) std::shuffle(order.begin(), order.end(), rng);
       for (const auto i : order) run_trial(i, trial);
+      // Adaptive sampling (kstudy/precision.hpp): past the least trials, until this replication's own samples
+      // are precise enough or its share of the time budget is spent.
+      if (protocol.adaptive() && trial + 1 >= protocol.trials && trials_done(m_samples, m_point.index, protocol)) break;
     }
   }
 

@@ -1,0 +1,88 @@
+#pragma once
+// Adaptive sampling to a stated precision (protocol "precision", `kstudy run --precision`): instead of a fixed
+// trials x replications, a point is measured until the 95% confidence interval of its median is within
+// +-precision of the median, for every (variant, timer, ...) series at the point, or until its time-out.
+//
+// The interval is computed across replications, not only within one: a replication is a fresh process, and
+// what differs between processes (allocation addresses, clocks after a cool-down, another context) is part of
+// the spread a reader's next run will see. Two intervals are joined:
+//   - the distribution-free interval of the pooled median from order statistics (a binomial count: no
+//     assumption about the shape of the distribution; bimodal and heavy-tailed timings included);
+//   - with two or more replications, Student's t interval of the mean of the replications' medians, around
+//     the pooled median (a drift or a step between processes widens it even when each process is tight).
+// The reported interval is the hull of both; its relative half-width is the larger side over the median.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kstudy/experiment.hpp"
+#include "kstudy/records.hpp"
+
+namespace kstudy {
+
+struct median_interval {
+  double median = 0.0;
+  double low = 0.0;
+  double high = 0.0;
+  std::int64_t samples = 0;
+  // Whether [low, high] covers the median with 95% confidence: false below six samples, where even the whole
+  // range does not (its half-width then reads as infinite, so no target is ever met on too few samples).
+  bool attainable = false;
+  // max(median - low, high - median) / median; infinity where it cannot be told (no samples, a zero median).
+  double relative_half_width() const;
+};
+
+// The distribution-free 95% interval of the median of `samples` (order statistics x(j), x(n+1-j) with j the
+// largest rank whose binomial tail stays within 2.5%). Below six samples no pair of ranks covers 95%: the
+// interval is then the whole range and says so by its width (never narrower than the data can support).
+median_interval order_statistic_interval(std::vector<double> samples);
+
+// The interval of one series over replications: `by_replication` holds each replication's samples.
+median_interval replicated_interval(const std::vector<std::vector<double>>& by_replication);
+
+// Student's t quantile for a two-sided 95% interval with `df` degrees of freedom (df >= 1).
+double student_t_975(int df);
+
+// Why sampling of a series stopped, as the summary table records it.
+enum class stop_reason {
+  fixed,             // no precision asked: the protocol's fixed trials x replications
+  precision,         // the interval met the target
+  time_out,          // the point's time budget ended first
+  max_replications,  // every replication the protocol allows ran, and the interval is still wider
+};
+const char* to_string(stop_reason reason);
+
+// What a series at one point is: every sample field that tells two timed distributions apart, the point
+// itself (index) included; replications and trials are what it pools over.
+std::string series_key(const sample_record& sample);
+
+// The series of the samples with status ok at each point index, by replication: the input of every
+// precision decision (the trial loop's within a replication, skipped points and the parent's across them).
+struct point_series {
+  std::map<std::int32_t, std::vector<double>> by_replication;
+  double timed_seconds = 0.0;  // the sum of every sample's seconds: the time budget's measure
+  median_interval interval() const;
+};
+// Samples of one experiment, grouped: point index -> series key -> its samples.
+using series_by_point = std::map<std::int64_t, std::map<std::string, point_series>>;
+series_by_point group_series(const std::vector<sample_record>& samples);
+
+// Whether every series of a point meets the precision (relative half-width <= target).
+bool point_meets(const std::map<std::string, point_series>& series, double target);
+
+// Whether a replication stops adding trials at `point` (its own samples so far): every series there is within
+// the precision on them, or the point has had this replication's share of max_seconds (timed regions, as the
+// parent counts them across replications), or nothing there was accepted to make precise. Whether the point
+// still needs another replication is the parent's decision, on all of them (settled_points).
+bool trials_done(const std::vector<sample_record>& replication_samples, std::int64_t point, const protocol& p);
+
+// Points an adaptive protocol measures no further (another replication skips them, the parent starts none for
+// them): every series within the precision, or the point's timed regions at max_seconds. Empty for a fixed one.
+std::set<std::int64_t> settled_points(const std::vector<sample_record>& samples, const protocol& p);
+
+// Why sampling of a point stopped, from what the archive holds of it: `fixed` for a fixed protocol.
+stop_reason stop_reason_of(const std::map<std::string, point_series>& series, const protocol& p);
+
+}  // namespace kstudy

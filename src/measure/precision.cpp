@@ -1,0 +1,170 @@
+// Adaptive sampling's statistics (kstudy/precision.hpp): written once, used by the trial loop, by the points a
+// replication skips, by the parent's decision to start another replication and by the summaries.
+#include "kstudy/precision.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace kstudy {
+
+double median_interval::relative_half_width() const {
+  if (!attainable || samples == 0 || !(median > 0.0)) return std::numeric_limits<double>::infinity();
+  return std::max(median - low, high - median) / median;
+}
+
+namespace {
+
+double sorted_median(const std::vector<double>& t) {
+  const std::size_t n = t.size();
+  return n % 2 == 1 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+// The largest rank j (1-based) with P(Binomial(n, 1/2) <= j - 1) <= 2.5%, or 0 where none is (n < 6). Exact up
+// to 200 samples, the normal approximation with continuity correction beyond (its error there is under one rank).
+std::size_t lower_rank(std::size_t n) {
+  if (n <= 200) {
+    const double log_half_n = double(n) * std::log(0.5);
+    double cdf = 0.0;
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double log_pmf =
+          std::lgamma(double(n) + 1) - std::lgamma(double(k) + 1) - std::lgamma(double(n - k) + 1) + log_half_n;
+      cdf += std::exp(log_pmf);
+      if (cdf > 0.025) break;
+      j = k + 1;
+    }
+    return j;
+  }
+  const double half = double(n) / 2.0;
+  return static_cast<std::size_t>(std::floor(half - 1.959964 * std::sqrt(double(n)) / 2.0 - 0.5)) + 1;
+}
+
+}  // namespace
+
+median_interval order_statistic_interval(std::vector<double> samples) {
+  median_interval out;
+  out.samples = static_cast<std::int64_t>(samples.size());
+  if (samples.empty()) return out;
+  std::sort(samples.begin(), samples.end());
+  out.median = sorted_median(samples);
+  const std::size_t n = samples.size(), j = lower_rank(n);
+  out.attainable = j >= 1;
+  out.low = samples[j >= 1 ? j - 1 : 0];
+  out.high = samples[j >= 1 ? n - j : n - 1];
+  return out;
+}
+
+double student_t_975(int df) {
+  if (df < 1) throw std::invalid_argument("kstudy: Student's t needs at least one degree of freedom");
+  static const double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                 2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                 2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df <= 30) return table[df - 1];
+  // Cornish-Fisher's first term beyond the table: within 0.002 of the exact quantile from df 31 on.
+  const double z = 1.959964;
+  return z + (z * z * z + z) / (4.0 * df);
+}
+
+median_interval replicated_interval(const std::vector<std::vector<double>>& by_replication) {
+  std::vector<double> pooled, medians;
+  for (const auto& r : by_replication) {
+    if (r.empty()) continue;
+    pooled.insert(pooled.end(), r.begin(), r.end());
+    auto sorted = r;
+    std::sort(sorted.begin(), sorted.end());
+    medians.push_back(sorted_median(sorted));
+  }
+  auto out = order_statistic_interval(pooled);
+  if (medians.size() < 2) return out;
+  const double k = double(medians.size());
+  const double mean = std::accumulate(medians.begin(), medians.end(), 0.0) / k;
+  double squares = 0.0;
+  for (const double m : medians) squares += (m - mean) * (m - mean);
+  const double half = student_t_975(static_cast<int>(medians.size()) - 1) * std::sqrt(squares / (k - 1.0) / k);
+  out.low = std::min(out.low, out.median - half);
+  out.high = std::max(out.high, out.median + half);
+  return out;
+}
+
+median_interval point_series::interval() const {
+  std::vector<std::vector<double>> parts;
+  for (const auto& [replication, samples] : by_replication) parts.push_back(samples);
+  return replicated_interval(parts);
+}
+
+const char* to_string(stop_reason reason) {
+  switch (reason) {
+    case stop_reason::fixed:
+      return "fixed";
+    case stop_reason::precision:
+      return "precision";
+    case stop_reason::time_out:
+      return "time_out";
+    case stop_reason::max_replications:
+      return "max_replications";
+  }
+  return "fixed";
+}
+
+std::string series_key(const sample_record& s) {
+  std::ostringstream key;
+  key << s.variant << '\x1f' << s.layout << '\x1f' << s.memory_kind << '\x1f' << s.direction << '\x1f' << s.block_size
+      << '\x1f' << to_string(s.timer) << '\x1f' << s.bytes << '\x1f' << to_string(s.cache);
+  return key.str();
+}
+
+series_by_point group_series(const std::vector<sample_record>& samples) {
+  series_by_point out;
+  for (const auto& s : samples) {
+    if (!summarised(s)) continue;
+    auto& series = out[s.point][series_key(s)];
+    series.by_replication[s.replication].push_back(s.seconds);
+    series.timed_seconds += s.seconds;
+  }
+  return out;
+}
+
+bool point_meets(const std::map<std::string, point_series>& series, double target) {
+  if (series.empty()) return false;
+  return std::all_of(series.begin(), series.end(),
+                     [&](const auto& s) { return s.second.interval().relative_half_width() <= target; });
+}
+
+namespace {
+
+double timed_seconds(const std::map<std::string, point_series>& series) {
+  double total = 0.0;
+  for (const auto& [key, s] : series) total += s.timed_seconds;
+  return total;
+}
+
+}  // namespace
+
+bool trials_done(const std::vector<sample_record>& replication_samples, std::int64_t point, const protocol& p) {
+  const auto series = group_series(replication_samples);
+  const auto here = series.find(point);
+  if (here == series.end()) return true;
+  return timed_seconds(here->second) >= p.max_seconds / p.replications || point_meets(here->second, p.precision);
+}
+
+std::set<std::int64_t> settled_points(const std::vector<sample_record>& samples, const protocol& p) {
+  std::set<std::int64_t> settled;
+  if (!p.adaptive()) return settled;
+  for (const auto& [point, series] : group_series(samples))
+    if (stop_reason_of(series, p) != stop_reason::max_replications) settled.insert(point);
+  return settled;
+}
+
+stop_reason stop_reason_of(const std::map<std::string, point_series>& series, const protocol& p) {
+  if (!p.adaptive()) return stop_reason::fixed;
+  if (point_meets(series, p.precision)) return stop_reason::precision;
+  if (timed_seconds(series) >= p.max_seconds) return stop_reason::time_out;
+  // Still short of it: as long as replications are left this means "not settled"; after the last, the reason.
+  return stop_reason::max_replications;
+}
+
+}  // namespace kstudy
