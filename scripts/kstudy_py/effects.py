@@ -269,9 +269,14 @@ def family_line(members, of, alpha=ALPHA):
     correction, so that a reader can tell how much each verdict was discounted for the others."""
     members = list(members)
     tested = sum(np.isfinite(c.p) for c in members)
-    return (f"*Family: {len(members)} comparison{'s' if len(members) != 1 else ''} ({of}; {tested} with enough "
-            f"samples to test), Holm's correction over them at α = {alpha}; each ratio of medians with its "
-            f"{100 * CONFIDENCE:.0f}% percentile-bootstrap interval ({RESAMPLES:,} resamples, seeded). "
-            "**faster** / **slower**: significant after the correction and the interval clear of 1; **tie**: the "
-            "interval reaches 1; **inconclusive**: the interval clears 1 but the test does not survive the "
-            "correction.*")
+    return (f"*Family: {len(members)} comparison{'s' if len(members) != 1 else ''} ({of}; {tested} tested), "
+            f"Holm-corrected at α = {alpha}; ratios of medians with {100 * CONFIDENCE:.0f}% bootstrap intervals.*")
+
+
+def words_text(alpha=ALPHA):
+    """What the verdicts of speed_cell() mean, once per section that prints them."""
+    return (f"Verdicts: **faster** / **slower** where the two-sided Mann-Whitney U test is significant at {alpha} "
+            "after Holm's correction over the family named under the table and the ratio's interval (percentile "
+            f"bootstrap of both medians, {RESAMPLES:,} resamples, seeded) clears 1; **tie** where the interval "
+            "reaches 1 (it bounds the difference that could hide); **inconclusive** where the interval clears 1 but "
+            f"the test does not survive the correction; too few samples under {MIN_SAMPLES} a side.")
