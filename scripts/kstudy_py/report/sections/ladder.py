@@ -342,7 +342,8 @@ def ladder(inputs, sec):
         t = t.set_index(pd.RangeIndex(len(t)))
         found = verdicts(t)
         tables.append((operation, arch, exp, at, with_verdicts(t, found), found))
-    df = pd.concat([t[COLUMNS] for *_, t, _ in tables], ignore_index=True)
+    df = (pd.concat([t[COLUMNS] for *_, t, _ in tables], ignore_index=True) if tables
+          else pd.DataFrame(columns=COLUMNS))
     inputs.write_csv(df, "ladder.csv", sec,
                      "per operation with rungs, at its headline point: rungs, portable and vendor variants with time "
                      "(median, IQR), essential GB/s, % of roof, × previous rung and × vendor (each with its 95% "

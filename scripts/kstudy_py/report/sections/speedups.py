@@ -10,7 +10,7 @@ import pandas as pd
 from ... import archive as A
 from ... import effects
 from .. import section, throttle
-from ..inputs import PROBLEM
+from ..inputs import PROBLEM, SHAPE
 from ..figures import MARKERS, colours, grid, ordered_boundaries, save
 from ..variants import REFERENCE_FAMILY
 
@@ -18,7 +18,7 @@ COLUMNS = ["archive", "experiment", "variant", *A.point_key("samples", without=(
            "boundary", "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
 # best_per_regime.csv: the variant's and the reference's medians with their spread, the speedup with its interval,
 # verdict and p_Holm over the table's family.
-REGIME_COLUMNS = ["archive", "experiment", "size", "rows", "features", "boundary", "variant", "n", "median", "q1", "q3",
+REGIME_COLUMNS = ["archive", "experiment", "size", *SHAPE, "boundary", "variant", "n", "median", "q1", "q3",
                   "baseline", "cpu_n", "cpu_median", "cpu_q1", "cpu_q3", "speedup", "speedup_low", "speedup_high",
                   "verdict", "p_holm"]
 
