@@ -138,7 +138,7 @@ def check_ladder(out):
     check(auto.tuner_candidates == 17 and auto.tuner_same_as_rung == 2,
           (auto.tuner_candidates, auto.tuner_same_as_rung))
     md = (out / "report.md").read_text()
-    check("**gemm** at 4096×4096×4096" in md and "| TFLOP/s |" in md, "the GEMM ladder table in TFLOP/s")
+    check("**gemm** at 4096×4096×4096" in md and "| TFLOP/s (IQR) |" in md, "the GEMM ladder table in TFLOP/s")
     check(f"`gemm_autotuned@cuda` ({TUNED_SHOWN})" in md, "the autotuned rung's parameters")
     check("`gemm_autotuned@cuda` (rung 3): its tuner chose rung 2's configuration (fastest of 17 candidates)" in md,
           "the ladder says the tuner kept an earlier rung's configuration")

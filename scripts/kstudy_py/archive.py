@@ -94,6 +94,18 @@ GATE_VERDICTS = ("passed", "failed", "not_gated")  # samples.gate (kstudy::gate_
 # NVML clocks-event reasons that flag a sample as throttled (kstudy/gpu_health.hpp): SW power cap, HW slowdown,
 # SW thermal, HW thermal, HW power brake; not GPU idle (0x1) or application clocks (0x2).
 SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+# SLOWDOWN_MASK's bits as kstudy/gpu_health.hpp names them (the health table's `reasons` text uses the same names).
+SLOWDOWN_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+                    0x80: "hw_power_brake"}
+
+
+def slowdown_reasons(bits):
+    """The names of the slowdown reasons set in one NVML clocks-event bitmask (samples.throttle_reasons; -1, no
+    reading, names none)."""
+    bits = int(bits)
+    return [name for bit, name in SLOWDOWN_REASONS.items() if bits > 0 and bits & bit]
+
+
 REFERENCE = "cpu_reference"
 
 

@@ -30,6 +30,8 @@ CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 44  # any fixed number: the interval must not change between runs of the same archive
 VERDICTS = ("beats", "loses", "tie", "inconclusive", "too few samples")
+# A verdict of `a` against `b` as a speed table reads it (the other verdicts read as they are).
+WORDS = {"beats": "faster", "loses": "slower"}
 
 
 def significance(a, b, alpha=ALPHA):
@@ -74,6 +76,13 @@ def ratio_interval(a, b, confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED):
     tail = (1 - confidence) / 2
     low, high = np.percentile(np.concatenate(medians), [100 * tail, 100 * (1 - tail)])
     return ratio, float(low), float(high)
+
+
+def iqr(values, form=str):
+    """'q1–q3' of `values` (linear interpolation, as archive.stats and the C++ summary), each through `form`: the
+    spread printed beside a median wherever one is."""
+    q1, q3 = np.quantile(np.asarray(values, dtype=float), [0.25, 0.75])
+    return f"{form(q1)}–{form(q3)}"
 
 
 def number(value, digits=2):
@@ -149,14 +158,31 @@ class Comparison:
         """(median(b) / median(a), low, high): the same comparison as a speed ratio (above 1: a is faster)."""
         return 1 / self.ratio, 1 / self.high, 1 / self.low
 
+    def speed_digits(self, digits=None):
+        """As digits(), for the speed ratio: three decimals within 5% of 1."""
+        speed = self.speed()[0]
+        return digits if digits is not None else (3 if np.isfinite(speed) and abs(speed - 1) < 0.05 else 2)
+
+    def speed_interval(self, digits=None):
+        _, low, high = self.speed()
+        digits = self.speed_digits(digits)
+        return f"{number(low, digits)}–{number(high, digits)}" if np.isfinite(low) else ""
+
     def speed_short(self, digits=None):
         """'beats (1.08× the speed, 1.04–1.17; p_Holm = 2e-05)': the verdict of a, its speed over b's."""
-        speed, low, high = self.speed()
-        digits = digits if digits is not None else (3 if abs(speed - 1) < 0.05 else 2)
+        digits = self.speed_digits(digits)
         if self.verdict == "too few samples":
             return self.verdict
-        return (f"{self.verdict} ({number(speed, digits)}×, {number(low, digits)}–{number(high, digits)}; "
-                f"{self.p_text()})")
+        return f"{self.verdict} ({number(self.speed()[0], digits)}×, {self.speed_interval(digits)}; {self.p_text()})"
+
+    def speed_cell(self, digits=None):
+        """'1.60× (1.55–1.66) faster': a's speed over b's (above 1: a is faster), its interval and the verdict in a
+        reader's words (WORDS), for a table column of speed ratios; a tie prints its interval like any other."""
+        digits = self.speed_digits(digits)
+        speed = number(self.speed()[0], digits) if np.isfinite(self.ratio) else "n/a"
+        if self.verdict == "too few samples":
+            return f"{speed}× (too few samples)"
+        return f"{speed}× ({self.speed_interval(digits)}) {WORDS.get(self.verdict, self.verdict)}"
 
     def text(self, digits=None):
         """'beats (ratio 0.71×, 95% CI 0.62–0.80; p_Holm = 0.002)'."""
@@ -236,3 +262,21 @@ def rules_text(alpha=ALPHA):
             "entirely below / above 1; **tie** where the interval reaches 1 (no difference claimed; the interval "
             "bounds the one that could hide); **inconclusive** where the interval excludes 1 but the test does not "
             "survive the correction (too few samples for the family: nothing claimed)")
+
+
+def family_line(members, of, alpha=ALPHA):
+    """The one line under a table of verdicts: how many comparisons its family holds (`of` says which) and the
+    correction, so that a reader can tell how much each verdict was discounted for the others."""
+    members = list(members)
+    tested = sum(np.isfinite(c.p) for c in members)
+    return (f"*Family: {len(members)} comparison{'s' if len(members) != 1 else ''} ({of}; {tested} tested), "
+            f"Holm-corrected at α = {alpha}; ratios of medians with {100 * CONFIDENCE:.0f}% bootstrap intervals.*")
+
+
+def words_text(alpha=ALPHA):
+    """What the verdicts of speed_cell() mean, once per section that prints them."""
+    return (f"Verdicts: **faster** / **slower** where the two-sided Mann-Whitney U test is significant at {alpha} "
+            "after Holm's correction over the family named under the table and the ratio's interval (percentile "
+            f"bootstrap of both medians, {RESAMPLES:,} resamples, seeded) clears 1; **tie** where the interval "
+            "reaches 1 (it bounds the difference that could hide); **inconclusive** where the interval clears 1 but "
+            f"the test does not survive the correction; too few samples under {MIN_SAMPLES} a side.")

@@ -50,22 +50,56 @@ class ReportInputs:
         df.to_csv(self.out / name, index=False, float_format="%.9g")
         sec.tables.append((name, description))
 
+    def timed_experiments(self):
+        """(archive, experiment) of every experiment whose samples the per-point statistics are computed from:
+        a variants table names its variants, it is a steady-state experiment, and it has accepted samples."""
+        timed = set(zip(self.variants.archive, self.variants.experiment))
+        for a in self.archives:
+            for e in a.experiments.values():
+                if (a.label, e.name) in timed and e.steady_state and not e.accepted().empty:
+                    yield a, e
+
+    @cached_property
+    def samples(self):
+        """Every accepted sample `points` is computed from, with its archive: what a verdict tests and a throttle
+        note counts, by the same POINT_KEYS as the medians it stands under."""
+        frames = [e.accepted() for _, e in self.timed_experiments()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=POINT_KEYS + ["seconds"])
+
+    @cached_property
+    def _sample_groups(self):
+        return self.samples.groupby(POINT_KEYS, dropna=False).indices if len(self.samples) else {}
+
+    def rows_of(self, point):
+        """The accepted samples under one row of `points` (anything with its POINT_KEYS as attributes or keys)."""
+        get = point.get if isinstance(point, dict) else lambda k: getattr(point, k)
+        index = self._sample_groups.get(tuple(get(k) for k in POINT_KEYS))
+        return self.samples.iloc[index] if index is not None else self.samples.iloc[:0]
+
+    def seconds(self, point):
+        """The seconds of the samples under one row of `points`: what its median is the median of."""
+        return self.rows_of(point).seconds.to_numpy(dtype=float)
+
+    def reference_points(self, rows):
+        """The CPU reference's rows of `points` that `rows` (rows of `speedups`, which name their `baseline`) are
+        compared with: the same experiment and problem, host_wall, default block size."""
+        ref = self.points[(self.points.timer == "host_wall") & (self.points.block_size == 0)]
+        keys = ["archive", "experiment", *PROBLEM]
+        wanted = rows[keys + ["baseline"]].drop_duplicates().rename(columns={"baseline": "variant"})
+        return ref.merge(wanted, on=keys + ["variant"], how="inner")
+
     @cached_property
     def points(self):
         """Median, quartiles, count per timed point of every experiment with a variants table, beside what the
         table says about the variant (family, backend, on_device, essential bytes, ...) and its boundary."""
         frames = []
-        timed = set(zip(self.variants.archive, self.variants.experiment))
-        for a in self.archives:
-            for e in a.experiments.values():
-                s = e.accepted()
-                if (a.label, e.name) not in timed or not e.steady_state or s.empty:
-                    continue
-                aggs = {"pitch": ("pitch", "max"), "bytes": ("bytes", "max")}
-                if "occupancy" in s.columns:  # calculated occupancy (added to samples after the first archives)
-                    aggs["occupancy"] = ("occupancy", "max")
-                extra = s.groupby(POINT_KEYS, dropna=False).agg(**aggs).reset_index()
-                frames.append(A.stats(s, POINT_KEYS).merge(extra, on=POINT_KEYS))
+        for _, e in self.timed_experiments():
+            s = e.accepted()
+            aggs = {"pitch": ("pitch", "max"), "bytes": ("bytes", "max")}
+            if "occupancy" in s.columns:  # calculated occupancy (added to samples after the first archives)
+                aggs["occupancy"] = ("occupancy", "max")
+            extra = s.groupby(POINT_KEYS, dropna=False).agg(**aggs).reset_index()
+            frames.append(A.stats(s, POINT_KEYS).merge(extra, on=POINT_KEYS))
         if not frames:
             return pd.DataFrame(columns=POINT_KEYS + ["n", "median", "q1", "q3", "min", "max", "pitch", "bytes",
                                                       "boundary"] + VARIANT_ATTRIBUTES)

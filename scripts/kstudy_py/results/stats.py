@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import archive as A
-from .. import effects  # noqa: F401  (S.effects: the rules' text for the generators)
+from .. import effects  # also S.effects: the rules' text for the generators
 from ..effects import ALPHA  # noqa: F401  (S.ALPHA: the level every verdict uses)
 from ..effects import Family  # noqa: F401  (the generators' families of comparisons)
 from ..report.variants import variant_table
@@ -72,8 +72,6 @@ def samples(path):
 # --- what a block's numbers rest on: throttled samples are disclosed -------------------------------------------
 
 USED = {}  # path -> set of row labels of samples(path) the current block's numbers rest on (generate() resets it)
-REASON_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-               0x80: "hw_power_brake"}  # archive.SLOWDOWN_MASK's bits, as kstudy/gpu_health.hpp names them
 
 
 def use(path, rows):
@@ -100,7 +98,7 @@ def throttle_lines():
         read = hot.min_sm_clock_mhz.astype(int)
         clocks += list(read[read > 0])
         for bits in hot.throttle_reasons.astype(int):
-            reasons.update(name for bit, name in REASON_BITS.items() if bits > 0 and bits & bit)
+            reasons.update(A.slowdown_reasons(bits))
         for e in a.experiments.values():
             h = e.health
             if h.empty or "throttled" not in h.columns:
@@ -260,8 +258,7 @@ def micro(seconds):
 
 
 def iqr_text(values, digits=None):
-    q1, q3 = np.quantile(values, [0.25, 0.75])
-    return f"{number(q1, digits)}–{number(q3, digits)}"
+    return effects.iqr(values, lambda v: number(v, digits))
 
 
 # --- kstudy_bench JSON (Google Benchmark) ----------------------------------------------------------------------

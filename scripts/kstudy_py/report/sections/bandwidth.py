@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ... import archive as A
-from .. import section
+from .. import section, throttle
 from ..variants import HANDWRITTEN, is_handwritten
 
 POINT = ["archive", "experiment", "operation", "axes", *A.EXTENTS]
@@ -96,12 +96,12 @@ def shown_experiment(df, operation):
     return g.groupby(["archive", "experiment"]).size().idxmax()
 
 
-def shown_points(g):
-    """At most MAX_POINTS_SHOWN points, smallest to largest, evenly spaced through the tested ones."""
+def shown_points(g, most=MAX_POINTS_SHOWN):
+    """At most `most` points, smallest to largest, evenly spaced through the tested ones."""
     points = g[[*A.EXTENTS, "point"]].drop_duplicates().sort_values(list(A.EXTENTS))
-    if len(points) <= MAX_POINTS_SHOWN:
+    if len(points) <= most:
         return points
-    picks = np.unique(np.linspace(0, len(points) - 1, MAX_POINTS_SHOWN).round().astype(int))
+    picks = np.unique(np.linspace(0, len(points) - 1, most).round().astype(int))
     return points.iloc[picks]
 
 
@@ -208,6 +208,6 @@ def bandwidth_by_operation(inputs, sec):
         sec.lines += [f"**{operation}** in {arch}/{exp} (median, essential GB/s, % of "
                       f"{' / '.join(DEVICE_ROOFS)} or {HOST_ROOFS[0]}; roofs: {roof_note(df, arch)})"
                       + (f"; {len(others) - 1} other experiment(s) in the CSV" if len(others) > 1 else "") + ":", ""]
-        sec.lines += operation_table(g, r) + [""]
+        sec.lines += operation_table(g, r) + [""] + throttle.note(inputs, g[g.point.isin(shown_points(g).point)])
         sec.headlines.append(headline(operation, g, r, arch, exp))
     return sec.done(df)

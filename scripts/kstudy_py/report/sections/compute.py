@@ -9,9 +9,9 @@ ceilings table."""
 import numpy as np
 
 from ... import archive as A
-from .. import section
+from .. import section, throttle
 from ..figures import colours, grid, save
-from .bandwidth import best_per_family, kokkos_vs_handwritten, on_device, resident_points
+from .bandwidth import best_per_family, kokkos_vs_handwritten, on_device, resident_points, shown_points
 
 FMA_ROOF = "device_fp32_fma"
 COLUMNS = ["archive", "experiment", "operation", "axes", "point", *A.EXTENTS, "family", "backend",
@@ -46,9 +46,7 @@ def shown_experiment(df, operation):
 
 
 def operation_lines(g, ratios):
-    points = g[[*A.EXTENTS, "point"]].drop_duplicates().sort_values(list(A.EXTENTS))
-    if len(points) > MAX_POINTS_SHOWN:
-        points = points.iloc[np.unique(np.linspace(0, len(points) - 1, MAX_POINTS_SHOWN).round().astype(int))]
+    points = shown_points(g, MAX_POINTS_SHOWN)
     last = g[g.point == points.point.iloc[-1]].sort_values("tflop_per_s", ascending=False)
     families = list(dict.fromkeys(zip(last.family, last.backend)))
     families += [fb for fb in dict.fromkeys(zip(g.family, g.backend)) if fb not in families]
@@ -160,6 +158,7 @@ def compute_by_operation(inputs, sec):
         sec.lines += [f"**{operation}** in {arch}/{exp}: essential TFLOP/s (% of {roof}"
                       + (f", {roof_value / 1e12:,.1f} TFLOP/s in this archive" if roof_value else ", not measured")
                       + "):", ""] + operation_lines(g, r) + [""]
+        sec.lines += throttle.note(inputs, g[g.point.isin(shown_points(g, MAX_POINTS_SHOWN).point)])
         sec.lines += memory_lines(memory, operation, arch, exp)
         largest = g[g.essential_flops == g.essential_flops.max()]
         best = largest.loc[largest.tflop_per_s.idxmax()]

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 
 from .. import section
+from ..throttle import flagged  # the one rule of what counts as throttled, which every table's note shares
 
 EXPLANATION = ("A sample is flagged *throttled* when NVML reported a slowdown reason (SW power cap, HW slowdown, SW "
                "or HW thermal, HW power brake) just before, during (the in-point sampler and the readings around each "
@@ -25,10 +26,8 @@ def watched_extremes(watched):
 def experiment_health(a, e):
     s, h = e.samples, e.health
     accepted = e.accepted()
-    throttled = s.throttled == 1 if "throttled" in s.columns else pd.Series(False, index=s.index)
-    row = {"archive": a.label, "experiment": e.name, "samples": len(s), "throttled_samples": int(throttled.sum()),
-           "accepted_samples": len(accepted),
-           "accepted_throttled": int((accepted.throttled == 1).sum()) if len(accepted) else 0,
+    row = {"archive": a.label, "experiment": e.name, "samples": len(s), "throttled_samples": int(flagged(s).sum()),
+           "accepted_samples": len(accepted), "accepted_throttled": int(flagged(accepted).sum()),
            "points": len(h), "points_monitored": 0, "throttled_points": 0, "reasons": "", "device": "",
            "sm_clock_min_mhz": np.nan, "sm_clock_max_mhz": np.nan, "temperature_max_c": np.nan, "power_max_w": np.nan}
     if not e.has_health_table:

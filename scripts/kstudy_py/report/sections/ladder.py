@@ -24,13 +24,19 @@ the headline point are kstudy_py/ladder.py's, which the published results share)
   rung, and its row says so.
 - × previous rung = previous rung's time / this rung's time (above 1: the change paid); × vendor = the vendor's
   time / this time (above 1: faster than the vendor).
+- Verdicts (effects.py, as the published results state theirs): each ratio is the ratio of the two medians with its
+  seeded bootstrap interval and a Mann-Whitney U verdict, Holm-corrected over the family it belongs to. A table has
+  two: its rung claims (every step, and the best rung against the first) and its vendor claims (every other row
+  against the vendor); each family's size and the correction are stated under the table, the throttled samples its
+  medians rest on too (report/throttle.py).
 """
 import numpy as np
 import pandas as pd
 
 from ... import archive as A
+from ... import effects
 from ... import ladder as L
-from .. import section
+from .. import section, throttle
 from ..variants import tuned_choice
 from .bandwidth import resident_points
 
@@ -42,8 +48,11 @@ COUNTERS = ["dram_bytes_read", "dram_bytes_written", "shared_bank_conflicts_load
 SUMMED = COUNTERS[:4]
 WEIGHTED = ("l2_hit_rate_pct", "achieved_occupancy_pct")
 COLUMNS = ["archive", "experiment", "operation", "point", *A.EXTENTS, "order", "kind", "rung",
-           "variant", "family", "backend", "timer", "median_s", "essential_GB_per_s", "tflop_per_s", "compute_bound",
-           "roof", "roof_GB_per_s", "roof_tflop_per_s", "pct_of_roof", "x_previous_rung", "vendor_variant", "x_vendor",
+           "variant", "family", "backend", "timer", "n", "median_s", "q1_s", "q3_s", "essential_GB_per_s",
+           "tflop_per_s", "compute_bound", "roof", "roof_GB_per_s", "roof_tflop_per_s", "pct_of_roof",
+           "x_previous_rung", "x_previous_rung_low", "x_previous_rung_high", "previous_rung_verdict",
+           "previous_rung_p_holm",
+           "vendor_variant", "x_vendor", "x_vendor_low", "x_vendor_high", "vendor_verdict", "vendor_p_holm",
            "peak_device_bytes", "tuned_parameters", "implementation", "tuner_candidates",
            "tuner_same_as_rung"] + COUNTERS
 
@@ -86,8 +95,9 @@ def profile_counters(archives):
     return out
 
 
-def ladder_rows(at, operation, modelled, archive, counters):
-    """The ladder table's rows at one point: rungs by rung (then backend), portable, vendor."""
+def ladder_rows(at, operation, modelled, archive, counters, seconds):
+    """The ladder table's rows at one point: rungs by rung (then backend), portable, vendor. `seconds(row)`: the
+    samples under a row of `at`, which the verdicts (verdicts()) test; they ride along in the internal columns."""
     at = at.assign(rung=at.rung.fillna(0).astype(int))
     at = at.assign(kind=[L.kind_of(i, r) for i, r in zip(at.implementation, at.rung)]).dropna(subset=["kind"])
     order = {"rung": 0, "portable": 1, "vendor": 2}
@@ -106,17 +116,21 @@ def ladder_rows(at, operation, modelled, archive, counters):
         row = {"archive": r.archive, "experiment": r.experiment, "operation": operation,
                "point": A.point_label(r.rows, r.features, r.axes, r.depth), "rows": r.rows, "features": r.features,
                "depth": r.depth, "order": r.order, "kind": r.kind, "rung": int(r.rung), "variant": r.variant,
-               "family": r.family, "backend": r.backend, "timer": r.timer, "median_s": r.median,
+               "family": r.family, "backend": r.backend, "timer": r.timer, "n": r.n, "median_s": r.median,
+               "q1_s": r.q1, "q3_s": r.q3,
                "essential_GB_per_s": gbps, "tflop_per_s": tflops, "compute_bound": compute, "roof": roof,
                "roof_GB_per_s": roof_bw, "roof_tflop_per_s": roof_tflops,
                "pct_of_roof": 100 * (tflops / roof_tflops if compute else gbps / roof_bw),
-               "x_previous_rung": np.nan, "vendor_variant": "", "x_vendor": np.nan,
+               "x_previous_rung": np.nan, "x_previous_rung_low": np.nan, "x_previous_rung_high": np.nan,
+               "previous_rung_verdict": "", "previous_rung_p_holm": np.nan, "vendor_variant": "", "x_vendor": np.nan,
+               "x_vendor_low": np.nan, "x_vendor_high": np.nan, "vendor_verdict": "", "vendor_p_holm": np.nan,
                "peak_device_bytes": r.peak_device_bytes, "tuned_parameters": r.tuned_parameters or "",
-               "implementation": r.implementation}
+               "implementation": r.implementation, SECONDS: seconds(r), PREVIOUS: None}
         _, row["tuner_candidates"], row["tuner_same_as_rung"] = tuned_choice(r.tuned_parameters)
         if r.kind == "rung":
             if previous is not None and previous.backend == r.backend:
                 row["x_previous_rung"] = previous.median / r.median
+                row[PREVIOUS] = previous.variant
             previous = r
         if best_vendor is not None:
             row["vendor_variant"] = best_vendor.variant
@@ -125,6 +139,54 @@ def ladder_rows(at, operation, modelled, archive, counters):
                                 {c: np.nan for c in COUNTERS}))
         rows.append(row)
     return rows
+
+
+SECONDS, PREVIOUS = "_seconds", "_previous"  # internal columns: a row's samples, the rung its step is from
+STEPS = "rung claims"  # the two families of a table: every step and the best rung against the first,
+VENDOR = "vendor claims"  # every row but the vendor's against the vendor
+
+
+def rung_claims(t):
+    """The pairs (row label, earlier row label) a ladder table claims a rung against: each step from the previous
+    rung of its backend, and the best rung against the first where that is not a step already."""
+    rungs = t[t.kind == "rung"]
+    pairs = [(i, rungs.index[rungs.variant == r[PREVIOUS]][0]) for i, r in rungs.iterrows()
+             if isinstance(r[PREVIOUS], str)]
+    if len(rungs) > 1:
+        best, first = rungs.median_s.idxmin(), rungs.index[0]
+        if best != first and (best, first) not in pairs:
+            pairs.append((best, first))
+    return pairs
+
+
+def verdicts(t):
+    """The comparisons of one ladder table (one operation at one point), each family Holm-resolved:
+    {STEPS: {(row, earlier row): Comparison}, VENDOR: {row: Comparison}} (effects.Family; a comparison of the row
+    against the earlier rung or the vendor, so its speed() is the table's × column)."""
+    steps, vendor = effects.Family(), effects.Family()
+    by_step = {(i, j): steps.add(t.at[i, SECONDS], t.at[j, SECONDS], f"{t.at[i, 'variant']} vs {t.at[j, 'variant']}")
+               for i, j in rung_claims(t)}
+    by_row = {}
+    reference = t.index[t.variant == t.vendor_variant.iloc[0]] if t.vendor_variant.iloc[0] else []
+    if len(reference):
+        for i in t.index.drop(reference[0]):
+            by_row[i] = vendor.add(t.at[i, SECONDS], t.at[reference[0], SECONDS], t.at[i, "variant"])
+    steps.resolve()
+    vendor.resolve()
+    return {STEPS: by_step, VENDOR: by_row}
+
+
+def with_verdicts(t, found):
+    """`t` with the verdicts' columns (the ratio's interval in speed terms, the verdict, p_Holm) filled."""
+    t = t.copy()
+    for (i, j), c in found[STEPS].items():
+        if t.at[i, PREVIOUS] == t.at[j, "variant"]:
+            _, t.at[i, "x_previous_rung_low"], t.at[i, "x_previous_rung_high"] = c.speed()
+            t.at[i, "previous_rung_verdict"], t.at[i, "previous_rung_p_holm"] = c.verdict, c.p_holm
+    for i, c in found[VENDOR].items():
+        _, t.at[i, "x_vendor_low"], t.at[i, "x_vendor_high"] = c.speed()
+        t.at[i, "vendor_verdict"], t.at[i, "vendor_p_holm"] = c.verdict, c.p_holm
+    return t
 
 
 def number(v, spec, suffix=""):
@@ -150,10 +212,38 @@ def tuned_text(tuned_parameters):
     return text + ")"
 
 
-def markdown(table, with_counters):
+def time_cell(r):
+    """The median time with its interquartile range."""
+    return f"{A.fmt_seconds(r.median_s)} ({A.fmt_seconds(r.q1_s)}–{A.fmt_seconds(r.q3_s)})"
+
+
+def rate_cell(r, compute):
+    """The median's essential rate with the rates of the time's quartiles (the slower quartile first)."""
+    rate = r.tflop_per_s if compute else r.essential_GB_per_s
+    return f"{rate:,.1f} ({rate * r.median_s / r.q3_s:,.1f}–{rate * r.median_s / r.q1_s:,.1f})"
+
+
+def step_cell(found, label, table):
+    """× prev. rung: the step's speed ratio, interval and verdict; '' for a row that is no step."""
+    previous = table.at[label, PREVIOUS]
+    if not isinstance(previous, str):
+        return ""
+    j = table.index[table.variant == previous][0]
+    return found[STEPS][(label, j)].speed_cell()
+
+
+def vendor_cell(found, label, table):
+    """× vendor: the row's speed over the vendor's, interval and verdict; the vendor's own row says it is."""
+    if label in found[VENDOR]:
+        return found[VENDOR][label].speed_cell()
+    return "(the vendor)" if table.at[label, "vendor_variant"] == table.at[label, "variant"] else ""
+
+
+def markdown(table, with_counters, found):
     compute = bool(table.compute_bound.any())
     rate = "TFLOP/s" if compute else "GB/s"
-    head = f"| | variant | time | {rate} | % of roof | × prev. rung | × vendor |"
+    head = (f"| | variant | time: median (IQR) | {rate} (IQR) | % of roof | × prev. rung (95% interval) verdict | "
+            "× vendor (95% interval) verdict |")
     rule = "| --- | --- | --- | --- | --- | --- | --- |"
     memory = table.peak_device_bytes.fillna(-1).max() > 0 and compute
     if memory:
@@ -167,11 +257,10 @@ def markdown(table, with_counters):
         label = f"rung {r.rung}" if r.kind == "rung" else r.kind
         if r.implementation == "mixed":
             label += " (mixed: own kernels + vendor call)"
-        value = f"{r.tflop_per_s:,.1f}" if compute else f"{r.essential_GB_per_s:,.1f}"
         line = (f"| {label} | `{r.variant}`{tuned_text(r.tuned_parameters)} | "
-                f"{A.fmt_seconds(r.median_s)} | {value} | "
-                f"{A.roof_share(r.pct_of_roof)} of {r.roof} | {number(r.x_previous_rung, '.2f', '×')} | "
-                f"{number(r.x_vendor, '.2f', '×')} |")
+                f"{time_cell(r)} | {rate_cell(r, compute)} | "
+                f"{A.roof_share(r.pct_of_roof)} of {r.roof} | {step_cell(found, r.Index, table)} | "
+                f"{vendor_cell(found, r.Index, table)} |")
         if memory:
             line += f" {number(r.peak_device_bytes / 2**20, ',.0f', ' MiB') if r.peak_device_bytes >= 0 else ''} |"
         if with_counters:
@@ -190,13 +279,43 @@ EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the port
                "the resident wall clock; host_wall on a host). GB/s: essential bytes / time. Roof: device_read for "
                "read-only traffic, device_copy otherwise, host_read on a host, measured in the same archive. × prev. "
                "rung: the previous rung's time over this one's; × vendor: the fastest vendor variant's time over this "
-               "one's (above 1: faster). Compute-bound operations (GEMM, attention) show essential TFLOP/s against "
-               "their compute ceiling (a cuBLAS GEMM or the FMA probe, measured in the same archive), the variant's "
-               "peak device memory and an autotuned rung's chosen parameters (with the number of candidates it timed, "
-               "and when its choice is an earlier rung's configuration: then that row re-measures the earlier rung's "
-               "kernel). A rung labelled mixed runs its own kernels around a vendor library call. Counters, where "
-               "`kstudy profile` measured the same variant and point: summed over the call's kernels (L2 hit rate and "
-               "achieved occupancy weighted by kernel duration; registers: the most any kernel uses).")
+               "one's (above 1: faster); each with its 95% interval and verdict, and the spread of every median (its "
+               "interquartile range) beside it. Compute-bound operations (GEMM, attention) show essential TFLOP/s "
+               "against their compute ceiling (a cuBLAS GEMM or the FMA probe, measured in the same archive), the "
+               "variant's peak device memory and an autotuned rung's chosen parameters (with the number of candidates "
+               "it timed, and when its choice is an earlier rung's configuration: then that row re-measures the "
+               "earlier rung's kernel). A rung labelled mixed runs its own kernels around a vendor library call. "
+               "Counters, where `kstudy profile` measured the same variant and point: summed over the call's kernels "
+               "(L2 hit rate and achieved occupancy weighted by kernel duration; registers: the most any kernel "
+               "uses).")
+
+
+def family_lines(found):
+    """The line under a ladder table per family it holds (its size and the correction)."""
+    lines = []
+    if found[STEPS]:
+        lines += [effects.family_line(found[STEPS].values(), "this table's rung claims: each step from the "
+                                      "previous rung, and the best rung against the first"), ""]
+    if found[VENDOR]:
+        lines += [effects.family_line(found[VENDOR].values(), "this table's × vendor column: every other row "
+                                      "against the vendor"), ""]
+    return lines
+
+
+def headline(t, found, operation, arch, exp, point):
+    """The summary's sentence of one ladder: the best rung's rate and share of its roof, then its claims against
+    the first rung and the vendor, each as its table states it (ratio, interval, Holm-corrected verdict)."""
+    rungs = t[t.kind == "rung"]
+    best, first = rungs.median_s.idxmin(), rungs.index[0]
+    top = rungs.loc[best]
+    rate = f"{top.tflop_per_s:,.1f} TFLOP/s" if top.compute_bound else f"{top.essential_GB_per_s:,.0f} GB/s"
+    text = (f"{operation} ladder ({arch}/{exp}, {point}): best rung `{top.variant}` {rate} "
+            f"= {A.roof_share(top.pct_of_roof)} of {top.roof}")
+    if (best, first) in found[STEPS]:
+        text += f"; against rung {int(rungs.rung.loc[first])}: {found[STEPS][(best, first)].speed_cell()}"
+    if best in found[VENDOR]:
+        text += f"; against `{top.vendor_variant}`: {found[VENDOR][best].speed_cell()}"
+    return text
 
 
 @section("ladder", "Kernel ladders", order=6)
@@ -211,31 +330,32 @@ def ladder(inputs, sec):
                                              v.modelled_bytes_read, v.modelled_bytes_written)}
     counters = profile_counters(inputs.archives)
     archives = {a.label: a for a in inputs.archives}
-    rows = []
+    tables = []
     for operation in sorted(resident[L.is_rung(resident)].operation.unique()):
         op = resident[resident.operation == operation]
         arch, exp = L.by_rung_points(op, ["archive", "experiment"])[0]
         g = op[(op.archive == arch) & (op.experiment == exp)]
         point = L.headline_point(g[L.is_rung(g)], operation, archives[arch].experiments[exp])
         at = g[L.at(g, point)]
-        rows += ladder_rows(at, operation, modelled, archives[arch], counters)
-    df = pd.DataFrame(rows, columns=COLUMNS)
+        t = pd.DataFrame(ladder_rows(at, operation, modelled, archives[arch], counters, inputs.seconds),
+                         columns=COLUMNS + [SECONDS, PREVIOUS])
+        t = t.set_index(pd.RangeIndex(len(t)))
+        found = verdicts(t)
+        tables.append((operation, arch, exp, at, with_verdicts(t, found), found))
+    df = (pd.concat([t[COLUMNS] for *_, t, _ in tables], ignore_index=True) if tables
+          else pd.DataFrame(columns=COLUMNS))
     inputs.write_csv(df, "ladder.csv", sec,
-                     "per operation with rungs, at its headline point: rungs, portable and vendor variants with time, "
-                     "essential GB/s, % of roof, × previous rung, × vendor and profile counters")
-    sec.lines += [EXPLANATION, ""]
-    for (operation, arch, exp, point), t in df.groupby(["operation", "archive", "experiment", "point"], sort=False):
+                     "per operation with rungs, at its headline point: rungs, portable and vendor variants with time "
+                     "(median, IQR), essential GB/s, % of roof, × previous rung and × vendor (each with its 95% "
+                     "interval, Holm-corrected verdict and p) and profile counters")
+    sec.lines += [EXPLANATION, "", effects.words_text(), ""]
+    for operation, arch, exp, at, t, found in tables:
+        point = t.point.iloc[0]
         with_counters = t[COUNTERS].notna().any().any()
-        sec.lines += [f"**{operation}** at {point} ({arch}/{exp}):", ""] + markdown(t, with_counters) + [""]
-        rungs = t[t.kind == "rung"]
-        top = rungs.loc[rungs.median_s.idxmin()]
-        rate = f"{top.tflop_per_s:,.1f} TFLOP/s" if top.compute_bound else f"{top.essential_GB_per_s:,.0f} GB/s"
-        text = (f"{operation} ladder ({arch}/{exp}, {point}): best rung `{top.variant}` {rate} "
-                f"= {A.roof_share(top.pct_of_roof)} of {top.roof}, "
-                f"{rungs.median_s.iloc[0] / top.median_s:.1f}× rung {int(rungs.rung.iloc[0])}")
-        if np.isfinite(top.x_vendor):
-            text += f", {top.x_vendor:.2f}× `{top.vendor_variant}`"
-        for r in rungs.itertuples():
+        sec.lines += [f"**{operation}** at {point} ({arch}/{exp}):", ""] + markdown(t, with_counters, found) + [""]
+        sec.lines += family_lines(found) + throttle.note(inputs, at)
+        text = headline(t, found, operation, arch, exp, point)
+        for r in t[t.kind == "rung"].itertuples():
             earlier = kept_rung(r.tuner_same_as_rung)
             if earlier:
                 note = (f"`{r.variant}` (rung {r.rung}): its tuner chose rung {earlier}'s configuration"

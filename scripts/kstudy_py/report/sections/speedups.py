@@ -1,14 +1,55 @@
 """Speedups against the CPU reference of the same experiment, per timing boundary; the best variant per
-regime; speedup vs rows, best per family."""
+regime; speedup vs rows, best per family.
+
+Every speedup a table or sentence states is a comparison of the variant's samples with the reference's
+(effects.py): the ratio of medians with its bootstrap interval and a Mann-Whitney U verdict, Holm-corrected over the
+speedups of that table (or sentence), whose size is said under it; medians are printed with their IQR, the
+reference's too, and the throttled samples they rest on are disclosed (report/throttle.py)."""
 import pandas as pd
 
 from ... import archive as A
-from .. import section
+from ... import effects
+from .. import section, throttle
+from ..inputs import PROBLEM, SHAPE
 from ..figures import MARKERS, colours, grid, ordered_boundaries, save
 from ..variants import REFERENCE_FAMILY
 
 COLUMNS = ["archive", "experiment", "variant", *A.point_key("samples", without=("block_size",)), "timer",
            "boundary", "n", "median", "q1", "q3", "baseline", "cpu_median", "cpu_q1", "cpu_q3", "speedup"]
+# best_per_regime.csv: the variant's and the reference's medians with their spread, the speedup with its interval,
+# verdict and p_Holm over the table's family.
+REGIME_COLUMNS = ["archive", "experiment", "size", *SHAPE, "boundary", "variant", "n", "median", "q1", "q3",
+                  "baseline", "cpu_n", "cpu_median", "cpu_q1", "cpu_q3", "speedup", "speedup_low", "speedup_high",
+                  "verdict", "p_holm"]
+
+
+def median_cell(median, q1, q3):
+    """A median with its interquartile range."""
+    return f"{A.fmt_seconds(median)} ({A.fmt_seconds(q1)}–{A.fmt_seconds(q3)})"
+
+
+def against_reference(inputs, rows):
+    """{row label: Comparison of the row's samples with its CPU reference's}, one family over `rows` (rows of
+    inputs.speedups), Holm-resolved; with the reference rows of inputs.points (for their spread and throttle
+    note), keyed like the comparisons."""
+    refs = inputs.reference_points(rows)
+    keys = ["archive", "experiment", *PROBLEM]
+    family, found, ref_of = effects.Family(), {}, {}
+    for i, r in rows.iterrows():
+        hit = refs[(refs.variant == r.baseline)
+                   & pd.concat([refs[k] == r[k] for k in keys], axis=1).all(axis=1)]
+        if hit.empty:
+            continue
+        ref_of[i] = hit.iloc[0]
+        found[i] = family.add(inputs.seconds(r), inputs.seconds(hit.iloc[0]), r.variant)
+    family.resolve()
+    return found, ref_of, refs
+
+
+def verdict_lines(inputs, rows, refs, found, of):
+    """The family line and the throttle note under a table of speedups."""
+    lines = [effects.family_line(found.values(), of), ""] if found else []
+    return lines + throttle.note(inputs, pd.concat([rows, refs], ignore_index=True))
 
 
 def in_experiment(df, key):
@@ -39,54 +80,78 @@ def best_per_regime(inputs, operation):
         at = sp[sp.rows == r]
         for b in ordered_boundaries(at.boundary):
             x = at[at.boundary == b].loc[lambda g: g["median"].idxmin()]
-            out.append({"archive": key[0], "experiment": key[1], "size": size, "rows": r, "features": f,
-                        "boundary": b, "variant": x.variant, "median": x["median"], "q1": x.q1, "q3": x.q3,
-                        "baseline": x.baseline, "cpu_median": x.cpu_median, "speedup": x.speedup})
+            out.append({**x.to_dict(), "size": size})
     df = pd.DataFrame(out)
     order = {b: i for i, b in enumerate(ordered_boundaries(df.boundary))}
     return df.sort_values(["boundary", "rows"], key=lambda c: c.map(order) if c.name == "boundary" else c)
 
 
-def regime_findings(best):
+def with_verdicts(df, found):
+    """`df` with each compared row's speedup interval, verdict and p_Holm (found: its Comparisons by row)."""
+    df = df.assign(speedup_low=float("nan"), speedup_high=float("nan"), verdict="", p_holm=float("nan"))
+    for i, c in found.items():
+        _, df.at[i, "speedup_low"], df.at[i, "speedup_high"] = c.speed()
+        df.at[i, "verdict"], df.at[i, "p_holm"] = c.verdict, c.p_holm
+    return df
+
+
+def regime_findings(inputs, best, found, refs):
     sizes = list(dict.fromkeys(best["size"]))
-    lines = [f"Best variant per regime in {best.archive.iloc[0]}/{best.experiment.iloc[0]} (median; speedup over "
-             "that experiment's CPU reference at the same size):", "",
+    lines = [f"Best variant per regime in {best.archive.iloc[0]}/{best.experiment.iloc[0]} (median (IQR); speedup "
+             "over that experiment's CPU reference at the same size, with its interval and verdict):", "",
              "| timing boundary | " + " | ".join(sizes) + " |", "| --- |" + " --- |" * len(sizes)]
     for b, g in best.groupby("boundary", sort=False):
         cells = []
         for size in sizes:
             h = g[g["size"] == size]
-            cells.append("" if h.empty else
-                         f"`{h.variant.iloc[0]}` {A.fmt_seconds(h['median'].iloc[0])} ({h.speedup.iloc[0]:.3g}×)")
+            if h.empty:
+                cells.append("")
+                continue
+            r, i = h.iloc[0], h.index[0]
+            speed = found[i].speed_cell() if i in found else f"{r.speedup:.3g}×"
+            cells.append(f"`{r.variant}` {median_cell(r['median'], r.q1, r.q3)}, {speed}")
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
-    return lines
+    reference = ", ".join(f"{A.point_label(r.rows, r.features, r['axes'], r.depth)}: `{r.variant}` "
+                          f"{median_cell(r['median'], r.q1, r.q3)}" for _, r in refs.iterrows())
+    lines += ["", f"CPU reference (host_wall, median (IQR)) — {reference}.", ""]
+    return lines + verdict_lines(inputs, best, refs, found, "this table's speedups") + [effects.words_text()]
 
 
 def at_shape_lines(inputs, at, key):
     """The table at the reference shape, within one experiment (its own CPU reference)."""
     g = in_experiment(at, key)
-    lines = [f"At {inputs.shape_label()} in {key[0]}/{key[1]}, baseline `{g.baseline.iloc[0]}` (host_wall) "
-             f"{A.fmt_seconds(g.cpu_median.iloc[0])}; `speedup_{inputs.shape[0]}x{inputs.shape[1]}.csv` has every "
-             "experiment that measured this shape:", "",
-             "| boundary | best variant | median | speedup |", "| --- | --- | --- | --- |"]
-    for best in best_per_boundary(g).itertuples():
-        lines.append(f"| {best.boundary} | `{best.variant}` | {A.fmt_seconds(best.median)} | {best.speedup:.2f}× |")
-    return lines
+    best = best_per_boundary(g)
+    found, ref_of, refs = against_reference(inputs, best)
+    lines = [f"At {inputs.shape_label()} in {key[0]}/{key[1]}, against its `{g.baseline.iloc[0]}` (host_wall); "
+             f"`speedup_{inputs.shape[0]}x{inputs.shape[1]}.csv` has every experiment that measured this shape:", "",
+             "| boundary | best variant | median (IQR) | CPU reference: median (IQR) | speedup (95% interval) "
+             "verdict |", "| --- | --- | --- | --- | --- |"]
+    for i, r in best.iterrows():
+        ref = ref_of.get(i)
+        ref_cell = median_cell(ref["median"], ref.q1, ref.q3) if ref is not None else A.fmt_seconds(r.cpu_median)
+        speed = found[i].speed_cell() if i in found else f"{r.speedup:.2f}×"
+        lines.append(f"| {r.boundary} | `{r.variant}` | {median_cell(r['median'], r.q1, r.q3)} | {ref_cell} | "
+                     f"{speed} |")
+    return lines + [""] + verdict_lines(inputs, best, refs, found, "this table's speedups") + [effects.words_text()]
 
 
 def headline(inputs, at, key):
-    """Each boundary's fastest device variant at the reference shape, all against one experiment's CPU reference."""
+    """Each boundary's fastest device variant at the reference shape, all against one experiment's CPU reference,
+    each speedup with its interval and verdict (Holm over the sentence's speedups)."""
     g = in_experiment(at, key)
     device = g[g.on_device.astype(bool)]
     best = best_per_boundary(device if len(device) else g)
     if best.empty:
         return []
-    parts = [f"`{variant}` " + ", ".join(f"{r.boundary} {r.speedup:.3g}×" for r in v.itertuples())
+    found, _, _ = against_reference(inputs, best)
+    best = best.assign(cell=[found[i].speed_cell() if i in found else f"{r.speedup:.3g}×"
+                             for i, r in best.iterrows()])
+    parts = [f"`{variant}` " + ", ".join(f"{r.boundary} {r.cell}" for r in v.itertuples())
              for variant, v in best.groupby("variant", sort=False)]
     return [f"Speedup at {inputs.shape_label()} ({key[0]}/{key[1]}, against its `{g.baseline.iloc[0]}` at "
-            f"{A.fmt_seconds(g.cpu_median.iloc[0])}), the fastest {'device ' if len(device) else ''}variant per timing "
-            "boundary: "
-            + "; ".join(parts) + "."]
+            f"{median_cell(g.cpu_median.iloc[0], g.cpu_q1.iloc[0], g.cpu_q3.iloc[0])}), the fastest "
+            f"{'device ' if len(device) else ''}variant per timing boundary: " + "; ".join(parts)
+            + f" (Holm over the {len(found)} speedup(s) of this sentence)."]
 
 
 def best_per_family(sp):
@@ -150,9 +215,13 @@ def speedups(inputs, sec):
             sec.lines.extend(at_shape_lines(inputs, at, key))
             sec.headlines.extend(headline(inputs, at, key))
     best = best_per_regime(inputs, operation)
-    inputs.write_csv(best, "best_per_regime.csv", sec, "fastest variant per timing boundary at the smallest, "
-                     "reference and largest row counts of one experiment, against that experiment's CPU reference")
-    sec.findings.extend(regime_findings(best))
+    found, _, refs = against_reference(inputs, best)
+    best = with_verdicts(best, found)
+    inputs.write_csv(best[REGIME_COLUMNS], "best_per_regime.csv", sec, "fastest variant per timing boundary at the "
+                     "smallest, reference and largest row counts of one experiment, against that experiment's CPU "
+                     "reference (medians with quartiles, the speedup with its 95% interval, Holm-corrected verdict "
+                     "and p over the table)")
+    sec.findings.extend(regime_findings(inputs, best, found, refs))
     mine = sp[sp.operation == operation]
     feats_swept = mine.groupby("features").rows.nunique().idxmax()
     key = inputs.primary_sweep(feats_swept, operation)
