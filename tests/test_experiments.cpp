@@ -8,11 +8,13 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kstudy/experiment.hpp"
+#include "kstudy/experiment_kind.hpp"
 #include "kstudy/study.hpp"
 #include "source_files.hpp"
 
@@ -268,6 +270,54 @@ TEST(Experiments, FingerprintsOfEveryKindsDefaultsAreUnchanged) {
   for (const auto& [text, fingerprint] : documents) {
     const auto e = kstudy::parse_experiment(text, "x.json");
     EXPECT_EQ(e.fingerprint(), fingerprint) << text << "\n" << e.definition_json;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A kind's own parameters travel with the experiment (copies included), typed: code reading another type, or an
+// experiment whose parser set none, gets a logic_error naming the experiment and its kind, not garbage.
+TEST(Experiments, KindParametersAreTypedAndMisreadsNamed) {
+  struct counted {
+    int n = 0;
+  };
+  struct other {};
+  kstudy::experiment e;
+  e.name = "e";
+  e.kind = "transfer";
+  e.source = "e.json";
+  const auto refused = [](const kstudy::experiment& x, auto read, const std::string& why) {
+    try {
+      read(x);
+      ADD_FAILURE() << "read without an error: " << why;
+    } catch (const std::logic_error& ex) {
+      const std::string message = ex.what();
+      EXPECT_NE(message.find("'e' (kind transfer, e.json)"), std::string::npos) << message;
+      EXPECT_NE(message.find(why), std::string::npos) << message;
+    }
+  };
+  refused(
+      e, [](const kstudy::experiment& x) { x.parameters<counted>(); }, "set no parameters");
+  e.set_parameters(counted{7});
+  const auto copy = e;
+  EXPECT_EQ(copy.parameters<counted>().n, 7);
+  refused(
+      copy, [](const kstudy::experiment& x) { x.parameters<other>(); }, "not of the type asked for");
+
+  // The built-in kinds' point counts read what their parsers set.
+  const auto transfer = kstudy::parse_experiment(
+      R"({"name": "t", "kind": "transfer", "sizes_bytes": [4096, 8192, 16384], "pinning": ["host_alloc"]})", "t.json");
+  EXPECT_EQ(kstudy::kind_of(transfer).point_count(transfer), 3 * 1 * 2 + 3 * 1);
+  const auto conversion = kstudy::parse_experiment(
+      R"({"name": "l", "kind": "layout_conversion", "rows": [8, 16], "features": [2, 4, 8]})", "l.json");
+  EXPECT_EQ(kstudy::kind_of(conversion).point_count(conversion), 2 * 3);
+  try {
+    transfer.parameters<counted>();
+    ADD_FAILURE() << "a transfer's parameters were read as another type";
+  } catch (const std::logic_error& ex) {
+    EXPECT_NE(std::string(ex.what()).find("kind transfer"), std::string::npos) << ex.what();
   }
 }
 
