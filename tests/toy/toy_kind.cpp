@@ -1,8 +1,9 @@
 // The toy experiment kind of docs/extending.md: `host_fill` times std::fill of a host buffer of each
-// size in "sizes_bytes" (a calibration probe: nothing to gate). Its validation, its points and its runner
-// are here, registered beside them; nothing under src/ lists it.
+// size in "sizes_bytes" (a calibration probe: nothing to gate). Its parameters, their validation, its points and
+// its runner are here, registered beside them; nothing under src/ lists it.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kstudy/experiment_fields.hpp"
@@ -13,19 +14,28 @@
 namespace toy {
 namespace {
 
+// The kind's own keys, declared beside it: the parser sets them on the experiment, the point count and the runner
+// read them back (kstudy::experiment::parameters).
+struct host_fill_parameters {
+  std::vector<std::int64_t> sizes_bytes;
+};
+
 void parse_host_fill(const nlohmann::json& doc, kstudy::experiment& e, nlohmann::json& normalised) {
   using namespace kstudy::experiment_fields;
   if (!doc.contains("sizes_bytes")) fail(e.source, "sizes_bytes", "required for kind host_fill");
-  e.sizes_bytes = integer_axis(doc["sizes_bytes"], e.source, "sizes_bytes");
+  host_fill_parameters p;
+  p.sizes_bytes = integer_axis(doc["sizes_bytes"], e.source, "sizes_bytes");
   e.timers = {kstudy::timer_kind::host_wall};
-  normalised["sizes_bytes"] = e.sizes_bytes;
+  normalised["sizes_bytes"] = p.sizes_bytes;  // the normalised definition: what the fingerprint hashes
+  e.set_parameters(std::move(p));
 }
 
 void run_host_fill(kstudy::replication_context& ctx) {
   const auto& e = ctx.definition;
-  for (std::int64_t point = 0; point < std::int64_t(e.sizes_bytes.size()); ++point) {
+  const auto& sizes = e.parameters<host_fill_parameters>().sizes_bytes;
+  for (std::int64_t point = 0; point < std::int64_t(sizes.size()); ++point) {
     if (ctx.done.count(point)) continue;
-    const auto bytes = e.sizes_bytes[std::size_t(point)];
+    const auto bytes = sizes[std::size_t(point)];
     kstudy::health_record keys;
     keys.experiment = e.name;
     keys.point = point;
@@ -65,7 +75,9 @@ kstudy::experiment_kind host_fill_kind() {
   kind.description = "std::fill of a host buffer per size (the toy kind of docs/extending.md)";
   kind.keys = {"sizes_bytes"};
   kind.parse = parse_host_fill;
-  kind.point_count = [](const kstudy::experiment& e) { return std::int64_t(e.sizes_bytes.size()); };
+  kind.point_count = [](const kstudy::experiment& e) {
+    return std::int64_t(e.parameters<host_fill_parameters>().sizes_bytes.size());
+  };
   kind.run = run_host_fill;
   return kind;
 }

@@ -4,8 +4,8 @@
 // validation (unknown keys, types, ranges) is straightforward over its DOM.
 //
 // A file describes one experiment of one kind. The kinds register themselves (kstudy/experiment_kind.hpp,
-// one file each under src/study/kinds/); the fields below are those of kind `sweep`, which runs the
-// variants of one or more operations over the operations' axes:
+// one file each under src/study/kinds/, each with its own keys and their parser); the keys below are those of
+// kind `sweep`, which runs the variants of one or more operations over the operations' axes:
 //   {
 //     "name": "rows_sweep", "description": "...", "kind": "sweep",
 //     "operation": "scoring",              // or a list of operations with the same axes
@@ -27,9 +27,11 @@
 //                                          // the least a point gets (kstudy/precision.hpp)
 //   }
 // `kstudy list` names every kind with what it measures.
+#include <any>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -64,22 +66,46 @@ struct experiment {
   std::string description;
   std::string kind = "sweep";
   std::string source;  // the file it came from
-  // Kinds over operations (sweep, cold_compile): the operations, their axis names and the problem points.
+  // Kinds over operations (sweep, cold_compile): the operations, their axis names and the problem points. These
+  // and the fields down to `cache` are parsed by the operation kinds' shared parser
+  // (experiment_fields::parse_operation_fields, which the fuzzer and out-of-tree kinds reuse) and read by the
+  // runner's sweep_points(), select_variants() and `kstudy profile`, not by one kind alone.
   std::vector<std::string> operations;
   std::vector<std::string> axes;
-  std::vector<std::vector<std::int64_t>> points;  // extents per point, in axis order (the grid or "shapes")
-  // Kinds over a table (transpose): its rows x features grid.
-  std::vector<std::int64_t> rows, features;
-  std::vector<std::int64_t> block_sizes{0}, sizes_bytes;
-  std::vector<std::string> variants{"all"}, memory{"pageable"}, directions{"h2d", "d2h"};
-  std::vector<std::string> pinning;  // kind transfer: page-locking calls timed per size (host_alloc, host_register)
-  std::vector<timer_kind> timers;
-  std::vector<cache_mode> cache{cache_mode::warm};  // kind sweep: the cache modes each point is timed in
-  std::int64_t row_padding = 3;
+  std::vector<std::vector<std::int64_t>> points;    // extents per point, in axis order (the grid or "shapes")
+  std::vector<std::string> variants{"all"};         // also what `run --variants` overrides
+  std::vector<std::int64_t> block_sizes{0};         // sweep_points() crosses every problem point with them
+  std::int64_t row_padding = 3;                     // the padded layout's shape: inputs, footprints, profile
+  std::vector<std::string> memory{"pageable"};      // host memory kinds of one-shot calls
+  std::vector<cache_mode> cache{cache_mode::warm};  // sweep_points() times every point in each; `run --cache`
+  std::vector<timer_kind> timers;  // every kind: what its samples time (the archive and reports read them)
   kstudy::protocol protocol;
   std::string definition_json;  // normalised definition, as stored in the archive
 
   std::string fingerprint() const;  // stable hash of the definition (protocol overrides included)
+
+  // What one kind alone reads (a transfer's sizes and directions, a layout conversion's table grid) lives in a
+  // struct the kind declares beside its code: its parser sets it, its point count and runner read it back. So a
+  // new kind adds no field here, and no kind borrows another's. Held by value: copies of an experiment (run
+  // overrides, shards) carry their own.
+  template <class P>
+  void set_parameters(P parameters) {
+    m_kind_parameters = std::move(parameters);
+  }
+  // The parameters the kind's parser set; std::logic_error naming the experiment and its kind when they were never
+  // set or are of another type (code of one kind reading another kind's experiment).
+  template <class P>
+  const P& parameters() const {
+    if (const auto* p = std::any_cast<P>(&m_kind_parameters)) return *p;
+    throw std::logic_error("experiment '" + name + "' (kind " + kind + ", " + source + "): " +
+                           (m_kind_parameters.has_value() ? "its kind parameters are not of the type asked for (" +
+                                                                std::string(typeid(P).name()) + ")"
+                                                          : "its kind's parser set no parameters") +
+                           "; only the code of kind " + kind + " reads them");
+  }
+
+ private:
+  std::any m_kind_parameters;
 };
 
 // Parses and validates; throws experiment_error naming the file, the field and the problem.

@@ -1,6 +1,9 @@
 // Kind `layout_conversion`: resident row-major -> feature-major conversion of a rows x features float table, the
 // cost a feature-major kernel must amortise when its input arrives row-major (the break-even).
+#include <cstdint>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "detail/runner_support.hpp"
 #include "kstudy/experiment_fields.hpp"
@@ -10,27 +13,35 @@
 namespace kstudy {
 namespace {
 
+// The kind's own keys (experiment::parameters): the table's rows x features grid.
+struct layout_conversion_parameters {
+  std::vector<std::int64_t> rows, features;
+};
+
 void parse_layout_conversion(const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
   using namespace experiment_fields;
   for (const char* axis : {"rows", "features"})
     if (!doc.contains(axis)) fail(e.source, axis, "required for kind layout_conversion");
-  e.rows = integer_axis(doc["rows"], e.source, "rows");
-  e.features = integer_axis(doc["features"], e.source, "features");
-  for (const auto r : e.rows)
-    for (const auto f : e.features)
+  layout_conversion_parameters p;
+  p.rows = integer_axis(doc["rows"], e.source, "rows");
+  p.features = integer_axis(doc["features"], e.source, "features");
+  for (const auto r : p.rows)
+    for (const auto f : p.features)
       if (f > std::numeric_limits<std::int64_t>::max() / 8 / r)
         fail(e.source, "rows",
              std::to_string(r) + " rows x " + std::to_string(f) + " features overflows a 64-bit byte count");
   e.timers = {timer_kind::layout_conversion};
-  normalised["rows"] = e.rows;
-  normalised["features"] = e.features;
+  normalised["rows"] = p.rows;
+  normalised["features"] = p.features;
+  e.set_parameters(std::move(p));
 }
 
 void run_layout_conversion(replication_context& ctx) {
   const auto& e = ctx.definition;
+  const auto& p = e.parameters<layout_conversion_parameters>();
   std::int64_t point = 0;
-  for (const auto rows : e.rows)
-    for (const auto features : e.features) {
+  for (const auto rows : p.rows)
+    for (const auto features : p.features) {
       const std::int64_t this_point = point++;
       if (ctx.done.count(this_point)) continue;
       sample_record base;
@@ -60,7 +71,10 @@ experiment_kind layout_conversion_kind() {
   kind.description = "resident row-major -> feature-major conversion of a rows x features table";
   kind.keys = {"rows", "features"};
   kind.parse = parse_layout_conversion;
-  kind.point_count = [](const experiment& e) { return std::int64_t(e.rows.size() * e.features.size()); };
+  kind.point_count = [](const experiment& e) {
+    const auto& p = e.parameters<layout_conversion_parameters>();
+    return std::int64_t(p.rows.size() * p.features.size());
+  };
   kind.run = run_layout_conversion;
   kind.roof = [](const summary_record& point, const std::vector<ceiling_record>& ceilings) {
     return find_ceiling(ceilings, "device_copy", clock_of(point.timer));  // it reads and writes the table once

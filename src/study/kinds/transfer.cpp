@@ -2,7 +2,11 @@
 // excluded); the calibration the one-shot timings are read against. With "pinning", also what making
 // each size page-locked costs (cudaHostAlloc, cudaHostRegister of an existing buffer): the price a pinned
 // one-shot must earn back. Copy points come first, pinning points after them (stable for --resume).
+#include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "detail/runner_support.hpp"
 #include "kstudy/experiment_fields.hpp"
@@ -14,24 +18,39 @@
 namespace kstudy {
 namespace {
 
+// The kind's own keys (experiment::parameters). Its "memory" is the host buffers copied from and to, read here
+// alone: the operation kinds' experiment::memory shares the key, not the field.
+struct transfer_parameters {
+  std::vector<std::int64_t> sizes_bytes;
+  std::vector<std::string> memory{"pageable"}, directions{"h2d", "d2h"};
+  std::vector<std::string> pinning;  // page-locking calls timed per size (host_alloc, host_register)
+};
+
 void parse_transfer(const nlohmann::json& doc, experiment& e, nlohmann::json& normalised) {
   using namespace experiment_fields;
+  transfer_parameters p;
   if (!doc.contains("sizes_bytes")) fail(e.source, "sizes_bytes", "required for kind transfer");
-  e.sizes_bytes = integer_axis(doc["sizes_bytes"], e.source, "sizes_bytes");
-  if (doc.contains("memory")) e.memory = string_axis(doc["memory"], e.source, "memory", {"pageable", "pinned"});
-  if (doc.contains("directions")) e.directions = string_axis(doc["directions"], e.source, "directions", {"h2d", "d2h"});
+  p.sizes_bytes = integer_axis(doc["sizes_bytes"], e.source, "sizes_bytes");
+  if (doc.contains("memory")) p.memory = string_axis(doc["memory"], e.source, "memory", {"pageable", "pinned"});
+  if (doc.contains("directions")) p.directions = string_axis(doc["directions"], e.source, "directions", {"h2d", "d2h"});
   if (doc.contains("pinning"))
-    e.pinning = string_axis(doc["pinning"], e.source, "pinning", {"host_alloc", "host_register"});
+    p.pinning = string_axis(doc["pinning"], e.source, "pinning", {"host_alloc", "host_register"});
   e.timers = {timer_kind::transfer};
-  if (!e.pinning.empty()) e.timers.push_back(timer_kind::pin);
-  normalised["sizes_bytes"] = e.sizes_bytes;
-  normalised["memory"] = e.memory;
-  normalised["directions"] = e.directions;
-  if (!e.pinning.empty()) normalised["pinning"] = e.pinning;
+  if (!p.pinning.empty()) e.timers.push_back(timer_kind::pin);
+  normalised["sizes_bytes"] = p.sizes_bytes;
+  normalised["memory"] = p.memory;
+  normalised["directions"] = p.directions;
+  if (!p.pinning.empty()) normalised["pinning"] = p.pinning;
+  e.set_parameters(std::move(p));
 }
 
-std::int64_t copy_points(const experiment& e) {
-  return std::int64_t(e.sizes_bytes.size() * e.memory.size() * e.directions.size());
+std::int64_t copy_points(const transfer_parameters& p) {
+  return std::int64_t(p.sizes_bytes.size() * p.memory.size() * p.directions.size());
+}
+
+std::int64_t transfer_points(const experiment& e) {
+  const auto& p = e.parameters<transfer_parameters>();
+  return copy_points(p) + std::int64_t(p.sizes_bytes.size() * p.pinning.size());
 }
 
 // One point's samples from a probe's trial times, or one failed sample naming the error.
@@ -58,9 +77,10 @@ std::vector<sample_record> probe_samples(const sample_record& base, Probe&& prob
 
 void run_pinning(replication_context& ctx, detail::progress_line& progress) {
   const auto& e = ctx.definition;
-  std::int64_t point = copy_points(e);
-  for (const auto bytes : e.sizes_bytes)
-    for (const auto& name : e.pinning) {
+  const auto& p = e.parameters<transfer_parameters>();
+  std::int64_t point = copy_points(p);
+  for (const auto bytes : p.sizes_bytes)
+    for (const auto& name : p.pinning) {
       const std::int64_t this_point = point++;
       if (platform::stop_requested()) return;
       if (ctx.done.count(this_point)) continue;
@@ -88,12 +108,12 @@ void run_pinning(replication_context& ctx, detail::progress_line& progress) {
 
 void run_transfer(replication_context& ctx) {
   const auto& e = ctx.definition;
+  const auto& p = e.parameters<transfer_parameters>();
   std::int64_t index = 0;
-  const std::int64_t total = copy_points(e) + std::int64_t(e.sizes_bytes.size() * e.pinning.size());
-  detail::progress_line progress(e.name, total, ctx.quiet);
-  for (const auto bytes : e.sizes_bytes)
-    for (const auto& memory : e.memory)
-      for (const auto& direction : e.directions) {
+  detail::progress_line progress(e.name, transfer_points(e), ctx.quiet);
+  for (const auto bytes : p.sizes_bytes)
+    for (const auto& memory : p.memory)
+      for (const auto& direction : p.directions) {
         const std::int64_t point = index++;
         if (platform::stop_requested()) return;
         if (ctx.done.count(point)) continue;
@@ -130,9 +150,7 @@ experiment_kind transfer_kind() {
   kind.description = "host<->device copy bandwidth by size, direction and host memory kind";
   kind.keys = {"sizes_bytes", "memory", "directions", "pinning"};
   kind.parse = parse_transfer;
-  kind.point_count = [](const experiment& e) {
-    return copy_points(e) + std::int64_t(e.sizes_bytes.size() * e.pinning.size());
-  };
+  kind.point_count = transfer_points;
   kind.run = run_transfer;
   kind.roof = [](const summary_record& point, const std::vector<ceiling_record>& ceilings) {
     // A copy against the probe of its own direction and memory kind (h2d_pinned, d2h_pageable, ...).
