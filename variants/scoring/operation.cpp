@@ -13,9 +13,11 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "scoring/data_generator.hpp"
 #include "scoring/gate.hpp"
 #include "scoring/pipeline.hpp"
@@ -32,6 +34,14 @@ traffic_model scoring_essential_traffic(const table_shape& shape) {
       shape.rows * shape.features * std::int64_t(sizeof(float)) + 3 * shape.features * std::int64_t(sizeof(float));
   t.bytes_written = shape.rows * std::int64_t(sizeof(float) + sizeof(std::uint8_t));
   return t;
+}
+
+variant_info scoring_variant_info(std::string name, std::string family, std::string description, table_layout layout,
+                                  std::function<traffic_model(const table_shape&)> traffic) {
+  variant_info info = operation_variant_info(std::move(name), scoring_operation_name, std::move(family),
+                                             std::move(description), std::move(traffic));
+  info.layout = layout;
+  return info;
 }
 
 std::unique_ptr<scoring_variant> make_scoring_variant(const registered_variant& entry) {
