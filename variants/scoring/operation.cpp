@@ -99,7 +99,7 @@ class scoring_pipeline final : public one_shot_pipeline {
   pipelined_one_shot m_pipeline;
 };
 
-class scoring_operation final : public operation {
+class scoring_operation final : public described_operation {
  public:
   scoring_operation() {
     m_info.name = scoring_operation_name;
@@ -109,7 +109,6 @@ class scoring_operation final : public operation {
     m_info.outputs = {"score", "flag", "flagged"};
     m_info.bench_points = {{1048576, 16}, {16777216, 16}, {262144, 256}, {1048576, 256}, {1048576, 512}};
   }
-  const operation_info& info() const override { return m_info; }
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     dataset_options options;
@@ -203,9 +202,6 @@ class scoring_operation final : public operation {
     return {"fused_cuda_kernels", nvrtc.compile_seconds, nvrtc.load_seconds};
   }
 #endif
-
- private:
-  operation_info m_info;
 };
 
 // Moves one score, of a row whose flag no score within the tolerances could change, to the first float
