@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "detail/registry_lookup.hpp"
 #include "kstudy/experiment_fields.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/operation.hpp"
@@ -335,6 +336,10 @@ void check_keys(const json& doc, const experiment_kind& kind, const experiment& 
 
 }  // namespace
 
+namespace {
+const std::string& kind_name(const experiment_kind& kind) { return kind.name; }
+}  // namespace
+
 experiment_kind_registry& experiment_kind_registry::instance() {
   static experiment_kind_registry registry;
   return registry;
@@ -344,21 +349,16 @@ void experiment_kind_registry::add(experiment_kind kind) {
   if (kind.name.empty() || !kind.parse || !kind.point_count || !kind.run)
     throw std::logic_error("experiment kind registration " + kind.name +
                            " needs a name, a parser, a point count and a runner");
-  if (find(kind.name) != nullptr) throw std::logic_error("experiment kind " + kind.name + " registered twice");
+  detail::require_unregistered(m_kinds, kind.name, kind_name, "experiment kind");
   m_kinds.push_back(std::move(kind));
 }
 
 const experiment_kind* experiment_kind_registry::find(const std::string& name) const {
-  for (const auto& k : m_kinds)
-    if (k.name == name) return &k;
-  return nullptr;
+  return detail::find_entry(m_kinds, name, kind_name);
 }
 
 std::vector<const experiment_kind*> experiment_kind_registry::all() const {
-  std::vector<const experiment_kind*> out;
-  for (const auto& k : m_kinds) out.push_back(&k);
-  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->name < b->name; });
-  return out;
+  return detail::sorted_entries(m_kinds, kind_name);
 }
 
 const experiment_kind& kind_of(const experiment& e) {

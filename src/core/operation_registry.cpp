@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "detail/registry_lookup.hpp"
 #include "kstudy/operation.hpp"
 
 namespace kstudy {
@@ -53,6 +54,10 @@ void operation::drop_work(const problem_data&, const reference_data&, const std:
                          "rejects less work (see kstudy/operation.hpp)");
 }
 
+namespace {
+const std::string& operation_name(const operation& op) { return op.info().name; }
+}  // namespace
+
 operation_registry& operation_registry::instance() {
   static operation_registry registry;
   return registry;
@@ -63,21 +68,16 @@ void operation_registry::add(std::unique_ptr<operation> op) {
   if (info.name.empty() || info.axes.empty() || info.axes.size() > 3 || info.layouts.empty() || info.outputs.empty())
     throw std::logic_error("operation registration " + info.name +
                            " needs a name, one to three axes, at least one layout and one output");
-  if (find(info.name) != nullptr) throw std::logic_error("operation " + info.name + " registered twice");
+  detail::require_unregistered(m_operations, info.name, operation_name, "operation");
   m_operations.push_back(std::move(op));
 }
 
 const operation* operation_registry::find(const std::string& name) const {
-  for (const auto& op : m_operations)
-    if (op->info().name == name) return op.get();
-  return nullptr;
+  return detail::find_entry(m_operations, name, operation_name);
 }
 
 std::vector<const operation*> operation_registry::all() const {
-  std::vector<const operation*> out;
-  for (const auto& op : m_operations) out.push_back(op.get());
-  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->info().name < b->info().name; });
-  return out;
+  return detail::sorted_entries(m_operations, operation_name);
 }
 
 }  // namespace kstudy

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "detail/name_table.hpp"
+#include "detail/registry_lookup.hpp"
 #include "kstudy/variant.hpp"
 
 namespace kstudy {
@@ -24,6 +25,8 @@ constexpr detail::name_table<fusion_level, 3> k_fusion_level_names{{
     {fusion_level::partial, "partial"},
     {fusion_level::full, "full"},
 }};
+
+std::string variant_id(const registered_variant& variant) { return variant.info.id(); }
 }  // namespace
 
 std::string_view to_string(implementation kind) {
@@ -57,7 +60,7 @@ void variant_registry::declare(variant_info info) {
       return op->essential_traffic(shape);
     };
   const auto id = info.id();
-  if (declared(id) != nullptr) throw std::logic_error("variant " + id + " registered twice");
+  detail::require_unregistered(m_variants, id, variant_id, "variant");
   variant_factory factory;
   if (const auto pending = m_pending_binds.find(id); pending != m_pending_binds.end()) {
     factory = std::move(pending->second);
@@ -85,9 +88,7 @@ void variant_registry::check_bindings() const {
 }
 
 const registered_variant* variant_registry::declared(const std::string& id) const {
-  for (const auto& v : m_variants)
-    if (v.info.id() == id) return &v;
-  return nullptr;
+  return detail::find_entry(m_variants, id, variant_id);
 }
 
 std::vector<const registered_variant*> variant_registry::sorted(bool bound) const {

@@ -49,20 +49,33 @@ std::string throttle_reason_names(std::int64_t mask) {
   return out;
 }
 
+namespace {
+
+// Each field of a reading beside the health record's columns for it before and after the point: the two
+// readings go in by one loop, so a new field cannot be taken before but not after.
+struct reading_columns {
+  std::int64_t gpu_reading::*field;
+  std::int64_t health_record::*before;
+  std::int64_t health_record::*after;
+};
+constexpr reading_columns k_reading_columns[] = {
+    {&gpu_reading::sm_clock_mhz, &health_record::before_sm_clock_mhz, &health_record::after_sm_clock_mhz},
+    {&gpu_reading::memory_clock_mhz, &health_record::before_memory_clock_mhz, &health_record::after_memory_clock_mhz},
+    {&gpu_reading::temperature_c, &health_record::before_temperature_c, &health_record::after_temperature_c},
+    {&gpu_reading::power_mw, &health_record::before_power_mw, &health_record::after_power_mw},
+    {&gpu_reading::throttle_reasons, &health_record::before_throttle_reasons, &health_record::after_throttle_reasons},
+};
+
+}  // namespace
+
 void fill_health(health_record& record, const std::string& device, const gpu_reading& before, const gpu_reading& after,
                  double seconds) {
   record.device = device;
   record.available = before.available && after.available;
-  record.before_sm_clock_mhz = before.sm_clock_mhz;
-  record.before_memory_clock_mhz = before.memory_clock_mhz;
-  record.before_temperature_c = before.temperature_c;
-  record.before_power_mw = before.power_mw;
-  record.before_throttle_reasons = before.throttle_reasons;
-  record.after_sm_clock_mhz = after.sm_clock_mhz;
-  record.after_memory_clock_mhz = after.memory_clock_mhz;
-  record.after_temperature_c = after.temperature_c;
-  record.after_power_mw = after.power_mw;
-  record.after_throttle_reasons = after.throttle_reasons;
+  for (const auto& column : k_reading_columns) {
+    record.*column.before = before.*column.field;
+    record.*column.after = after.*column.field;
+  }
   record.seconds = seconds;
   record.throttled = shows_slowdown(before) || shows_slowdown(after);
   const std::int64_t seen = (before.throttle_reasons > 0 ? before.throttle_reasons : 0) |

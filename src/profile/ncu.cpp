@@ -519,9 +519,7 @@ std::vector<profile_record> point_records(const point_context& point, const chil
     base.experiment = point.experiment;
     base.variant = v.variant;
     base.layout = v.layout;
-    base.rows = point.rows;
-    base.features = point.features;
-    base.depth = point.depth;
+    copy_extents(base, point);
     base.block_size = point.block_size;
     base.point = point.point;
     base.status = v.status;

@@ -530,9 +530,7 @@ std::vector<profile_record> profile_point(const planned_point& p, ncu_runner& ru
       profile_record r;
       r.experiment = p.e->name;
       r.variant = id;
-      r.rows = shape.rows;
-      r.features = shape.features;
-      r.depth = shape.depth;
+      copy_extents(r, shape);
       r.block_size = pt.block_size;
       r.point = pt.index;
       r.status = std::string("failed: ") + ex.what();

@@ -56,9 +56,7 @@ void stop_if_point_lost_device(const health_guarded_sink& sink, const experiment
   where.variant = e.kind;
   where.point = keys.point;
   where.replication = keys.replication;
-  where.rows = keys.rows;
-  where.features = keys.features;
-  where.depth = keys.depth;
+  copy_extents(where, keys);
   where.bytes = keys.bytes;
   detail::stop_if_device_lost(where, error);
 }

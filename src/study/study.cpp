@@ -135,9 +135,7 @@ variant_record describe_variant(const variant_info& info, const table_shape& sha
   r.on_device = info.on_device;
   r.kernels_launched = info.kernels_launched;
   r.rung = info.rung;
-  r.rows = shape.rows;
-  r.features = shape.features;
-  r.depth = shape.depth;
+  copy_extents(r, shape);
   r.block_size = block_size;
   const auto modelled = info.traffic(shape);
   r.modelled_bytes_read = modelled.bytes_read;

@@ -270,7 +270,7 @@ std::int64_t sampled_rows_bound(std::int64_t heads, std::int64_t tokens, std::in
 }
 
 template <attention_precision P, attention_mask M>
-class attention_operation final : public operation {
+class attention_operation final : public described_operation {
  public:
   attention_operation() {
     m_info.name = operation_name(P, M);
@@ -296,7 +296,6 @@ class attention_operation final : public operation {
                              : P == attention_precision::bf16 ? "device_bf16_tensor"
                                                               : "device_fp16_tensor";
   }
-  const operation_info& info() const override { return m_info; }
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
@@ -723,8 +722,6 @@ class attention_operation final : public operation {
            std::to_string(ref.rows.size()) + " of " + std::to_string(p.heads() * tokens) +
            " rows checked exactly, every element against its V range)";
   }
-
-  operation_info m_info;
 };
 
 constexpr auto fp32 = attention_precision::fp32;

@@ -5,18 +5,13 @@
 // widen_fp16 is also device code where nvcc compiles the includer (the Kokkos fp16 kernels widen on the fetch).
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
-#if defined(__CUDACC__)
-#define KSTUDY_FP16_HOST_DEVICE __host__ __device__
-#else
-#define KSTUDY_FP16_HOST_DEVICE
-#endif
+#include "detail/float_bits.hpp"
 
 namespace kstudy::detail {
 
 // The float a binary16 pattern stands for (exact: subnormals, infinities, NaN payloads).
-KSTUDY_FP16_HOST_DEVICE inline float widen_fp16(std::uint16_t bits) {
+KSTUDY_FLOAT_BITS_HOST_DEVICE inline float widen_fp16(std::uint16_t bits) {
   const std::uint32_t sign = std::uint32_t(bits & 0x8000u) << 16;
   const std::uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
   std::uint32_t wide;
@@ -29,16 +24,13 @@ KSTUDY_FP16_HOST_DEVICE inline float widen_fp16(std::uint16_t bits) {
     const float magnitude = float(mantissa) * 0x1.0p-24f;
     return sign != 0 ? -magnitude : magnitude;
   }
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
+  return float_from_bits(wide);
 }
 
 // Nearest-even binary16 of a float: magnitudes from 65,520 (halfway past the largest finite 65,504) round to
 // infinity, those below 2^-14 to the subnormals (steps of 2^-24) or zero, ties to even; NaN stays NaN.
 inline std::uint16_t round_to_fp16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
+  const std::uint32_t bits = bits_of_float(f);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));

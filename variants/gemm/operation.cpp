@@ -530,7 +530,7 @@ void check_projections(const gemm_output& out, const gemm_reference& ref, double
 }
 
 template <gemm_precision P>
-class gemm_operation final : public operation {
+class gemm_operation final : public described_operation {
  public:
   gemm_operation() {
     m_info.name = operation_name(P);
@@ -553,7 +553,6 @@ class gemm_operation final : public operation {
                              : P == gemm_precision::bf16 ? "device_bf16_tensor"
                                                          : "device_fp16_tensor";
   }
-  const operation_info& info() const override { return m_info; }
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
@@ -994,8 +993,6 @@ class gemm_operation final : public operation {
       scale += std::fabs(t);
     }
   }
-
-  operation_info m_info;
 };
 
 const operation_registration<gemm_operation<gemm_precision::fp32>> register_gemm;

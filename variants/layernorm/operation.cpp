@@ -172,7 +172,7 @@ class layernorm_reference final : public reference_data {
 constexpr double unit_roundoff = 0x1.0p-24;
 
 template <layernorm_kind K>
-class layernorm_operation final : public operation {
+class layernorm_operation final : public described_operation {
  public:
   layernorm_operation() {
     m_info.name = operation_name(K);
@@ -187,7 +187,6 @@ class layernorm_operation final : public operation {
     m_info.bench_points = {{65536, 768}, {65536, 4096}, {65536, 8192}};
     m_info.headline_point = {65536, 4096};
   }
-  const operation_info& info() const override { return m_info; }
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
@@ -407,8 +406,6 @@ class layernorm_operation final : public operation {
            format_g9(ref.mean[static_cast<std::size_t>(row)]) + ", rstd " +
            format_g9(ref.rstd[static_cast<std::size_t>(row)]) + ")" + of;
   }
-
-  operation_info m_info;
 };
 
 const operation_registration<layernorm_operation<layernorm_kind::plain>> register_layernorm;

@@ -64,18 +64,13 @@ traffic_model composed_traffic(const table_shape& s) {
 }
 
 variant_info composed_info(const char* name, table_layout layout) {
-  variant_info info;
-  info.name = name;
-  info.operation = scoring_operation_name;
-  info.family = "composed";
+  auto info = scoring_variant_info(name, "composed", "5 steps, intermediates in memory; row sum by KokkosBlas::gemv",
+                                   layout, composed_traffic);
   // Its own standardize, clip, weight and threshold kernels around one library call (KokkosBlas::gemv; cuBLAS
   // through the TPL on CUDA where it covers the layout): not Kokkos Kernels calls only.
   info.implementation = implementation::kokkos_mixed;
   info.fusion = fusion_level::none;
-  info.description = "5 steps, intermediates in memory; row sum by KokkosBlas::gemv";
-  info.layout = layout;
   info.kernels_launched = 5;  // standardize, clip, weight, gemv, threshold
-  info.traffic = composed_traffic;
   return info;
 }
 

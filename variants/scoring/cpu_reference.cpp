@@ -72,16 +72,11 @@ class cpu_reference final : public detail::scoring_kokkos_variant<ExecutionSpace
 [[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
   if constexpr (is_host_space_v<space>) {
-    variant_info info;
-    info.name = "cpu_reference";
-    info.operation = scoring_operation_name;
-    info.family = "cpu_reference";
+    // kernels_launched 1 (the default): one parallel loop over the rows.
+    auto info =
+        scoring_variant_info("cpu_reference", "cpu_reference",
+                             "CPU baseline: float32, row-major, rows split over host threads", table_layout::row_major);
     info.implementation = implementation::reference;
-    info.fusion = fusion_level::full;
-    info.description = "CPU baseline: float32, row-major, rows split over host threads";
-    info.layout = table_layout::row_major;
-    info.kernels_launched = 1;  // one parallel loop over the rows
-    info.traffic = scoring_essential_traffic;
     register_kokkos_variant<cpu_reference<space>>(info);
   }
 });

@@ -12,17 +12,10 @@ namespace {
 // kernels_launched 1: the whole operation, the count reduced by the last block.
 variant_info cuda_info(const char* name, const char* description, table_layout layout, int rung = 0,
                        const char* family = "fused_cuda", int kernels_launched = 1) {
-  variant_info info;
-  info.name = name;
-  info.operation = scoring_operation_name;
-  info.family = family;
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = layout;
+  auto info = scoring_variant_info(name, family, description, layout);
   info.rung = rung;
   info.kernels_launched = kernels_launched;
   info.tunable_block_size = true;
-  info.traffic = scoring_essential_traffic;
   return cuda_variant(std::move(info));
 }
 

@@ -13,9 +13,11 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kstudy/operation.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 #include "scoring/data_generator.hpp"
 #include "scoring/gate.hpp"
 #include "scoring/pipeline.hpp"
@@ -32,6 +34,14 @@ traffic_model scoring_essential_traffic(const table_shape& shape) {
       shape.rows * shape.features * std::int64_t(sizeof(float)) + 3 * shape.features * std::int64_t(sizeof(float));
   t.bytes_written = shape.rows * std::int64_t(sizeof(float) + sizeof(std::uint8_t));
   return t;
+}
+
+variant_info scoring_variant_info(std::string name, std::string family, std::string description, table_layout layout,
+                                  std::function<traffic_model(const table_shape&)> traffic) {
+  variant_info info = operation_variant_info(std::move(name), scoring_operation_name, std::move(family),
+                                             std::move(description), std::move(traffic));
+  info.layout = layout;
+  return info;
 }
 
 std::unique_ptr<scoring_variant> make_scoring_variant(const registered_variant& entry) {
@@ -89,7 +99,7 @@ class scoring_pipeline final : public one_shot_pipeline {
   pipelined_one_shot m_pipeline;
 };
 
-class scoring_operation final : public operation {
+class scoring_operation final : public described_operation {
  public:
   scoring_operation() {
     m_info.name = scoring_operation_name;
@@ -99,7 +109,6 @@ class scoring_operation final : public operation {
     m_info.outputs = {"score", "flag", "flagged"};
     m_info.bench_points = {{1048576, 16}, {16777216, 16}, {262144, 256}, {1048576, 256}, {1048576, 512}};
   }
-  const operation_info& info() const override { return m_info; }
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     dataset_options options;
@@ -193,9 +202,6 @@ class scoring_operation final : public operation {
     return {"fused_cuda_kernels", nvrtc.compile_seconds, nvrtc.load_seconds};
   }
 #endif
-
- private:
-  operation_info m_info;
 };
 
 // Moves one score, of a row whose flag no score within the tolerances could change, to the first float

@@ -53,16 +53,12 @@ traffic_model partial_fusion_traffic(const table_shape& s) {
 }
 
 variant_info partial_fusion_info(const char* name, table_layout layout) {
-  variant_info info;
-  info.name = name;
-  info.operation = scoring_operation_name;
-  info.family = "partial_fusion";
+  auto info = scoring_variant_info(name, "partial_fusion",
+                                   "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel",
+                                   layout, partial_fusion_traffic);
   info.fusion = fusion_level::partial;
   info.implementation = implementation::kokkos_mixed;  // its own fused kernels around one Kokkos Kernels gemv
-  info.description = "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel";
-  info.layout = layout;
-  info.kernels_launched = 3;  // standardize+clip+weight, gemv, threshold
-  info.traffic = partial_fusion_traffic;
+  info.kernels_launched = 3;                           // standardize+clip+weight, gemv, threshold
   return info;
 }
 

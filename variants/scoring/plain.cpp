@@ -46,16 +46,11 @@ class plain_kokkos final : public detail::queued_scoring_kokkos_variant<Executio
 
 [[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
   using space = typename decltype(tag)::type;
-  variant_info info;
-  info.name = "plain_kokkos_feature_major";
-  info.operation = scoring_operation_name;
-  info.family = "plain_kokkos";
-  info.fusion = fusion_level::full;
-  info.description = "the seed's plain kernel in Kokkos: RangePolicy, one row per work item, a loop over the features";
-  info.layout = table_layout::feature_major;
-  info.kernels_launched = 1;  // the whole operation, the flagged count by the RangePolicy reduction
-  info.traffic = scoring_essential_traffic;
-  register_kokkos_variant<plain_kokkos<space>>(info);
+  // kernels_launched 1 (the default): the whole operation, the flagged count by the RangePolicy reduction.
+  register_kokkos_variant<plain_kokkos<space>>(scoring_variant_info(
+      "plain_kokkos_feature_major", "plain_kokkos",
+      "the seed's plain kernel in Kokkos: RangePolicy, one row per work item, a loop over the features",
+      table_layout::feature_major));
 });
 
 }  // namespace

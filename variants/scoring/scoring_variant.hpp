@@ -4,8 +4,10 @@
 // drives, whose outputs are the operation's named arrays {score, flag, flagged}. Kokkos-free, so the
 // handwritten CUDA variants implement it too.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kstudy/variant.hpp"
@@ -18,6 +20,13 @@ inline constexpr const char* scoring_operation_name = "scoring";
 // The operation's minimal traffic: x read once, the three feature vectors read, score and flag written
 // once. A fused variant's own model is this one.
 traffic_model scoring_essential_traffic(const table_shape& shape);
+
+// The registration fields every scoring variant starts from (operation_variant_info's, the operation named): its
+// name, family, description and layout, and the bytes it moves (unless it passes its own model, the essential
+// traffic). The rest keeps variant_info's defaults (fusion full, one kernel). Defined in operation.cpp, so that
+// the CUDA variants' translation units need not see kstudy/support/operation_helpers.hpp.
+variant_info scoring_variant_info(std::string name, std::string family, std::string description, table_layout layout,
+                                  std::function<traffic_model(const table_shape&)> traffic = scoring_essential_traffic);
 
 // The scoring operation's problem_data: a generated table and its feature vectors.
 class scoring_data : public problem_data {

@@ -146,7 +146,7 @@ double common_rtol(std::int64_t cols) {
   return unit_roundoff * (8 * std::sqrt(double(cols - 1)) + 4 * std::log2(double(cols)) + 16);
 }
 
-class softmax_operation final : public operation {
+class softmax_operation final : public described_operation {
  public:
   softmax_operation() {
     m_info.name = operation_name;
@@ -158,7 +158,6 @@ class softmax_operation final : public operation {
     m_info.bench_points = {{65536, 1024}, {65536, 4096}, {65536, 16384}};
     m_info.headline_point = {65536, 4096};
   }
-  const operation_info& info() const override { return m_info; }
 
   std::unique_ptr<problem_data> generate(const table_shape& shape, std::uint64_t seed) const override {
     check_shape(shape);
@@ -337,8 +336,6 @@ class softmax_operation final : public operation {
         common_rtol(p.cols()) + unit_roundoff * 3 * (ref.weight[i] + std::fabs(d)) + ref.swamped[i] / ref.sum[i];
     bound = rtol * expected + absolute_tolerance;
   }
-
-  operation_info m_info;
 };
 
 const operation_registration<softmax_operation> register_softmax;

@@ -185,6 +185,15 @@ class operation {
   virtual runtime_compile_timing runtime_compile() const;
 };
 
+// An operation whose constructor fills its info into m_info, the way every built-in one is written: info() once.
+class described_operation : public operation {
+ public:
+  const operation_info& info() const override { return m_info; }
+
+ protected:
+  operation_info m_info;
+};
+
 class operation_registry {
  public:
   static operation_registry& instance();

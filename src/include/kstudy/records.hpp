@@ -72,6 +72,15 @@ enum class cache_mode { warm, cold };
 const char* to_string(cache_mode mode);
 cache_mode parse_cache_mode(const std::string& name);
 
+// Sets a record's extents (rows, features, depth: the names every per-point record, table_shape and the point
+// keys share) to those of `from`, the shape it was measured at or the point it belongs to.
+template <class Record, class Extents>
+void copy_extents(Record& record, const Extents& from) {
+  record.rows = from.rows;
+  record.features = from.features;
+  record.depth = from.depth;
+}
+
 // One measured trial.
 struct sample_record {
   std::string experiment;

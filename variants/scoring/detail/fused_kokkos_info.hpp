@@ -5,17 +5,10 @@
 
 namespace kstudy::detail {
 
+// Fusion full and kernels_launched 1 (scoring_variant_info's defaults): standardize, clip, weight, row sum and
+// threshold in one kernel.
 inline variant_info fused_info(const char* name, table_layout layout, const char* description) {
-  variant_info info;
-  info.name = name;
-  info.operation = scoring_operation_name;
-  info.family = "fused_kokkos";
-  info.fusion = fusion_level::full;
-  info.description = description;
-  info.layout = layout;
-  info.kernels_launched = 1;  // standardize, clip, weight, row sum and threshold in one kernel
-  info.traffic = scoring_essential_traffic;
-  return info;
+  return scoring_variant_info(name, "fused_kokkos", description, layout);
 }
 
 }  // namespace kstudy::detail

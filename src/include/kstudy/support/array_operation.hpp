@@ -12,10 +12,8 @@
 namespace kstudy {
 
 template <class Derived, class Problem>
-class array_operation : public operation {
+class array_operation : public described_operation {
  public:
-  const operation_info& info() const override { return m_info; }
-
   // One layout: the same values are a copy.
   std::unique_ptr<problem_data> relayout(const problem_data& source, const table_shape& shape) const override {
     const auto& p = problem_of(source);
@@ -33,8 +31,6 @@ class array_operation : public operation {
   const Problem& problem_of(const problem_data& problem) const {
     return self().accept(problem_as<Problem>(problem, m_info.name));
   }
-
-  operation_info m_info;
 };
 
 }  // namespace kstudy

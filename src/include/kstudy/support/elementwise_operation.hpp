@@ -28,6 +28,7 @@
 #include "kstudy/support/array_operation.hpp"
 #include "kstudy/support/array_problem.hpp"
 #include "kstudy/support/moved_beyond.hpp"
+#include "kstudy/support/operation_helpers.hpp"
 
 namespace kstudy {
 
@@ -56,29 +57,27 @@ class elementwise_gate {
       const float rounded = static_cast<float>(want.value);
       ok = std::memcmp(&got, &rounded, sizeof got) == 0;
     }
-    if (std::isfinite(error)) {
-      m_max_abs = std::max(m_max_abs, error);
-      m_max_relative = std::max(m_max_relative, relative(error, want));
-    } else {
-      m_max_abs = m_max_relative = std::numeric_limits<double>::infinity();
-    }
-    if (!ok && m_failures++ == 0) {
+    if (std::isfinite(error))
+      m_tally.error(error, relative(error, want));
+    else
+      m_tally.error(std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
+    if (ok) return true;
+    m_tally.fail(m_checked - 1);  // the code: the element's place in this gate's order
+    if (m_tally.failures == 1) {
       std::ostringstream os;
       os.precision(9);
       os << where() << " = " << got << ", reference " << want.value << ", bound " << want.bound;
       if (want.bound == 0) os << " (bitwise)";
       m_first = os.str();
     }
-    return ok;
+    return false;
   }
 
   // Folds in the tally of the elements that follow this one's: the first failure stays the earliest.
   void merge(const elementwise_gate& later) {
     m_checked += later.m_checked;
-    if (m_failures == 0) m_first = later.m_first;
-    m_failures += later.m_failures;
-    m_max_abs = std::max(m_max_abs, later.m_max_abs);
-    m_max_relative = std::max(m_max_relative, later.m_max_relative);
+    if (m_tally.failures == 0) m_first = later.m_first;
+    m_tally.merge(later.m_tally);
   }
 
   gate_result result(double rtol = 0, double atol = 0) const {
@@ -86,12 +85,10 @@ class elementwise_gate {
     g.rtol = rtol;
     g.atol = atol;
     g.checked = m_checked;
-    g.value_failures = m_failures;
-    g.max_abs_error = m_max_abs;
-    g.max_relative_error = m_max_relative;
-    g.passed = m_failures == 0;
+    m_tally.into(g);
     if (!g.passed)
-      g.message = m_first + "; " + std::to_string(m_failures) + " of " + std::to_string(m_checked) + " elements fail";
+      g.message =
+          m_first + "; " + std::to_string(m_tally.failures) + " of " + std::to_string(m_checked) + " elements fail";
     return g;
   }
 
@@ -103,8 +100,10 @@ class elementwise_gate {
   }
 
   double m_rtol;
-  std::int64_t m_checked = 0, m_failures = 0;
-  double m_max_abs = 0, m_max_relative = 0;
+  std::int64_t m_checked = 0;
+  // The failures and largest errors, counted as every operation's gate counts them (its first_bad unused: a
+  // later gate's codes restart at 0, so the first failure is kept as its description, m_first).
+  gate_tally m_tally;
   std::string m_first;
 };
 
