@@ -1,9 +1,11 @@
 # cmake --install: kstudy as a library of a user's own project (find_package(kstudy) + kstudy_add_study; the
 # README's "Study your own kernel", examples/out_of_tree/). Under the prefix:
 #   bin/kstudy, bin/kstudy_bench            the CLI and the benchmark with the built-in operations
-#   include/kstudy/                         the public headers (src/include, views/include), among them
+#   include/kstudy/                         the plug-in API (src/include, views/include), among them
 #                                           kstudy/support/: what a plug-in's variants build on (Kokkos
-#                                           support, the CUDA stream base, device buffers, the cuBLAS check)
+#                                           support, the CUDA stream base, device buffers, the cuBLAS check);
+#                                           not kstudy/runner/, the runner's internals (component
+#                                           runner_headers, installed only when asked for)
 #   lib/libkstudy_*.a                       views, core, archive (cuda flavour: cuda_tools)
 #   lib/kstudy/objects-<config>/            the OBJECT libraries' objects: runner, variants, cli, bench_main
 #   lib/cmake/kstudy/                       kstudyConfig.cmake, its version file, the targets, kstudyStudy.cmake
@@ -41,8 +43,14 @@ install(TARGETS ${kstudy_exported_targets} EXPORT kstudyTargets
         OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/kstudy)
 install(TARGETS kstudy kstudy_bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
+# The plug-in API only: kstudy/runner/ holds the runner's internals (the archive, profile, merge, submit, the
+# environment record), which a study's plug-ins never include; its objects are installed compiled (above), so a
+# study executable needs none of its headers. Whoever writes a program of their own against the runner installs
+# them on purpose: cmake --install BUILD --component runner_headers.
 install(DIRECTORY src/include/kstudy views/include/kstudy DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp")
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "runner" EXCLUDE)
+install(DIRECTORY src/include/kstudy/runner DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kstudy
+        COMPONENT runner_headers EXCLUDE_FROM_ALL FILES_MATCHING PATTERN "*.hpp")
 
 set(KSTUDY_INSTALL_DATADIR ${CMAKE_INSTALL_DATADIR}/kstudy)
 install(DIRECTORY experiments/ DESTINATION ${KSTUDY_INSTALL_DATADIR}/experiments FILES_MATCHING PATTERN "*.json")

@@ -245,7 +245,7 @@ example() {
   echo "example rc=$?"; tail -30 "$out/example.txt"
 }
 
-# Kokkos' device-wide settings (kstudy/kokkos_session.hpp): the same kernels with no Kokkos code (roof probes,
+# Kokkos' device-wide settings (kstudy/runner/kokkos_session.hpp): the same kernels with no Kokkos code (roof probes,
 # CUB, cuBLAS, the CUDA rungs) in one process that restores the device defaults after Kokkos initialised and one
 # that keeps what Kokkos set (KSTUDY_KEEP_KOKKOS_DEVICE_SETTINGS=1), restored / kept / restored so drift shows.
 kokkos_settings() {

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "kokkos_test_support.hpp"
-#include "kstudy/kokkos_session.hpp"
+#include "kstudy/runner/kokkos_session.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>

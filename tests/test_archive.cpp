@@ -21,7 +21,7 @@
 
 #include "scratch_dir.hpp"
 #include "source_files.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/ceilings.hpp"
 #include "kstudy/study.hpp"
 

@@ -1,4 +1,4 @@
-// What an archive's experiment group carries beside its definition (kstudy/experiment_facts.hpp): the facts the
+// What an archive's experiment group carries beside its definition (kstudy/runner/experiment_facts.hpp): the facts the
 // registries hold, so a reader takes them from the file and keeps no list of its own.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kstudy/ceilings.hpp"
-#include "kstudy/experiment_facts.hpp"
+#include "kstudy/runner/experiment_facts.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/operation.hpp"
 

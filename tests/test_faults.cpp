@@ -26,7 +26,7 @@
 #include "scratch_dir.hpp"
 #include "source_files.hpp"
 #include "kokkos_test_support.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/fault_injection.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/host_io.hpp"

@@ -20,7 +20,7 @@
 #include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA: without it the GPU-only tests skip on a GPU too
 
 #include "kokkos_test_support.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/gpu_health.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "kstudy/archive.hpp"
-#include "kstudy/devices_p2p.hpp"
-#include "kstudy/devices_run.hpp"
-#include "kstudy/merge.hpp"
+#include "kstudy/runner/archive.hpp"
+#include "kstudy/runner/devices_p2p.hpp"
+#include "kstudy/runner/devices_run.hpp"
+#include "kstudy/runner/merge.hpp"
 #include "kstudy/platform/devices.hpp"
 #include "scratch_dir.hpp"
 #include "source_files.hpp"

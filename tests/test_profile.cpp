@@ -13,10 +13,10 @@
 
 #include "scratch_dir.hpp"
 #include "source_files.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/experiment.hpp"
-#include "kstudy/ncu.hpp"
-#include "kstudy/profile.hpp"
+#include "kstudy/runner/ncu.hpp"
+#include "kstudy/runner/profile.hpp"
 #include "kstudy/variant.hpp"
 
 namespace {

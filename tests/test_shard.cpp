@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "scratch_dir.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/experiment.hpp"
-#include "kstudy/merge.hpp"
+#include "kstudy/runner/merge.hpp"
 #include "kstudy/study.hpp"
 
 namespace {

@@ -327,7 +327,7 @@ class Experiment:
         except ValueError:
             self.definition = {}
         self.kind = kind_of(self.definition)
-        # What the writer's registries knew (kstudy/experiment_facts.hpp); archives written before store neither,
+        # What the writer's registries knew (kstudy/runner/experiment_facts.hpp); archives written before store neither,
         # and there the one kind that times first calls in fresh processes was cold_compile.
         steady = text(group.attrs.get("steady_state", ""))
         self.steady_state = steady == "true" if steady else self.kind not in LEGACY_NOT_STEADY_STATE

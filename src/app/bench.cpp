@@ -27,7 +27,7 @@
 #include "kstudy/build_info.hpp"
 #include "kstudy/ceilings.hpp"
 #include "kstudy/experiment.hpp"
-#include "kstudy/kokkos_session.hpp"
+#include "kstudy/runner/kokkos_session.hpp"
 #include "kstudy/operation.hpp"
 #include "kstudy/point_inputs.hpp"
 #include "kstudy/timers.hpp"

@@ -10,7 +10,7 @@
 
 #include "core/detail/name_table.hpp"
 #include "detail/record_fields.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 
 namespace kstudy {
 

@@ -1,11 +1,11 @@
-#include "kstudy/archive_schema.hpp"
+#include "kstudy/runner/archive_schema.hpp"
 
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/detail/name_table.hpp"
 #include "detail/record_fields.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/records.hpp"
 #include "kstudy/sink.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/ceilings.hpp"
 
 namespace kstudy {

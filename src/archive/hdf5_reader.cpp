@@ -22,7 +22,7 @@
 
 #include "detail/hdf5_digest.hpp"
 #include "detail/hdf5_util.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 
 namespace kstudy {
 

@@ -7,8 +7,8 @@
 #include "detail/call_order.hpp"
 #include "detail/hdf5_digest.hpp"
 #include "detail/hdf5_util.hpp"
-#include "kstudy/archive.hpp"
-#include "kstudy/experiment_facts.hpp"
+#include "kstudy/runner/archive.hpp"
+#include "kstudy/runner/experiment_facts.hpp"
 
 namespace kstudy {
 

@@ -11,7 +11,7 @@
 
 #include "detail/call_order.hpp"
 #include "detail/record_fields.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 
 namespace kstudy {
 

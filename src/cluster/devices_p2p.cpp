@@ -1,4 +1,4 @@
-#include "kstudy/devices_p2p.hpp"
+#include "kstudy/runner/devices_p2p.hpp"
 
 #include <cstdio>
 #include <map>

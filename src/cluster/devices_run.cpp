@@ -1,4 +1,4 @@
-#include "kstudy/devices_run.hpp"
+#include "kstudy/runner/devices_run.hpp"
 
 #include <signal.h>
 
@@ -13,10 +13,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "kstudy/archive.hpp"
-#include "kstudy/devices_p2p.hpp"
-#include "kstudy/kokkos_session.hpp"
-#include "kstudy/merge.hpp"
+#include "kstudy/runner/archive.hpp"
+#include "kstudy/runner/devices_p2p.hpp"
+#include "kstudy/runner/kokkos_session.hpp"
+#include "kstudy/runner/merge.hpp"
 #include "kstudy/platform/process.hpp"
 #include "kstudy/platform/stop_signal.hpp"
 

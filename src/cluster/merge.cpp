@@ -1,4 +1,4 @@
-#include "kstudy/merge.hpp"
+#include "kstudy/runner/merge.hpp"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include <tuple>
 #include <utility>
 
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/study.hpp"

@@ -1,4 +1,4 @@
-#include "kstudy/submit.hpp"
+#include "kstudy/runner/submit.hpp"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/build_info.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/platform/process.hpp"

@@ -1,4 +1,4 @@
-#include "kstudy/experiment_facts.hpp"
+#include "kstudy/runner/experiment_facts.hpp"
 
 #include <map>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-// Peer-to-peer copy bandwidth (kstudy/devices_p2p.hpp): cudaMemcpyPeerAsync between every ordered pair of
+// Peer-to-peer copy bandwidth (kstudy/runner/devices_p2p.hpp): cudaMemcpyPeerAsync between every ordered pair of
 // devices, first without peer access (the driver stages the copy through host memory), then with
 // cudaDeviceEnablePeerAccess both ways (direct NVLink or PCIe peer writes), timed with CUDA events on a
 // stream of the source device: the median of the trials after one untimed warm-up copy.
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kstudy/devices_p2p.hpp"
+#include "kstudy/runner/devices_p2p.hpp"
 
 namespace kstudy {
 namespace {

@@ -1,4 +1,4 @@
-#include "kstudy/environment.hpp"
+#include "kstudy/runner/environment.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include "kstudy/build_info.hpp"
 #include "kstudy/gpu_health.hpp"
-#include "kstudy/kokkos_session.hpp"
+#include "kstudy/runner/kokkos_session.hpp"
 #include "kstudy/platform/devices.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -152,7 +152,7 @@ void describe_gpu([[maybe_unused]] std::map<std::string, std::string>& env) {
   env["cuda_runtime_version"] = std::to_string(runtime);
   env["cuda_driver_version"] = std::to_string(driver);
   // The device-wide cache preference Kokkos' initialisation left, and the one the measurements ran under
-  // (kstudy/kokkos_session.hpp restores the default unless KSTUDY_KEEP_KOKKOS_DEVICE_SETTINGS=1).
+  // (kstudy/runner/kokkos_session.hpp restores the default unless KSTUDY_KEEP_KOKKOS_DEVICE_SETTINGS=1).
   const auto& settings = device_settings_after_kokkos();
   if (!settings.cache_config_measured.empty()) {
     env["device_cache_config_set_by_kokkos"] = settings.cache_config_set_by_kokkos;

@@ -1,4 +1,4 @@
-#include "kstudy/kokkos_session.hpp"
+#include "kstudy/runner/kokkos_session.hpp"
 
 #include <cstdlib>
 #include <stdexcept>

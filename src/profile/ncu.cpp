@@ -1,4 +1,4 @@
-#include "kstudy/ncu.hpp"
+#include "kstudy/runner/ncu.hpp"
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "kstudy/profile.hpp"
+#include "kstudy/runner/profile.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <nlohmann/json.hpp>
@@ -18,12 +18,12 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kstudy/archive.hpp"
-#include "kstudy/environment.hpp"
+#include "kstudy/runner/archive.hpp"
+#include "kstudy/runner/environment.hpp"
 #include "kstudy/experiment.hpp"
-#include "kstudy/kokkos_session.hpp"
+#include "kstudy/runner/kokkos_session.hpp"
 #include "kstudy/point_inputs.hpp"
-#include "kstudy/ncu.hpp"
+#include "kstudy/runner/ncu.hpp"
 #include "kstudy/platform/process.hpp"
 #include "kstudy/platform/stop_signal.hpp"
 #include "kstudy/probes.hpp"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "detail/runner_support.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/fault_injection.hpp"
 #include "kstudy/gpu_health.hpp"

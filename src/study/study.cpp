@@ -23,9 +23,9 @@
 #include <tuple>
 
 #include "detail/runner_support.hpp"
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/ceilings.hpp"
-#include "kstudy/environment.hpp"
+#include "kstudy/runner/environment.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/fault_injection.hpp"
 #include "kstudy/platform/process.hpp"

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 
 namespace {
 

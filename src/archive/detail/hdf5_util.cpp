@@ -13,7 +13,7 @@
 #include <string_view>
 #include <variant>
 
-#include "kstudy/archive.hpp"
+#include "kstudy/runner/archive.hpp"
 
 namespace kstudy::archive_detail {
 

@@ -1,7 +1,7 @@
 #pragma once
 // kstudy run --devices: one study over the GPUs of a node, one `kstudy run` process per GPU
 // (CUDA_VISIBLE_DEVICES naming it), all at once, each into its own archive in a parts folder, merged into
-// OUT as the shards of a Slurm array are (kstudy/merge.hpp). The points are sharded across the devices, or,
+// OUT as the shards of a Slurm array are (kstudy/runner/merge.hpp). The points are sharded across the devices, or,
 // with --replicate-on-every-device, every device runs every point (device-to-device variance).
 #include <iosfwd>
 #include <string>
