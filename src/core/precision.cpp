@@ -1,5 +1,6 @@
-// Adaptive sampling's statistics (kstudy/precision.hpp): written once, used by the trial loop, by the points a
-// replication skips, by the parent's decision to start another replication and by the summaries.
+// Adaptive sampling's statistics (kstudy/precision.hpp), in core/ beside the records it reads: written once, used
+// by the trial loop, by the points a replication skips, by the parent's decision to start another replication and
+// by the summaries.
 #include "kstudy/precision.hpp"
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "detail/name_table.hpp"
+
 namespace kstudy {
 
 double median_interval::relative_half_width() const {
@@ -17,6 +20,13 @@ double median_interval::relative_half_width() const {
 }
 
 namespace {
+
+constexpr detail::name_table<stop_reason, 4> k_stop_reason_names{{
+    {stop_reason::fixed, "fixed"},
+    {stop_reason::precision, "precision"},
+    {stop_reason::time_out, "time_out"},
+    {stop_reason::max_replications, "max_replications"},
+}};
 
 double sorted_median(const std::vector<double>& t) {
   const std::size_t n = t.size();
@@ -96,19 +106,7 @@ median_interval point_series::interval() const {
   return replicated_interval(parts);
 }
 
-const char* to_string(stop_reason reason) {
-  switch (reason) {
-    case stop_reason::fixed:
-      return "fixed";
-    case stop_reason::precision:
-      return "precision";
-    case stop_reason::time_out:
-      return "time_out";
-    case stop_reason::max_replications:
-      return "max_replications";
-  }
-  return "fixed";
-}
+const char* to_string(stop_reason reason) { return detail::name_of(k_stop_reason_names, reason, "stop_reason"); }
 
 std::string series_key(const sample_record& s) {
   std::ostringstream key;
