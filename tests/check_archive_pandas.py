@@ -26,7 +26,7 @@ COLUMNS = {
     "ceilings": ["name", "bytes", "seconds", "bytes_per_second", "flops", "flops_per_second", "clock"],
     "summary": ["experiment", "variant", "layout", "memory_kind", "direction", "rows", "features", "depth",
                 "block_size", "timer", "cache", "samples", "median", "min", "max", "q1", "q3", "bytes_per_second",
-                "fraction_of_roof", "occupancy"],
+                "fraction_of_roof", "occupancy", "interval_low", "interval_high", "stopped"],
     "attribution": ["experiment", "variant", "rows", "features", "depth", "kernel", "calls", "seconds"],
     "health": ["experiment", "point", "replication", "rows", "features", "depth", "block_size", "bytes", "memory_kind",
                "direction", "device", "available", "before_sm_clock_mhz", "before_memory_clock_mhz",

@@ -106,7 +106,12 @@ def resume(path, tag):
         with h5py.File(copy, "r") as f:
             if f.attrs.get("complete") not in (True, "true", b"true"):
                 return 1, f"{path}: --resume recovered it but the archive is not marked complete", None
-    return rc, e.replace(copy, path), (units(copy) if rc == 0 else None)
+    if rc != 0:
+        return rc, e.replace(copy, path), None
+    try:
+        return rc, e.replace(copy, path), units(copy)
+    except (OSError, RuntimeError) as error:  # exit 0 yet an archive that does not read: never acceptable
+        return 1, f"{path}: --resume exited 0 but left an archive h5py cannot read ({error}); stderr: {e}", None
 
 
 readers = {"report": report, "compare": compare, "merge": merge, "resume": resume}

@@ -487,11 +487,20 @@ int mark_complete(const std::string& out) {
     hdf5_sink archive_sink(out, open_mode::append);
     archive_sink.write_root_attribute("complete", "true");
     archive_sink.finish();
-    return 0;
   } catch (const out_of_room& room) {
     std::cerr << "kstudy: the archive was not marked complete (" << room.what() << "); kstudy run --resume does it\n";
     return exit_out_of_room;
   }
+  // What every reader will do first, once more before the run says it is done: damage a write could not see
+  // (an appended archive whose earlier bytes were hurt where only the writer's bookkeeping reads them) fails
+  // here, naming the file, rather than in the next reader.
+  try {
+    verify_archive(out);
+  } catch (const archive_damaged& damaged) {
+    std::cerr << "kstudy: error: the archive does not read back after this run: " << damaged.what() << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 void print_console(const run_request& request, const std::vector<experiment>& experiments,
