@@ -53,10 +53,14 @@ namespace {
 
 // Each field of a reading beside the health record's columns for it before and after the point: the two
 // readings go in by one loop, so a new field cannot be taken before but not after.
+// Member pointers through aliases: nvcc's front end re-emits `T C::*name` with parentheses the host compiler
+// then warns about (-Wparentheses, an error under -Werror).
+using reading_field = std::int64_t gpu_reading::*;
+using health_column = std::int64_t health_record::*;
 struct reading_columns {
-  std::int64_t gpu_reading::*field;
-  std::int64_t health_record::*before;
-  std::int64_t health_record::*after;
+  reading_field field;
+  health_column before;
+  health_column after;
 };
 constexpr reading_columns k_reading_columns[] = {
     {&gpu_reading::sm_clock_mhz, &health_record::before_sm_clock_mhz, &health_record::after_sm_clock_mhz},
