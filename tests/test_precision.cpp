@@ -105,6 +105,7 @@ outcome simulate(const stream& timing, const protocol& p, std::uint64_t seed = 7
   for (int r = 0; r < p.replication_slots(); ++r) {
     if (r >= p.replications && kstudy::settled_points(archived, p).count(0)) break;
     std::vector<sample_record> mine;
+    double wall = 0.0;
     for (int t = 0; t < (p.adaptive() ? p.max_trials : p.trials); ++t) {
       sample_record s;
       s.variant = "synthetic@serial";
@@ -115,14 +116,15 @@ outcome simulate(const stream& timing, const protocol& p, std::uint64_t seed = 7
       s.gate = kstudy::gate_verdict::passed;
       s.seconds = timing(r, t, uniform);
       mine.push_back(s);
-      if (p.adaptive() && t + 1 >= p.trials && kstudy::trials_done(mine, 0, p)) break;
+      wall += s.seconds;  // the synthetic trial loop spends its time in the timed call alone
+      if (p.adaptive() && t + 1 >= p.trials && kstudy::trials_done(mine, 0, p, wall)) break;
     }
     archived.insert(archived.end(), mine.begin(), mine.end());
     ++out.replications;
   }
   const auto series = kstudy::group_series(archived).at(0);
   out.samples = static_cast<std::int64_t>(archived.size());
-  out.reason = kstudy::stop_reason_of(series, p);
+  out.reason = kstudy::stop_reason_of(series, series.begin()->first, p);
   out.interval = series.begin()->second.interval();
   // The summary the runner writes records the same interval and reason.
   const auto summary = kstudy::summarise(archived, {}, nullptr, p);
@@ -159,28 +161,57 @@ TEST(PrecisionRule, StableStreamStopsEarlyAndMeetsTheTarget) {
 }
 
 TEST(PrecisionRule, NoisyStreamTakesMoreSamplesAndSaysWhyItStopped) {
-  // 20% noise: the median's interval narrows as 1/sqrt(n); +-1% is out of reach within the bounds.
+  // 20% noise: the median's interval narrows as 1/sqrt(n), and +-1% would take ~2,400 samples, past the bounds
+  // (200 trials x 12 replications) even before the spread between processes: out of reach, seen at once, so the
+  // bounds are not spent on it.
   const auto o = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.20, u); }, adaptive(0.01));
-  EXPECT_NE(o.reason, stop_reason::precision);
+  EXPECT_EQ(o.reason, stop_reason::out_of_reach);
   EXPECT_GT(o.interval.relative_half_width(), 0.01);
-  EXPECT_GT(o.samples, 3 * 5);
+  EXPECT_EQ(o.replications, 3);  // the least
+  EXPECT_LE(o.samples, 3 * 10);  // a few trials past the five
   // +-5% is within reach: reached, with more samples than the stable stream needed.
   const auto reachable = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.20, u); }, adaptive(0.05));
   EXPECT_EQ(reachable.reason, stop_reason::precision);
   EXPECT_LE(reachable.interval.relative_half_width(), 0.05);
+  EXPECT_GT(reachable.samples, 3 * 10);
+}
+
+TEST(PrecisionRule, ProjectionToTheBoundsDecidesReach) {
+  // The same 6% noise is out of reach for bounds of 40 samples and within reach for 2,400 (about 220 needed).
+  const auto wide = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.06, u); }, adaptive(0.01));
+  EXPECT_EQ(wide.reason, stop_reason::precision);
+  EXPECT_GT(wide.samples, 100);
+  auto tight = adaptive(0.01);
+  tight.max_trials = 10;
+  tight.max_replications = 4;
+  const auto o = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.06, u); }, tight);
+  EXPECT_EQ(o.reason, stop_reason::out_of_reach);
+  EXPECT_LE(o.samples, 3 * 10);
 }
 
 TEST(PrecisionRule, DriftBetweenProcessesIsNotHiddenByTightProcesses) {
   // Each process is tight (0.2%), but the level steps by 3% from one process to the next: each replication stops
-  // its trials early, and the interval across them stays wide, so replications run to the bound.
+  // its trials early, and the interval across them stays wide. Projected to 12 replications with the medians'
+  // spread, it is still wider than 1%: out of reach after the least three, not run to the bound.
   const auto o =
       simulate([](int r, int, const auto& u) { return noisy(1e-3 * (1.0 + 0.03 * r), 0.002, u); }, adaptive(0.01));
-  EXPECT_EQ(o.reason, stop_reason::max_replications);
-  EXPECT_EQ(o.replications, 12);
-  // Levels 1.00 to 1.33: the interval is that of their mean, 1.165 +- t(11) * sd / sqrt(12) = +-0.066.
+  EXPECT_EQ(o.reason, stop_reason::out_of_reach);
+  EXPECT_EQ(o.replications, 3);
+  // Levels 1.00, 1.03, 1.06: the interval is that of their mean, 1.03 +- t(2) * 0.03 / sqrt(3) = +-0.0745.
   EXPECT_GT(o.interval.relative_half_width(), 0.05);
-  EXPECT_LT(o.interval.low, 1e-3 * 1.11);
-  EXPECT_GT(o.interval.high, 1e-3 * 1.22);
+  EXPECT_LT(o.interval.low, 1e-3 * 0.99);
+  EXPECT_GT(o.interval.high, 1e-3 * 1.09);
+}
+
+TEST(PrecisionRule, ReplicationsAreAddedUntilTheSpreadBetweenProcessesIsPinned) {
+  // Processes alternate 1% above and below the level, each tight: three replications leave +-2.2%, twelve
+  // would give +-0.7%, so replications are added until the interval across them is within 1%.
+  const auto o = simulate([](int r, int, const auto& u) { return noisy(1e-3 * (r % 2 == 0 ? 1.01 : 0.99), 0.002, u); },
+                          adaptive(0.01));
+  EXPECT_EQ(o.reason, stop_reason::precision);
+  EXPECT_GT(o.replications, 3);
+  EXPECT_LT(o.replications, 12);
+  EXPECT_LE(o.interval.relative_half_width(), 0.01);
 }
 
 TEST(PrecisionRule, BimodalStreamGetsAWideIntervalNotAFalsePrecision) {
@@ -200,11 +231,13 @@ TEST(PrecisionRule, ThrottledMinorityDoesNotMoveAPreciseMedian) {
 }
 
 TEST(PrecisionRule, TimeOutIsRecorded) {
-  // 20% noise at 10 ms a call with a budget of 0.5 s of timed regions: out of time long before the bounds.
-  const auto o = simulate([](int, int, const auto& u) { return noisy(1e-2, 0.20, u); }, adaptive(0.01, 0.5));
+  // 5% noise at 10 ms a call, within reach (~150 samples), with 0.5 s of wall time: three shares of 0.17 s, each
+  // used up after about 17 trials, and the point is out of time after the least three replications.
+  const auto o = simulate([](int, int, const auto& u) { return noisy(1e-2, 0.05, u); }, adaptive(0.01, 0.5));
   EXPECT_EQ(o.reason, stop_reason::time_out);
-  EXPECT_GE(o.samples * 0.008, 0.5 * 0.8);  // spent about the budget
-  EXPECT_LE(o.samples, 120);
+  EXPECT_EQ(o.replications, 3);
+  EXPECT_GE(o.samples * 0.009, 0.5 * 0.8);  // spent about the budget
+  EXPECT_LE(o.samples, 3 * 25);
 }
 
 TEST(PrecisionRule, FixedProtocolRunsItsCountsAndSaysFixed) {

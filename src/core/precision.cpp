@@ -21,9 +21,10 @@ double median_interval::relative_half_width() const {
 
 namespace {
 
-constexpr detail::name_table<stop_reason, 4> k_stop_reason_names{{
+constexpr detail::name_table<stop_reason, 5> k_stop_reason_names{{
     {stop_reason::fixed, "fixed"},
     {stop_reason::precision, "precision"},
+    {stop_reason::out_of_reach, "out_of_reach"},
     {stop_reason::time_out, "time_out"},
     {stop_reason::max_replications, "max_replications"},
 }};
@@ -79,31 +80,69 @@ double student_t_975(int df) {
   return z + (z * z * z + z) / (4.0 * df);
 }
 
-median_interval replicated_interval(const std::vector<std::vector<double>>& by_replication) {
-  std::vector<double> pooled, medians;
+namespace {
+
+// Each non-empty replication's median, in replication order.
+std::vector<double> replication_medians(const std::vector<std::vector<double>>& by_replication) {
+  std::vector<double> medians;
   for (const auto& r : by_replication) {
     if (r.empty()) continue;
-    pooled.insert(pooled.end(), r.begin(), r.end());
     auto sorted = r;
     std::sort(sorted.begin(), sorted.end());
     medians.push_back(sorted_median(sorted));
   }
-  auto out = order_statistic_interval(pooled);
-  if (medians.size() < 2) return out;
+  return medians;
+}
+
+// The sample standard deviation of the medians over sqrt(their count): the standard error of their mean.
+double standard_error(const std::vector<double>& medians) {
   const double k = double(medians.size());
   const double mean = std::accumulate(medians.begin(), medians.end(), 0.0) / k;
   double squares = 0.0;
   for (const double m : medians) squares += (m - mean) * (m - mean);
-  const double half = student_t_975(static_cast<int>(medians.size()) - 1) * std::sqrt(squares / (k - 1.0) / k);
+  return std::sqrt(squares / (k - 1.0) / k);
+}
+
+std::vector<std::vector<double>> parts_of(const point_series& s) {
+  std::vector<std::vector<double>> parts;
+  for (const auto& [replication, samples] : s.by_replication) parts.push_back(samples);
+  return parts;
+}
+
+}  // namespace
+
+median_interval replicated_interval(const std::vector<std::vector<double>>& by_replication) {
+  std::vector<double> pooled;
+  for (const auto& r : by_replication) pooled.insert(pooled.end(), r.begin(), r.end());
+  auto out = order_statistic_interval(pooled);
+  const auto medians = replication_medians(by_replication);
+  if (medians.size() < 2) return out;
+  const double half = student_t_975(static_cast<int>(medians.size()) - 1) * standard_error(medians);
   out.low = std::min(out.low, out.median - half);
   out.high = std::max(out.high, out.median + half);
   return out;
 }
 
-median_interval point_series::interval() const {
-  std::vector<std::vector<double>> parts;
-  for (const auto& [replication, samples] : by_replication) parts.push_back(samples);
-  return replicated_interval(parts);
+median_interval point_series::interval() const { return replicated_interval(parts_of(*this)); }
+
+double point_series::projected_half_width(const protocol& p) const {
+  const auto parts = parts_of(*this);
+  std::vector<double> pooled;
+  for (const auto& r : parts) pooled.insert(pooled.end(), r.begin(), r.end());
+  const auto within = order_statistic_interval(pooled);
+  if (!within.attainable || !(within.median > 0.0)) return 0.0;
+  const double bound = double(p.max_trials) * double(std::max(1, p.max_replications));
+  const double n = double(pooled.size());
+  // The order-statistic part at the bound: its width scales as 1/sqrt(n) for independent samples.
+  double projected = within.relative_half_width() * std::sqrt(std::min(1.0, n / bound));
+  // The between-process part at max_replications, with the medians' spread so far (two or more of them).
+  const auto medians = replication_medians(parts);
+  if (medians.size() >= 2 && p.max_replications >= 2) {
+    const double k = double(medians.size()), slots = double(std::max<int>(p.max_replications, medians.size()));
+    const double at_bound = student_t_975(static_cast<int>(slots) - 1) * standard_error(medians) * std::sqrt(k / slots);
+    projected = std::max(projected, at_bound / within.median);
+  }
+  return projected;
 }
 
 const char* to_string(stop_reason reason) { return detail::name_of(k_stop_reason_names, reason, "stop_reason"); }
@@ -119,9 +158,7 @@ series_by_point group_series(const std::vector<sample_record>& samples) {
   series_by_point out;
   for (const auto& s : samples) {
     if (!summarised(s)) continue;
-    auto& series = out[s.point][series_key(s)];
-    series.by_replication[s.replication].push_back(s.seconds);
-    series.timed_seconds += s.seconds;
+    out[s.point][series_key(s)].by_replication[s.replication].push_back(s.seconds);
   }
   return out;
 }
@@ -134,33 +171,56 @@ bool point_meets(const std::map<std::string, point_series>& series, double targe
 
 namespace {
 
-double timed_seconds(const std::map<std::string, point_series>& series) {
-  double total = 0.0;
-  for (const auto& [key, s] : series) total += s.timed_seconds;
-  return total;
+// The rule a replication's trial loop stops on, short of its time and of max_trials: every series met or out of
+// reach on the samples it has.
+bool series_settled(const std::map<std::string, point_series>& series, const protocol& p) {
+  if (series.empty()) return true;  // nothing accepted to make precise
+  return std::all_of(series.begin(), series.end(), [&](const auto& s) {
+    return s.second.interval().relative_half_width() <= p.precision || s.second.out_of_reach(p);
+  });
+}
+
+// How many replications of the point stopped their trials on their share of the time: short of max_trials, past
+// the least trials, with their own samples neither within the precision nor out of reach.
+int timed_out_replications(const std::map<std::string, point_series>& series, const protocol& p) {
+  std::map<std::int32_t, std::map<std::string, point_series>> by_replication;
+  for (const auto& [key, s] : series)
+    for (const auto& [replication, samples] : s.by_replication)
+      by_replication[replication][key].by_replication[replication] = samples;
+  int timed_out = 0;
+  for (const auto& [replication, own] : by_replication) {
+    std::size_t trials = 0;
+    for (const auto& [key, s] : own) trials = std::max(trials, s.by_replication.begin()->second.size());
+    if (trials >= std::size_t(p.trials) && trials < std::size_t(p.max_trials) && !series_settled(own, p)) ++timed_out;
+  }
+  return timed_out;
 }
 
 }  // namespace
 
-bool trials_done(const std::vector<sample_record>& replication_samples, std::int64_t point, const protocol& p) {
+bool trials_done(const std::vector<sample_record>& replication_samples, std::int64_t point, const protocol& p,
+                 double wall_seconds) {
   const auto series = group_series(replication_samples);
   const auto here = series.find(point);
   if (here == series.end()) return true;
-  return timed_seconds(here->second) >= p.max_seconds / p.replications || point_meets(here->second, p.precision);
+  return wall_seconds >= p.max_seconds / p.replications || series_settled(here->second, p);
 }
 
 std::set<std::int64_t> settled_points(const std::vector<sample_record>& samples, const protocol& p) {
   std::set<std::int64_t> settled;
   if (!p.adaptive()) return settled;
   for (const auto& [point, series] : group_series(samples))
-    if (stop_reason_of(series, p) != stop_reason::max_replications) settled.insert(point);
+    if (series_settled(series, p) || timed_out_replications(series, p) >= p.replications) settled.insert(point);
   return settled;
 }
 
-stop_reason stop_reason_of(const std::map<std::string, point_series>& series, const protocol& p) {
+stop_reason stop_reason_of(const std::map<std::string, point_series>& series, const std::string& key,
+                           const protocol& p) {
   if (!p.adaptive()) return stop_reason::fixed;
-  if (point_meets(series, p.precision)) return stop_reason::precision;
-  if (timed_seconds(series) >= p.max_seconds) return stop_reason::time_out;
+  const auto& mine = series.at(key);
+  if (mine.interval().relative_half_width() <= p.precision) return stop_reason::precision;
+  if (mine.out_of_reach(p)) return stop_reason::out_of_reach;
+  if (timed_out_replications(series, p) >= p.replications) return stop_reason::time_out;
   // Still short of it: as long as replications are left this means "not settled"; after the last, the reason.
   return stop_reason::max_replications;
 }

@@ -292,7 +292,7 @@ std::vector<summary_record> summarise(const std::vector<sample_record>& samples,
     const auto interval = replicated_interval(parts);
     r.interval_low = interval.low;
     r.interval_high = interval.high;
-    r.stopped = to_string(stop_reason_of(by_point.at(first->point), sampling));
+    r.stopped = to_string(stop_reason_of(by_point.at(first->point), series_key(*first), sampling));
     // Only a roof timed on the timer's own clock (kstudy/ceilings.hpp): none, and no fraction, otherwise.
     const ceiling_record* roof = roof_rule_of(r, ceilings);
     if (roof && roof->bytes_per_second > 0) r.fraction_of_roof = r.bytes_per_second / roof->bytes_per_second;

@@ -49,8 +49,9 @@ struct protocol {
   // Adaptive sampling to a stated precision (kstudy/precision.hpp); 0 keeps the fixed trials x replications
   // above. Otherwise those are the least a point gets: trials go on within a replication (up to max_trials)
   // and replications are added for the points still short of it (up to max_replications), until the 95%
-  // interval of every series' median at the point is within +-precision of it, or until the point has had
-  // max_seconds of timed regions. Parsing fills the three bounds, so the stored definition states them.
+  // interval of every series' median at the point is within +-precision of it (or projected out of reach of
+  // it within these bounds), or until the point has had max_seconds of wall time in its trial loops. Parsing
+  // fills the three bounds, so the stored definition states them.
   double precision = 0.0;
   int max_trials = 0;
   int max_replications = 0;

@@ -11,6 +11,18 @@
 //   - with two or more replications, Student's t interval of the mean of the replications' medians, around
 //     the pooled median (a drift or a step between processes widens it even when each process is tight).
 // The reported interval is the hull of both; its relative half-width is the larger side over the median.
+//
+// Sampling stops at the first of (per point; the statistics are per series, a point is every series there):
+//   - precision: every series' interval within the target;
+//   - out of reach: a series whose interval, projected to the bounds, stays wider than the target. The
+//     order-statistic part narrows as 1/sqrt(samples), so it is projected to max_trials x max_replications
+//     samples; the between-process part narrows only with replications, so it is projected to max_replications
+//     with the spread of the medians so far. Such a series stops as soon as that is seen (at six samples at the
+//     earliest), instead of spending the bounds on a target it cannot meet (pipelined copies from pageable
+//     memory, at +-20-50% per call, were the first measured case: docs/performance_notes.md);
+//   - time-out: max_seconds is wall time at the point, in `replications` equal shares: a replication's trial
+//     loop stops when it has used one share, and a point that has used them all is out of time;
+//   - max_replications: every replication the protocol allows ran.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -49,6 +61,7 @@ double student_t_975(int df);
 enum class stop_reason {
   fixed,             // no precision asked: the protocol's fixed trials x replications
   precision,         // the interval met the target
+  out_of_reach,      // the interval, projected to the bounds, stays wider than the target
   time_out,          // the point's time budget ended first
   max_replications,  // every replication the protocol allows ran, and the interval is still wider
 };
@@ -62,8 +75,11 @@ std::string series_key(const sample_record& sample);
 // precision decision (the trial loop's within a replication, skipped points and the parent's across them).
 struct point_series {
   std::map<std::int32_t, std::vector<double>> by_replication;
-  double timed_seconds = 0.0;  // the sum of every sample's seconds: the time budget's measure
   median_interval interval() const;
+  // The relative half-width the interval would have at the protocol's bounds (see the top of this header);
+  // 0 where too few samples tell (below six).
+  double projected_half_width(const protocol& p) const;
+  bool out_of_reach(const protocol& p) const { return projected_half_width(p) > p.precision; }
 };
 // Samples of one experiment, grouped: point index -> series key -> its samples.
 using series_by_point = std::map<std::int64_t, std::map<std::string, point_series>>;
@@ -72,17 +88,21 @@ series_by_point group_series(const std::vector<sample_record>& samples);
 // Whether every series of a point meets the precision (relative half-width <= target).
 bool point_meets(const std::map<std::string, point_series>& series, double target);
 
-// Whether a replication stops adding trials at `point` (its own samples so far): every series there is within
-// the precision on them, or the point has had this replication's share of max_seconds (timed regions, as the
-// parent counts them across replications), or nothing there was accepted to make precise. Whether the point
-// still needs another replication is the parent's decision, on all of them (settled_points).
-bool trials_done(const std::vector<sample_record>& replication_samples, std::int64_t point, const protocol& p);
+// Whether a replication stops adding trials at `point`, on its own samples so far and the wall time its trial
+// loop has spent there: every series there is within the precision or out of reach on them, or the loop has
+// used its share of max_seconds, or nothing there was accepted to make precise. Whether the point needs
+// another replication is the parent's decision, on all of them (settled_points).
+bool trials_done(const std::vector<sample_record>& replication_samples, std::int64_t point, const protocol& p,
+                 double wall_seconds);
 
 // Points an adaptive protocol measures no further (another replication skips them, the parent starts none for
-// them): every series within the precision, or the point's timed regions at max_seconds. Empty for a fixed one.
+// them): every series within the precision or out of reach, or the point out of time. Empty for a fixed one.
 std::set<std::int64_t> settled_points(const std::vector<sample_record>& samples, const protocol& p);
 
-// Why sampling of a point stopped, from what the archive holds of it: `fixed` for a fixed protocol.
-stop_reason stop_reason_of(const std::map<std::string, point_series>& series, const protocol& p);
+// Why sampling of one series (series_key) at a point stopped, from what the archive holds of the point: `fixed`
+// for a fixed protocol. A time-out is read from the samples: a replication whose trials stopped short of
+// max_trials while its own samples met neither the precision nor out of reach stopped on its share of time.
+stop_reason stop_reason_of(const std::map<std::string, point_series>& series, const std::string& key,
+                           const protocol& p);
 
 }  // namespace kstudy

@@ -12,6 +12,7 @@
 // variant's regions are bracketed by readings of the GPU (energy counter, power, SM clock, clocks-event
 // reasons), also outside them.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -269,12 +270,16 @@ class sweep_point_run {
     std::mt19937_64 rng(m_e.protocol.seed ^ (std::uint64_t(m_ctx.replication) << 32) ^ std::uint64_t(m_point.index));
     const auto& protocol = m_e.protocol;
     const int most = protocol.adaptive() ? protocol.max_trials : protocol.trials;
+    const auto start = std::chrono::steady_clock::now();
     for (int trial = 0; trial < most; ++trial) {
       if (protocol.shuffle) std::shuffle(order.begin(), order.end(), rng);
       for (const auto i : order) run_trial(i, trial);
       // Adaptive sampling (kstudy/precision.hpp): past the least trials, until this replication's own samples
-      // are precise enough or its share of the time budget is spent.
-      if (protocol.adaptive() && trial + 1 >= protocol.trials && trials_done(m_samples, m_point.index, protocol)) break;
+      // are precise enough (or shown out of reach) or its share of the point's wall time is spent.
+      if (protocol.adaptive() && trial + 1 >= protocol.trials &&
+          trials_done(m_samples, m_point.index, protocol,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()))
+        break;
     }
   }
 

@@ -9,10 +9,11 @@ from .. import section
 EXPLANATION = ("Each median's 95% interval is computed across replications (kstudy/precision.hpp): the "
                "distribution-free interval of the pooled median, widened by Student's t interval of the "
                "replications' medians, so a shift between processes is not hidden by tight processes. Under "
-               "adaptive sampling a point is measured until every median there is within the target, or until its "
-               "time-out (`time_out`) or its last allowed replication (`max_replications`): those points claim "
-               "less than the target, and are listed.")
-SHORT = ("time_out", "max_replications")
+               "adaptive sampling a point is measured until every median there is within the target, or is projected "
+               "to stay wider than it within the protocol's bounds (`out_of_reach`), or until its time-out "
+               "(`time_out`) or its last allowed replication (`max_replications`): those medians claim less than "
+               "the target, and are listed.")
+SHORT = ("out_of_reach", "time_out", "max_replications")
 
 
 def relative_half_width(s):
@@ -43,7 +44,8 @@ def sentence(r):
                 f"±{percent(r.median_half_width)}, widest ±{percent(r.widest)}")
     met = r.precision
     return (f"- {r.archive}/{r.experiment}: target ±{percent(r.target)}; {met} of {r.series} medians met it, "
-            f"{r.time_out} stopped on their time-out, {r.max_replications} at their last replication; widest "
+            f"{r.out_of_reach} were out of its reach, {r.time_out} stopped on their time-out, "
+            f"{r.max_replications} at their last replication; widest "
             f"±{percent(r.widest)}")
 
 
