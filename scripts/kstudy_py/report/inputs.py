@@ -160,9 +160,10 @@ class ReportInputs:
         return counts[counts == counts.max()].index[0]
 
     @cached_property
-    def bench_baseline(self):
-        """The reference family's per-repetition times in a Google Benchmark JSON (kstudy_bench), as stats per
-        shape; the variants table says which benchmark names are CPU references."""
+    def bench_repetitions(self):
+        """The reference family's per-repetition times in a Google Benchmark JSON (kstudy_bench), one row per
+        repetition (baseline, operation, extents, seconds), of one CPU reference (OpenMP preferred); the variants
+        table says which benchmark names are CPU references. What a comparison with the benchmark's CPU tests."""
         if not self.cpu_baseline_path:
             return pd.DataFrame()
         reference = self.variants[self.variants.family == REFERENCE_FAMILY]
@@ -183,8 +184,22 @@ class ReportInputs:
         df = pd.DataFrame(rows)
         if df.empty:
             return df
-        df = df[df.baseline == sorted(df.baseline.unique(), key=lambda v: (backends[v] != "openmp", v))[0]]
-        return A.stats(df, ["baseline", "operation", *A.EXTENTS])
+        return df[df.baseline == sorted(df.baseline.unique(), key=lambda v: (backends[v] != "openmp", v))[0]]
+
+    @cached_property
+    def bench_baseline(self):
+        """bench_repetitions as stats per shape (median, quartiles, count)."""
+        df = self.bench_repetitions
+        return A.stats(df, ["baseline", "operation", *A.EXTENTS]) if len(df) else df
+
+    def bench_seconds(self, point):
+        """The benchmark's CPU repetitions at one point's operation and extents (a row of `points`): what its
+        `bench_baseline` median is the median of."""
+        b = self.bench_repetitions
+        at = b.operation == point["operation"]
+        for k in A.EXTENTS:
+            at &= b[k] == point[k]
+        return b[at].seconds.to_numpy(dtype=float)
 
     def bench_cpu_at(self, rows, features, operation, depth=1):
         b = self.bench_baseline

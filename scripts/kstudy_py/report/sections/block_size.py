@@ -1,7 +1,12 @@
-"""Runtime against the threads per block, for points timed with an explicit block size."""
+"""Runtime against the threads per block, for points timed with an explicit block size.
+
+The table names each variant's best and worst block by their medians and states no verdict on them, so each
+median is printed with its spread (IQR) for a reader to judge how far apart they are; the throttled samples the
+table's medians rest on are disclosed under it (report/throttle.py)."""
 from ... import archive as A
-from .. import section
+from .. import section, throttle
 from ..figures import colours, grid, save
+from .speedups import median_cell
 
 KEYS = ["archive", "experiment", "variant", *A.point_key("samples"), "timer"]
 COLUMNS = KEYS + ["axes", "n", "median", "q1", "q3"]
@@ -13,8 +18,11 @@ def preferred_timer(df):
 
 
 def spread_table(df, timer):
-    """Per variant and shape: the best block, the worst, and how much slower the worst is."""
-    lines = [f"Best and worst block size per variant and shape ({timer} medians; worst as a multiple of best):", ""]
+    """Per variant and shape: the best block, the worst (each median with its IQR), and how much slower the
+    worst's median is."""
+    lines = [f"Best and worst block size per variant and shape ({timer} median (IQR: first–third quartile of its "
+             "samples) of each; worst as a multiple of best, a ratio of medians; no verdict is stated, the two IQRs "
+             "show how far apart their samples lie):", ""]
     g = df[df.timer == timer]
     shapes = sorted(set(zip(g.rows, g.features, g.depth, g["axes"].fillna("").astype(str))))
     lines += ["| variant | " + " | ".join(A.point_label(r, f, axes, d) for r, f, d, axes in shapes) + " |",
@@ -27,7 +35,8 @@ def spread_table(df, timer):
                 cells.append("")
                 continue
             best, worst = p.loc[p["median"].idxmin()], p.loc[p["median"].idxmax()]
-            cells.append(f"best {best.block_size} ({A.fmt_seconds(best['median'])}), worst {worst.block_size} "
+            cells.append(f"best {best.block_size}: {median_cell(best['median'], best.q1, best.q3)}, worst "
+                         f"{worst.block_size}: {median_cell(worst['median'], worst.q1, worst.q3)} "
                          f"(×{worst['median'] / best['median']:.2f})")
         lines.append(f"| `{variant}` | " + " | ".join(cells) + " |")
     return lines
@@ -67,9 +76,11 @@ def block_size(inputs, sec):
     occupancy_note = "; calculated occupancy (active warps / maximum) as recorded by the run" if has_occupancy else ""
     inputs.write_csv(df, "block_size.csv", sec, "median/IQR (s) per block size and layout" + occupancy_note)
     if not has_occupancy:
-        sec.lines.append("No calculated occupancy in these archives (0 or absent): runtime only.")
+        sec.lines += ["No calculated occupancy in these archives (0 or absent): runtime only.", ""]
     timer = preferred_timer(df)
     sec.lines.extend(spread_table(df, timer))
+    # Every block of the timer, not only the best and worst: which block is either depends on all their medians.
+    sec.lines += [""] + throttle.note(inputs, df[df.timer == timer])
     sec.figures.append((block_size_figure(df, timer, inputs.out), f"Runtime vs block size ({timer}), one panel per "
                         "shape, each variant relative to its own best block; occupancy is in `block_size.csv`"))
     return sec.done(df)
