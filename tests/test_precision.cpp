@@ -176,6 +176,16 @@ TEST(PrecisionRule, NoisyStreamTakesMoreSamplesAndSaysWhyItStopped) {
   EXPECT_GT(reachable.samples, 3 * 10);
 }
 
+TEST(PrecisionRule, TwoProcessesAreNotEnoughToGiveUp) {
+  // Out of reach within each process (20% noise), with two replications as the least: a third runs before the
+  // series is given up, since Student's t on two medians (12.7) would leave its interval many times wider.
+  auto p = adaptive(0.01);
+  p.replications = 2;
+  const auto o = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.20, u); }, p);
+  EXPECT_EQ(o.reason, stop_reason::out_of_reach);
+  EXPECT_EQ(o.replications, 3);
+}
+
 TEST(PrecisionRule, ProjectionToTheBoundsDecidesReach) {
   // The same 6% noise is out of reach for bounds of 40 samples and within reach for 2,400 (about 220 needed).
   const auto wide = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.06, u); }, adaptive(0.01));

@@ -125,6 +125,15 @@ median_interval replicated_interval(const std::vector<std::vector<double>>& by_r
 
 median_interval point_series::interval() const { return replicated_interval(parts_of(*this)); }
 
+bool point_series::out_of_reach(const protocol& p) const {
+  // Two medians cannot tell the spread between processes (their standard deviation has one degree of freedom, and
+  // Student's t for it is 12.7): a series is given up only after a third replication, where the protocol allows
+  // one. One replication (a trial loop's own samples) is judged on its within-process part alone.
+  const auto replications = static_cast<int>(by_replication.size());
+  if (replications == 2 && p.max_replications >= 3) return false;
+  return projected_half_width(p) > p.precision;
+}
+
 double point_series::projected_half_width(const protocol& p) const {
   const auto parts = parts_of(*this);
   std::vector<double> pooled;

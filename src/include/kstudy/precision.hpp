@@ -17,8 +17,8 @@
 //   - out of reach: a series whose interval, projected to the bounds, stays wider than the target. The
 //     order-statistic part narrows as 1/sqrt(samples), so it is projected to max_trials x max_replications
 //     samples; the between-process part narrows only with replications, so it is projected to max_replications
-//     with the spread of the medians so far. Such a series stops as soon as that is seen (at six samples at the
-//     earliest), instead of spending the bounds on a target it cannot meet (pipelined copies from pageable
+//     with the spread of the medians so far (from three of them: two cannot tell it). Such a series stops as
+//     soon as that is seen (at six samples at the earliest), instead of spending the bounds on a target it cannot meet (pipelined copies from pageable
 //     memory, at +-20-50% per call, were the first measured case: docs/performance_notes.md);
 //   - time-out: max_seconds is wall time at the point, in `replications` equal shares: a replication's trial
 //     loop stops when it has used one share, and a point that has used them all is out of time;
@@ -79,7 +79,8 @@ struct point_series {
   // The relative half-width the interval would have at the protocol's bounds (see the top of this header);
   // 0 where too few samples tell (below six).
   double projected_half_width(const protocol& p) const;
-  bool out_of_reach(const protocol& p) const { return projected_half_width(p) > p.precision; }
+  // Projected wider than the target; never judged on exactly two replications where a third is allowed.
+  bool out_of_reach(const protocol& p) const;
 };
 // Samples of one experiment, grouped: point index -> series key -> its samples.
 using series_by_point = std::map<std::int64_t, std::map<std::string, point_series>>;
