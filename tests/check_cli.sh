@@ -268,7 +268,7 @@ if [[ -n $fake_nvml && $flavour == cpu ]]; then
     pass "no NVML: recorded as unavailable, run unaffected" || fail "no NVML: $(grep 'GPU health' "$work/nohealth.log")"
 fi
 
-# Adaptive sampling: --precision as a percentage; a time-out so short that every point stops on it is recorded
+# Adaptive sampling: --precision as a percentage; a time-out so short that points stop on it is recorded
 # in the summary, the report lists those points, and the stored definition states the bounds.
 "$kstudy" run "$src/tests/shard_tiny.json" --precision 1% --max-time 1e-9 --trials 2 --replications 2 \
   --out "$work/precision.h5" -q > "$work/precision.log" 2>&1 || fail "--precision run: $(tail -3 "$work/precision.log")"
@@ -281,9 +281,10 @@ with h5py.File(sys.argv[1], "r") as f:
     assert protocol["precision"] == 0.01 and protocol["max_seconds"] == 1e-9, protocol
     assert protocol["max_trials"] == 40 and protocol["max_replications"] == 6, protocol
     stopped = {s.decode() for s in g["summary"]["stopped"]}
-    assert stopped == {"time_out"}, stopped
+    assert "time_out" in stopped and stopped <= {"time_out", "out_of_reach", "precision"}, stopped
     replications = set(g["samples"]["replication"].tolist())
-    assert replications == {0, 1}, replications  # out of time: no replication past the least
+    # Three exploration replications (the least trials), then at most two out of time (the two shares).
+    assert {0, 1, 2} <= replications <= {0, 1, 2, 3, 4}, replications
     trials = set(g["samples"]["trial"].tolist()) - {-1}
     assert trials == {0, 1}, trials  # out of time: no trial past the least
 PY

@@ -106,7 +106,8 @@ outcome simulate(const stream& timing, const protocol& p, std::uint64_t seed = 7
     if (r >= p.replications && kstudy::settled_points(archived, p).count(0)) break;
     std::vector<sample_record> mine;
     double wall = 0.0;
-    for (int t = 0; t < (p.adaptive() ? p.max_trials : p.trials); ++t) {
+    const bool extends = p.adaptive() && r >= kstudy::exploration_replications(p);
+    for (int t = 0; t < (extends ? p.max_trials : p.trials); ++t) {
       sample_record s;
       s.variant = "synthetic@serial";
       s.point = 0;
@@ -117,7 +118,7 @@ outcome simulate(const stream& timing, const protocol& p, std::uint64_t seed = 7
       s.seconds = timing(r, t, uniform);
       mine.push_back(s);
       wall += s.seconds;  // the synthetic trial loop spends its time in the timed call alone
-      if (p.adaptive() && t + 1 >= p.trials && kstudy::trials_done(mine, 0, p, wall)) break;
+      if (extends && t + 1 >= p.trials && kstudy::trials_done(mine, 0, p, wall)) break;
     }
     archived.insert(archived.end(), mine.begin(), mine.end());
     ++out.replications;
@@ -156,7 +157,7 @@ TEST(PrecisionRule, StableStreamStopsEarlyAndMeetsTheTarget) {
   const auto o = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.003, u); }, adaptive(0.01));
   EXPECT_EQ(o.reason, stop_reason::precision);
   EXPECT_EQ(o.replications, 3);  // the least
-  EXPECT_LE(o.samples, 3 * 8);   // a few trials past the five: six samples make the first 95% interval
+  EXPECT_EQ(o.samples, 3 * 5);   // the least: the exploration replications alone meet it
   EXPECT_LE(o.interval.relative_half_width(), 0.01);
 }
 
@@ -168,7 +169,7 @@ TEST(PrecisionRule, NoisyStreamTakesMoreSamplesAndSaysWhyItStopped) {
   EXPECT_EQ(o.reason, stop_reason::out_of_reach);
   EXPECT_GT(o.interval.relative_half_width(), 0.01);
   EXPECT_EQ(o.replications, 3);  // the least
-  EXPECT_LE(o.samples, 3 * 10);  // a few trials past the five
+  EXPECT_EQ(o.samples, 3 * 5);   // no trial added
   // +-5% is within reach: reached, with more samples than the stable stream needed.
   const auto reachable = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.20, u); }, adaptive(0.05));
   EXPECT_EQ(reachable.reason, stop_reason::precision);
@@ -196,7 +197,7 @@ TEST(PrecisionRule, ProjectionToTheBoundsDecidesReach) {
   tight.max_replications = 4;
   const auto o = simulate([](int, int, const auto& u) { return noisy(1e-3, 0.06, u); }, tight);
   EXPECT_EQ(o.reason, stop_reason::out_of_reach);
-  EXPECT_LE(o.samples, 3 * 10);
+  EXPECT_EQ(o.samples, 3 * 5);
 }
 
 TEST(PrecisionRule, DriftBetweenProcessesIsNotHiddenByTightProcesses) {
@@ -241,13 +242,14 @@ TEST(PrecisionRule, ThrottledMinorityDoesNotMoveAPreciseMedian) {
 }
 
 TEST(PrecisionRule, TimeOutIsRecorded) {
-  // 5% noise at 10 ms a call, within reach (~150 samples), with 0.5 s of wall time: three shares of 0.17 s, each
-  // used up after about 17 trials, and the point is out of time after the least three replications.
+  // 5% noise at 10 ms a call, within reach (~150 samples), with 0.5 s of wall time past the least trials: after
+  // the three exploration replications (5 trials each), three shares of 0.17 s, each used up after about 17
+  // trials, and the point is out of time.
   const auto o = simulate([](int, int, const auto& u) { return noisy(1e-2, 0.05, u); }, adaptive(0.01, 0.5));
   EXPECT_EQ(o.reason, stop_reason::time_out);
-  EXPECT_EQ(o.replications, 3);
-  EXPECT_GE(o.samples * 0.009, 0.5 * 0.8);  // spent about the budget
-  EXPECT_LE(o.samples, 3 * 25);
+  EXPECT_EQ(o.replications, 6);
+  EXPECT_GE((o.samples - 15) * 0.009, 0.5 * 0.8);  // spent about the budget past the least
+  EXPECT_LE(o.samples, 15 + 3 * 25);
 }
 
 TEST(PrecisionRule, FixedProtocolRunsItsCountsAndSaysFixed) {

@@ -125,6 +125,10 @@ median_interval replicated_interval(const std::vector<std::vector<double>>& by_r
 
 median_interval point_series::interval() const { return replicated_interval(parts_of(*this)); }
 
+int exploration_replications(const protocol& p) {
+  return std::min(std::max(p.replications, 3), std::max(p.replications, p.max_replications));
+}
+
 bool point_series::out_of_reach(const protocol& p) const {
   // Two medians cannot tell the spread between processes (their standard deviation has one degree of freedom, and
   // Student's t for it is 12.7): a series is given up only after a third replication, where the protocol allows
@@ -189,8 +193,9 @@ bool series_settled(const std::map<std::string, point_series>& series, const pro
   });
 }
 
-// How many replications of the point stopped their trials on their share of the time: short of max_trials, past
-// the least trials, with their own samples neither within the precision nor out of reach.
+// How many replications of the point stopped their trials on their share of the time: past the exploration
+// replications (which run the least trials and no more), short of max_trials, with their own samples neither
+// within the precision nor out of reach.
 int timed_out_replications(const std::map<std::string, point_series>& series, const protocol& p) {
   std::map<std::int32_t, std::map<std::string, point_series>> by_replication;
   for (const auto& [key, s] : series)
@@ -198,6 +203,7 @@ int timed_out_replications(const std::map<std::string, point_series>& series, co
       by_replication[replication][key].by_replication[replication] = samples;
   int timed_out = 0;
   for (const auto& [replication, own] : by_replication) {
+    if (replication < exploration_replications(p)) continue;
     std::size_t trials = 0;
     for (const auto& [key, s] : own) trials = std::max(trials, s.by_replication.begin()->second.size());
     if (trials >= std::size_t(p.trials) && trials < std::size_t(p.max_trials) && !series_settled(own, p)) ++timed_out;

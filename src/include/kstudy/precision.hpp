@@ -12,16 +12,22 @@
 //     the pooled median (a drift or a step between processes widens it even when each process is tight).
 // The reported interval is the hull of both; its relative half-width is the larger side over the median.
 //
-// Sampling stops at the first of (per point; the statistics are per series, a point is every series there):
+// Replications come before trials: the first exploration_replications(p) replications run the least trials,
+// so the spread between processes, which more trials cannot narrow, is known before any are added (on an H100,
+// `quick` and `plain_baseline` differ from process to process by a median 4-6%: a 1% target is out of reach for
+// most of their series, and spending trials first found that out only after the time budget).
+// Sampling then stops at the first of (per point; statistics per series, a point is every series there):
 //   - precision: every series' interval within the target;
 //   - out of reach: a series whose interval, projected to the bounds, stays wider than the target. The
 //     order-statistic part narrows as 1/sqrt(samples), so it is projected to max_trials x max_replications
 //     samples; the between-process part narrows only with replications, so it is projected to max_replications
 //     with the spread of the medians so far (from three of them: two cannot tell it). Such a series stops as
-//     soon as that is seen (at six samples at the earliest), instead of spending the bounds on a target it cannot meet (pipelined copies from pageable
-//     memory, at +-20-50% per call, were the first measured case: docs/performance_notes.md);
-//   - time-out: max_seconds is wall time at the point, in `replications` equal shares: a replication's trial
-//     loop stops when it has used one share, and a point that has used them all is out of time;
+//     soon as that is seen (at six samples at the earliest), instead of spending the bounds on a target it cannot meet
+//     (pipelined copies from pageable memory, at +-20-50% per call, were the first measured case:
+//     docs/performance_notes.md);
+//   - time-out: max_seconds is wall time added past the least trials, in `replications` equal shares: a
+//     replication's trial loop stops when it has used one share, and a point that has used them all is out of
+//     time;
 //   - max_replications: every replication the protocol allows ran.
 #include <cstdint>
 #include <map>
@@ -56,6 +62,10 @@ median_interval replicated_interval(const std::vector<std::vector<double>>& by_r
 
 // Student's t quantile for a two-sided 95% interval with `df` degrees of freedom (df >= 1).
 double student_t_975(int df);
+
+// How many replications run the least trials before any adds trials: max(replications, 3), within
+// max_replications (three medians are the fewest that tell the spread between processes).
+int exploration_replications(const protocol& p);
 
 // Why sampling of a series stopped, as the summary table records it.
 enum class stop_reason {

@@ -269,14 +269,16 @@ class sweep_point_run {
       if (m_variants[i].impl) order.push_back(i);
     std::mt19937_64 rng(m_e.protocol.seed ^ (std::uint64_t(m_ctx.replication) << 32) ^ std::uint64_t(m_point.index));
     const auto& protocol = m_e.protocol;
-    const int most = protocol.adaptive() ? protocol.max_trials : protocol.trials;
+    // Adaptive sampling (kstudy/precision.hpp): past the exploration replications, trials go on past the least
+    // until this replication's own samples are precise enough (or shown out of reach) or its share of the
+    // point's wall time is spent.
+    const bool extends = protocol.adaptive() && m_ctx.replication >= exploration_replications(protocol);
+    const int most = extends ? protocol.max_trials : protocol.trials;
     const auto start = std::chrono::steady_clock::now();
     for (int trial = 0; trial < most; ++trial) {
       if (protocol.shuffle) std::shuffle(order.begin(), order.end(), rng);
       for (const auto i : order) run_trial(i, trial);
-      // Adaptive sampling (kstudy/precision.hpp): past the least trials, until this replication's own samples
-      // are precise enough (or shown out of reach) or its share of the point's wall time is spent.
-      if (protocol.adaptive() && trial + 1 >= protocol.trials &&
+      if (extends && trial + 1 >= protocol.trials &&
           trials_done(m_samples, m_point.index, protocol,
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()))
         break;
