@@ -268,11 +268,21 @@ if [[ -n $fake_nvml && $flavour == cpu ]]; then
     pass "no NVML: recorded as unavailable, run unaffected" || fail "no NVML: $(grep 'GPU health' "$work/nohealth.log")"
 fi
 
-# Adaptive sampling: --precision as a percentage; a time-out so short that points stop on it is recorded
-# in the summary, the report lists those points, and the stored definition states the bounds.
+# Adaptive sampling. --precision as a percentage, with the bounds it derives stated in the stored definition; then,
+# with bounds so wide that +-1% is within reach of most series (100,000 trials, 1,000 replications), a time-out so
+# short that each replication past the three exploration ones stops on it: recorded in the summary and listed by the
+# report.
 "$kstudy" run "$src/tests/shard_tiny.json" --precision 1% --max-time 1e-9 --trials 2 --replications 2 \
   --out "$work/precision.h5" -q > "$work/precision.log" 2>&1 || fail "--precision run: $(tail -3 "$work/precision.log")"
-if /usr/bin/python3 - "$work/precision.h5" > "$work/precision.out" 2>&1 <<'PY'; then
+/usr/bin/python3 - "$src/tests/shard_tiny.json" "$work/precision_wide.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+e["protocol"].update(trials=2, replications=2, precision=0.01, max_trials=100000, max_replications=1000)
+json.dump(e, open(sys.argv[2], "w"))
+PY
+"$kstudy" run "$work/precision_wide.json" --max-time 1e-9 --out "$work/precision_wide.h5" -q \
+  > "$work/precision_wide.log" 2>&1 || fail "--max-time run: $(tail -3 "$work/precision_wide.log")"
+if /usr/bin/python3 - "$work/precision.h5" "$work/precision_wide.h5" > "$work/precision.out" 2>&1 <<'PY'; then
 import json, sys
 import h5py
 with h5py.File(sys.argv[1], "r") as f:
@@ -281,17 +291,22 @@ with h5py.File(sys.argv[1], "r") as f:
     assert protocol["precision"] == 0.01 and protocol["max_seconds"] == 1e-9, protocol
     assert protocol["max_trials"] == 40 and protocol["max_replications"] == 6, protocol
     stopped = {s.decode() for s in g["summary"]["stopped"]}
+    assert stopped <= {"time_out", "out_of_reach", "precision"}, stopped
+with h5py.File(sys.argv[2], "r") as f:
+    g = f["/experiments/shard_tiny"]
+    stopped = {s.decode() for s in g["summary"]["stopped"]}
     assert "time_out" in stopped and stopped <= {"time_out", "out_of_reach", "precision"}, stopped
     replications = set(g["samples"]["replication"].tolist())
-    # Three exploration replications (the least trials), then at most two out of time (the two shares).
-    assert {0, 1, 2} <= replications <= {0, 1, 2, 3, 4}, replications
+    # Three exploration replications (the least trials), then two out of time (the two shares of max_seconds).
+    assert replications == {0, 1, 2, 3, 4}, replications
     trials = set(g["samples"]["trial"].tolist()) - {-1}
     assert trials == {0, 1}, trials  # out of time: no trial past the least
 PY
-  KSTUDY_PYTHON=/usr/bin/python3 MPLBACKEND=Agg "$kstudy" report "$work/precision.h5" --out "$work/precision-report" \
-    > "$work/precision-report.log" 2>&1 || fail "report of the --precision archive: $(tail -3 "$work/precision-report.log")"
-  grep -q "stopped on their time-out" "$work/precision-report/report.md" &&
-    pass "--precision 1% with a time-out: every point stopped on it, recorded and reported" ||
+  KSTUDY_PYTHON=/usr/bin/python3 MPLBACKEND=Agg "$kstudy" report "$work/precision_wide.h5" \
+    --out "$work/precision-report" > "$work/precision-report.log" 2>&1 ||
+    fail "report of the --precision archive: $(tail -3 "$work/precision-report.log")"
+  grep -qE "[1-9][0-9]* stopped on their time-out" "$work/precision-report/report.md" &&
+    pass "--precision 1% with a time-out: points stopped on it, recorded and reported" ||
     fail "the report's sampling section does not say the points timed out"
 else
   fail "--precision archive: $(cat "$work/precision.out")"

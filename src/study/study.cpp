@@ -420,6 +420,7 @@ int run_replications(const run_request& request, const std::string& self_exe, co
     // adaptive protocol when every point of the shard is settled (precise enough, or out of time).
     const auto settled = r >= e.protocol.replications ? settled_points(read_samples(request.out, e.name), e.protocol)
                                                       : std::set<std::int64_t>{};
+    if (static_cast<std::int64_t>(settled.size()) >= points) break;  // settled now is settled for good
     bool any = false;
     for (std::int64_t p = 0; p < points && !any; ++p)
       any = in_shard(request.shard, p, r, e.protocol.replication_slots()) && !settled.count(p);
