@@ -5,6 +5,7 @@
 // build came from.
 #include <filesystem>
 #include <string>
+#include "kstudy_test_paths.hpp"  // KSTUDY_SOURCE_DIR and the build's executables (tests/CMakeLists.txt)
 
 inline std::filesystem::path source_file(const std::string& relative) {
   std::error_code ec;

@@ -22,6 +22,7 @@
 #include "kokkos_test_support.hpp"
 #include "kstudy/runner/archive.hpp"
 #include "kstudy/gpu_health.hpp"
+#include "kstudy_test_paths.hpp"  // KSTUDY_SOURCE_DIR and the build's executables (tests/CMakeLists.txt)
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>

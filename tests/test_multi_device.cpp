@@ -21,6 +21,7 @@
 #include "kstudy/platform/devices.hpp"
 #include "scratch_dir.hpp"
 #include "source_files.hpp"
+#include "kstudy_test_paths.hpp"  // KSTUDY_SOURCE_DIR and the build's executables (tests/CMakeLists.txt)
 
 namespace {
 

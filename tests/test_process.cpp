@@ -17,6 +17,7 @@
 
 #include "kstudy/platform/process.hpp"
 #include "scratch_dir.hpp"
+#include "kstudy_test_paths.hpp"  // KSTUDY_SOURCE_DIR and the build's executables (tests/CMakeLists.txt)
 
 namespace {
 
