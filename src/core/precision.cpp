@@ -126,7 +126,7 @@ median_interval replicated_interval(const std::vector<std::vector<double>>& by_r
 median_interval point_series::interval() const { return replicated_interval(parts_of(*this)); }
 
 int exploration_replications(const protocol& p) {
-  return std::min(std::max(p.replications, 3), std::max(p.replications, p.max_replications));
+  return std::min(std::max(p.replications, 3), p.max_replications);  // parsing keeps max_replications >= replications
 }
 
 bool point_series::out_of_reach(const protocol& p) const {
@@ -174,12 +174,6 @@ series_by_point group_series(const std::vector<sample_record>& samples) {
     out[s.point][series_key(s)].by_replication[s.replication].push_back(s.seconds);
   }
   return out;
-}
-
-bool point_meets(const std::map<std::string, point_series>& series, double target) {
-  if (series.empty()) return false;
-  return std::all_of(series.begin(), series.end(),
-                     [&](const auto& s) { return s.second.interval().relative_half_width() <= target; });
 }
 
 namespace {

@@ -96,9 +96,6 @@ struct point_series {
 using series_by_point = std::map<std::int64_t, std::map<std::string, point_series>>;
 series_by_point group_series(const std::vector<sample_record>& samples);
 
-// Whether every series of a point meets the precision (relative half-width <= target).
-bool point_meets(const std::map<std::string, point_series>& series, double target);
-
 // Whether a replication stops adding trials at `point`, on its own samples so far and the wall time its trial
 // loop has spent there: every series there is within the precision or out of reach on them, or the loop has
 // used its share of max_seconds, or nothing there was accepted to make precise. Whether the point needs
