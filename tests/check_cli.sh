@@ -269,15 +269,17 @@ if [[ -n $fake_nvml && $flavour == cpu ]]; then
 fi
 
 # Adaptive sampling. --precision as a percentage, with the bounds it derives stated in the stored definition; then,
-# with bounds so wide that +-1% is within reach of most series (100,000 trials, 1,000 replications), a time-out so
+# with bounds so wide that +-5% is within reach of every series (100,000 trials, 1,000 replications), a time-out so
 # short that each replication past the three exploration ones stops on it: recorded in the summary and listed by the
-# report.
+# report. (Not +-1%: on a loaded machine under ASan the three exploration replications of a microsecond kernel can
+# differ by some 30%, which projected to 1,000 replications is still wider than 1%, so every series was out of
+# reach and no replication ran out of time. Out of reach at +-5% needs them some 80% apart.)
 "$kstudy" run "$src/tests/shard_tiny.json" --precision 1% --max-time 1e-9 --trials 2 --replications 2 \
   --out "$work/precision.h5" -q > "$work/precision.log" 2>&1 || fail "--precision run: $(tail -3 "$work/precision.log")"
 /usr/bin/python3 - "$src/tests/shard_tiny.json" "$work/precision_wide.json" <<'PY'
 import json, sys
 e = json.load(open(sys.argv[1]))
-e["protocol"].update(trials=2, replications=2, precision=0.01, max_trials=100000, max_replications=1000)
+e["protocol"].update(trials=2, replications=2, precision=0.05, max_trials=100000, max_replications=1000)
 json.dump(e, open(sys.argv[2], "w"))
 PY
 "$kstudy" run "$work/precision_wide.json" --max-time 1e-9 --out "$work/precision_wide.h5" -q \
