@@ -11,9 +11,11 @@
 
 #include "kstudy/experiment.hpp"
 #include "kstudy/operation.hpp"
+#include "kstudy/platform/devices.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/support/cuda_registration.hpp"
 #include "kstudy/variant.hpp"
+#include "kstudy/variant_unavailable.hpp"
 
 namespace {
 
@@ -210,6 +212,78 @@ TEST(VariantDeclarations, AnExperimentNamingAnotherBuildsVariantsRunsWithout) {
   const auto unknown = kstudy::parse_experiment(
       R"({"name": "u", "operation": "transpose", "shapes": [[8, 4]], "variants": ["transpose_naiive"]})", "u.json");
   EXPECT_THROW(kstudy::select_variants(unknown), kstudy::experiment_error);
+}
+
+}  // namespace
+
+namespace {
+
+using kstudy::gpu_requirement;
+using kstudy::unmet_requirement;
+
+// What a variant needs from the GPU, in the words the runner records as the skip: every case that refuses
+// names the requirement and what falls short; the cases that run answer "".
+TEST(GpuRequirement, NothingNeededRunsAnywhere) {
+  EXPECT_EQ(kstudy::describe(gpu_requirement{}), "");
+  EXPECT_EQ(unmet_requirement({}, 0, 0), "");
+  EXPECT_EQ(unmet_requirement({}, 75, 75), "");
+}
+
+TEST(GpuRequirement, DescribesCapabilityFeaturesAndArchSpecificTargets) {
+  EXPECT_EQ(kstudy::describe({80, false, "cp.async"}), "sm_80 (cp.async)");
+  EXPECT_EQ(kstudy::describe({90, true, "wgmma"}), "sm_90a (wgmma)");
+  EXPECT_EQ(kstudy::describe({80, false, ""}), "sm_80");
+}
+
+TEST(GpuRequirement, ALeastCapabilityIsMetByThatGpuAndEveryLaterOne) {
+  const gpu_requirement sm80{80, false, "cp.async"};
+  EXPECT_EQ(unmet_requirement(sm80, 80, 80), "");
+  EXPECT_EQ(unmet_requirement(sm80, 86, 86), "");
+  EXPECT_EQ(unmet_requirement(sm80, 90, 90), "");
+  EXPECT_EQ(unmet_requirement(sm80, 120, 120), "");
+  EXPECT_EQ(unmet_requirement(sm80, 90, 80), "");  // sm_80 code on a Hopper card: the driver runs it
+  // One below: a T4, or sm_80's code not in the binary.
+  EXPECT_EQ(unmet_requirement(sm80, 75, 75), "needs sm_80 (cp.async); this GPU is sm_75 (compute capability 7.5)");
+  const auto old_build = unmet_requirement(sm80, 90, 75);
+  EXPECT_NE(old_build.find("this build's device code targets sm_75 (KSTUDY_CUDA_ARCH=75)"), std::string::npos)
+      << old_build;
+  EXPECT_NE(old_build.find("build with KSTUDY_CUDA_ARCH=90"), std::string::npos) << old_build;
+  EXPECT_EQ(unmet_requirement(sm80, 0, 90), "needs sm_80 (cp.async); no CUDA GPU is visible");
+}
+
+TEST(GpuRequirement, AnArchSpecificTargetRunsOnThatGenerationOnly) {
+  const gpu_requirement sm90a{90, true, "wgmma"};
+  EXPECT_EQ(unmet_requirement(sm90a, 90, 90), "");
+  EXPECT_NE(unmet_requirement(sm90a, 120, 120).find("only that GPU generation runs; this GPU is sm_120"),
+            std::string::npos);
+  EXPECT_NE(unmet_requirement(sm90a, 80, 80).find("this GPU is sm_80"), std::string::npos);
+  EXPECT_NE(unmet_requirement(sm90a, 90, 80).find("targets sm_80"), std::string::npos);
+}
+
+// The registry checks a bound variant's requirement each time it is made, so every entry point (study, bench,
+// profile, tests) refuses it the same way: variant_unavailable, which the runner records as skipped. This
+// process has no GPU to meet it (the cpu flavour, or a machine without one), so make() refuses; a variant
+// with no requirement is made as before.
+TEST(GpuRequirement, RegistryRefusesToMakeAVariantThisMachineCannotRun) {
+  if (kstudy::platform::gpu_compute_capability() > 0) GTEST_SKIP() << "a GPU is visible: covered by the GPU suite";
+  variant_registry registry;
+  auto needy = info_of("needy");
+  needy.needs = {80, false, "cp.async"};
+  registry.declare(needy);
+  registry.bind("needy@cuda", idle_factory());
+  registry.add(info_of("plain"), idle_factory());
+  try {
+    registry.find("needy@cuda")->make();
+    FAIL() << "made a variant that needs sm_80 without a GPU";
+  } catch (const kstudy::variant_unavailable& e) {
+    EXPECT_EQ(std::string(e.what()), "needs sm_80 (cp.async); no CUDA GPU is visible");
+  }
+  EXPECT_NE(registry.find("plain@cuda")->make(), nullptr);
+  // Bound before its declaration: checked the same way.
+  variant_registry reversed;
+  reversed.bind("needy@cuda", idle_factory());
+  reversed.declare(needy);
+  EXPECT_THROW(reversed.find("needy@cuda")->make(), kstudy::variant_unavailable);
 }
 
 }  // namespace

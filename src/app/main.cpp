@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -55,6 +56,28 @@ void ensure_thread_binding(char** argv) {
   execv(exe.c_str(), argv);  // returns only on failure; then carry on unbound
 }
 
+// The variants of an operation (in this build or not) that need more than any GPU, a line per requirement, each
+// saying whether this machine meets it: what a user on an older card reads before the runner skips them.
+void print_gpu_requirements(const std::string& operation) {
+  const int built = kstudy::platform::build_compute_capability();  // 0: the cpu flavour, no GPU to ask
+  const int device = built > 0 ? kstudy::platform::gpu_compute_capability() : 0;
+  std::map<std::string, std::pair<std::string, std::string>> by_need;  // describe() -> ids, unmet here
+  const auto note = [&](const kstudy::variant_info& info) {
+    if (info.operation != operation || !info.needs.any()) return;
+    auto& [ids, unmet] = by_need[kstudy::describe(info.needs)];
+    ids += (ids.empty() ? "" : ", ") + info.id();
+    if (built > 0) unmet = kstudy::unmet_requirement(info.needs, device, built);
+  };
+  for (const auto* v : kstudy::variant_registry::instance().of_operation(operation)) note(v->info);
+  for (const auto* info : kstudy::variant_registry::instance().declared_elsewhere()) note(*info);
+  for (const auto& [need, entry] : by_need) {
+    const auto& [ids, unmet] = entry;
+    std::cout << "  needs " << need << ": " << ids;
+    if (!unmet.empty()) std::cout << " -- not here: " << unmet.substr(unmet.find(';') + 2);
+    std::cout << "\n";
+  }
+}
+
 // Operations with their variants (traffic at the operation's first bench point) and the variants declared but
 // not in this build, then experiment kinds, built-in experiments and backends: everything here is read from
 // the registries.
@@ -96,6 +119,7 @@ int list_command() {
     for (const auto* info : kstudy::variant_registry::instance().declared_elsewhere())
       if (info->operation == o.name) elsewhere += (elsewhere.empty() ? "" : ", ") + info->id();
     if (!elsewhere.empty()) std::cout << "  not in this build: " << elsewhere << "\n";
+    print_gpu_requirements(o.name);
   }
   std::cout << "\nExperiment kinds:\n";
   std::size_t width = 0;  // the longest registered name, plus a gap

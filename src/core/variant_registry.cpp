@@ -1,11 +1,15 @@
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "detail/name_table.hpp"
 #include "detail/registry_lookup.hpp"
+#include "kstudy/platform/devices.hpp"
 #include "kstudy/variant.hpp"
+#include "kstudy/variant_unavailable.hpp"
 
 namespace kstudy {
 
@@ -27,7 +31,47 @@ constexpr detail::name_table<fusion_level, 3> k_fusion_level_names{{
 }};
 
 std::string variant_id(const registered_variant& variant) { return variant.info.id(); }
+
+std::string sm_name(int capability) { return "sm_" + std::to_string(capability); }
+
+// The factory of a variant that needs more than any GPU: each make() first asks the GPU this process runs on
+// and the build's target, and throws variant_unavailable (recorded as skipped, never failed) where either
+// falls short; the variant's code, compiled as a trap for an older target, is never entered.
+variant_factory checked_against_gpu(const variant_info& info, variant_factory factory) {
+  if (!info.needs.any()) return factory;
+  return [needs = info.needs, factory = std::move(factory)]() -> std::unique_ptr<variant> {
+    const auto why = unmet_requirement(needs, platform::gpu_compute_capability(), platform::build_compute_capability());
+    if (!why.empty()) throw variant_unavailable(why);
+    return factory();
+  };
+}
 }  // namespace
+
+std::string describe(const gpu_requirement& needs) {
+  if (!needs.any()) return "";
+  return sm_name(needs.compute_capability) + (needs.arch_specific ? "a" : "") +
+         (needs.features.empty() ? "" : " (" + needs.features + ")");
+}
+
+std::string unmet_requirement(const gpu_requirement& needs, int device, int built) {
+  if (!needs.any()) return "";
+  const std::string what = "needs " + describe(needs);
+  if (device <= 0) return what + "; no CUDA GPU is visible";
+  const std::string gpu = "this GPU is " + sm_name(device) + " (compute capability " + std::to_string(device / 10) +
+                          "." + std::to_string(device % 10) + ")";
+  const std::string build =
+      "this build's device code targets " + sm_name(built) + " (KSTUDY_CUDA_ARCH=" + std::to_string(built) + ")";
+  if (needs.arch_specific) {
+    if (device != needs.compute_capability) return what + ", which only that GPU generation runs; " + gpu;
+    if (built != needs.compute_capability)
+      return what + "; " + build + ": build with KSTUDY_CUDA_ARCH=" + std::to_string(needs.compute_capability);
+    return "";
+  }
+  if (device < needs.compute_capability) return what + "; " + gpu;
+  if (built < needs.compute_capability)
+    return what + "; " + build + ": build with KSTUDY_CUDA_ARCH=" + std::to_string(device) + " for this GPU";
+  return "";
+}
 
 std::string_view to_string(implementation kind) {
   return detail::name_of(k_implementation_names, kind, "implementation");
@@ -66,6 +110,7 @@ void variant_registry::declare(variant_info info) {
     factory = std::move(pending->second);
     m_pending_binds.erase(pending);
   }
+  if (factory) factory = checked_against_gpu(info, std::move(factory));
   m_variants.push_back({std::move(info), std::move(factory)});
 }
 
@@ -74,7 +119,7 @@ void variant_registry::bind(const std::string& id, variant_factory factory) {
   for (auto& v : m_variants)
     if (v.info.id() == id) {
       if (v.make) throw std::logic_error("variant " + id + " bound twice");
-      v.make = std::move(factory);
+      v.make = checked_against_gpu(v.info, std::move(factory));
       return;
     }
   if (!m_pending_binds.emplace(id, std::move(factory)).second) throw std::logic_error("variant " + id + " bound twice");

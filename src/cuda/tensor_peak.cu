@@ -1,3 +1,4 @@
+// kstudy-build: also sm_90a
 // The BF16, FP16 and TF32 tensor-core peak probes (kstudy/compute_roofs.hpp): wgmma.mma_async m64n256k16
 // (m64n256k8 for TF32) back to back from operands that stay in shared memory, no loads, every SM busy. The roof
 // a BF16 (FP16, TF32) GEMM is divided by must be one no real kernel beats: cuBLAS is not (the gemm_bf16 ladder's

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kstudy/build_info.hpp"
+
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -134,6 +136,21 @@ std::string device_info::describe() const {
   if (!uuid.empty()) text += ", " + uuid;
   return text + ")";
 }
+
+int gpu_compute_capability() {
+#ifdef KOKKOS_ENABLE_CUDA
+  int count = 0, device = 0, major = 0, minor = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return 0;
+  return major * 10 + minor;
+#else
+  return 0;
+#endif
+}
+
+int build_compute_capability() { return std::atoi(build_info::cuda_arch); }
 
 std::unique_ptr<device_source> make_device_source() {
   if (const char* fake = std::getenv("KSTUDY_FAKE_DEVICES"); fake != nullptr)

@@ -53,6 +53,7 @@
 #include "attention/attention.hpp"
 #include "attention/attention_cuda_base.cuh"
 #include "kstudy/support/cublas_check.hpp"
+#include "kstudy/support/cuda_arch.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
 #include "kstudy/support/cuda_variant.hpp"
 #include "kstudy/cuda_escape.hpp"
@@ -391,10 +392,14 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 // The fp16 twins: the same fragment layouts, f16 operands (rungs 2 and 3 with Fp16 = true).
@@ -406,10 +411,14 @@ __device__ __forceinline__ std::uint32_t pack_fp16(float lo, float hi) {
 }
 __device__ __forceinline__ void mma_fp16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 // The 16-bit format of a kernel instance: bf16, or fp16 when Fp16.
@@ -607,13 +616,27 @@ __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
 // filled by the guarded scalar loads of rung 2 (synchronous, same slots, same barriers).
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   const auto s = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
+}
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 // Q, K, V (and O, stored by float4 in the fp32 kernel) 16-byte aligned.

@@ -1,3 +1,4 @@
+// kstudy-build: also sm_90a
 // Hopper rungs of the 16-bit attention operations (family attention_cuda): the fused kernel on Hopper's own
 // instructions, as the gemm_bf16 ladder's wgmma rungs did for GEMM (the mma.sync kernels below them are
 // issue-bound: one mma.sync m16n8k16 per 4 KFLOP at 12% occupancy).
@@ -663,7 +664,7 @@ class attention_wgmma final : public attention_cuda_base<P, M> {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// Registration (builds that compiled this file for sm_90a: KSTUDY_HAVE_SM90A, set by variants/CMakeLists.txt);
+// Registration (builds that compiled this file for sm_90a: KSTUDY_HAVE_SM90A, set by cmake/kstudy_cuda_targets.cmake);
 // the fields are declared in attention_wgmma_cuda_info.cpp, compiled in every build.
 #if defined(KSTUDY_HAVE_SM90A)
 template <attention_precision P, attention_mask M>

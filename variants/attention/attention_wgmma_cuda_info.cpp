@@ -46,6 +46,7 @@ void declare_wgmma(attention_precision precision, attention_mask mask, int rung)
   info.rung = rung;
   info.fusion = fusion_level::full;
   info.kernels_launched = 1;  // attention_wgmma_kernel (+ row-padding copies where head_dim % 8 != 0)
+  info.needs = {90, /*arch_specific=*/true, "wgmma, TMA, setmaxnreg"};
   variant_declaration{std::move(info)};
 }
 

@@ -14,6 +14,7 @@
 
 #include "gemm/gemm.hpp"
 #include "detail/cuda_arrays.hpp"
+#include "kstudy/support/cuda_arch.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
 #include "kstudy/variant.hpp"
 
@@ -35,7 +36,11 @@ template <>
 struct tc_traits<gemm_precision::tf32> {
   using storage = float;
   using element = float;
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   using fragment_precision = wmma::precision::tf32;
+#else
+  using fragment_precision = float;  // no TF32 wmma before sm_80: the kernels that use it are traps there
+#endif
   static constexpr int frag_k = 8;  // m16n16k8
   static constexpr int vector = 4;  // elements per 16 bytes
   static constexpr int stages = 2;  // rung 2: double buffering

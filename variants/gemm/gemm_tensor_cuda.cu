@@ -115,6 +115,7 @@ __global__ void __launch_bounds__(naive_warps * 32)
     wmma_naive_kernel(const typename tc_traits<P>::storage* __restrict__ a,
                       const typename tc_traits<P>::storage* __restrict__ b, float* __restrict__ c, std::int64_t m,
                       std::int64_t n, std::int64_t k, bool vector_ab, bool vector_c) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)  // TF32 and bf16 wmma fragments
   using T = tc_traits<P>;
   using storage = typename T::storage;
   constexpr int kf = T::frag_k;
@@ -160,6 +161,9 @@ __global__ void __launch_bounds__(naive_warps * 32)
     }
     store_tile<P>(acc, c, stage_c[warp], m, n, row0, col0, vector_c);
   }
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -196,15 +200,29 @@ struct smem_layout {
 };
 
 __device__ __forceinline__ void cp_async_16(void* shared, const void* global, int source_bytes) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
   // source_bytes 0: nothing is read and the 16 bytes are zero-filled (tiles past the matrix edge).
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(source_bytes)
                : "memory");
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
+}
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 // The A tile (block_m x block_k at row0, k0) and B tile (block_k x block_n at k0, col0) into one stage.
@@ -259,6 +277,7 @@ __global__ void __launch_bounds__(smem_threads, 2)
     wmma_smem_kernel(const typename tc_traits<P>::storage* __restrict__ a,
                      const typename tc_traits<P>::storage* __restrict__ b, float* __restrict__ c, std::int64_t m,
                      std::int64_t n, std::int64_t k, bool vector_c) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)  // TF32 and bf16 wmma fragments
   using L = wmma_layout<P>;
   using storage = typename L::storage;
   constexpr int kf = tc_traits<P>::frag_k, stages = L::stages;
@@ -317,6 +336,9 @@ __global__ void __launch_bounds__(smem_threads, 2)
 #pragma unroll
     for (int j = 0; j < frags_n; ++j)
       store_tile<P>(acc[i][j], c, staging, m, n, row0 + wm * warp_m + i * 16, col0 + wn * warp_n + j * 16, vector_c);
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -351,11 +373,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
 }
 // d = a b + d, bf16 inputs, f32 accumulators.
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 template <bool Vector>
@@ -518,17 +544,26 @@ __device__ __forceinline__ void load_stage(typename C::storage* stage, const typ
 }
 
 __device__ __forceinline__ unsigned to_tf32(float x) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+  return 0u;
+#endif
 }
 // d = a b + d, tf32 inputs (fp32 bit patterns rounded to tf32), f32 accumulators.
 __device__ __forceinline__ void mma_tf32_1688(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
+#endif
 }
 
 // Block blockIdx.x of grid_m x grid_n block tiles in grouped order; warp w owns rows (w / warps_n) warp_m

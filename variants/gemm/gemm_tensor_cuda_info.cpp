@@ -11,10 +11,11 @@ namespace kstudy::gemm {
 namespace {
 
 void declare_cuda(gemm_precision precision, const std::string& name, const std::string& family,
-                  const std::string& description, table_layout layout, int rung) {
+                  const std::string& description, table_layout layout, int rung, gpu_requirement needs = {}) {
   auto info = cuda_variant(variant_info_for(precision, name, family, description, layout),
                            family == "cublas" ? implementation::vendor_library : implementation::handwritten_cuda);
   info.rung = rung;
+  info.needs = std::move(needs);
   // One kernel (named beside each declaration), or one cuBLAS call: its kernel count is cuBLAS's choice, one
   // at these shapes.
   info.kernels_launched = 1;
@@ -35,16 +36,21 @@ void declare_cublas(gemm_precision precision) {
 
 void declare_precision(gemm_precision precision, const char* naive_description, const char* smem_description) {
   const std::string op = operation_name(precision);
-  declare_cuda(precision, op + "_wmma_naive", "gemm_tensor_cuda", naive_description, table_layout::row_major,
-               1);  // wmma_naive_kernel
-  declare_cuda(precision, op + "_wmma_smem", "gemm_tensor_cuda", smem_description, table_layout::row_major,
-               2);  // wmma_smem_kernel
+  // Every handwritten rung multiplies on sm_80's tensor-core formats (cuBLAS picks what the GPU has).
+  const std::string format = precision == gemm_precision::tf32 ? "TF32" : "bf16";
+  const gpu_requirement wmma{80, false, format + " wmma"};
+  const gpu_requirement wmma_and_copies{80, false, format + " wmma, cp.async"};
+  const gpu_requirement mma{80, false, "mma.sync on " + format + ", cp.async"};
+  declare_cuda(precision, op + "_wmma_naive", "gemm_tensor_cuda", naive_description, table_layout::row_major, 1,
+               wmma);  // wmma_naive_kernel
+  declare_cuda(precision, op + "_wmma_smem", "gemm_tensor_cuda", smem_description, table_layout::row_major, 2,
+               wmma_and_copies);  // wmma_smem_kernel
   if (precision == gemm_precision::bf16)
     declare_cuda(precision, op + "_mma_ldmatrix", "gemm_tensor_cuda",
                  "rung 2's loader and 4-stage cp.async pipeline, the multiply in PTX: 128 x 256 x 32 block "
                  "tiles, 8 warps of 64 x 64, ldmatrix.x4 (.trans for B) feeding mma.sync m16n8k16 (each A "
                  "fragment used 8 times, each B fragment 4), guarded float2 stores of C from registers",
-                 table_layout::row_major, 3);  // mma_bf16_kernel
+                 table_layout::row_major, 3, mma);  // mma_bf16_kernel
   if (precision == gemm_precision::tf32)
     declare_cuda(precision, op + "_mma", "gemm_tensor_cuda",
                  "rung 2's loader and cp.async pipeline, the multiply in PTX mma.sync m16n8k8 tf32: A "
@@ -52,13 +58,13 @@ void declare_precision(gemm_precision precision, const char* naive_description, 
                  "8 mod 32 words), both rounded with cvt.rna.tf32; fastest of 4 tilings (128 x 128, "
                  "128 x 256, 256 x 128; 64 x 32 or 64 x 64 warps; 3 stages) x 2 block orders, timed in "
                  "prepare()",
-                 table_layout::row_major, 3);  // mma_tuned_kernel
+                 table_layout::row_major, 3, mma);  // mma_tuned_kernel
   else
     declare_cuda(precision, op + "_mma_autotuned", "gemm_tensor_cuda",
                  "rung 3's kernel over 6 configurations (128 x 256, 128 x 128 with 2 blocks per SM, "
                  "256 x 128; 64 x 32 or 64 x 64 warps; 3 or 4 stages) x 2 block orders (row by row, or "
                  "8 block rows walked together for L2 reuse), the fastest timed in prepare()",
-                 table_layout::row_major, 4);  // mma_tuned_kernel
+                 table_layout::row_major, 4, mma);  // mma_tuned_kernel
   declare_cublas(precision);
 }
 

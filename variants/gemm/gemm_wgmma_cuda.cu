@@ -1,3 +1,4 @@
+// kstudy-build: also sm_90a
 // Hopper rungs of gemm_bf16 (family gemm_tensor_cuda, after gemm_tensor_cuda.cu's mma.sync rungs 1-4):
 // the multiply on Hopper's own instructions, which cuBLAS uses and mma.sync cannot reach (lab II: rung 4 at
 // 0.35x cuBLAS, issuing mma.sync at 12% occupancy). gemm_fp16 runs rungs 5 to 8 unchanged but for the
@@ -465,7 +466,7 @@ class gemm_wgmma final : public gemm_tc_base<P> {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// Registration (builds that compiled this file for sm_90a: KSTUDY_HAVE_SM90A, set by variants/CMakeLists.txt)
+// Registration (builds that compiled this file for sm_90a: KSTUDY_HAVE_SM90A, set by cmake/kstudy_cuda_targets.cmake)
 
 // Declared with their fields in gemm_wgmma_cuda_info.cpp, which every build compiles; a build without sm_90a
 // knows them as not in this build.

@@ -15,6 +15,7 @@ void declare_cuda(gemm_precision precision, const std::string& name, const std::
   auto info = cuda_variant(variant_info_for(precision, name, "gemm_tensor_cuda", description, table_layout::row_major));
   info.rung = rung;
   info.kernels_launched = kernels_launched;
+  info.needs = {90, /*arch_specific=*/true, "wgmma, TMA, setmaxnreg"};
   variant_declaration{std::move(info)};
 }
 

@@ -53,6 +53,27 @@ enum class implementation {
 };
 std::string_view to_string(implementation kind);
 
+// What a GPU must have to run a CUDA variant's code; unset, any GPU kstudy builds for (sm_75 and up). Declared
+// with the variant's other fields: the runner, the benchmarks and the tests refuse the variant where the GPU, or
+// the target the build compiled for (KSTUDY_CUDA_ARCH), falls short, recording it as skipped with the reason,
+// and `kstudy list` prints it. The code itself is compiled for every target (kstudy/support/cuda_arch.hpp guards
+// what an older one lacks), so a build for sm_75 links and knows every variant.
+struct gpu_requirement {
+  // The least compute capability, major * 10 + minor: 80 for cp.async, mma.sync m16n8k16 on bf16 or fp16, TF32
+  // and bf16 wmma; 0 = none.
+  int compute_capability = 0;
+  // The arch-specific target of exactly that capability ("sm_90a": wgmma, setmaxnreg), which no other GPU runs.
+  bool arch_specific = false;
+  std::string features;  // what needs it, for the messages: "cp.async, bf16 mma.sync"
+
+  bool any() const { return compute_capability > 0; }
+};
+// "sm_80 (cp.async, bf16 mma.sync)", "sm_90a (wgmma)"; "" when nothing is needed.
+std::string describe(const gpu_requirement& needs);
+// Why a variant that needs `needs` cannot run on a GPU of capability `device` in a build whose device code
+// targets `built` (both major * 10 + minor; 0: no CUDA GPU, no CUDA build), or "" when it can.
+std::string unmet_requirement(const gpu_requirement& needs, int device, int built);
+
 struct variant_info {
   std::string name;       // e.g. fused_kokkos_feature_major; unique per backend
   std::string operation;  // the registered operation it computes (operation_info::name)
@@ -78,6 +99,7 @@ struct variant_info {
   // Unset: its traffic model's total, which is the footprint of a variant touching each buffer once; a
   // variant that re-reads its inputs (a naive GEMM moves 2 m n k elements through 3 matrices) sets it.
   std::function<std::int64_t(const table_shape&)> footprint;
+  gpu_requirement needs;  // unset: runs on any GPU kstudy builds for (and on the host)
 
   std::string id() const { return name + "@" + backend; }
 };

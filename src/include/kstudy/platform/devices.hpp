@@ -48,6 +48,12 @@ std::optional<device_info> visible_device(const std::vector<device_info>& device
 // devices in the order given, each once. Throws std::invalid_argument naming the problem.
 std::vector<device_info> select_devices(const std::string& spec, const std::vector<device_info>& devices);
 
+// The compute capability (major * 10 + minor) of the GPU this process runs on, 0 where there is none (the cpu
+// flavour, or no device visible); and the one the build's device code targets (KSTUDY_CUDA_ARCH; 0 in the cpu
+// flavour). What a variant's gpu_requirement is checked against.
+int gpu_compute_capability();
+int build_compute_capability();
+
 // 16 raw bytes as the UUID text nvidia-smi prints ("GPU-" and 8-4-4-4-12 hex digits).
 std::string format_gpu_uuid(const unsigned char (&bytes)[16]);
 
