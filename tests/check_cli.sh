@@ -313,6 +313,21 @@ PY
 else
   fail "--precision archive: $(cat "$work/precision.out")"
 fi
+# A variant this machine cannot run (here injected: variant_unavailable, as a rung that needs a newer GPU throws)
+# is listed by the report's "Not run on this machine" with the reason, not left out silently. (The cpu flavour:
+# composed's variants are OpenMP ones there.)
+if [[ $flavour == cpu ]]; then
+  KSTUDY_INJECT_FAULT=composed@openmp:unavailable "$kstudy" run "$src/tests/shard_tiny.json" --replications 1 \
+    --trials 1 --out "$work/not_run.h5" -q > "$work/not_run.log" 2>&1 || fail "run with an unavailable variant failed"
+  if KSTUDY_PYTHON=/usr/bin/python3 MPLBACKEND=Agg "$kstudy" report "$work/not_run.h5" --out "$work/not_run-report" \
+    > "$work/not_run-report.log" 2>&1; then
+    grep -qE '^\| not_run/shard_tiny \| .* \| `composed_[a-z_]+@openmp` \| [0-9]+ \| injected fault \(unavailable\)' \
+      "$work/not_run-report/report.md" && pass "report lists the variants this machine could not run, with why" ||
+      fail "report.md has no 'Not run' row for composed's variants: $(grep -A4 'Not run' "$work/not_run-report/report.md")"
+  else
+    fail "report of the archive with an unavailable variant: $(tail -3 "$work/not_run-report.log")"
+  fi
+fi
 "$kstudy" run "$src/tests/shard_tiny.json" --precision 2x --out "$work/bad-precision.h5" -q > /dev/null \
   2> "$work/bad-precision.err" && fail "--precision 2x accepted"
 [[ -e $work/bad-precision.h5 ]] && fail "--precision 2x wrote an archive"
