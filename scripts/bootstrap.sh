@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # kstudy dependency bootstrap. Idempotent: every step checks before it acts.
 #
-#   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 90] [--cxx g++|clang++] [--no-packages] [--print-prefix]
-#                        [--with-slurm] [--packages-only]
+#   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 75|80|86|89|90|100|120] [--cxx g++|clang++] [--no-packages]
+#                        [--print-prefix] [--with-slurm] [--packages-only]
 #                        [--kokkos-tarball FILE --kernels-tarball FILE]
 #
 # 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo), the style
@@ -17,6 +17,12 @@
 #    cmake/patches/kokkos-<version>/ when that folder exists. Use the printed prefix as -DKokkos_ROOT.
 #    --cxx clang++ builds the cpu flavour with clang (a prefix of its own: kstudy must then be compiled by
 #    clang too, so that one OpenMP runtime, LLVM's, is loaded); CI's sanitizer build uses it.
+# The cuda flavour is built for the compute capability of the GPU present (GPU 0, from nvidia-smi: 7.5 -> 75;
+# scripts/lib/gpu_arch.sh); --arch names another, and is needed where no GPU is. kstudy supports sm_75, 80, 86,
+# 89, 90, 100 and 120. Kokkos 3.4.01 (patched: HOPPER90 is the patch's) builds sm_75, 80, 86 and 90 (TURING75,
+# AMPERE80, AMPERE86, HOPPER90); Kokkos 4.6 (--kokkos-tarball kokkos-4.6.01.tar.xz) builds all seven (also
+# ADA89, BLACKWELL100, BLACKWELL120). The arch is checked before anything is installed or downloaded: one the
+# chosen Kokkos does not know is refused in one line that names a Kokkos that does.
 #
 # Environment:
 #   KSTUDY_CACHE             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kstudy)
@@ -24,6 +30,7 @@
 #   KSTUDY_KOKKOS_SRC        an extracted tree holding kokkos/ and kokkos-kernels/ (offline machines)
 #   KSTUDY_JOBS              build parallelism (default: nproc)
 #   KSTUDY_KOKKOS_TARBALL, KSTUDY_KERNELS_TARBALL   as --kokkos-tarball, --kernels-tarball
+#   KSTUDY_NVIDIA_SMI        the nvidia-smi that reads the GPU's compute capability (default: the one on PATH)
 set -euo pipefail
 
 kokkos_version=3.4.01  # Debian's trilinos 13.2.0 source; --kokkos-tarball names another
@@ -37,7 +44,7 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache_root=${KSTUDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kstudy}
 jobs=${KSTUDY_JOBS:-$(nproc)}
 flavour=cpu
-cuda_arch=90
+cuda_arch=''  # --arch; else the GPU's (cuda flavour)
 host_cxx=g++
 install_packages=1
 print_prefix=0
@@ -48,6 +55,8 @@ kernels_tarball=${KSTUDY_KERNELS_TARBALL:-}
 
 die() { echo "bootstrap: error: $*" >&2; exit 1; }
 log() { echo "bootstrap: $*" >&2; }
+# shellcheck source=scripts/lib/gpu_arch.sh
+source "$repo_root/scripts/lib/gpu_arch.sh"
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -60,12 +69,12 @@ while [[ $# -gt 0 ]]; do
     --packages-only) packages_only=1; shift ;;
     --kokkos-tarball) kokkos_tarball=${2:?--kokkos-tarball needs a file}; shift 2 ;;
     --kernels-tarball) kernels_tarball=${2:?--kernels-tarball needs a file}; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [[ $flavour == cpu || $flavour == cuda ]] || die "--flavour must be cpu or cuda, not '$flavour'"
-[[ $cuda_arch =~ ^[0-9]+$ ]] || die "--arch must be a number such as 90, not '$cuda_arch'"
+[[ -z $cuda_arch || $cuda_arch =~ ^[0-9]+$ ]] || die "--arch must be a number such as 90, not '$cuda_arch'"
 [[ $host_cxx == g++ || $host_cxx == clang++ ]] || die "--cxx must be g++ or clang++, not '$host_cxx'"
 [[ $host_cxx == g++ || $flavour == cpu ]] || die "--cxx clang++ is for the cpu flavour (the cuda flavour compiles with nvcc_wrapper)"
 if [[ -n $kokkos_tarball || -n $kernels_tarball ]]; then
@@ -76,6 +85,87 @@ if [[ -n $kokkos_tarball || -n $kernels_tarball ]]; then
   [[ $(basename "$kernels_tarball") =~ ^kokkos-kernels-[0-9]+\.[0-9]+\.[0-9]+\.tar\.(xz|gz|bz2)$ ]] ||
     die "--kernels-tarball must be named kokkos-kernels-<version>.tar.{xz,gz,bz2}, not '$(basename "$kernels_tarball")'"
 fi
+
+# ---------------------------------------------------------------- CUDA arch
+# Settled before any package is installed or source downloaded: a GPU the chosen Kokkos cannot build for is
+# refused in a second, not after a 4-minute build.
+readonly supported_archs=(75 80 86 89 90 100 120)
+# Kokkos' name for each (the option is Kokkos_ARCH_<name>).
+declare -rA kokkos_arch_names=([75]=TURING75 [80]=AMPERE80 [86]=AMPERE86 [89]=ADA89 [90]=HOPPER90
+                               [100]=BLACKWELL100 [120]=BLACKWELL120)
+
+# Sets known_arch_names to the NVIDIA arch options the Kokkos to build knows: those of its
+# cmake/kokkos_arch.cmake (read from the release tarball; Debian's 3.4.01 source is fetched later, so its list is
+# written here) and those its patches add (HOPPER90 for 3.4.01).
+kokkos_known_arch_names() {
+  local re='^\+?[[:space:]]*(KOKKOS_ARCH_OPTION|kokkos_arch_option)\([[:space:]]*([A-Z]+[0-9]+)[[:space:]]+GPU[[:space:]]+"NVIDIA'
+  local lines=() line p
+  if [[ -n $kokkos_tarball ]]; then
+    mapfile -t lines < <(tar -xOf "$kokkos_tarball" kokkos/cmake/kokkos_arch.cmake 2>/dev/null)
+    known_arch_names=()
+  else
+    known_arch_names=(VOLTA70 VOLTA72 TURING75 AMPERE80 AMPERE86)
+  fi
+  for p in "$(patch_dir)"/*.patch; do
+    [[ -f $p ]] || continue
+    while IFS= read -r line; do [[ $line == +* ]] && lines+=("$line"); done < "$p"
+  done
+  for line in "${lines[@]}"; do
+    [[ $line =~ $re ]] && known_arch_names+=("${BASH_REMATCH[2]}")
+  done
+  return 0
+}
+
+sm_list() {  # sm_list 75 80 90 -> "sm_75, 80 and 90"
+  local out="sm_$1"
+  shift
+  while [[ $# -gt 1 ]]; do out+=", $1"; shift; done
+  [[ $# -eq 1 ]] && out+=" and $1"
+  echo "$out"
+}
+
+# Where to find the Kokkos 4.6 release tarballs, for the refusal: the ones beside the clone (as CI has them),
+# else their names.
+kokkos46_tarballs() {
+  local dir=$repo_root/../shared/third_party k=kokkos-4.6.01.tar.xz kk=kokkos-kernels-4.6.02.tar.xz
+  if [[ -f $dir/$k && -f $dir/$kk ]]; then
+    k=$(realpath --relative-to="$PWD" "$dir/$k")
+    kk=$(realpath --relative-to="$PWD" "$dir/$kk")
+  fi
+  echo "--kokkos-tarball $k --kernels-tarball $kk"
+}
+
+# Sets cuda_arch (the GPU's where --arch is not given) and kokkos_arch_option (Kokkos_ARCH_<it>), or dies.
+resolve_cuda_arch() {
+  local what a name known_arch_names=()
+  if [[ -z $cuda_arch ]]; then
+    kstudy_gpu_detect || die "--flavour cuda builds for the GPU present, and none can be read:" \
+      "$kstudy_gpu_error; pass --arch, one of $(sm_list "${supported_archs[@]}" | sed 's/^sm_//; s/ and / or /')"
+    cuda_arch=$kstudy_gpu_arch
+    what="this GPU is sm_$cuda_arch (compute capability $kstudy_gpu_cc)"
+  else
+    what="--arch $cuda_arch asks for sm_$cuda_arch"
+  fi
+  name=${kokkos_arch_names[$cuda_arch]:-}
+  [[ -n $name ]] || die "$what; kstudy's cuda flavour supports $(sm_list "${supported_archs[@]}")"
+  [[ -z $kokkos_tarball || -f $kokkos_tarball ]] || die "$kokkos_tarball does not exist"
+  kokkos_known_arch_names
+  if [[ ${#known_arch_names[@]} -eq 0 ]]; then
+    log "warning: no NVIDIA arch options found in $kokkos_tarball's cmake/kokkos_arch.cmake; trying Kokkos_ARCH_$name"
+  elif [[ " ${known_arch_names[*]} " != *" $name "* ]]; then
+    local knows=() listed
+    for a in "${supported_archs[@]}"; do
+      [[ " ${known_arch_names[*]} " == *" ${kokkos_arch_names[$a]} "* ]] && knows+=("$a")
+    done
+    listed="none of kstudy's ($(sm_list "${supported_archs[@]}"))"
+    [[ ${#knows[@]} -gt 0 ]] && listed=$(sm_list "${knows[@]}")
+    die "$what; Kokkos $kokkos_version knows $listed; build Kokkos 4.6 with $(kokkos46_tarballs)" \
+      "(or set KSTUDY_KOKKOS_TARBALL and KSTUDY_KERNELS_TARBALL to them)"
+  fi
+  kokkos_arch_option=$name
+  [[ $what == this* ]] && log "$what: Kokkos $kokkos_version with Kokkos_ARCH_$name (--arch for another)"
+  return 0
+}
 
 as_root() {
   if [[ $(id -u) -eq 0 ]]; then "$@"
@@ -247,7 +337,7 @@ build_kokkos() {
     command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || die "the cuda flavour needs nvcc (CUDA toolkit) on PATH or in /usr/local/cuda"
     export PATH=$PATH:/usr/local/cuda/bin
     cxx=$work/kokkos/bin/nvcc_wrapper
-    kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$(cuda_arch_option)=ON")
+    kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$kokkos_arch_option=ON")
     # Kokkos 4 allows device lambdas always (the option is deprecated there).
     [[ $kokkos_version == 3.* ]] && kokkos_opts+=(-DKokkos_ENABLE_CUDA_LAMBDA=ON)
     kk_opts+=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
@@ -284,15 +374,12 @@ build_kokkos() {
   rm -rf "$work"
 }
 
-cuda_arch_option() {
-  case $cuda_arch in
-    70) echo VOLTA70 ;; 72) echo VOLTA72 ;; 75) echo TURING75 ;; 80) echo AMPERE80 ;; 86) echo AMPERE86 ;;
-    90) echo HOPPER90 ;;
-    *) die "Kokkos $kokkos_version (patched) knows CUDA arch 70, 72, 75, 80, 86 and 90, not $cuda_arch" ;;
-  esac
-}
-
 # ---------------------------------------------------------------- main
+# The arch first: nothing is installed or downloaded for a GPU the chosen Kokkos cannot build for. Not needed where
+# no Kokkos is built (--packages-only, KSTUDY_KOKKOS_ROOT).
+if [[ $flavour == cuda && $packages_only -eq 0 && -z ${KSTUDY_KOKKOS_ROOT:-} ]]; then
+  resolve_cuda_arch
+fi
 [[ $install_packages -eq 1 ]] && ensure_packages
 [[ $packages_only -eq 1 ]] && exit 0
 

@@ -20,7 +20,7 @@ kstudy_gpu_detect() {
     if [[ -n ${KSTUDY_NVIDIA_SMI:-} ]]; then
       kstudy_gpu_error="KSTUDY_NVIDIA_SMI=$smi is not a program"
     else
-      kstudy_gpu_error="there is no nvidia-smi on PATH (no NVIDIA driver here)"
+      kstudy_gpu_error="no nvidia-smi on PATH"
     fi
     return 1
   fi
