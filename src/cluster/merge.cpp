@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 // Provenance that must agree for the shards to be one run of one build on one kind of machine.
 const char* const k_build_root_keys[] = {"schema_version", "kstudy_version",  "git_commit",
                                          "git_dirty",      "git_diff_sha256", "flavour"};
-const char* const k_build_environment_keys[] = {"kokkos_version", "kokkos_gpu_arch", "backends", "compiler",
-                                                "build_type"};
+const char* const k_build_environment_keys[] = {"kokkos_version", "kokkos_gpu_arch", "kstudy_cuda_arch",
+                                                "backends",       "compiler",        "build_type"};
 const char* const k_hardware_keys[] = {"cpu_model", "gpu_name"};
 
 struct shard_input {

@@ -109,10 +109,22 @@ void describe_kokkos(std::map<std::string, std::string>& env) {
 #ifdef KOKKOS_ARCH_AMPERE86
   arch += "AMPERE86 ";
 #endif
+#ifdef KOKKOS_ARCH_ADA89
+  arch += "ADA89 ";
+#endif
 #ifdef KOKKOS_ARCH_HOPPER90
   arch += "HOPPER90 ";
 #endif
+#ifdef KOKKOS_ARCH_BLACKWELL100
+  arch += "BLACKWELL100 ";
+#endif
+#ifdef KOKKOS_ARCH_BLACKWELL120
+  arch += "BLACKWELL120 ";
+#endif
   env["kokkos_gpu_arch"] = arch.empty() ? "none" : arch.substr(0, arch.size() - 1);
+  // What kstudy's own CUDA was compiled for (KSTUDY_CUDA_ARCH; "0" in the cpu flavour): with the GPU's compute
+  // capability, why a rung that needs a newer target was skipped.
+  env["kstudy_cuda_arch"] = build_info::cuda_arch;
 }
 
 // The compiler and the host: CPU, cores, OpenMP binding, visible GPUs.

@@ -15,7 +15,7 @@
 // __CUDA_ARCH__ is the target of the pass (750 for sm_75), undefined in the host pass. No CUDA header needed.
 
 #if defined(__CUDA_ARCH__)
-#define KSTUDY_CUDA_ARCH_AT_LEAST(capability) (__CUDA_ARCH__ >= (capability) * 10)
+#define KSTUDY_CUDA_ARCH_AT_LEAST(capability) (__CUDA_ARCH__ >= (capability)*10)
 #else
 #define KSTUDY_CUDA_ARCH_AT_LEAST(capability) 1
 #endif
