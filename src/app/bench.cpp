@@ -32,6 +32,7 @@
 #include "kstudy/point_inputs.hpp"
 #include "kstudy/timers.hpp"
 #include "kstudy/variant.hpp"
+#include "kstudy/variant_unavailable.hpp"
 
 namespace {
 
@@ -72,6 +73,7 @@ std::map<std::pair<const kstudy::operation*, extents_t>, std::unique_ptr<kstudy:
 struct prepared {
   std::unique_ptr<kstudy::variant> variant;
   kstudy::gate_result gate;
+  std::string unavailable;  // why this machine cannot run it at all (kstudy::variant_unavailable), else empty
 };
 std::map<std::string, prepared> g_prepared;
 std::vector<kstudy::ceiling_record> g_ceilings;
@@ -104,10 +106,17 @@ void bench_variant(benchmark::State& state, const kstudy::registered_variant* en
     try {
       p.variant = entry->make();
       p.gate = kstudy::prepare_and_gate(*p.variant, *entry, inputs, {});
+    } catch (const kstudy::variant_unavailable& e) {  // a GPU too old for it, a missing library: not a failure
+      p.gate.passed = false;
+      p.unavailable = e.what();
     } catch (const std::exception& e) {
       p.gate.passed = false;
       p.gate.message = e.what();
     }
+  }
+  if (!p.unavailable.empty()) {
+    state.SkipWithError(("not run on this machine: " + p.unavailable).c_str());
+    return;
   }
   if (!p.gate.passed) {
     state.SkipWithError(("correctness gate failed: " + p.gate.message).c_str());
