@@ -29,6 +29,7 @@
 #include "kstudy/probes.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/variant.hpp"
+#include "kstudy/variant_unavailable.hpp"
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
 #include "kstudy/cuda_escape.hpp"
 #endif
@@ -419,6 +420,8 @@ ncu::child_variant profile_variant(const std::string& id, point_inputs& inputs, 
     launch_marker();
     v.marker = report.markers++;
     impl->run();
+  } catch (const variant_unavailable& ex) {  // this machine cannot run it: skipped, as the study runner says
+    v.status = std::string("skipped: ") + ex.what();
   } catch (const std::exception& ex) {
     v.status = std::string("failed: ") + ex.what();
   }
