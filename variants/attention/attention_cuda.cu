@@ -52,6 +52,7 @@
 
 #include "attention/attention.hpp"
 #include "attention/attention_cuda_base.cuh"
+#include "kstudy/support/ampere_ptx.hpp"
 #include "kstudy/support/cublas_check.hpp"
 #include "kstudy/support/cuda_arch.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
@@ -61,6 +62,8 @@
 
 namespace kstudy::attention {
 namespace {
+
+using namespace kstudy::ampere;  // cp.async and ldmatrix (kstudy/support/ampere_ptx.hpp)
 
 constexpr float log2_e = 1.4426950408889634f;
 constexpr int max_head_dim = 128;  // of the fused kernels
@@ -615,30 +618,6 @@ __global__ void __launch_bounds__(bf16_threads, DMAX <= 64 ? 2 : 1)
 // need head_dim % (16 bytes / element) == 0 and 16-byte aligned base pointers; otherwise the tiles are
 // filled by the guarded scalar loads of rung 2 (synchronous, same slots, same barriers).
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
-  const auto s = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
-#else
-  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#else
-  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
-#endif
-}
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-#else
-  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
-#endif
-}
-
 // Q, K, V (and O, stored by float4 in the fp32 kernel) 16-byte aligned.
 __device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c, const void* d) {
   return ((reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
@@ -669,7 +648,7 @@ __device__ __forceinline__ void load_f32_tile_async(float* tile, int pitch, cons
       const int r = f / chunks, c = (f % chunks) * 4;
       const std::int64_t t = row0 + r;
       const bool inside = t < tokens && c < head_dim;
-      cp_async16(tile + r * pitch + c, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
+      cp_async_16(tile + r * pitch + c, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
     }
   } else {
     load_f32_tile<DMAX>(tile, pitch, src, row0, tokens, head_dim, false);
@@ -880,24 +859,11 @@ __device__ __forceinline__ void load_bf16_tile_async(std::uint16_t* tile, const 
     std::uint16_t* dst = tile + r * pitch + c;
     if (vec8) {
       const bool inside = t < tokens && c < head_dim;
-      cp_async16(dst, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
+      cp_async_16(dst, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
     } else {
       *reinterpret_cast<uint4*>(dst) = load_bf16_chunk(src, t, c, tokens, head_dim, false);
     }
   }
-}
-
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint16_t* p) {
-  const auto s = static_cast<unsigned int>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const std::uint16_t* p) {
-  const auto s = static_cast<unsigned int>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
 }
 
 // Two blocks (16 warps) per SM at <= 128 registers for DMAX <= 64 (54 KiB of shared memory each at 64).
@@ -1091,7 +1057,7 @@ __device__ __forceinline__ void load_bf16_tile_tuned(std::uint16_t* tile, const 
     std::uint16_t* dst = tile + r * pitch + c;
     if (vec8) {
       const bool inside = t < tokens && c < head_dim;
-      cp_async16(dst, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
+      cp_async_16(dst, inside ? src + t * head_dim + c : src, inside ? 16 : 0);
     } else {
       *reinterpret_cast<uint4*>(dst) = load_bf16_chunk(src, t, c, tokens, head_dim, false);
     }

@@ -49,7 +49,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "kstudy/support/ampere_ptx.hpp"
 #include "kstudy/support/cublas_check.hpp"
+#include "kstudy/support/cuda_arch.hpp"
 #include "kstudy/support/cuda_buffers.hpp"
 #include "kstudy/support/cuda_variant.hpp"
 #include "gemm/gemm.hpp"
@@ -60,7 +62,8 @@
 namespace kstudy::gemm {
 namespace {
 
-using namespace tensor;  // gemm_tensor_common.cuh: precisions, buffers, the pair store, registration fields
+using namespace tensor;          // gemm_tensor_common.cuh: precisions, buffers, the pair store, registration fields
+using namespace kstudy::ampere;  // cp.async and ldmatrix (kstudy/support/ampere_ptx.hpp)
 
 // ---------------------------------------------------------------------------------------------------------
 // Fragments: what wmma loads and accumulates at each precision.
@@ -199,32 +202,6 @@ struct smem_layout {
   static_assert(smem_threads / 32 * 256 * sizeof(float) <= bytes, "the warps' C staging tiles do not fit");
 };
 
-__device__ __forceinline__ void cp_async_16(void* shared, const void* global, int source_bytes) {
-#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  // source_bytes 0: nothing is read and the 16 bytes are zero-filled (tiles past the matrix edge).
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(source_bytes)
-               : "memory");
-#else
-  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#else
-  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
-#endif
-}
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-#if KSTUDY_CUDA_ARCH_AT_LEAST(80)
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-#else
-  KSTUDY_UNREACHABLE_ON_THIS_TARGET();
-#endif
-}
-
 // The A tile (block_m x block_k at row0, k0) and B tile (block_k x block_n at k0, col0) into one stage.
 // Vector: 16-byte cp.async chunks (k and n multiples of the vector, so a chunk is wholly in or out of the
 // matrix; out: zero-filled). Otherwise guarded scalar loads and stores (completed before the barrier that
@@ -359,18 +336,6 @@ constexpr int mma_warp_m = mma_block_m / smem_warps_m, mma_warp_n = mma_block_n 
 constexpr int mma_tiles_m = mma_warp_m / 16, mma_tiles_n = mma_warp_n / 8;                       // 4 x 8
 using mma_layout = smem_layout<gemm_precision::bf16, mma_block_m, mma_block_n, mma_stages>;
 
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* shared) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
 // d = a b + d, bf16 inputs, f32 accumulators.
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
 #if KSTUDY_CUDA_ARCH_AT_LEAST(80)
