@@ -58,9 +58,8 @@ void ensure_thread_binding(char** argv) {
 
 // The variants of an operation (in this build or not) that need more than any GPU, a line per requirement, each
 // saying whether this machine meets it: what a user on an older card reads before the runner skips them.
-void print_gpu_requirements(const std::string& operation) {
-  const int built = kstudy::platform::build_compute_capability();  // 0: the cpu flavour, no GPU to ask
-  const int device = built > 0 ? kstudy::platform::gpu_compute_capability() : 0;
+// `built` and `device`: the build's target and this GPU's capability, asked once per listing (0: none).
+void print_gpu_requirements(const std::string& operation, int built, int device) {
   std::map<std::string, std::pair<std::string, std::string>> by_need;  // describe() -> ids, unmet here
   const auto note = [&](const kstudy::variant_info& info) {
     if (info.operation != operation || !info.needs.any()) return;
@@ -83,6 +82,8 @@ void print_gpu_requirements(const std::string& operation) {
 // the registries.
 int list_command() {
   const auto& operations = kstudy::operation_registry::instance().all();
+  const int built = kstudy::platform::build_compute_capability();  // 0: the cpu flavour, no GPU to ask
+  const int device = built > 0 ? kstudy::platform::gpu_compute_capability() : 0;
   std::cout << "Operations (" << operations.size() << "), each with its variants:\n";
   for (const auto* op : operations) {
     const auto& o = op->info();
@@ -119,7 +120,7 @@ int list_command() {
     for (const auto* info : kstudy::variant_registry::instance().declared_elsewhere())
       if (info->operation == o.name) elsewhere += (elsewhere.empty() ? "" : ", ") + info->id();
     if (!elsewhere.empty()) std::cout << "  not in this build: " << elsewhere << "\n";
-    print_gpu_requirements(o.name);
+    print_gpu_requirements(o.name, built, device);
   }
   std::cout << "\nExperiment kinds:\n";
   std::size_t width = 0;  // the longest registered name, plus a gap

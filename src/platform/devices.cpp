@@ -14,6 +14,8 @@
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
+
+#include "kstudy/cuda_escape.hpp"
 #endif
 
 namespace kstudy::platform {
@@ -139,12 +141,14 @@ std::string device_info::describe() const {
 
 int gpu_compute_capability() {
 #ifdef KOKKOS_ENABLE_CUDA
-  int count = 0, device = 0, major = 0, minor = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || cudaGetDevice(&device) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+  // cuda_escape's query, which throws where there is no device (no driver, none visible): here that is 0.
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return 0;
+  try {
+    return cuda_escape::device_compute_capability();
+  } catch (const std::exception&) {
     return 0;
-  return major * 10 + minor;
+  }
 #else
   return 0;
 #endif
