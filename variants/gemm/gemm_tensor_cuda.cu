@@ -179,6 +179,8 @@ constexpr int smem_warps_m = 2, smem_warps_n = 4, smem_threads = smem_warps_m * 
 constexpr int wmma_block_m = 128, wmma_block_n = 128;
 constexpr int warp_m = wmma_block_m / smem_warps_m, warp_n = wmma_block_n / smem_warps_n;
 constexpr int frags_m = warp_m / 16, frags_n = warp_n / 16;
+// (Also what keeps the names referenced in a pre-sm_80 device pass, where the kernel body is compiled out.)
+static_assert(frags_m * 16 == warp_m && frags_n * 16 == warp_n, "a warp tile is whole wmma fragments");
 
 // The shared-memory stages of a block_m x block_n block tile: per stage the A tile (block_m rows of lda)
 // then the B tile (block_k rows of ldb).
