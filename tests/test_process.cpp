@@ -246,4 +246,60 @@ TEST(Process, ChildDiesWithItsParent) {
   EXPECT_FALSE(kept.grandchild_gone) << "without die_with_parent the grandchild died too: the test proves nothing";
 }
 
+// line_child: the pipe a Python rung's worker talks through.
+
+TEST(LineChild, AnswersLineByLine) {
+  spawn_options options;
+  options.argv = {"/bin/sh", "-c", "while read -r line; do echo \"got $line\"; done"};
+  line_child child(options);
+  child.send("one");
+  child.send("two");
+  EXPECT_EQ(child.receive(5), "got one");
+  EXPECT_EQ(child.receive(5), "got two");
+}
+
+TEST(LineChild, ATimeoutKillsTheChildAndSaysHowLong) {
+  spawn_options options;
+  options.argv = {"/bin/sh", "-c", "read -r line; exec sleep 60"};
+  line_child child(options);
+  child.send("go");
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    child.receive(0.3);
+    FAIL() << "no timeout";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("gave no answer within 0.3 s and was killed"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE(child.running());
+  EXPECT_THROW(child.send("again"), std::runtime_error);
+}
+
+TEST(LineChild, AChildThatEndsBeforeAnsweringIsReportedWithItsStatus) {
+  spawn_options options;
+  options.argv = {"/bin/sh", "-c", "read -r line; exit 3"};
+  line_child child(options);
+  child.send("go");
+  try {
+    child.receive(5);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("ended before answering (it exited with status 3)"), std::string::npos)
+        << e.what();
+  }
+  // Writing to it afterwards is an error, not a SIGPIPE that ends this process.
+  EXPECT_THROW(child.send("more"), std::runtime_error);
+}
+
+TEST(LineChild, AProgramThatCannotStartIsNamed) {
+  spawn_options options;
+  options.argv = {"/nonexistent/kstudy-python"};
+  try {
+    line_child child(options);
+    FAIL() << "started";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/kstudy-python"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace

@@ -3,15 +3,19 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -44,6 +48,7 @@ class fd_guard {
   }
   ~fd_guard() { reset(); }
   int get() const { return m_fd; }
+  int release() { return std::exchange(m_fd, -1); }  // the caller owns it now
   void reset() {
     if (m_fd >= 0) ::close(m_fd);
     m_fd = -1;
@@ -67,7 +72,7 @@ void open_pipe(pipe_pair& p, const std::string& program) {
 
 // What the child could not do before exec, sent back through a close-on-exec pipe: end of file on it
 // means the exec succeeded.
-enum class child_step : int { pdeathsig, affinity, redirect_stdout, redirect_stderr, exec };
+enum class child_step : int { pdeathsig, affinity, redirect_stdin, redirect_stdout, redirect_stderr, exec };
 
 const char* describe(child_step step) {
   switch (step) {
@@ -75,6 +80,8 @@ const char* describe(child_step step) {
       return "prctl(PR_SET_PDEATHSIG)";
     case child_step::affinity:
       return "sched_setaffinity (resetting the CPU affinity)";
+    case child_step::redirect_stdin:
+      return "dup2 of stdin";
     case child_step::redirect_stdout:
       return "dup2 of stdout";
     case child_step::redirect_stderr:
@@ -154,7 +161,7 @@ struct child_streams {
   fd_guard stdout_file, stderr_file;
   pipe_pair output;
   bool capturing = false;
-  int child_stdout = -1, child_stderr = -1;  // -1: inherited
+  int child_stdin = -1, child_stdout = -1, child_stderr = -1;  // -1: inherited
 };
 
 void open_streams(const spawn_options& options, const std::string& program, child_streams& streams) {
@@ -198,6 +205,8 @@ void open_streams(const spawn_options& options, const std::string& program, chil
   }
   if (options.reset_affinity && ::sched_setaffinity(0, sizeof all_cpus, &all_cpus) != 0)
     child_fail(report_fd, child_step::affinity);
+  if (streams.child_stdin >= 0 && !redirect(streams.child_stdin, STDIN_FILENO))
+    child_fail(report_fd, child_step::redirect_stdin);
   if (streams.child_stdout >= 0 && !redirect(streams.child_stdout, STDOUT_FILENO))
     child_fail(report_fd, child_step::redirect_stdout);
   if (streams.child_stderr >= 0 && !redirect(streams.child_stderr, STDERR_FILENO))
@@ -435,6 +444,124 @@ process_result run_process(const spawn_options& options) {
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;
+}
+
+line_child::line_child(const spawn_options& options) {
+  if (options.argv.empty()) throw std::invalid_argument("line_child: empty argv");
+  m_program = options.argv.front();
+  std::vector<std::string> argv_strings = options.argv;
+  std::vector<std::string> env_strings = child_environment(options);
+  const auto argv = pointers(argv_strings);
+  const auto envp = pointers(env_strings);
+  cpu_set_t all_cpus;
+  CPU_ZERO(&all_cpus);
+  if (options.reset_affinity) all_cpus = every_cpu(m_program);
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+    throw std::runtime_error("cannot start " + m_program + ": socketpair failed: " + std::strerror(errno));
+  fd_guard ours(ends[0]), theirs(ends[1]);
+  child_streams streams;
+  streams.child_stdin = theirs.get();
+  streams.child_stdout = theirs.get();
+  pipe_pair report;
+  open_pipe(report, m_program);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("cannot start " + m_program + ": fork failed: " + std::strerror(errno));
+  if (pid == 0) exec_child(options, parent, all_cpus, streams, report.write.get(), argv, envp);
+
+  report.write.reset();
+  theirs.reset();  // the child's end: end of file comes to us when the child is done with it
+  child_failure failure{};
+  if (read_child_failure(report.read.get(), failure)) {
+    reap(pid, m_program);
+    throw std::runtime_error("cannot start " + m_program + ": " + describe(failure.step) +
+                             " failed: " + std::strerror(failure.error));
+  }
+  if (options.on_start) options.on_start(static_cast<int>(pid));
+  m_pid = static_cast<int>(pid);
+  m_fd = ours.release();
+}
+
+line_child::~line_child() {
+  try {
+    end(false);
+  } catch (...) {  // nothing to be done about a failed reap in a destructor
+  }
+}
+
+void line_child::end(bool kill_first) {
+  if (m_fd >= 0) ::close(m_fd);  // the child reads end of file: a worker's cue to exit
+  m_fd = -1;
+  if (m_pid <= 0) return;
+  const pid_t pid = static_cast<pid_t>(m_pid);
+  m_pid = -1;
+  int status = 0;
+  bool reaped = false;
+  if (!kill_first) {  // a moment to exit on its own
+    for (int i = 0; i < 50 && !reaped; ++i) {
+      reaped = ::waitpid(pid, &status, WNOHANG) == pid;
+      if (!reaped) ::usleep(10000);
+    }
+  }
+  if (!reaped) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (WIFEXITED(status))
+    m_ended = "exited with status " + std::to_string(WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    m_ended = "was killed by signal " + std::to_string(WTERMSIG(status));
+}
+
+void line_child::send(const std::string& line) {
+  if (m_fd < 0) throw std::runtime_error(m_program + " is not running (it " + m_ended + ")");
+  const std::string text = line + "\n";
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::send(m_fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      end(false);
+      throw std::runtime_error("cannot write to " + m_program + ": " + std::strerror(error) + " (it " + m_ended + ")");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+std::string line_child::receive(double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const auto newline = m_buffer.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = m_buffer.substr(0, newline);
+      m_buffer.erase(0, newline + 1);
+      return line;
+    }
+    if (m_fd < 0) throw std::runtime_error(m_program + " is not running (it " + m_ended + ")");
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      end(true);
+      std::ostringstream text;
+      text << m_program << " gave no answer within " << seconds << " s and was killed";
+      throw std::runtime_error(text.str());
+    }
+    pollfd p{m_fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count() + 1, 1000)));
+    if (ready < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
+    if (ready <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::recv(m_fd, buffer, sizeof buffer, 0);
+    if (n > 0) {
+      m_buffer.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      end(false);
+      throw std::runtime_error(m_program + " ended before answering (it " + m_ended + ")");
+    }
+  }
 }
 
 }  // namespace kstudy::platform

@@ -51,6 +51,36 @@ struct process_result {
 // std::invalid_argument for an empty argv or a file target without a path.
 process_result run_process(const spawn_options& options);
 
+// A child to talk to in lines (a Python rung's worker): its stdin and stdout are one end of a socket pair whose
+// other end is ours; its stderr is ours. The options' argv, env, die_with_parent and reset_affinity are honoured;
+// their stream targets are not (stdout is the socket). Writing to a child that has gone raises no SIGPIPE.
+// Destroying it closes our end and kills the child (SIGKILL) if it has not exited within a moment; the child is
+// always reaped.
+class line_child {
+ public:
+  // Throws std::runtime_error naming the program when it cannot be started (a failed exec included).
+  explicit line_child(const spawn_options& options);
+  ~line_child();
+  line_child(const line_child&) = delete;
+  line_child& operator=(const line_child&) = delete;
+
+  // Sends one line (a newline is appended). Throws std::runtime_error when the child has gone.
+  void send(const std::string& line);
+  // The child's next line, without its newline, waiting at most `seconds`. Throws std::runtime_error when it
+  // does not come in time (the child is then killed: what it was doing is lost), or the child ended first
+  // (with its exit status).
+  std::string receive(double seconds);
+  bool running() const { return m_pid > 0; }
+
+ private:
+  void end(bool kill_first);  // kills (if asked) and reaps; returns the exit status text in m_ended
+  std::string m_program;
+  int m_fd = -1;
+  int m_pid = -1;
+  std::string m_buffer;  // received, not yet returned
+  std::string m_ended;   // how the child ended, once it has
+};
+
 // A process of this user with a file open, found through /proc (Linux).
 struct file_holder {
   int pid = 0;
