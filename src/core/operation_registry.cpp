@@ -54,6 +54,32 @@ void operation::drop_work(const problem_data&, const reference_data&, const std:
                          "rejects less work (see kstudy/operation.hpp)");
 }
 
+std::int64_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "float64" || dtype == "int64" || dtype == "uint64") return 8;
+  if (dtype == "float32" || dtype == "int32" || dtype == "uint32") return 4;
+  if (dtype == "float16" || dtype == "int16" || dtype == "uint16") return 2;
+  if (dtype == "uint8" || dtype == "int8" || dtype == "bool") return 1;
+  throw std::invalid_argument("dtype '" + dtype + "': expected a NumPy name such as float32, uint8 or int64");
+}
+
+std::int64_t array_bytes(const array_description& array) {
+  std::int64_t elements = 1;
+  for (const auto extent : array.extents) elements *= extent;
+  return elements * dtype_bytes(array.dtype);
+}
+
+external_problem operation::external_inputs(const problem_data&) const {
+  throw std::logic_error("operation " + info().name +
+                         " does not describe its arrays (external_inputs): it has no Python rungs (see "
+                         "kstudy/operation.hpp)");
+}
+
+std::vector<array_description> operation::external_outputs(const table_shape&) const {
+  throw std::logic_error("operation " + info().name +
+                         " does not describe its outputs (external_outputs): it has no Python rungs (see "
+                         "kstudy/operation.hpp)");
+}
+
 namespace {
 const std::string& operation_name(const operation& op) { return op.info().name; }
 }  // namespace

@@ -177,6 +177,32 @@ class scoring_operation final : public described_operation {
     *outputs.at(flagged_output).as<std::int64_t>() = flagged;
   }
 
+  // For a Python rung: x as a C-order array of its layout (row-major: rows x pitch; feature-major: features x
+  // rows), the three feature vectors, clip and threshold; outputs score, flag and the flagged count.
+  external_problem external_inputs(const problem_data& problem) const override {
+    const auto& p = problem_of(problem);
+    const auto& s = p.shape;
+    const auto floats = [](const char* name, std::vector<std::int64_t> extents, const float* data) {
+      array_description a{name, "float32", std::move(extents)};
+      const std::int64_t bytes = array_bytes(a);
+      return std::make_pair(std::move(a), host_span{const_cast<float*>(data), bytes});
+    };
+    external_problem e;
+    e.inputs.push_back(floats("x",
+                              s.layout == table_layout::feature_major ? std::vector<std::int64_t>{s.features, s.rows}
+                                                                      : std::vector<std::int64_t>{s.rows, s.pitch},
+                              p.x));
+    e.inputs.push_back(floats("mean", {s.features}, p.mean.data));
+    e.inputs.push_back(floats("inv_std", {s.features}, p.inv_std.data));
+    e.inputs.push_back(floats("weight", {s.features}, p.weight.data));
+    e.streamed = 1;
+    e.scalars = {{"clip", p.clip}, {"threshold", p.threshold}};
+    return e;
+  }
+  std::vector<array_description> external_outputs(const table_shape& shape) const override {
+    return {{"score", "float32", {shape.rows}}, {"flag", "uint8", {shape.rows}}, {"flagged", "int64", {}}};
+  }
+
   traffic_model essential_traffic(const table_shape& shape) const override { return scoring_essential_traffic(shape); }
   // Per element of x: subtract the mean, multiply by 1/std, two compares (the clip), one FMA (weight and
   // row sum); the threshold compare per row is left out as negligible.

@@ -217,6 +217,18 @@ class softmax_operation final : public described_operation {
   std::vector<std::int64_t> output_bytes(const table_shape& shape) const override {
     return {shape.rows * shape.features * std::int64_t(sizeof(float))};
   }
+  // For a Python rung: x in, y out, both rows x cols float32.
+  external_problem external_inputs(const problem_data& problem) const override {
+    const auto& p = softmax_problem(problem);
+    external_problem e;
+    e.inputs.push_back({{"x", "float32", {p.rows(), p.cols()}},
+                        host_span{const_cast<float*>(p.x()), p.elements() * std::int64_t(sizeof(float))}});
+    e.streamed = 1;
+    return e;
+  }
+  std::vector<array_description> external_outputs(const table_shape& shape) const override {
+    return {{"y", "float32", {shape.rows, shape.features}}};
+  }
 
   void poison(const std::vector<host_span>& outputs) const override { fill_nan(outputs.at(0)); }
 

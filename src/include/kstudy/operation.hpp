@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kstudy/views/host_memory.hpp"
@@ -106,6 +107,28 @@ struct runtime_compile_timing {
   double load_seconds = 0;
 };
 
+// An array as a variant written in another language sees it (a Python rung: kstudy_py.rungs): its name, its
+// element type as NumPy spells it (float32, uint8, int64) and its extents in C order ({} for a scalar).
+struct array_description {
+  std::string name;
+  std::string dtype;
+  std::vector<std::int64_t> extents;
+};
+// Bytes of one element of a dtype above; throws std::invalid_argument for one it does not know.
+std::int64_t dtype_bytes(const std::string& dtype);
+// Bytes of the whole array.
+std::int64_t array_bytes(const array_description& array);
+
+// A problem as a variant in another language receives it: every input named and typed with its host data, the
+// streamed ones first (problem_data::streamed_inputs(), in order; a one-shot call refreshes them), then the
+// parameters; and the operation's scalars (scoring: clip, threshold), by name. The spans point into the
+// problem_data, which outlives the value.
+struct external_problem {
+  std::vector<std::pair<array_description, host_span>> inputs;
+  std::size_t streamed = 0;
+  std::vector<std::pair<std::string, double>> scalars;
+};
+
 class operation;
 struct registered_variant;
 struct run_options;
@@ -176,6 +199,13 @@ class operation {
   virtual std::unique_ptr<one_shot_pipeline> make_pipeline(const registered_variant& variant,
                                                            const problem_data& problem, host_memory memory,
                                                            const run_options& options) const;
+
+  // The problem as an external variant (a Python rung) receives it, and the outputs it returns: the arrays a
+  // rung's callable takes by name and returns in order (info().outputs: same names, same order; bytes of
+  // output_bytes()). An operation implements both to have Python rungs; the defaults throw std::logic_error
+  // naming the operation, which the runner records as that rung's failure.
+  virtual external_problem external_inputs(const problem_data& problem) const;
+  virtual std::vector<array_description> external_outputs(const table_shape& shape) const;
 
   // Whether this build can compile a kernel source of the operation at run time (NVRTC, CUDA flavour);
   // the default has none, and the cold_compile kind then records no compile samples for the operation.
