@@ -14,7 +14,7 @@
 namespace kstudy {
 
 namespace {
-constexpr detail::name_table<implementation, 7> k_implementation_names{{
+constexpr detail::name_table<implementation, 8> k_implementation_names{{
     {implementation::kokkos, "kokkos"},
     {implementation::kokkos_kernels, "kokkos_kernels"},
     {implementation::handwritten_cuda, "handwritten_cuda"},
@@ -22,6 +22,7 @@ constexpr detail::name_table<implementation, 7> k_implementation_names{{
     {implementation::reference, "reference"},
     {implementation::mixed, "mixed"},
     {implementation::kokkos_mixed, "kokkos_mixed"},
+    {implementation::framework, "framework"},
 }};
 
 constexpr detail::name_table<fusion_level, 3> k_fusion_level_names{{
@@ -38,6 +39,8 @@ std::string sm_name(int capability) { return "sm_" + std::to_string(capability);
 // and the build's target, and throws variant_unavailable (recorded as skipped, never failed) where either
 // falls short; the variant's code, compiled as a trap for an older target, is never entered.
 variant_factory checked_against_gpu(const variant_info& info, variant_factory factory) {
+  if (!info.unavailable.empty())  // known when it registered (a Python rung's framework is not installed)
+    return [why = info.unavailable]() -> std::unique_ptr<variant> { throw variant_unavailable(why); };
   if (!info.needs.any()) return factory;
   return [needs = info.needs, factory = std::move(factory)]() -> std::unique_ptr<variant> {
     const auto why = unmet_requirement(needs, platform::gpu_compute_capability(), platform::build_compute_capability());
@@ -78,6 +81,14 @@ std::string_view to_string(implementation kind) {
 }
 
 std::string_view to_string(fusion_level level) { return detail::name_of(k_fusion_level_names, level, "fusion_level"); }
+
+implementation parse_implementation(const std::string& name) {
+  return detail::value_of(k_implementation_names, name, "implementation");
+}
+
+fusion_level parse_fusion_level(const std::string& name) {
+  return detail::value_of(k_fusion_level_names, name, "fusion level");
+}
 
 variant_registry& variant_registry::instance() {
   static variant_registry registry;

@@ -360,6 +360,11 @@ std::vector<ceiling_record> ceilings_and_provenance(const run_request& request,
     return ceilings;
   }
   auto metadata = collect_metadata(argc, argv);
+  // What a variant written in another language runs on (a Python rung: its interpreter and framework version),
+  // recorded as the compiler is.
+  for (const auto& e : experiments)
+    for (const auto* v : select_variants(e))
+      if (!v->info.runtime.empty()) metadata.environment["runtime_of_" + v->info.id()] = v->info.runtime;
   if (request.shard.sharded()) {
     metadata.root["shard_index"] = std::to_string(request.shard.index);
     metadata.root["shard_count"] = std::to_string(request.shard.count);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,8 @@ enum class fusion_level {
   full,     // the whole operation in one kernel
 };
 std::string_view to_string(fusion_level level);
+// The level named as to_string() names it; throws std::invalid_argument listing the known names.
+fusion_level parse_fusion_level(const std::string& name);
 
 // Who wrote the kernels: the design card's question "what does Kokkos cost against handwritten CUDA?"
 // compares the Kokkos implementations with the handwritten and vendor ones, so the report reads it here
@@ -50,8 +53,11 @@ enum class implementation {
   reference,         // the CPU baseline every speedup is quoted against
   mixed,             // handwritten kernels around a vendor library call (handwritten CUDA + cuBLAS/CUB/cuDNN)
   kokkos_mixed,      // Kokkos kernels written for kstudy around a Kokkos Kernels call (portable)
+  framework,         // a Python rung: a framework's own operations (NumPy, CuPy, PyTorch), what its user writes
 };
 std::string_view to_string(implementation kind);
+// The label named as to_string() names it; throws std::invalid_argument listing the known names.
+implementation parse_implementation(const std::string& name);
 
 // What a GPU must have to run a CUDA variant's code; unset, any GPU kstudy builds for (sm_75 and up). Declared
 // with the variant's other fields: the runner, the benchmarks and the tests refuse the variant where the GPU, or
@@ -100,6 +106,14 @@ struct variant_info {
   // variant that re-reads its inputs (a naive GEMM moves 2 m n k elements through 3 matrices) sets it.
   std::function<std::int64_t(const table_shape&)> footprint;
   gpu_requirement needs;  // unset: runs on any GPU kstudy builds for (and on the host)
+  // A variant written in another language (a Python rung): what it runs on besides this build, as `kstudy list`
+  // prints it and the archive records it ("python 3.11.2 (/usr/bin/python3), numpy 1.24.2"); empty for kstudy's
+  // own code.
+  std::string runtime;
+  // Why this machine cannot run the variant, where that is known when it registers (its framework is not
+  // installed): the registry then refuses to make it (variant_unavailable, recorded as skipped), as for an unmet
+  // gpu requirement. Empty: nothing known against it.
+  std::string unavailable;
 
   std::string id() const { return name + "@" + backend; }
 };
@@ -147,6 +161,18 @@ class variant {
   // What an autotuned variant chose in prepare() (tile sizes, warps per block, stages), as named integers in
   // a fixed order; archived with the variant's record at the point. Empty for a variant that chooses nothing.
   virtual std::vector<std::pair<std::string, std::int64_t>> tuned_parameters() const { return {}; }
+
+  // A variant whose work runs where this process's clocks cannot see it (a Python rung's worker process) times
+  // each call there: times_itself() is true, and after each upload(), run() and download() last_call_seconds()
+  // holds that call's wall time (the worker's host clock around the call and the wait for its work) and, for a
+  // run on a device, its device time (CUDA events on the worker's stream; NaN otherwise). The runner takes
+  // them in place of its own clocks, which would add the round trip to the worker.
+  struct call_seconds {
+    double wall = 0.0;
+    double device = std::numeric_limits<double>::quiet_NaN();  // NaN: not timed on a device
+  };
+  virtual bool times_itself() const { return false; }
+  virtual call_seconds last_call_seconds() const { return {}; }
 };
 
 // A variant that queues its work (its own CUDA stream, or a Kokkos execution-space instance): it implements

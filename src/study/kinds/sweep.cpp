@@ -292,16 +292,21 @@ class sweep_point_run {
     auto base = base_sample(v);
     base.trial = trial;
     sample_record current = base;  // what was being timed when an exception came, for the failed sample
+    // A variant that times itself (a Python rung's worker) has no energy region (this process would read the
+    // energy of the round trips between its calls too) and no one_shot_alloc (a fresh instance is a fresh
+    // worker process); its one-shot calls come from the memory its worker keeps, pageable.
+    const bool own_clocks = v.impl->times_itself();
     try {
       time_resident(v, base);
-      if (wants(m_e, timer_kind::energy)) time_energy(v, base);
+      if (wants(m_e, timer_kind::energy) && !own_clocks) time_energy(v, base);
       if (!v.entry->info.on_device) return;
       for (const auto kind : m_memory_kinds) {
+        if (own_clocks && kind != host_memory::pageable) continue;
         current.memory_kind = std::string(to_string(kind));
         if (wants(m_e, timer_kind::one_shot)) time_one_shot(v, base, kind, current);
         if (wants(m_e, timer_kind::pipelined) && v.impl->queues_asynchronously())
           time_pipelined(i, base, kind, current);
-        if (wants(m_e, timer_kind::one_shot_alloc)) time_one_shot_alloc(v, base, kind, current);
+        if (wants(m_e, timer_kind::one_shot_alloc) && !own_clocks) time_one_shot_alloc(v, base, kind, current);
       }
     } catch (const std::exception& ex) {
       fail_variant(v, current, ex.what());
@@ -371,18 +376,24 @@ class sweep_point_run {
     const bool device = v.entry->info.on_device;
     v.impl->poison();  // before the flush: poisoning writes the outputs, which would leave them cached
     flush_if_cold(v, base, false);
-    device_event_timer events(device, v.impl->stream());
+    device_event_timer events(device && !v.impl->times_itself(), v.impl->stream());
     open_gpu_window(v);
     wall_timer wall;
     wall.start();
     run_between_events(*v.impl, events);
-    const double wall_seconds = wall.seconds();
+    double wall_seconds = wall.seconds();
     close_gpu_window(v, base);
+    double event_seconds = events.available() ? events.seconds() : std::numeric_limits<double>::quiet_NaN();
+    if (v.impl->times_itself()) {  // its own clocks, without the round trip to its worker
+      const auto own = v.impl->last_call_seconds();
+      wall_seconds = own.wall;
+      event_seconds = own.device;
+    }
     if (!device && wants(m_e, timer_kind::host_wall)) add_sample(base, timer_kind::host_wall, "host", wall_seconds);
     if (device && wants(m_e, timer_kind::resident_wall))
       add_sample(base, timer_kind::resident_wall, "device", wall_seconds);
-    if (device && events.available() && wants(m_e, timer_kind::device_events))
-      add_sample(base, timer_kind::device_events, "device", events.seconds());
+    if (device && !std::isnan(event_seconds) && wants(m_e, timer_kind::device_events))
+      add_sample(base, timer_kind::device_events, "device", event_seconds);
   }
 
   // Energy: NVML's total-energy counter advances in steps of milliseconds, far coarser than one call (a region of
@@ -435,10 +446,14 @@ class sweep_point_run {
     open_gpu_window(v);
     wall_timer t;
     t.start();
+    double own_seconds = 0.0;  // a variant that times itself: the sum of its three calls on its own clock
     v.impl->upload(inputs);
+    own_seconds += v.impl->last_call_seconds().wall;
     v.impl->run();
+    own_seconds += v.impl->last_call_seconds().wall;
     v.impl->download(outputs);
-    const double seconds = t.seconds();
+    own_seconds += v.impl->last_call_seconds().wall;
+    const double seconds = v.impl->times_itself() ? own_seconds : t.seconds();
     close_gpu_window(v, base);
     base.bytes = one_shot_bytes(v, io);
     add_sample(base, timer_kind::one_shot, std::string(to_string(kind)), seconds);
