@@ -15,7 +15,7 @@
 # NO_BUILTIN_OPERATIONS: only the project's operations and variants (and only its experiments); kstudy's
 # experiment kinds stay.
 #
-# Used by kstudyConfig.cmake (installed: KSTUDY_EXPERIMENTS_DIR and KSTUDY_SCRIPTS_DIR under the prefix) and
+# Used by kstudyConfig.cmake (installed: KSTUDY_EXPERIMENTS_DIR, KSTUDY_SCRIPTS_DIR and KSTUDY_VARIANTS_DIR under the prefix) and
 # by kstudy's own build (tests/: kstudy_toy; the source tree's folders).
 include_guard(GLOBAL)
 
@@ -87,6 +87,10 @@ function(kstudy_add_study)
   if(NOT arg_NO_BUILTIN_OPERATIONS)
     string(APPEND registrations
            "const kstudy::resource_dir_registration builtin_experiments{kstudy::resource_kind::experiments, R\"kstudy(${KSTUDY_EXPERIMENTS_DIR})kstudy\"};\n")
+    if(KSTUDY_VARIANTS_DIR)  # the built-in Python rungs (an install's; a build tree's kstudy finds its source tree's)
+      string(APPEND registrations
+             "const kstudy::resource_dir_registration builtin_rungs{kstudy::resource_kind::variants, R\"kstudy(${KSTUDY_VARIANTS_DIR})kstudy\"};\n")
+    endif()
   endif()
   string(APPEND registrations
          "const kstudy::resource_dir_registration report_scripts{kstudy::resource_kind::scripts, R\"kstudy(${KSTUDY_SCRIPTS_DIR})kstudy\"};\n")

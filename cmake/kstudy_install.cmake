@@ -10,7 +10,8 @@
 #   lib/kstudy/objects-<config>/            the OBJECT libraries' objects: runner, variants, cli, bench_main
 #   lib/cmake/kstudy/                       kstudyConfig.cmake, its version file, the targets, kstudyStudy.cmake
 #   share/kstudy/experiments/               the built-in experiments
-#   share/kstudy/scripts/                   kstudy_report.py and its kstudy_py package (report, compare)
+#   share/kstudy/scripts/                   kstudy_report.py and its kstudy_py package (report, compare, rungs)
+#   share/kstudy/variants/                  the Python rungs (<operation>/python_*.py)
 #
 # Why the OBJECT libraries are installed as objects: operations, variants and experiment kinds register
 # themselves from static initialisers, and nothing refers to those objects by symbol. In a static archive the
@@ -57,6 +58,9 @@ install(DIRECTORY experiments/ DESTINATION ${KSTUDY_INSTALL_DATADIR}/experiments
 install(PROGRAMS scripts/kstudy_report.py DESTINATION ${KSTUDY_INSTALL_DATADIR}/scripts)
 install(DIRECTORY scripts/kstudy_py DESTINATION ${KSTUDY_INSTALL_DATADIR}/scripts
         PATTERN "__pycache__" EXCLUDE PATTERN "*.pyc" EXCLUDE)
+# The Python rungs (kstudy/runner/python_rungs.hpp): variants/<operation>/python_*.py, nothing else of variants/.
+install(DIRECTORY variants/ DESTINATION ${KSTUDY_INSTALL_DATADIR}/variants FILES_MATCHING PATTERN "python_*.py"
+        PATTERN "__pycache__" EXCLUDE)
 
 # What kstudyConfig.cmake checks a user's project against: the Kokkos and Kokkos Kernels the objects were
 # compiled with (real paths, so a symlinked prefix compares equal).

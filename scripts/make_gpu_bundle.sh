@@ -35,6 +35,8 @@ mkdir -p "$bundle/scripts"
 cp "$repo/scripts/kstudy_report.py" "$bundle/scripts/"
 cp -r "$repo/scripts/kstudy_py" "$bundle/scripts/kstudy_py"
 find "$bundle/scripts/kstudy_py" -name __pycache__ -prune -exec rm -rf {} +  # report/ has subpackages
+# The Python rungs (kstudy/runner/python_rungs.hpp), found beside the binary as variants/<operation>/python_*.py.
+(cd "$repo" && find variants -name 'python_*.py' -exec cp --parents {} "$bundle/" \;)
 # Left to the target: the C library family, the driver, and the CUDA toolkit's own libraries (cuBLAS,
 # NVRTC, the runtime), which a GPU machine with the same CUDA major version provides.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcu|libnvrtc|libnvJitLink)'

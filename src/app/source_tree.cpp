@@ -26,6 +26,7 @@ struct source_tree_registration {
     if (!running_from_build_tree()) return;
     kstudy::add_resource_dir(kstudy::resource_kind::experiments, KSTUDY_SOURCE_DIR "/experiments");
     kstudy::add_resource_dir(kstudy::resource_kind::scripts, KSTUDY_SOURCE_DIR "/scripts");
+    kstudy::add_resource_dir(kstudy::resource_kind::variants, KSTUDY_SOURCE_DIR "/variants");
   }
 };
 const source_tree_registration register_source_tree;

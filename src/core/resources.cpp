@@ -11,13 +11,35 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Function-local, so registrations from other translation units' static initialisers find it constructed.
-std::vector<fs::path>& registered(resource_kind kind) {
-  static std::vector<fs::path> experiments, scripts;
-  return kind == resource_kind::experiments ? experiments : scripts;
+struct kind_facts {
+  const char* folder;  // beside the executable, and under share/kstudy/
+  const char* env;     // the folder that comes first
+};
+kind_facts facts(resource_kind kind) {
+  switch (kind) {
+    case resource_kind::experiments:
+      return {"experiments", "KSTUDY_EXPERIMENTS_DIR"};
+    case resource_kind::variants:
+      return {"variants", "KSTUDY_VARIANTS_DIR"};
+    case resource_kind::scripts:
+      break;
+  }
+  return {"scripts", "KSTUDY_SCRIPTS_DIR"};
 }
 
-const char* folder_name(resource_kind kind) { return kind == resource_kind::experiments ? "experiments" : "scripts"; }
+// Function-local, so registrations from other translation units' static initialisers find it constructed.
+std::vector<fs::path>& registered(resource_kind kind) {
+  static std::vector<fs::path> experiments, scripts, variants;
+  switch (kind) {
+    case resource_kind::experiments:
+      return experiments;
+    case resource_kind::variants:
+      return variants;
+    case resource_kind::scripts:
+      break;
+  }
+  return scripts;
+}
 
 }  // namespace
 
@@ -27,14 +49,14 @@ void add_resource_dir(resource_kind kind, const std::string& dir) {
 
 std::vector<fs::path> resource_dirs(resource_kind kind) {
   std::vector<fs::path> dirs;
-  const char* env = std::getenv(kind == resource_kind::experiments ? "KSTUDY_EXPERIMENTS_DIR" : "KSTUDY_SCRIPTS_DIR");
+  const char* env = std::getenv(facts(kind).env);
   if (env != nullptr && *env != '\0') dirs.emplace_back(env);
   for (const auto& dir : registered(kind)) dirs.push_back(dir);
   std::error_code ec;
   const auto exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    dirs.push_back(exe.parent_path() / folder_name(kind));                              // bundle layout
-    dirs.push_back(exe.parent_path() / ".." / "share" / "kstudy" / folder_name(kind));  // install layout
+    dirs.push_back(exe.parent_path() / facts(kind).folder);                              // bundle layout
+    dirs.push_back(exe.parent_path() / ".." / "share" / "kstudy" / facts(kind).folder);  // install layout
   }
   return dirs;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Where a kstudy executable finds its built-in experiments (<dir>/<name>.json) and the report scripts
-// (<dir>/kstudy_report.py with its kstudy_py package). Folders are searched in this order:
-//   1. $KSTUDY_EXPERIMENTS_DIR / $KSTUDY_SCRIPTS_DIR, when set;
+// Where a kstudy executable finds its built-in experiments (<dir>/<name>.json), the report scripts
+// (<dir>/kstudy_report.py with its kstudy_py package) and the Python rungs (<dir>/<operation>/python_*.py). Folders are
+// searched in this order:
+//   1. $KSTUDY_EXPERIMENTS_DIR / $KSTUDY_SCRIPTS_DIR / $KSTUDY_VARIANTS_DIR, when set;
 //   2. the folders the executable registered at static-initialisation time, in registration order: the
 //      build tree's kstudy registers the source tree's experiments/ and scripts/ (src/app/source_tree.cpp),
 //      an executable of kstudy_add_study its own experiments and then the install prefix's share/kstudy/;
@@ -14,7 +15,9 @@
 
 namespace kstudy {
 
-enum class resource_kind { experiments, scripts };
+// variants: the folders whose <operation>/python_*.py modules hold Python rungs (src/study/python_rungs.cpp), the
+// source tree's variants/ or an install's share/kstudy/variants/; $KSTUDY_VARIANTS_DIR first.
+enum class resource_kind { experiments, scripts, variants };
 
 void add_resource_dir(resource_kind kind, const std::string& dir);
 // The search order above, existing or not.
