@@ -31,6 +31,7 @@
 #include "kstudy/platform/devices.hpp"
 #include "kstudy/platform/process.hpp"
 #include "kstudy/runner/profile.hpp"
+#include "kstudy/runner/python_rungs.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/runner/submit.hpp"
 #include "kstudy/timers.hpp"
@@ -77,6 +78,29 @@ void print_gpu_requirements(const std::string& operation, int built, int device)
   }
 }
 
+// The variants that run on something besides this build (Python rungs): a line each with what they run on, and
+// why this machine cannot run them where that is known.
+void print_runtimes(const std::vector<const kstudy::registered_variant*>& variants) {
+  for (const auto* v : variants) {
+    if (v->info.runtime.empty()) continue;
+    std::cout << "  " << v->info.id() << " runs on " << v->info.runtime;
+    if (!v->info.unavailable.empty()) std::cout << " -- not here: " << v->info.unavailable;
+    std::cout << "\n";
+  }
+}
+
+// Where the Python rungs came from, or why there are none, and the rung modules that could not be read.
+void print_python_rungs() {
+  const auto& rungs = kstudy::register_python_rungs();
+  std::cout << "\nPython rungs: ";
+  if (!rungs.problem.empty())
+    std::cout << "none (" << rungs.problem << ")\n";
+  else
+    std::cout << rungs.registered << " from " << rungs.python << " (python " << rungs.python_version
+              << "; KSTUDY_RUNG_PYTHON chooses the interpreter)\n";
+  for (const auto& e : rungs.errors) std::cout << "  not registered: " << e << "\n";
+}
+
 // Operations with their variants (traffic at the operation's first bench point) and the variants declared but
 // not in this build, then experiment kinds, built-in experiments and backends: everything here is read from
 // the registries.
@@ -121,7 +145,9 @@ int list_command() {
       if (info->operation == o.name) elsewhere += (elsewhere.empty() ? "" : ", ") + info->id();
     if (!elsewhere.empty()) std::cout << "  not in this build: " << elsewhere << "\n";
     print_gpu_requirements(o.name, built, device);
+    print_runtimes(variants);
   }
+  print_python_rungs();
   std::cout << "\nExperiment kinds:\n";
   std::size_t width = 0;  // the longest registered name, plus a gap
   for (const auto* k : kstudy::experiment_kind_registry::instance().all()) width = std::max(width, k->name.size() + 2);
@@ -599,6 +625,9 @@ int main(int argc, char** argv) {
   // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
   if (argc >= 2 && is_python_tool_command(argv[1])) return kstudy::exec_python_tool(argc, argv);
   ensure_thread_binding(argv);
+  // Beside the C++ variants, before anything asks the registry (the hidden children included); a missing
+  // interpreter or a broken rung module only shows in `kstudy list`.
+  kstudy::register_python_rungs();
   if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
   if (int rc = 0; run_hidden_child(argc, argv, rc)) return rc;
 
