@@ -361,6 +361,31 @@ def check_thread_counts(tmp):
     check("| Synthetic CPU (16 cores; 8 OpenMP threads) |" in table and "16 OpenMP" not in table, table)
 
 
+def check_empty_findings(fixture, tmp):
+    """A findings section that ran and found nothing says what its finding needed, never a bare "nothing to report"
+    nor a reference shape of 0×0: the layout pairs at a --shape no pair was timed at (the fixture has them at
+    4,099, 262,144 and 1,048,576 × 16), and an archive whose sweeps accepted no sample (only the transposes timed)."""
+    from kstudy_py.report.markdown import no_finding_lines
+    sections = {s.key: s for s in report.build_report(A.load([fixture]), tmp / "unmeasured", shape=(4099, 64))}
+    layout = sections["layout"]
+    check(not layout.skipped and not layout.findings and layout.no_finding
+          and "at the reference shape 4,099×64" in layout.no_finding and "1,048,576×16" in layout.no_finding
+          and "(host_wall)" in layout.no_finding, layout.no_finding)
+    path = tmp / "no_points.h5"
+    path.write_bytes(fixture.read_bytes())
+    with h5py.File(path, "r+") as f:
+        for name in ("quick", "feature_small"):
+            samples = f[f"experiments/{name}/samples"]
+            table = samples[...]
+            table["status"] = b"error"
+            samples[...] = table
+    sections = report.build_report(A.load([path]), tmp / "no_points")
+    text = "\n".join(no_finding_lines(sections))
+    waterfall = next(s for s in sections if s.key == "waterfall")
+    check("0×0" not in text and "no accepted sample of a timed scoring point" in (waterfall.skipped or ""), text)
+    check("nothing to report" not in text and "only the `layout_transpose` conversion" in text, text)
+
+
 def check_point_key():
     """kstudy schema's point_key (what the report joins points on) names columns both the samples and the summary
     tables store, the extents among them, and the reader fills each in for every schema version."""
@@ -382,6 +407,7 @@ def main():
         check_schema4_reading(Path(tmp))
         check_toy_archive(Path(tmp) / "toy")
         check_thread_counts(Path(tmp))
+        check_empty_findings(fixture, Path(tmp))
     print("report section checks passed")
 
 

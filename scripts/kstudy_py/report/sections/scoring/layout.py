@@ -166,6 +166,17 @@ def finding(inputs, df):
     return lines
 
 
+def missing_at_shape(inputs, df):
+    """Why `finding` is empty although pairs were timed: none at the reference shape on the resident timer. Names
+    the shapes that have one, so the reader knows which --shape would give the finding."""
+    timer = resident_timer(df)
+    at = df[df.timer == timer]
+    shapes = sorted(set(zip(at.rows, at.features)))
+    listed = ", ".join(inputs.shape_label(r, f) for r, f in shapes[:8]) + (", …" if len(shapes) > 8 else "")
+    return (f"no row-major / feature-major pair of one family timed ({timer}) at the reference shape "
+            f"{inputs.shape_label()}; pairs were timed at {listed}")
+
+
 def headline(df):
     """Row-major over feature-major at the widest table of the experiment that varies the width most."""
     res = df[df.timer == resident_timer(df)]
@@ -229,10 +240,14 @@ def layout(inputs, sec):
                              "experiment varies them).")
         sec.lines.extend(detail_lines(inputs, df))
         sec.findings.extend(finding(inputs, df))
+        if not sec.findings:
+            sec.no_finding = missing_at_shape(inputs, df)
         sec.headlines.extend(headline(df))
     else:
         sec.lines.append("No experiment holds row-major and feature-major variants of one family: ratios and "
                          "break-even skipped.")
+        sec.no_finding = ("no experiment holds row-major and feature-major variants of one family to compare (the "
+                          "archives time only the `layout_transpose` conversion)")
     contract = one_shot_contract(inputs, measured)
     if len(contract):
         inputs.write_csv(contract, "layout_one_shot.csv", sec,

@@ -112,8 +112,11 @@ def finding(inputs, wf, bench_cpu):
 @section("waterfall", "Where the ratio goes: resident to one-shot", order=40, needs=("transfer",), operation=OPERATION,
          findings=True)
 def waterfall(inputs, sec, transfer):
-    rows, feats = inputs.shape
     points = inputs.points_of(OPERATION)
+    if points.empty:  # no reference shape either: name what is missing, not a shape of 0×0
+        return sec.skip(f"needs resident_wall and one_shot samples of one device variant in one experiment; the "
+                        f"archives hold no accepted sample of a timed {OPERATION} point")
+    rows, feats = inputs.shape
     s = points[(points.rows == rows) & (points.features == feats) & (points.block_size == 0)]
     best = fastest_with_one_shot(s)
     if best is None:
