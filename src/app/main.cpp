@@ -625,9 +625,15 @@ int main(int argc, char** argv) {
   // report / compare are Python and run no Kokkos code: hand them over before binding or initialising.
   if (argc >= 2 && is_python_tool_command(argv[1])) return kstudy::exec_python_tool(argc, argv);
   ensure_thread_binding(argv);
-  // Beside the C++ variants, before anything asks the registry (the hidden children included); a missing
-  // interpreter or a broken rung module only shows in `kstudy list`.
-  kstudy::register_python_rungs();
+  // The Python rungs beside the C++ variants, for the commands that choose variants (the hidden children
+  // included), before anything asks the registry; a missing interpreter or a broken rung module only shows in
+  // `kstudy list`. The others (schema, merge, salvage, info, p2p) start no Python.
+  std::string command;  // the first argument that is not an option (Kokkos' may come first)
+  for (int i = 1; i < argc && command.empty(); ++i)
+    if (argv[i][0] != '-') command = argv[i];
+  if (command == "list" || command == "run" || command == "submit" || command == "profile" ||
+      command.rfind("__", 0) == 0)
+    kstudy::register_python_rungs();
   if (argc >= 2 && std::string(argv[1]) == "profile") return profile_command(argc, argv);
   if (int rc = 0; run_hidden_child(argc, argv, rc)) return rc;
 

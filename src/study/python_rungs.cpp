@@ -296,27 +296,63 @@ variant_info rung_info(const json& r, const python_rungs_summary& summary) {
   return info;
 }
 
+// What one process found (where, and describe's answer), handed to its children in the environment: a study's
+// replication children (and a worker) then register the same rungs without starting Python again, which cost a
+// kstudy process 0.1 to 1 s (an interpreter behind a pyenv shim) on a loaded 2-core machine.
+constexpr const char* handoff_variable = "KSTUDY_RUNGS_FOUND";
+
+void hand_down(const rung_setup* setup, const python_rungs_summary& summary, const json& described) {
+  json found{{"problem", summary.problem}, {"described", described}};
+  if (setup != nullptr)
+    found.update({{"python", setup->python}, {"scripts", setup->scripts}, {"folders", setup->folders}});
+  ::setenv(handoff_variable, found.dump().c_str(), 1);
+}
+
+// The parent's findings, where this process is its child; false where there are none (or they do not parse).
+bool handed_down(std::shared_ptr<rung_setup>& setup, python_rungs_summary& summary, json& described) {
+  const char* text = std::getenv(handoff_variable);
+  if (text == nullptr || *text == '\0') return false;
+  try {
+    const auto found = json::parse(text);
+    summary.problem = found.at("problem").get<std::string>();
+    described = found.at("described");
+    if (summary.problem.empty()) {
+      setup = std::make_shared<rung_setup>();
+      setup->python = found.at("python").get<std::string>();
+      setup->scripts = found.at("scripts").get<std::string>();
+      setup->folders = found.at("folders").get<std::vector<std::string>>();
+      summary.python = setup->python;
+    }
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+// Asks the interpreter for the rungs; leaves `summary.problem` set where it cannot.
+json describe(const rung_setup& setup, python_rungs_summary& summary) {
+  auto options = python_command(setup, {"describe"});
+  options.stdout_target = platform::stream_target::capture;
+  try {
+    const auto result = platform::run_process(options);
+    if (result.status() != 0) throw std::runtime_error("exit status " + std::to_string(result.status()));
+    return json::parse(result.output);
+  } catch (const std::exception& ex) {
+    summary.problem = setup.python + " -m kstudy_py.rungs describe failed (" + ex.what() + ")";
+    return json::object();
+  }
+}
+
 python_rungs_summary discover() {
   python_rungs_summary summary;
-  const auto setup = find_setup(summary);
-  if (!setup) return summary;
-  auto options = python_command(*setup, {"describe"});
-  options.stdout_target = platform::stream_target::capture;
-  platform::process_result result;
-  try {
-    result = platform::run_process(options);
-  } catch (const std::exception& ex) {
-    summary.problem = ex.what();
-    return summary;
-  }
+  std::shared_ptr<rung_setup> setup;
   json described;
-  try {
-    if (result.status() != 0) throw std::runtime_error("exit status " + std::to_string(result.status()));
-    described = json::parse(result.output);
-  } catch (const std::exception& ex) {
-    summary.problem = setup->python + " -m kstudy_py.rungs describe failed (" + ex.what() + ")";
-    return summary;
+  if (!handed_down(setup, summary, described)) {
+    setup = find_setup(summary);
+    if (setup) described = describe(*setup, summary);
+    hand_down(summary.problem.empty() ? setup.get() : nullptr, summary, described);
   }
+  if (!summary.problem.empty()) return summary;
   summary.python_version = described.value("python_version", std::string());
   for (const auto& e : described.value("errors", json::array())) summary.errors.push_back(e.get<std::string>());
   const std::shared_ptr<const rung_setup> shared = setup;

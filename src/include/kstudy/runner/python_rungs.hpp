@@ -25,7 +25,8 @@ struct python_rungs_summary {
 
 // Registers the Python rungs once per process; later calls return the first call's summary. Never throws for a
 // missing interpreter or a broken rung module: those are the summary's problem and errors, which `kstudy list`
-// prints; a study that did not ask for a Python rung never sees them.
+// prints; a study that did not ask for a Python rung never sees them. The first process asks Python and hands
+// what it found to its children (environment variable KSTUDY_RUNGS_FOUND), which ask no one.
 const python_rungs_summary& register_python_rungs();
 
 }  // namespace kstudy
