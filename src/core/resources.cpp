@@ -11,25 +11,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// One kind's folder name (beside the executable, and under share/kstudy/), its variable (the folder that comes
+// first) and the folders registered for it. Function-local, so registrations from other translation units' static
+// initialisers find it constructed.
 struct kind_facts {
-  const char* folder;  // beside the executable, and under share/kstudy/
-  const char* env;     // the folder that comes first
+  const char* folder;
+  const char* env;
+  std::vector<fs::path> registered;
 };
-kind_facts facts(resource_kind kind) {
-  switch (kind) {
-    case resource_kind::experiments:
-      return {"experiments", "KSTUDY_EXPERIMENTS_DIR"};
-    case resource_kind::variants:
-      return {"variants", "KSTUDY_VARIANTS_DIR"};
-    case resource_kind::scripts:
-      break;
-  }
-  return {"scripts", "KSTUDY_SCRIPTS_DIR"};
-}
-
-// Function-local, so registrations from other translation units' static initialisers find it constructed.
-std::vector<fs::path>& registered(resource_kind kind) {
-  static std::vector<fs::path> experiments, scripts, variants;
+kind_facts& facts(resource_kind kind) {
+  static kind_facts experiments{"experiments", "KSTUDY_EXPERIMENTS_DIR", {}};
+  static kind_facts scripts{"scripts", "KSTUDY_SCRIPTS_DIR", {}};
+  static kind_facts variants{"variants", "KSTUDY_VARIANTS_DIR", {}};
   switch (kind) {
     case resource_kind::experiments:
       return experiments;
@@ -44,14 +37,14 @@ std::vector<fs::path>& registered(resource_kind kind) {
 }  // namespace
 
 void add_resource_dir(resource_kind kind, const std::string& dir) {
-  if (!dir.empty()) registered(kind).emplace_back(dir);
+  if (!dir.empty()) facts(kind).registered.emplace_back(dir);
 }
 
 std::vector<fs::path> resource_dirs(resource_kind kind) {
   std::vector<fs::path> dirs;
   const char* env = std::getenv(facts(kind).env);
   if (env != nullptr && *env != '\0') dirs.emplace_back(env);
-  for (const auto& dir : registered(kind)) dirs.push_back(dir);
+  for (const auto& dir : facts(kind).registered) dirs.push_back(dir);
   std::error_code ec;
   const auto exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {

@@ -398,10 +398,13 @@ bool flock_held_elsewhere(const std::string& path) {
   return held;
 }
 
-// prepare (arguments, environment, affinity, streams: nothing is allocated after fork) -> fork -> the child
-// execs -> the parent learns whether the exec happened, captures the output and reaps.
-process_result run_process(const spawn_options& options) {
-  if (options.argv.empty()) throw std::invalid_argument("run_process: empty argv");
+namespace {
+
+// prepare (arguments, environment, affinity: nothing is allocated after fork) -> fork -> the child redirects its
+// streams and execs -> the parent learns whether the exec happened: a failure is thrown, naming the step, once the
+// child is reaped; otherwise on_start is called with the running child's pid. The parent still holds its copies of
+// the child's stream ends (the caller closes them).
+pid_t start_child(const spawn_options& options, const child_streams& streams) {
   const std::string& program = options.argv.front();
   std::vector<std::string> argv_strings = options.argv;
   std::vector<std::string> env_strings = child_environment(options);
@@ -410,8 +413,6 @@ process_result run_process(const spawn_options& options) {
   cpu_set_t all_cpus;
   CPU_ZERO(&all_cpus);
   if (options.reset_affinity) all_cpus = every_cpu(program);
-  child_streams streams;
-  open_streams(options, program, streams);
   pipe_pair report;
   open_pipe(report, program);
 
@@ -420,11 +421,7 @@ process_result run_process(const spawn_options& options) {
   if (pid < 0) throw std::runtime_error("cannot start " + program + ": fork failed: " + std::strerror(errno));
   if (pid == 0) exec_child(options, parent, all_cpus, streams, report.write.get(), argv, envp);
 
-  // The parent keeps only the read ends: end of file then comes when the child is done with them.
-  report.write.reset();
-  streams.output.write.reset();
-  streams.stdout_file.reset();
-  streams.stderr_file.reset();
+  report.write.reset();  // end of file on the report then comes with the child's exec
   child_failure failure{};
   if (read_child_failure(report.read.get(), failure)) {
     reap(pid, program);
@@ -432,6 +429,21 @@ process_result run_process(const spawn_options& options) {
                              " failed: " + std::strerror(failure.error));
   }
   if (options.on_start) options.on_start(static_cast<int>(pid));
+  return pid;
+}
+
+}  // namespace
+
+process_result run_process(const spawn_options& options) {
+  if (options.argv.empty()) throw std::invalid_argument("run_process: empty argv");
+  const std::string& program = options.argv.front();
+  child_streams streams;
+  open_streams(options, program, streams);
+  const pid_t pid = start_child(options, streams);
+  // The parent keeps only the read end: end of file then comes when the child is done with its output.
+  streams.output.write.reset();
+  streams.stdout_file.reset();
+  streams.stderr_file.reset();
   process_result result;
   int read_error = 0;
   if (streams.capturing) {
@@ -449,13 +461,6 @@ process_result run_process(const spawn_options& options) {
 line_child::line_child(const spawn_options& options) {
   if (options.argv.empty()) throw std::invalid_argument("line_child: empty argv");
   m_program = options.argv.front();
-  std::vector<std::string> argv_strings = options.argv;
-  std::vector<std::string> env_strings = child_environment(options);
-  const auto argv = pointers(argv_strings);
-  const auto envp = pointers(env_strings);
-  cpu_set_t all_cpus;
-  CPU_ZERO(&all_cpus);
-  if (options.reset_affinity) all_cpus = every_cpu(m_program);
   int ends[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
     throw std::runtime_error("cannot start " + m_program + ": socketpair failed: " + std::strerror(errno));
@@ -463,25 +468,9 @@ line_child::line_child(const spawn_options& options) {
   child_streams streams;
   streams.child_stdin = theirs.get();
   streams.child_stdout = theirs.get();
-  pipe_pair report;
-  open_pipe(report, m_program);
-
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("cannot start " + m_program + ": fork failed: " + std::strerror(errno));
-  if (pid == 0) exec_child(options, parent, all_cpus, streams, report.write.get(), argv, envp);
-
-  report.write.reset();
-  theirs.reset();  // the child's end: end of file comes to us when the child is done with it
-  child_failure failure{};
-  if (read_child_failure(report.read.get(), failure)) {
-    reap(pid, m_program);
-    throw std::runtime_error("cannot start " + m_program + ": " + describe(failure.step) +
-                             " failed: " + std::strerror(failure.error));
-  }
-  if (options.on_start) options.on_start(static_cast<int>(pid));
-  m_pid = static_cast<int>(pid);
+  m_pid = static_cast<int>(start_child(options, streams));
   m_fd = ours.release();
+  // theirs closes here: end of file comes to us when the child is done with its end.
 }
 
 line_child::~line_child() {
