@@ -186,6 +186,7 @@ namespace {
 TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
   const std::map<std::string, std::string> expected = {
       {"advise_check", "89e03af5425810e3"},
+      {"alternatives_scoring", "f80fe93cfa58fadf"},
       {"attention", "496fb5222dce2211"},
       {"attention_quick", "b257077ecf7d0fde"},
       {"block_size", "18dfb82ff3a7e3ac"},
