@@ -7,6 +7,7 @@
 #   never answers                                    -> failed after KSTUDY_RUNG_TIMEOUT, the worker killed
 #   framework not installed                          -> skipped, with the reason; listed as "not here"
 #   a module that cannot be imported                 -> listed as not registered; the other rungs register
+#   a rung of an operation without Python rungs      -> listed as not registered, with the reason
 #   prints to stdout                                 -> passes: the protocol owns the worker's stdout
 # and an interpreter that is missing breaks no study that did not ask for a Python rung.
 # Usage: check_python_rungs.sh KSTUDY_EXE SOURCE_DIR FLAVOUR   (exit 77 = skipped: a cuda build without a GPU)
@@ -36,6 +37,9 @@ grep -q "scoring_numpy@python runs on python .*($py), numpy $numpy_version" "$wo
   fail "list: no scoring_numpy@python line with numpy $numpy_version: $(grep -i python "$work/list")"
 grep -q "scoring_test_missing@python runs on .* -- not here: kstudy_test_no_such_module is not installed" "$work/list" &&
   pass "list: a rung whose framework is missing says so" || fail "list: missing framework not named"
+grep -q "not registered: rung stream_triad_test_unsupported@python: operation stream_triad does not describe" \
+  "$work/list" && pass "list: a rung of an operation without Python rungs is named, not registered" ||
+  fail "list: the rung of stream_triad is not named: $(grep 'not registered' "$work/list")"
 grep -q "not registered: .*python_broken.py: ModuleNotFoundError" "$work/list" &&
   pass "list: a module that cannot be imported is named" || fail "list: broken module not named"
 # Every registered rung has its line saying what it runs on (the built-in ones and the 6 test rungs).

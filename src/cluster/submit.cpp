@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "kstudy/runner/archive.hpp"
+#include "kstudy/runner/python_rungs.hpp"
 #include "kstudy/build_info.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/platform/process.hpp"
@@ -51,6 +52,8 @@ int capture(const std::string& program, const std::vector<std::string>& args, st
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.stdout_target = platform::stream_target::capture;
   if (with_stderr) options.stderr_target = platform::stream_target::capture;
+  // sbatch exports our environment to the job's tasks, on other nodes: they find their own Python rungs.
+  options.env = {{python_rungs_handoff_variable, ""}};
   auto result = platform::run_process(options);
   output += result.output;
   return result.status();

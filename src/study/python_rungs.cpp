@@ -299,7 +299,7 @@ variant_info rung_info(const json& r, const python_rungs_summary& summary) {
 // What one process found (where, and describe's answer), handed to its children in the environment: a study's
 // replication children (and a worker) then register the same rungs without starting Python again, which cost a
 // kstudy process 0.1 to 1 s (an interpreter behind a pyenv shim) on a loaded 2-core machine.
-constexpr const char* handoff_variable = "KSTUDY_RUNGS_FOUND";
+constexpr const char* handoff_variable = python_rungs_handoff_variable;
 
 void hand_down(const rung_setup* setup, const python_rungs_summary& summary, const json& described) {
   json found{{"problem", summary.problem}, {"described", described}};
@@ -360,8 +360,12 @@ python_rungs_summary discover() {
     const auto id = r.value("id", std::string("(no id)"));
     try {
       auto info = rung_info(r, summary);
-      if (operation_registry::instance().find(info.operation) == nullptr)
-        throw std::invalid_argument("operation " + info.operation + " is not in this build");
+      const auto* op = operation_registry::instance().find(info.operation);
+      if (op == nullptr) throw std::invalid_argument("operation " + info.operation + " is not in this build");
+      // An operation that does not describe its arrays has no Python rungs (it throws, naming itself): said here,
+      // once, rather than as the rung's failure at every point.
+      const auto& o = op->info();
+      op->external_outputs(op->shape(std::vector<std::int64_t>(o.axes.size(), 1), o.layouts.front(), 0));
       const auto operation = info.operation;
       variant_registry::instance().add(std::move(info), [shared, id, operation]() -> std::unique_ptr<variant> {
         return std::make_unique<python_rung>(shared, id, operation);

@@ -29,4 +29,8 @@ struct python_rungs_summary {
 // what it found to its children (environment variable KSTUDY_RUNGS_FOUND), which ask no one.
 const python_rungs_summary& register_python_rungs();
 
+// The environment variable of that hand-down. A child that may run on another machine (a Slurm job submitted from
+// here) must get it empty, so that it asks its own Python.
+inline constexpr const char* python_rungs_handoff_variable = "KSTUDY_RUNGS_FOUND";
+
 }  // namespace kstudy
