@@ -169,7 +169,8 @@ class python_rung final : public variant {
     for (const auto& [name, value] : inputs.scalars) request["scalars"][name] = value;
     const auto reply = ask(request);
     m_config.clear();
-    for (const auto& [name, value] : reply.value("config", json::object()).items())
+    const json config = reply.value("config", json::object());  // named: items() only refers to it
+    for (const auto& [name, value] : config.items())
       if (value.is_number_integer()) m_config.emplace_back(name, value.get<std::int64_t>());
   }
 
