@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -131,7 +130,10 @@ json describe_for_worker(const placed_array& p) {
 class python_rung final : public variant {
  public:
   python_rung(std::shared_ptr<const rung_setup> setup, std::string id, std::string operation)
-      : m_setup(std::move(setup)), m_id(std::move(id)), m_operation(std::move(operation)) {}
+      : m_setup(std::move(setup)),
+        m_id(std::move(id)),
+        m_operation(std::move(operation)),
+        m_timeout(request_timeout_seconds()) {}
 
   void prepare(const problem_data& problem, const run_options&) override {
     const auto* op = operation_registry::instance().find(m_operation);
@@ -213,7 +215,7 @@ class python_rung final : public variant {
     json reply;
     try {
       m_worker->send(request.dump());
-      reply = json::parse(m_worker->receive(request_timeout_seconds()));
+      reply = json::parse(m_worker->receive(m_timeout));
     } catch (const json::exception& ex) {
       throw std::runtime_error("python rung " + m_id + ": its worker answered " + request.value("command", "") +
                                " with something that is not JSON (" + ex.what() + ")");
@@ -228,7 +230,7 @@ class python_rung final : public variant {
 
   static call_seconds timed(const json& reply) {
     call_seconds s;
-    s.wall = reply.value("wall", std::numeric_limits<double>::quiet_NaN());
+    s.wall = reply.at("wall").get<double>();  // a reply without its time is the worker's error, not a NaN sample
     const auto device = reply.find("device");
     if (device != reply.end() && device->is_number()) s.device = device->get<double>();
     return s;
@@ -236,6 +238,7 @@ class python_rung final : public variant {
 
   std::shared_ptr<const rung_setup> m_setup;
   std::string m_id, m_operation;
+  double m_timeout;  // seconds a request may take (KSTUDY_RUNG_TIMEOUT)
   std::vector<placed_array> m_inputs, m_outputs;
   std::size_t m_streamed = 0;
   std::unique_ptr<shared_region> m_region;
