@@ -42,9 +42,9 @@ grep -q "not registered: rung stream_triad_test_unsupported@python: operation st
   fail "list: the rung of stream_triad is not named: $(grep 'not registered' "$work/list")"
 grep -q "not registered: .*python_broken.py: ModuleNotFoundError" "$work/list" &&
   pass "list: a module that cannot be imported is named" || fail "list: broken module not named"
-# Every registered rung has its line saying what it runs on (the built-in ones and the 6 test rungs).
-registered=$(grep -c '@python runs on ' "$work/list")
-[[ $registered -ge 8 ]] && grep -qE "^Python rungs: $registered from $py" "$work/list" &&
+# Every registered rung has its line saying what it runs on (the built-in ones and the 7 test rungs).
+registered=$(grep -cE '@python(_cuda)? runs on ' "$work/list")
+[[ $registered -ge 9 ]] && grep -qE "^Python rungs: $registered from $py" "$work/list" &&
   pass "list: $registered rungs registered, each with what it runs on" ||
   fail "list: $registered rungs listed with a runtime; $(grep '^Python rungs' "$work/list")"
 
@@ -114,6 +114,21 @@ expect(numpy_rows and text(numpy_rows[0]["implementation"]) == "framework" and
 runtime = environment.get("runtime_of_scoring_numpy@python", "")
 expect(runtime.startswith("python ") and runtime.endswith(", numpy " + np.__version__),
        f"environment: the rung's interpreter and numpy version ({runtime})")
+# A device framework's rung (the fake one of tests/python_rungs/scoring/python_fake_device.py): the device timers
+# from its own clocks, one-shot calls through inputs replaced rather than written, the config it chose at its first
+# call archived as its tuned parameters.
+fake = "scoring_test_fake_device@python_cuda"
+for rows in (1, 4099):
+    for timer in ("resident_wall", "device_events", "one_shot"):
+        timed = [s for s in of(fake) if s["rows"] == rows and text(s["timer"]) == timer and text(s["status"]) == "ok"]
+        expect(len(timed) == 3 and all(s["seconds"] > 0 for s in timed),
+               f"{fake} at {rows} rows: 3 {timer} samples that passed the gate ({len(timed)})")
+expect(not [s for s in of(fake) if text(s["timer"]) == "host_wall"], f"{fake}: no host_wall samples (a device rung)")
+fake_rows = [v for v in variants if text(v["variant"]) == fake]
+expect(fake_rows and text(fake_rows[0]["backend"]) == "python_cuda" and
+       text(fake_rows[0]["tuned_parameters"]) == "block_features=16",
+       f"variants table: the device rung's backend and the config it chose at its first call "
+       f"({[(text(v['backend']), text(v['tuned_parameters'])) for v in fake_rows]})")
 softmax = [g for g in softmax_gates if text(g["variant"]) == "softmax_numpy@python"]
 expect(len(softmax) == 3 and all(bool(g["passed"]) for g in softmax),
        f"softmax_numpy@python gated and passed at its 3 shapes, 1 x 1 included ({len(softmax)})")

@@ -169,14 +169,15 @@ class python_rung final : public variant {
     for (const auto& p : m_outputs) request["outputs"].push_back(describe_for_worker(p));
     request["scalars"] = json::object();
     for (const auto& [name, value] : inputs.scalars) request["scalars"][name] = value;
-    const auto reply = ask(request);
     m_config.clear();
-    const json config = reply.value("config", json::object());  // named: items() only refers to it
-    for (const auto& [name, value] : config.items())
-      if (value.is_number_integer()) m_config.emplace_back(name, value.get<std::int64_t>());
+    keep_config(ask(request));
   }
 
-  void run() override { m_last = timed(ask({{"command", "run"}})); }
+  void run() override {
+    const auto reply = ask({{"command", "run"}});
+    m_last = timed(reply);
+    keep_config(reply);
+  }
 
   void upload(const std::vector<host_span>& inputs) override {
     if (inputs.size() != m_streamed)
@@ -226,6 +227,16 @@ class python_rung final : public variant {
     const std::string error = reply.value("error", std::string("no reason given"));
     if (reply.value("unavailable", false)) throw variant_unavailable(error);
     throw std::runtime_error("python rung " + m_id + ": " + error);
+  }
+
+  // What the rung chose (its callable's kstudy_config: a Triton tile, a block size), sent at prepare and with every
+  // run, since a rung may choose at its first call; kept where it says something.
+  void keep_config(const json& reply) {
+    const json config = reply.value("config", json::object());  // named: items() only refers to it
+    if (config.empty()) return;
+    m_config.clear();
+    for (const auto& [name, value] : config.items())
+      if (value.is_number_integer()) m_config.emplace_back(name, value.get<std::int64_t>());
   }
 
   static call_seconds timed(const json& reply) {

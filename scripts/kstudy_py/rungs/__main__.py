@@ -8,7 +8,7 @@ file kstudy creates: prepare names it, with each input's and output's name, dtyp
 
   prepare {file, inputs: [{name, dtype, extents, offset}], streamed, outputs: [...], scalars: {name: value}}
           the inputs copied into the framework's memory, the rung built       -> {ok, framework, version, config}
-  run     the rung called once on them, its outputs kept                      -> {ok, wall, device}
+  run     the rung called once on them, its outputs kept                      -> {ok, wall, device, config}
   upload  the streamed inputs refreshed from the file                         -> {ok, wall}
   download  the kept outputs written to the file                              -> {ok, wall}
   poison  the kept outputs dropped: a download before the next run fails      -> {ok}
@@ -68,7 +68,8 @@ class Worker:
         self.file = numpy.memmap(request["file"], mode="r+", dtype=numpy.uint8)
 
         def view(array):
-            dtype = numpy.dtype(array["dtype"])
+            # bfloat16, which NumPy lacks, crosses as its 16-bit patterns; the adapter views them as the framework's.
+            dtype = numpy.dtype("uint16" if array["dtype"] == "bfloat16" else array["dtype"])
             count = 1
             for extent in array["extents"]:
                 count *= extent
@@ -79,11 +80,12 @@ class Worker:
         self.host_inputs = [(a["name"], view(a)) for a in request["inputs"]]
         self.streamed = request["streamed"]
         self.output_arrays = [(a["name"], view(a)) for a in request["outputs"]]
-        self.inputs = {name: self.adapter.own(host) for name, host in self.host_inputs}
+        dtypes = {a["name"]: a["dtype"] for a in request["inputs"]}
+        self.inputs = {name: self.adapter.own(host, dtypes[name]) for name, host in self.host_inputs}
         self.scalars = dict(request["scalars"])
         self.call = self.rung.builder(module)
         self.outputs = None
-        config = getattr(self.call, "kstudy_config", {})
+        config = dict(getattr(self.call, "kstudy_config", {}))
         return {"framework": self.adapter.name, "version": self.adapter.version(), "config": config}
 
     def do_run(self, request):
@@ -92,14 +94,15 @@ class Worker:
         if not isinstance(result, tuple):
             result = (result,)
         self.outputs = result
-        return {"wall": wall, "device": device}
+        # What the rung chose at this call (a tile picked by the inputs' shape), where it says.
+        return {"wall": wall, "device": device, "config": dict(getattr(self.call, "kstudy_config", {}))}
 
     def do_upload(self, request):
         import time
 
         start = time.perf_counter()
         for name, host in self.host_inputs[:self.streamed]:
-            self.adapter.copy_in(self.inputs[name], host)
+            self.inputs[name] = self.adapter.copy_in(self.inputs[name], host)
         return {"wall": time.perf_counter() - start}
 
     def do_download(self, request):

@@ -61,13 +61,17 @@ class Framework:
         except ImportError as exc:
             raise Unavailable(f"import {self.module}: {exc}") from exc
 
-    def own(self, host):
-        """A copy of the host (NumPy) array in the framework's memory: the rung's resident input."""
+    def own(self, host, dtype: str):
+        """A copy of the host (NumPy) array in the framework's memory: the rung's resident input. `dtype` is the
+        operation's name for its element type: "bfloat16" arrives as its 16-bit patterns (uint16), which a framework
+        with the type views as bfloat16 (NumPy has none, and keeps the patterns)."""
         return host.copy()
 
-    def copy_in(self, own, host) -> None:
-        """Refreshes a resident input from host memory in place (the one-shot upload)."""
+    def copy_in(self, own, host):
+        """Refreshes a resident input from host memory (the one-shot upload), returning it: in place where the
+        framework's arrays are mutable, a new array where they are not (JAX), which then replaces the old."""
         own[...] = host
+        return own
 
     def to_host(self, value):
         """An output as a NumPy array (the one-shot download, and the gate's copy)."""
@@ -106,3 +110,227 @@ class NumPy(Framework):
 
     name = "numpy"
     module = "numpy"
+
+
+class CudaFramework(Framework):
+    """A framework whose arrays live on the GPU and whose work is queued on a CUDA stream: a call is timed by the
+    framework's own CUDA events on its current stream (what each framework's benchmarking guide does: CuPy's
+    cupyx.profiler.benchmark, torch.cuda.Event, triton.testing.do_bench), with the host clock around the call and
+    the wait for its end event beside them. Subclasses say how to reach the device, make events and move arrays."""
+
+    on_device = True
+
+    def load(self):
+        module = super().load()
+        reason = self.no_device(module)
+        if reason:
+            raise Unavailable(reason)
+        return module
+
+    def no_device(self, module) -> str:
+        """Why the framework sees no usable GPU here, or ""."""
+        raise NotImplementedError
+
+    def events(self):
+        """Two timing events on the framework's current stream: (start, end), each with record() and
+        synchronize()."""
+        raise NotImplementedError
+
+    def elapsed_seconds(self, start, end) -> float:
+        raise NotImplementedError
+
+    def timed(self, call: Callable) -> Tuple[object, float, Optional[float]]:
+        begin, end = self.events()
+        start = time.perf_counter()
+        begin.record()
+        result = call()
+        end.record()
+        end.synchronize()
+        wall = time.perf_counter() - start
+        return result, wall, self.elapsed_seconds(begin, end)
+
+
+@framework
+class CuPy(CudaFramework):
+    """CuPy: its arrays and kernels (composed array expressions, ElementwiseKernel, ReductionKernel, RawKernel) on
+    its current stream, the null stream unless a rung says otherwise."""
+
+    name = "cupy"
+    module = "cupy"
+    distribution = "cupy-cuda12x"
+
+    def version(self) -> str:
+        # CuPy ships as one of several wheels (cupy-cuda11x, cupy-cuda12x, cupy-cuda13x, cupy from source).
+        for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"):
+            self.distribution = dist
+            found = super().version()
+            if found != "unknown":
+                return found
+        return "unknown"
+
+    def no_device(self, cupy) -> str:
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # noqa: BLE001 -- CUDARuntimeError without a driver, ImportError of libcuda
+            return f"cupy sees no CUDA device: {exc}"
+        return "" if count > 0 else "cupy sees no CUDA device"
+
+    def own(self, host, dtype: str):
+        import cupy
+        import numpy
+
+        return cupy.asarray(numpy.ascontiguousarray(host))
+
+    def copy_in(self, own, host):
+        import numpy
+
+        own.set(numpy.ascontiguousarray(host))  # synchronous from pageable memory, as cupy.asarray is
+        return own
+
+    def to_host(self, value):
+        import cupy
+        import numpy
+
+        return cupy.asnumpy(value) if isinstance(value, cupy.ndarray) else numpy.asarray(value)
+
+    def events(self):
+        import cupy
+
+        stream = cupy.cuda.get_current_stream()
+        begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+
+        class _On:  # record() on the current stream, as the other frameworks' events do
+            def __init__(self, event):
+                self.event = event
+
+            def record(self):
+                self.event.record(stream)
+
+            def synchronize(self):
+                self.event.synchronize()
+
+        return _On(begin), _On(end)
+
+    def elapsed_seconds(self, start, end) -> float:
+        import cupy
+
+        return cupy.cuda.get_elapsed_time(start.event, end.event) / 1e3
+
+
+@framework
+class Torch(CudaFramework):
+    """PyTorch on its current CUDA stream (the default stream unless a rung says otherwise): eager calls, its
+    library calls (torch.softmax, torch.matmul through cuBLAS) and torch.compile'd functions (Inductor's Triton
+    kernels), compiled at the builder's first call, which is the gate's run (untimed)."""
+
+    name = "torch"
+    module = "torch"
+
+    def no_device(self, torch) -> str:
+        return "" if torch.cuda.is_available() else "torch sees no CUDA device (torch.cuda.is_available() is False)"
+
+    def own(self, host, dtype: str):
+        import numpy
+        import torch
+
+        if dtype == "bfloat16":  # the patterns, moved as int16 (NumPy's uint16 has no torch twin in older torch)
+            return torch.from_numpy(numpy.array(host).view(numpy.int16)).to("cuda").view(torch.bfloat16)
+        return torch.from_numpy(numpy.array(host)).to("cuda")
+
+    def copy_in(self, own, host):
+        import numpy
+        import torch
+
+        # A pageable source: copy_ returns once the copy is done.
+        if own.dtype == torch.bfloat16:
+            own.view(torch.int16).copy_(torch.from_numpy(numpy.asarray(host).view(numpy.int16)))
+        else:
+            own.copy_(torch.from_numpy(numpy.asarray(host)))
+        return own
+
+    def to_host(self, value):
+        import numpy
+        import torch
+
+        if not isinstance(value, torch.Tensor):
+            return numpy.asarray(value)
+        if value.dtype == torch.bfloat16:  # back as its patterns, which the operation's gate reads
+            return value.detach().contiguous().view(torch.int16).cpu().numpy().view(numpy.uint16)
+        return value.detach().cpu().numpy()
+
+    def events(self):
+        import torch
+
+        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def elapsed_seconds(self, start, end) -> float:
+        return start.elapsed_time(end) / 1e3
+
+
+@framework
+class Triton(Torch):
+    """A kernel written in Triton, launched on PyTorch tensors (Triton's own convention: its tutorials and
+    torch.compile's Inductor hand it torch tensors), timed on PyTorch's current stream, which Triton launches on.
+    The builder receives the triton module; it imports triton.language and torch itself."""
+
+    name = "triton"
+    module = "triton"
+
+    def no_device(self, triton) -> str:
+        import torch  # noqa: F401 -- the arrays are torch's; their absence is an ImportError here
+
+        return super().no_device(torch)
+
+    def load(self):
+        try:
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise Unavailable(f"import torch (Triton rungs run on torch tensors): {exc}") from exc
+        return super().load()
+
+
+@framework
+class Jax(CudaFramework):
+    """JAX on its GPU backend, jit-compiled at the first call (the gate's run). JAX arrays are immutable (a one-shot
+    upload makes a new one) and JAX has no user-visible CUDA events: a call is timed by the host clock around it
+    and jax.block_until_ready on its outputs (resident_wall), with no device-events sample. JAX is told not to
+    take 75% of the GPU's memory at start (XLA_PYTHON_CLIENT_PREALLOCATE=false): kstudy and the other rungs share
+    the card."""
+
+    name = "jax"
+    module = "jax"
+
+    def load(self):
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        return super().load()
+
+    def no_device(self, jax) -> str:
+        try:
+            devices = jax.devices("gpu")
+        except RuntimeError as exc:
+            return f"jax has no GPU backend here: {exc}"
+        return "" if devices else "jax sees no GPU"
+
+    def own(self, host, dtype: str):
+        import jax
+        import numpy
+
+        return jax.block_until_ready(jax.device_put(numpy.array(host), jax.devices("gpu")[0]))
+
+    def copy_in(self, own, host):
+        import jax
+        import numpy
+
+        return jax.block_until_ready(jax.device_put(numpy.array(host), jax.devices("gpu")[0]))
+
+    def to_host(self, value):
+        import numpy
+
+        return numpy.asarray(value)
+
+    def timed(self, call: Callable) -> Tuple[object, float, Optional[float]]:
+        import jax
+
+        start = time.perf_counter()
+        result = jax.block_until_ready(call())
+        return result, time.perf_counter() - start, None
