@@ -57,7 +57,9 @@ void operation::drop_work(const problem_data&, const reference_data&, const std:
 std::int64_t dtype_bytes(const std::string& dtype) {
   if (dtype == "float64" || dtype == "int64" || dtype == "uint64") return 8;
   if (dtype == "float32" || dtype == "int32" || dtype == "uint32") return 4;
-  if (dtype == "float16" || dtype == "int16" || dtype == "uint16") return 2;
+  // bfloat16: NumPy has no such type; a worker holds it as its 16-bit patterns (uint16) and a framework with the
+  // type (PyTorch) views them as bfloat16.
+  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16" || dtype == "uint16") return 2;
   if (dtype == "uint8" || dtype == "int8" || dtype == "bool") return 1;
   throw std::invalid_argument("dtype '" + dtype + "': expected a NumPy name such as float32, uint8 or int64");
 }

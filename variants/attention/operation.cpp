@@ -422,6 +422,27 @@ class attention_operation final : public described_operation {
     return {shape.rows * shape.features * shape.depth * element_bytes(P)};
   }
 
+  // Q, K, V and O heads x tokens x head_dim, row-major, in the stored precision (16-bit patterns named by their
+  // format); the mask is the operation's, the scale 1/sqrt(head_dim) (PyTorch's default): no scalars.
+  external_problem external_inputs(const problem_data& problem) const override {
+    const auto& p = attention_problem(problem, P, M);
+    const bool bits = P != attention_precision::fp32;
+    const auto array = [&](const char* name, const void* data) {
+      array_description a{name, dtype(), {p.heads(), p.tokens(), p.head_dim()}};
+      const std::int64_t bytes = array_bytes(a);
+      return std::make_pair(std::move(a), host_span{const_cast<void*>(data), bytes});
+    };
+    external_problem e;
+    e.inputs = {array("q", bits ? static_cast<const void*>(p.q_bits()) : p.q()),
+                array("k", bits ? static_cast<const void*>(p.k_bits()) : p.k()),
+                array("v", bits ? static_cast<const void*>(p.v_bits()) : p.v())};
+    e.streamed = 3;
+    return e;
+  }
+  std::vector<array_description> external_outputs(const table_shape& shape) const override {
+    return {{"o", dtype(), {shape.rows, shape.features, shape.depth}}};
+  }
+
   void poison(const std::vector<host_span>& outputs) const override {
     const auto& out = outputs.at(0);
     const std::int64_t n = out.bytes / element_bytes(P);
@@ -580,6 +601,9 @@ class attention_operation final : public described_operation {
     return P == attention_precision::bf16 ? bf16_term : P == attention_precision::fp16 ? fp16_term : 0.0;
   }
 
+  static const char* dtype() {
+    return P == attention_precision::bf16 ? "bfloat16" : P == attention_precision::fp16 ? "float16" : "float32";
+  }
   void check_shape(const table_shape& shape) const {
     require_row_major(shape, m_info.name, "heads x tokens x head_dim shape");
   }

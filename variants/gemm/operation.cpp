@@ -601,6 +601,33 @@ class gemm_operation final : public described_operation {
     return {shape.rows * shape.features * std::int64_t(sizeof(float))};
   }
 
+  // A and B as stored (the shape's layout: feature-major holds each matrix transposed, so its extents are
+  // swapped), 16-bit patterns named by their format; C float32 the same way.
+  external_problem external_inputs(const problem_data& problem) const override {
+    const auto& p = gemm_problem(problem, P);
+    const std::string dtype = P == gemm_precision::bf16   ? "bfloat16"
+                              : P == gemm_precision::fp16 ? "float16"
+                                                          : "float32";
+    const auto matrix = [&](const char* name, std::int64_t rows, std::int64_t cols, const void* data) {
+      array_description a{
+          name, dtype, p.row_major() ? std::vector<std::int64_t>{rows, cols} : std::vector<std::int64_t>{cols, rows}};
+      const std::int64_t bytes = array_bytes(a);
+      return std::make_pair(std::move(a), host_span{const_cast<void*>(data), bytes});
+    };
+    const void* a = stores_16_bit(P) ? static_cast<const void*>(p.a_16bit()) : p.a();
+    const void* b = stores_16_bit(P) ? static_cast<const void*>(p.b_16bit()) : p.b();
+    external_problem e;
+    e.inputs = {matrix("a", p.m(), p.k(), a), matrix("b", p.k(), p.n(), b)};
+    e.streamed = 2;
+    return e;
+  }
+  std::vector<array_description> external_outputs(const table_shape& shape) const override {
+    const bool row_major = shape.layout == table_layout::row_major;
+    return {{"c", "float32",
+             row_major ? std::vector<std::int64_t>{shape.rows, shape.features}
+                       : std::vector<std::int64_t>{shape.features, shape.rows}}};
+  }
+
   void poison(const std::vector<host_span>& outputs) const override { fill_nan(outputs.at(0)); }
 
   gate_result check(const problem_data& problem, const reference_data& reference,
