@@ -20,6 +20,8 @@
 #   scripts/device_run.sh BUNDLE.tar.xz lab                # kernel lab I (reduce_sum ... residual_layernorm) into $OUT/lab.h5
 #   scripts/device_run.sh BUNDLE.tar.xz lab2               # kernel lab II (gemm, tensor_core_gemm, attention) into $OUT/lab2.h5
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
+#   scripts/device_run.sh BUNDLE.tar.xz alternatives       # the Python rungs' frameworks and gates, then
+#        alternatives_softmax and alternatives_scoring into $OUT/alternatives.h5
 #   scripts/device_run.sh BUNDLE.tar.xz kokkos_settings    # roofs, CUB and CUDA rungs with Kokkos' device-wide
 #        settings restored vs kept (restored, kept, restored: settings_*.json)
 #   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
@@ -266,6 +268,32 @@ kokkos_settings() {
   done
 }
 
+# The Python rungs (issue 43) against kstudy's own rungs: the machine's frameworks, their gates at odd sizes
+# (alternatives_quick, softmax_quick), then alternatives_softmax and alternatives_scoring, into
+# $OUT/alternatives.h5 (KSTUDY_ALTERNATIVES names other experiments; the overrides apply to the last two).
+alternatives() {
+  step "Python frameworks ($KSTUDY_RUNG_PYTHON)"
+  "$KSTUDY_RUNG_PYTHON" - << 'PY' 2>&1 | tee "$out/frameworks.txt"
+import importlib, sys
+print("python", sys.version.split()[0])
+for name in ("numpy", "cupy", "torch", "triton", "jax"):
+    try:
+        print(name, importlib.import_module(name).__version__)
+    except Exception as exc:
+        print(name, "unavailable:", exc)
+PY
+  "$bundle/kstudy" list 2>&1 | grep -E "python(_cuda)? runs on|^Python rungs|not registered" | head -40
+  step "gates at odd sizes"
+  timeout ${KSTUDY_ALT_QUICK_SECONDS:-200} "$bundle/kstudy" run alternatives_quick softmax_quick \
+    --out "$out/alternatives_quick.h5" > "$out/alternatives_quick.txt" 2>&1
+  echo "quick rc=$?"; grep -E "GATE|error|skipped|failed|results:" "$out/alternatives_quick.txt" | head -30
+  step alternatives
+  # shellcheck disable=SC2086  # the list is words
+  timeout ${KSTUDY_ALT_SECONDS:-420} "$bundle/kstudy" run ${KSTUDY_ALTERNATIVES:-alternatives_softmax alternatives_scoring} \
+    "${overrides[@]}" --out "$out/alternatives.h5" > "$out/alternatives.txt" 2>&1
+  echo "alternatives rc=$?"; grep -E "GATE|error|skipped|failed|results:" "$out/alternatives.txt" | head -30
+}
+
 sweeps() {
   step sweeps
   local resume=()
@@ -299,6 +327,7 @@ case $mode in
     ;;
   suite) suite ;;
   sweeps) sweeps ;;
+  alternatives) alternatives ;;
   stream) stream ;;
   lab) lab ;;
   lab2) lab2 ;;

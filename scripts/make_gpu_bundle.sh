@@ -37,6 +37,18 @@ cp -r "$repo/scripts/kstudy_py" "$bundle/scripts/kstudy_py"
 find "$bundle/scripts/kstudy_py" -name __pycache__ -prune -exec rm -rf {} +  # report/ has subpackages
 # The Python rungs (kstudy/runner/python_rungs.hpp), found beside the binary as variants/<operation>/python_*.py.
 (cd "$repo" && find variants -name 'python_*.py' -exec cp --parents {} "$bundle/" \;)
+cat > "$bundle/rung_python" <<'PY'
+#!/bin/sh
+# The machine's python3 (KSTUDY_BUNDLE_PYTHON names another) with the library path the machine had before env.sh.
+if [ -n "${KSTUDY_MACHINE_LD_LIBRARY_PATH:-}" ]; then
+  LD_LIBRARY_PATH=$KSTUDY_MACHINE_LD_LIBRARY_PATH
+  export LD_LIBRARY_PATH
+else
+  unset LD_LIBRARY_PATH
+fi
+exec "${KSTUDY_BUNDLE_PYTHON:-python3}" "$@"
+PY
+chmod +x "$bundle/rung_python"
 # Left to the target: the C library family, the driver, and the CUDA toolkit's own libraries (cuBLAS,
 # NVRTC, the runtime), which a GPU machine with the same CUDA major version provides.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcu|libnvrtc|libnvJitLink)'
@@ -53,6 +65,10 @@ done
 cat > "$bundle/env.sh" <<'ENV'
 # Source me: the bundle's libraries first, then the machine's CUDA toolkit.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The Python rungs' workers run the machine's python3 with the machine's own library path (rung_python): the
+# bundle's lib/ (the build machine's libstdc++ and HDF5) must not shadow what PyTorch, CuPy or JAX load.
+export KSTUDY_MACHINE_LD_LIBRARY_PATH=${KSTUDY_MACHINE_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}
+export KSTUDY_RUNG_PYTHON=${KSTUDY_RUNG_PYTHON:-$here/rung_python}
 cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64
 export LD_LIBRARY_PATH="$here/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
