@@ -186,7 +186,12 @@ namespace {
 TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
   const std::map<std::string, std::string> expected = {
       {"advise_check", "89e03af5425810e3"},
-      {"alternatives_scoring", "f80fe93cfa58fadf"},
+      {"alternatives_attention", "507054603c21fda6"},
+      {"alternatives_gemm", "6a4e13ef9145d8d6"},
+      {"alternatives_quick", "cdc10088542b2f5a"},
+      // Session 25 added the GPU rungs; data/cpu-2core-2026-12-07-s24 holds the earlier definition (f80fe93cfa58fadf).
+      {"alternatives_scoring", "be19c1da0e4e883f"},
+      {"alternatives_softmax", "ddbccadb16d45af"},
       {"attention", "496fb5222dce2211"},
       {"attention_quick", "b257077ecf7d0fde"},
       {"block_size", "18dfb82ff3a7e3ac"},
