@@ -187,7 +187,7 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
   const std::map<std::string, std::string> expected = {
       {"advise_check", "89e03af5425810e3"},
       {"alternatives_attention", "507054603c21fda6"},
-      {"alternatives_gemm", "6a4e13ef9145d8d6"},
+      {"alternatives_gemm", "9eb184a1faa19607"},
       {"alternatives_quick", "cdc10088542b2f5a"},
       // Session 25 added the GPU rungs; data/cpu-2core-2026-12-07-s24 holds the earlier definition (f80fe93cfa58fadf).
       {"alternatives_scoring", "be19c1da0e4e883f"},

@@ -42,6 +42,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <stdexcept>
@@ -828,7 +829,18 @@ using gemm_bf16_mma_autotuned_variant =
                    mma_config<gemm_precision::bf16, 256, 128, 4, 2, 4, 1>,   // 114 KB
                    mma_config<gemm_precision::bf16, 256, 128, 4, 2, 3, 1>>;  // 86 KB
 
-template <gemm_precision P, table_layout Layout>
+// How a cuBLAS rung calls the library. `plain`: cublasGemmEx_64 with the handle's default workspace, the rung as
+// first written. `as_torch`: as PyTorch's at::cuda::blas::gemm calls it (issue 43 found torch.matmul up to 1.17x
+// faster than `plain` on the same card, and `plain` 13-87 us a call slower than the same process's roof probe,
+// which calls cublasGemmEx): the 32-bit entry point wherever the extents fit (the _64 one otherwise),
+// CUBLAS_GEMM_DEFAULT_TENSOR_OP, and a workspace of its own set on the handle after its stream (cublasSetStream
+// resets the handle to the library's default pool; PyTorch gives every handle 32 MiB on Hopper, from
+// CUBLAS_WORKSPACE_CONFIG's default :4096:8). Both are registered, so one archive says which configuration is
+// faster, and by how much, before either becomes the vendor's verdict.
+enum class cublas_call { plain, as_torch };
+constexpr std::size_t torch_workspace_bytes = std::size_t(32) << 20;
+
+template <gemm_precision P, table_layout Layout, cublas_call Call = cublas_call::plain>
 class gemm_cublas final : public gemm_tc_base<P> {
  public:
   ~gemm_cublas() override {
@@ -836,20 +848,11 @@ class gemm_cublas final : public gemm_tc_base<P> {
   }
   void enqueue_run() override {
     if (this->empty()) return;
-    const float alpha = 1.0f, beta = 0.0f;
-    constexpr cudaDataType_t input_type = P == gemm_precision::bf16   ? CUDA_R_16BF
-                                          : P == gemm_precision::fp16 ? CUDA_R_16F
-                                                                      : CUDA_R_32F;
-    constexpr cublasComputeType_t compute = stores_16_bit(P) ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
     const std::int64_t m = this->m_m, n = this->m_n, k = this->m_k;
     if (this->m_row_major)  // column-major C^T (n x m) = B^T (n x k, ld n) A^T (k x m, ld k)
-      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, this->m_b, input_type, n,
-                                          this->m_a, input_type, k, &beta, this->m_c, CUDA_R_32F, n, compute,
-                                          CUBLAS_GEMM_DEFAULT));
+      gemm(n, m, k, this->m_b, n, this->m_a, k, n);
     else  // column-major C (m x n, ld m) = A (m x k, ld m) B (k x n, ld k)
-      KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, this->m_a, input_type, m,
-                                          this->m_b, input_type, k, &beta, this->m_c, CUDA_R_32F, m, compute,
-                                          CUBLAS_GEMM_DEFAULT));
+      gemm(m, n, k, this->m_a, m, this->m_b, k, m);
   }
 
  protected:
@@ -858,10 +861,37 @@ class gemm_cublas final : public gemm_tc_base<P> {
     if (m_handle == nullptr) KSTUDY_CUBLAS_CHECK(cublasCreate(&m_handle));
     KSTUDY_CUBLAS_CHECK(cublasSetStream(m_handle, this->m_stream));
     KSTUDY_CUBLAS_CHECK(cublasSetPointerMode(m_handle, CUBLAS_POINTER_MODE_HOST));
+    if constexpr (Call == cublas_call::as_torch) {
+      // prepare() freed the previous point's arrays, this one's included, before plan().
+      m_workspace = this->template device_array<unsigned char>(torch_workspace_bytes);
+      KSTUDY_CUBLAS_CHECK(cublasSetWorkspace(m_handle, m_workspace, torch_workspace_bytes));
+    }
   }
 
  private:
+  // C (rows x cols, ld ldc) = X (rows x k, ld ldx) Y (k x cols, ld ldy), column-major, float32 C.
+  void gemm(std::int64_t rows, std::int64_t cols, std::int64_t k, const void* x, std::int64_t ldx, const void* y,
+            std::int64_t ldy, std::int64_t ldc) {
+    const float alpha = 1.0f, beta = 0.0f;
+    constexpr cudaDataType_t input_type = P == gemm_precision::bf16   ? CUDA_R_16BF
+                                          : P == gemm_precision::fp16 ? CUDA_R_16F
+                                                                      : CUDA_R_32F;
+    constexpr cublasComputeType_t compute = stores_16_bit(P) ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    constexpr std::int64_t int_max = 2147483647;
+    const bool fits = rows <= int_max && cols <= int_max && k <= int_max && ldx <= int_max && ldy <= int_max;
+    if (Call == cublas_call::as_torch && fits) {
+      KSTUDY_CUBLAS_CHECK(cublasGemmEx(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, int(rows), int(cols), int(k), &alpha, x,
+                                       input_type, int(ldx), y, input_type, int(ldy), &beta, this->m_c, CUDA_R_32F,
+                                       int(ldc), compute, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+      return;
+    }
+    KSTUDY_CUBLAS_CHECK(cublasGemmEx_64(m_handle, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &alpha, x, input_type, ldx,
+                                        y, input_type, ldy, &beta, this->m_c, CUDA_R_32F, ldc, compute,
+                                        CUBLAS_GEMM_DEFAULT));
+  }
+
   cublasHandle_t m_handle = nullptr;
+  unsigned char* m_workspace = nullptr;  // as_torch only; one of the variant's arrays, freed with them
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -880,6 +910,7 @@ void bind_precision() {
     variant_binding<gemm_bf16_mma_autotuned_variant>{op + "_mma_autotuned@cuda"};
   variant_binding<gemm_cublas<P, table_layout::row_major>>{op + "_cublas_row_major@cuda"};
   variant_binding<gemm_cublas<P, table_layout::feature_major>>{op + "_cublas_feature_major@cuda"};
+  variant_binding<gemm_cublas<P, table_layout::row_major, cublas_call::as_torch>>{op + "_cublas_as_torch@cuda"};
 }
 
 [[maybe_unused]] const int registered = [] {
@@ -889,6 +920,8 @@ void bind_precision() {
   variant_binding<gemm_cublas<gemm_precision::fp16, table_layout::row_major>>{"gemm_fp16_cublas_row_major@cuda"};
   variant_binding<gemm_cublas<gemm_precision::fp16, table_layout::feature_major>>{
       "gemm_fp16_cublas_feature_major@cuda"};
+  variant_binding<gemm_cublas<gemm_precision::fp16, table_layout::row_major, cublas_call::as_torch>>{
+      "gemm_fp16_cublas_as_torch@cuda"};
   return 0;
 }();
 

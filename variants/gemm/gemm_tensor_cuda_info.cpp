@@ -22,7 +22,7 @@ void declare_cuda(gemm_precision precision, const std::string& name, const std::
   variant_declaration{std::move(info)};
 }
 
-// The vendor rungs: one cublasGemmEx_64 call in each layout.
+// The vendor rungs: one cublasGemmEx_64 call in each layout, and the row-major call as PyTorch makes it.
 void declare_cublas(gemm_precision precision) {
   const std::string op = operation_name(precision);
   const char* vendor =
@@ -32,6 +32,12 @@ void declare_cublas(gemm_precision precision) {
   declare_cuda(precision, op + "_cublas_row_major", "cublas",
                std::string(vendor) + " (row-major as column-major C^T = B^T A^T)", table_layout::row_major, 0);
   declare_cuda(precision, op + "_cublas_feature_major", "cublas", vendor, table_layout::feature_major, 0);
+  declare_cuda(precision, op + "_cublas_as_torch", "cublas",
+               "the row-major call configured as PyTorch's at::cuda::blas::gemm: cublasGemmEx (32-bit extents, the "
+               "_64 entry point only past them), CUBLAS_GEMM_DEFAULT_TENSOR_OP, a 32 MiB workspace set on the handle "
+               "after its stream; " +
+                   std::string(vendor).substr(std::string(vendor).find(", ") + 2),
+               table_layout::row_major, 0);
 }
 
 void declare_precision(gemm_precision precision, const char* naive_description, const char* smem_description) {
