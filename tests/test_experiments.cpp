@@ -188,7 +188,9 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
       {"advise_check", "89e03af5425810e3"},
       {"alternatives_attention", "507054603c21fda6"},
       {"alternatives_gemm", "9eb184a1faa19607"},
+      {"alternatives_layernorm", "d1be810ee24de1a3"},
       {"alternatives_quick", "cdc10088542b2f5a"},
+      {"alternatives_reduce", "d4bd436be6fa71a7"},
       // Session 25 added the GPU rungs; data/cpu-2core-2026-12-07-s24 holds the earlier definition (f80fe93cfa58fadf).
       {"alternatives_scoring", "be19c1da0e4e883f"},
       {"alternatives_softmax", "ddbccadb16d45af"},

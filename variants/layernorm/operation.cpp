@@ -240,6 +240,28 @@ class layernorm_operation final : public described_operation {
     return std::vector<std::int64_t>(output_count(K), shape.rows * shape.features * std::int64_t(sizeof(float)));
   }
 
+  // x (and r) rows x hidden, streamed; gamma and beta `hidden` floats; eps is PyTorch's default (no scalar).
+  external_problem external_inputs(const problem_data& problem) const override {
+    const auto& p = layernorm_problem(problem, K);
+    const auto floats = [](const char* name, std::vector<std::int64_t> extents, const float* data) {
+      array_description a{name, "float32", std::move(extents)};
+      const std::int64_t bytes = array_bytes(a);
+      return std::make_pair(std::move(a), host_span{const_cast<float*>(data), bytes});
+    };
+    external_problem e;
+    e.inputs.push_back(floats("x", {p.rows(), p.hidden()}, p.x()));
+    if (has_residual(K)) e.inputs.push_back(floats("r", {p.rows(), p.hidden()}, p.r()));
+    e.streamed = e.inputs.size();
+    e.inputs.push_back(floats("gamma", {p.hidden()}, p.gamma()));
+    e.inputs.push_back(floats("beta", {p.hidden()}, p.beta()));
+    return e;
+  }
+  std::vector<array_description> external_outputs(const table_shape& shape) const override {
+    std::vector<array_description> out{{"y", "float32", {shape.rows, shape.features}}};
+    if (has_residual(K)) out.push_back({"h", "float32", {shape.rows, shape.features}});
+    return out;
+  }
+
   void poison(const std::vector<host_span>& outputs) const override {
     for (const auto& out : outputs) fill_nan(out);
   }

@@ -104,6 +104,18 @@ class reduce_sum_operation final : public sum_operation<reduce_sum_operation, re
   }
   std::int64_t essential_flops(const table_shape& shape) const override { return reduce::essential_flops(shape.rows); }
   std::int64_t input_bytes(const table_shape& shape) const override { return shape.rows * std::int64_t(sizeof(float)); }
+
+  // x, n floats, streamed; s one float64 (a rung may return its float32 sum: the worker widens it).
+  external_problem external_inputs(const problem_data& problem) const override {
+    const auto& p = reduce_problem(problem);
+    array_description x{"x", "float32", {p.n()}};
+    const std::int64_t bytes = array_bytes(x);
+    external_problem e;
+    e.inputs.emplace_back(std::move(x), host_span{const_cast<float*>(p.x()), bytes});
+    e.streamed = 1;
+    return e;
+  }
+  std::vector<array_description> external_outputs(const table_shape&) const override { return {{"s", "float64", {}}}; }
 };
 
 const operation_registration<reduce_sum_operation> register_reduce_sum;
