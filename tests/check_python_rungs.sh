@@ -7,6 +7,7 @@
 #   never answers                                    -> failed after KSTUDY_RUNG_TIMEOUT, the worker killed
 #   framework not installed                          -> skipped, with the reason; listed as "not here"
 #   a module that cannot be imported                 -> listed as not registered; the other rungs register
+#   framework not installed, in a cold_compile run   -> skipped there too (not a failed first-call child)
 #   a rung of an operation without Python rungs      -> listed as not registered, with the reason
 #   prints to stdout                                 -> passes: the protocol owns the worker's stdout
 # and an interpreter that is missing breaks no study that did not ask for a Python rung.
@@ -138,6 +139,28 @@ cat "$work/verdicts"
 grep -q "FAIL" "$work/verdicts" && fail "the archive's verdicts (above)"
 grep -q "a rung that prints must not break the protocol" "$work/run.err" &&
   pass "what a rung prints goes to stderr" || fail "the noisy rung's print is not on stderr"
+
+# --- cold start: a rung's first call in a fresh worker; a missing framework is skipped there too -----------------
+"$kstudy" run "$src/tests/python_rungs/python_rungs_cold.json" --out "$work/cold.h5" > "$work/cold.out" 2>&1 ||
+  fail "cold run exited $?: $(tail -n 5 "$work/cold.out")"
+$py - "$work/cold.h5" > "$work/cold_verdicts" 2>&1 <<'PY'
+import sys
+
+import h5py
+
+with h5py.File(sys.argv[1], "r") as f:
+    samples = f["experiments/python_rungs_cold/samples"][()]
+rows = [(s["variant"].decode(), s["timer"].decode(), s["status"].decode()) for s in samples]
+first = [r for r in rows if r[0] == "scoring_numpy@python" and r[1] == "cold"]
+missing = [r for r in rows if r[0] == "scoring_test_missing@python"]
+ok = len(first) == 2 and all(r[2] == "ok" for r in first)
+ok = ok and len(missing) == 2 and all(r[2].startswith("skipped: kstudy_test_no_such_module") for r in missing)
+print(("ok" if ok else "FAIL") + f": cold start {first}, missing framework {missing}")
+sys.exit(0 if ok else 1)
+PY
+cat "$work/cold_verdicts"
+grep -q "^ok" "$work/cold_verdicts" && pass "cold start: the rung's first calls, the missing framework skipped" ||
+  fail "cold start verdicts (above)"
 
 # --- no interpreter: a study without Python rungs is untouched ------------------------------------------------
 KSTUDY_RUNG_PYTHON=/nonexistent/python3 "$kstudy" list > "$work/list2" 2>&1 || fail "list without python failed"

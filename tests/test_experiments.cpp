@@ -187,6 +187,7 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
   const std::map<std::string, std::string> expected = {
       {"advise_check", "89e03af5425810e3"},
       {"alternatives_attention", "507054603c21fda6"},
+      {"alternatives_cold", "e4874a6da4a369e2"},
       {"alternatives_gemm", "9eb184a1faa19607"},
       {"alternatives_layernorm", "d1be810ee24de1a3"},
       {"alternatives_quick", "cdc10088542b2f5a"},

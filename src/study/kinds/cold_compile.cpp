@@ -4,6 +4,7 @@
 // (operation::has_runtime_compile), its compilation + module load with an empty cache. The child is `kstudy
 // __first_call VARIANT EXTENT...` (run_first_call).
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "kstudy/point_inputs.hpp"
 #include "kstudy/study.hpp"
 #include "kstudy/timers.hpp"
+#include "kstudy/variant_unavailable.hpp"
 
 namespace kstudy {
 
@@ -27,8 +29,14 @@ int run_first_call(const std::string& variant_id, const std::vector<std::int64_t
   point_inputs inputs(operation_of(*entry), extents, k_first_call_row_padding, protocol{}.seed);
   const auto& data = inputs.data(entry->info.layout);
   inputs.reference();
-  auto impl = entry->make();
-  impl->prepare(data, {});
+  std::unique_ptr<variant> impl;
+  try {
+    impl = entry->make();
+    impl->prepare(data, {});
+  } catch (const variant_unavailable& ex) {  // this machine cannot run it (a Python rung's framework, no GPU)
+    std::cout << nlohmann::json{{"variant", variant_id}, {"unavailable", ex.what()}}.dump() << std::endl;
+    return 0;
+  }
   impl->poison();
   wall_timer first;
   first.start();
@@ -70,10 +78,20 @@ std::vector<sample_record> first_calls(replication_context& ctx, const sweep_poi
     s.replication = ctx.replication;
     s.trial = trial;
     s.timer = timer_kind::cold;
+    if (!entry->info.unavailable.empty()) {  // known at registration: no child to start
+      s.status = "skipped: " + entry->info.unavailable;
+      samples.push_back(s);
+      continue;
+    }
     std::vector<std::string> args = {"__first_call", entry->info.id()};
     for (const auto x : p.extents) args.push_back(std::to_string(x));
     try {
       const auto r = detail::run_child_for_json(ctx.self_exe, args);
+      if (r.contains("unavailable")) {  // found out in the child: skipped, as the sweep records it
+        s.status = "skipped: " + r["unavailable"].get<std::string>();
+        samples.push_back(s);
+        continue;
+      }
       s.gate = r["gate"].get<bool>() ? gate_verdict::passed : gate_verdict::failed;
       s.status = s.gate == gate_verdict::passed ? "ok" : "rejected";
       s.seconds = r["first"].get<double>();
