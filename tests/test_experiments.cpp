@@ -186,7 +186,7 @@ namespace {
 TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
   const std::map<std::string, std::string> expected = {
       {"advise_check", "89e03af5425810e3"},
-      {"alternatives_attention", "507054603c21fda6"},
+      {"alternatives_attention", "5671a83103f24878"},
       {"alternatives_cold", "e4874a6da4a369e2"},
       {"alternatives_gemm", "9eb184a1faa19607"},
       {"alternatives_layernorm", "d1be810ee24de1a3"},
