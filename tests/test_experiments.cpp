@@ -188,7 +188,7 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
       {"advise_check", "89e03af5425810e3"},
       {"alternatives_attention", "5671a83103f24878"},
       {"alternatives_cold", "e4874a6da4a369e2"},
-      {"alternatives_gemm", "9eb184a1faa19607"},
+      {"alternatives_gemm", "738961342abffd6f"},
       {"alternatives_layernorm", "d1be810ee24de1a3"},
       {"alternatives_quick", "cdc10088542b2f5a"},
       {"alternatives_reduce", "d4bd436be6fa71a7"},
