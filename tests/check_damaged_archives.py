@@ -4,7 +4,10 @@
 A real archive (tests/shard_tiny.json, shard 0/2, made here with this kstudy) is damaged the ways a copy or a
 shared file system damages files: cut short at 10 points, bytes flipped in the superblock, inside a dataset's
 raw chunk, in object headers, B-tree nodes, local and global heaps (found by signature and by h5py offsets),
-in an attribute value and in a group member's name. Every reader is run on each: report, compare, merge (as a
+in an attribute value and in a group member's name; a global heap object's stored length pushed past its
+collection, a collection's size cut under HDF5's least, a string attribute's reference to a heap object that is
+not there and one whose length is cut under its object's (HDF5 1.10 follows these without checking them, so they
+are refused from the file's bytes before HDF5 reads them). Every reader is run on each: report, compare, merge (as a
 shard), run --resume. Each must exit non-zero with stderr naming the file, or exit 0 with exactly the undamaged
 file's output (damage in bytes nothing reads; for --resume, the undamaged file's finished units, since it salvages
 what it can, keeps the damaged original beside it and measures the rest again); never a traceback, a signal death
@@ -160,6 +163,22 @@ for signature in (b"TREE", b"HEAP", b"SNOD", b"GCOL"):  # B-tree nodes, local he
     at = data.find(signature)
     corpus[f"{signature.decode()}-signature"] = flip(at)
     corpus[f"{signature.decode()}-body"] = flip(at + 24, 0x01)
+at = data.find(b"GCOL")  # a global heap collection: header (signature, version, size), then objects
+length = int.from_bytes(data[at + 24:at + 32], "little")  # the first object's stored length
+corpus["GCOL-object-length"] = data[:at + 24] + (length + 8192).to_bytes(8, "little") + data[at + 32:]
+corpus["GCOL-collection-size"] = data[:at + 8] + (64).to_bytes(8, "little") + data[at + 16:]
+# A string attribute's stored reference (length, collection address, object index) to an object of that
+# collection: its index pointed past the collection's objects, and its length cut under the object's.
+end, p, reference = at + int.from_bytes(data[at + 8:at + 16], "little"), at + 16, -1
+while reference < 0 and p + 16 <= end:
+    index, size = int.from_bytes(data[p:p + 2], "little"), int.from_bytes(data[p + 8:p + 16], "little")
+    if index == 0:
+        break  # free space: the collection's objects end here
+    reference = data.find(size.to_bytes(4, "little") + at.to_bytes(8, "little") + index.to_bytes(4, "little"))
+    p += 16 + (size + 7) // 8 * 8
+assert reference >= 0, "no string attribute refers to the first global heap collection"
+corpus["reference-index"] = data[:reference + 12] + (60000).to_bytes(4, "little") + data[reference + 16:]
+corpus["reference-length"] = data[:reference] + (1).to_bytes(4, "little") + data[reference + 4:]
 at = data.find(fingerprint.encode() if isinstance(fingerprint, str) else fingerprint)  # an attribute value
 corpus["attribute-value"] = flip(at + 3, 0x01)
 at = data.find(b"shard_tiny\0")  # a group member's name in a local heap

@@ -5,10 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -721,6 +723,63 @@ TEST(Archive, ReadsVersionOneArchives) {
   for (const auto& s : samples) EXPECT_EQ(s.occupancy, 0.0);
   EXPECT_EQ(kstudy::read_metadata(path).root.at("schema_version"), "1");
   EXPECT_TRUE(kstudy::read_health(path, "cold_compile").empty());  // no health table before version 3
+}
+
+// A global heap object whose stored length runs past its collection, a collection under HDF5's least size, a
+// string attribute referring to an object the collection does not hold or one longer than the string: HDF5 1.10
+// follows each unchecked, past its buffers, and whether that crashes depends on the reading process's heap (the
+// archive fuzzer crashed a reader so after a verifying child had read the file unharmed). Each is refused from
+// the file's bytes, by every reader and by salvage, naming the collection or the string.
+TEST(Archive, DamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
+  scratch_dir dir;
+  std::ifstream in(source_file("tests/fixtures/cpu_v3_small.h5"), std::ios::binary);
+  const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t at = original.find("GCOL");
+  ASSERT_NE(at, std::string::npos);
+  // The fixture with little-endian values written over it: (offset, value, width in bytes) each.
+  using edit = std::tuple<std::size_t, std::uint64_t, int>;
+  const auto patched = [&](std::initializer_list<edit> edits, const std::string& name) {
+    std::string bytes = original;
+    for (const auto& [offset, value, width] : edits)
+      for (int i = 0; i < width; ++i) bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xFF);
+    const std::string path = (dir.path() / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  const auto stored = [&](std::size_t offset, int width) {
+    std::uint64_t value = 0;
+    for (int i = width - 1; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(original[offset + i]);
+    return value;
+  };
+  const std::uint64_t length = stored(at + 24, 8);  // the first object's, after the 16-byte collection header
+  const std::string past_end = patched({edit{at + 24, length + 8192, 8}}, "object_length.h5");
+  const std::string too_small = patched({edit{at + 8, 64, 8}}, "collection_size.h5");
+  // The attribute `flavour`'s stored string at byte 6208: its length (4 bytes), the collection's address
+  // (8), the object's index (4). The archive fuzzer's crash pointed the index past the collection's objects.
+  const std::size_t string_at = 6208;
+  ASSERT_EQ(stored(string_at + 4, 8), at);
+  const std::string no_object = patched({edit{string_at + 12, 52483, 4}}, "string_index.h5");
+  const std::string overflow = patched({edit{string_at, 1, 4}}, "string_length.h5");
+  const std::string collection = "global heap collection at byte " + std::to_string(at);
+  const std::string string_where = "string at byte " + std::to_string(string_at);
+  for (const auto& [path, where, says] :
+       {std::tuple{past_end, collection, std::string("past the collection's end")},
+        std::tuple{too_small, collection, std::string("under HDF5's least 4096")},
+        std::tuple{no_object, string_where,
+                   std::string("refers to object 52483 of the " + collection + ", which holds no such object")},
+        std::tuple{overflow, string_where, std::string("bytes overflow its 1")}}) {
+    try {
+      kstudy::read_metadata(path);
+      ADD_FAILURE() << path << " was read";
+    } catch (const kstudy::archive_damaged& e) {
+      EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(kstudy::salvage_archive(path, (dir.path() / "salvaged.h5").string(), true), std::runtime_error);
+    EXPECT_FALSE(fs::exists(dir.path() / "salvaged.h5"));
+  }
+  // The undamaged file still reads.
+  EXPECT_NO_THROW(kstudy::read_metadata(patched({edit{at + 24, length, 8}}, "intact.h5")));
 }
 
 // Older archives (the committed CPU fixtures, schema 1 and 3) read with no variants rows (and no health rows

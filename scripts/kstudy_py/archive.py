@@ -1,6 +1,9 @@
 """Loading kstudy archives (schema 1 to 12) into pandas, and the statistics every table shares."""
 import hashlib
 import json
+import os
+import pickle
+import signal
 import struct
 from pathlib import Path
 
@@ -316,12 +319,13 @@ def with_rung_column(variants):
 
 
 class Experiment:
-    def __init__(self, archive, name, group):
+    def __init__(self, archive, name, contents):
         self.archive = archive
         self.name = name
-        self.definition_text = text(group.attrs.get("definition", "{}"))
-        self.protocol_text = text(group.attrs.get("protocol", "{}"))
-        self.fingerprint = text(group.attrs.get("fingerprint", ""))
+        attributes = contents["attributes"]
+        self.definition_text = attributes.get("definition", "{}")
+        self.protocol_text = attributes.get("protocol", "{}")
+        self.fingerprint = attributes.get("fingerprint", "")
         try:
             self.definition = json.loads(self.definition_text)
         except ValueError:
@@ -329,11 +333,11 @@ class Experiment:
         self.kind = kind_of(self.definition)
         # What the writer's registries knew (kstudy/runner/experiment_facts.hpp); archives written before store neither,
         # and there the one kind that times first calls in fresh processes was cold_compile.
-        steady = text(group.attrs.get("steady_state", ""))
+        steady = attributes.get("steady_state", "")
         self.steady_state = steady == "true" if steady else self.kind not in LEGACY_NOT_STEADY_STATE
         self.headline_points = {op: tuple(int(x) for x in (list(p) + [1, 1, 1])[:3])
-                                for op, p in json.loads(text(group.attrs.get("headline_points", "{}"))).items()}
-        tables = {t: with_schema7_columns(t, frame(group[t]) if t in group else pd.DataFrame()) for t in TABLES}
+                                for op, p in json.loads(attributes.get("headline_points", "{}")).items()}
+        tables = contents["tables"]
         self.samples = with_gate_verdict(tables["samples"])
         if len(self.samples) and "timer" in self.samples:  # the layout conversion's timer before schema 10
             self.samples["timer"] = self.samples["timer"].replace({"transpose": "layout_conversion"})
@@ -342,17 +346,28 @@ class Experiment:
         self.summary = tables["summary"]
         self.attribution = tables["attribution"]
         self.health = tables["health"]  # empty before schema 3
-        self.has_health_table = "health" in group
+        self.has_health_table = contents["has_health_table"]
         # One row per (variant, rows, features, block_size) measured: family, layout, fusion level, traffic
         # and flop models as the C++ code knows them; empty before schema 4.
         self.variants = with_rung_column(with_axes_column(tables["variants"]))
         self.operations = operations_of(self.definition)
         self.axes = axes_of(self.definition, self.operations, self.variants)
         self.profile = tables["profile"]
-        self.profile_attrs = ({k: text(v) for k, v in group["profile"].attrs.items() if k != DIGEST_ATTRIBUTE}
-                              if "profile" in group else {})
+        self.profile_attrs = contents["profile_attributes"]
         if not self.samples.empty:
             self.samples.insert(0, "archive", archive.label)
+
+    @staticmethod
+    def contents(group):
+        """What an experiment's group holds, read whole (Archive reads a file in a child process and takes
+        this back): its attributes as text, its tables as frames, the profile's attributes."""
+        names = ("definition", "protocol", "fingerprint", "steady_state", "headline_points")
+        attributes = {k: text(group.attrs[k]) for k in names if k in group.attrs}
+        tables = {t: with_schema7_columns(t, frame(group[t]) if t in group else pd.DataFrame()) for t in TABLES}
+        profile_attributes = ({k: text(v) for k, v in group["profile"].attrs.items() if k != DIGEST_ATTRIBUTE}
+                              if "profile" in group else {})
+        return {"attributes": attributes, "tables": tables, "has_health_table": "health" in group,
+                "profile_attributes": profile_attributes}
 
     @property
     def openmp_threads(self):
@@ -388,40 +403,83 @@ class Experiment:
         return s[(s.gate != "failed") & (s.status == "ok") & (s.trial >= 0)]
 
 
+def _in_child(read, path):
+    """read(path) run in a forked child, its result pickled back. HDF5 follows some damaged structures past its
+    buffers (a string's global heap reference, src/archive/detail/hdf5_global_heap.hpp), and whether that crashes
+    depends on the reading process's heap: a file read in this process could kill it, or leave HDF5's shared state
+    damaged for the next file. A child that dies refuses the file; this process never opens it."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one read, its answer, and out without running any teardown
+        status = 0
+        try:
+            os.close(reader)
+            try:
+                payload = pickle.dumps(("ok", read(path)))
+            except ArchiveError as error:
+                payload = pickle.dumps(("error", str(error)))
+            with os.fdopen(writer, "wb") as out:
+                out.write(payload)
+        except BaseException:  # nothing may escape a forked child: it must not run the parent's code
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as answer:
+        payload = answer.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status) or not payload:
+        how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
+               else f"exit status {os.waitstatus_to_exitcode(status)}")
+        raise ArchiveError(f"{path}: damaged or unreadable (HDF5 died reading it: {how}); `kstudy salvage {path} "
+                           "--out NEW.h5` copies the finished points it can still read into a new archive")
+    verdict, value = pickle.loads(payload)
+    if verdict == "error":
+        raise ArchiveError(value)
+    return value
+
+
+def _read_archive(path):
+    """Everything an Archive holds, read from the file at `path` (in _in_child's child)."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as error:
+        raise ArchiveError(f"{path}: cannot be opened as HDF5 ({error})")
+    try:
+        with f:
+            return Archive._contents(f, path)
+    except ArchiveError:
+        raise
+    except Exception as error:  # h5py, numpy and json errors of a damaged file: one line, never a traceback
+        raise ArchiveError(f"{path}: damaged or unreadable ({type(error).__name__}: {error}); "
+                           f"`kstudy salvage {path} --out NEW.h5` copies the finished points it can still "
+                           "read into a new archive")
+
+
 class Archive:
     def __init__(self, path, label=None):
         self.path = Path(path)
         self.label = label or self.path.stem
-        try:
-            f = h5py.File(self.path, "r")
-        except OSError as error:
-            raise ArchiveError(f"{self.path}: cannot be opened as HDF5 ({error})")
-        try:
-            with f:
-                self._read(f)
-        except ArchiveError:
-            raise
-        except Exception as error:  # h5py, numpy and json errors of a damaged file: one line, never a traceback
-            raise ArchiveError(f"{self.path}: damaged or unreadable ({type(error).__name__}: {error}); "
-                               f"`kstudy salvage {self.path} --out NEW.h5` copies the finished points it can still "
-                               "read into a new archive")
+        self.attrs, self.environment, experiments = _in_child(_read_archive, self.path)
+        self.schema_version = self.attrs.get("schema_version")
+        self.experiments = {name: Experiment(self, name, tables) for name, tables in experiments.items()}
 
-    def _read(self, f):
+    @staticmethod
+    def _contents(f, path):
+        """(attributes, environment, {experiment: its group's contents}) of an open archive."""
         damaged = damaged_objects(f)
         if damaged:
-            raise ArchiveError(f"{self.path}: damaged: the content of {', '.join(damaged)} no longer matches the "
-                               f"checksum stored when it was written; `kstudy salvage {self.path} --out NEW.h5` "
+            raise ArchiveError(f"{path}: damaged: the content of {', '.join(damaged)} no longer matches the "
+                               f"checksum stored when it was written; `kstudy salvage {path} --out NEW.h5` "
                                "copies the finished points it can still read into a new archive")
-        self.attrs = {k: text(v) for k, v in f.attrs.items() if k != DIGEST_ATTRIBUTE}
-        self.schema_version = self.attrs.get("schema_version")
-        if self.schema_version is None:
-            raise ArchiveError(f"{self.path}: not a kstudy archive (no schema_version attribute)")
-        self.environment = ({k: text(v) for k, v in f["environment"].attrs.items() if k != DIGEST_ATTRIBUTE}
-                            if "environment" in f else {})
-        self.experiments = {}
-        if "experiments" in f:
-            for name, group in f["experiments"].items():
-                self.experiments[name] = Experiment(self, name, group)
+        attrs = {k: text(v) for k, v in f.attrs.items() if k != DIGEST_ATTRIBUTE}
+        if attrs.get("schema_version") is None:
+            raise ArchiveError(f"{path}: not a kstudy archive (no schema_version attribute)")
+        environment = ({k: text(v) for k, v in f["environment"].attrs.items() if k != DIGEST_ATTRIBUTE}
+                       if "environment" in f else {})
+        experiments = {name: Experiment.contents(group) for name, group in f["experiments"].items()} \
+            if "experiments" in f else {}
+        return attrs, environment, experiments
 
     def ceilings(self):
         """The archive's ceilings (every experiment carries the run's; the first non-empty one wins)."""

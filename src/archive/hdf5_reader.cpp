@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "detail/hdf5_digest.hpp"
+#include "detail/hdf5_global_heap.hpp"
 #include "detail/hdf5_util.hpp"
 #include "kstudy/runner/archive.hpp"
 
@@ -210,6 +211,11 @@ h5_handle open_archive(const std::string& path) {
     const auto state = state_of(path);
     std::lock_guard<std::mutex> lock(verified_mutex);
     if (!verified.count(state)) {
+      // A damaged global heap, or a string's reference into one, is refused from its bytes: HDF5 follows
+      // both unchecked, and whether that overruns into a crash depends on the reading process's heap, so the
+      // child's verdict cannot stand for this process (the archive fuzzer crashed here after the child had
+      // passed the file).
+      if (const auto problem = damaged_global_heap(path); !problem.empty()) throw_damaged(path, problem);
       verify_in_child(path);
       verified.insert(state);
     }

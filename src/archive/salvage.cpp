@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "detail/hdf5_digest.hpp"
+#include "detail/hdf5_global_heap.hpp"
 #include "detail/hdf5_util.hpp"
 #include "kstudy/runner/archive.hpp"
 
@@ -301,6 +302,11 @@ salvage_report salvage_archive(const std::string& damaged, const std::string& ou
   const auto directory = fs::absolute(out, ec).parent_path();
   const auto temporary =
       (directory / ("." + fs::path(out).filename().string() + ".salvaging-" + std::to_string(::getpid()))).string();
+  // Salvage reads in this process what no child has read first: a heap object whose stored length runs
+  // past its collection would be copied past HDF5's buffers (see damaged_global_heap).
+  if (const auto problem = damaged_global_heap(damaged); !problem.empty())
+    throw std::runtime_error("kstudy: cannot salvage '" + damaged + "': its " + problem +
+                             ", which HDF5 would copy past its buffers");
   salvage_report report;
   std::string source = damaged, padded;
   h5_handle file(H5Fopen(damaged.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);

@@ -16,7 +16,8 @@ command -v ccache > /dev/null && compile=(env CCACHE_BASEDIR="$src" CCACHE_NOHAS
 flags=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 objects=()
 for source in tests/fuzz/archive_fuzzer.cpp tests/fuzz/fuzz_registrations.cpp src/archive/hdf5_reader.cpp \
-              src/archive/archive_common.cpp src/archive/detail/hdf5_digest.cpp src/archive/detail/hdf5_util.cpp \
+              src/archive/archive_common.cpp src/archive/detail/hdf5_digest.cpp src/archive/detail/hdf5_global_heap.cpp \
+              src/archive/detail/hdf5_util.cpp \
               src/core/records.cpp src/core/experiment.cpp src/core/resources.cpp src/core/operation_registry.cpp \
               views/src/table_shape.cpp; do
   object=$work/$(basename "$source" .cpp).o
