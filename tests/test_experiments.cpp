@@ -186,15 +186,15 @@ namespace {
 TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
   const std::map<std::string, std::string> expected = {
       {"advise_check", "89e03af5425810e3"},
-      {"alternatives_attention", "5671a83103f24878"},
+      {"alternatives_attention", "dfcc77d453a4bf89"},
       {"alternatives_cold", "e4874a6da4a369e2"},
-      {"alternatives_gemm", "738961342abffd6f"},
+      {"alternatives_gemm", "d0f535ab71db134a"},
       {"alternatives_layernorm", "d1be810ee24de1a3"},
       {"alternatives_quick", "cdc10088542b2f5a"},
       {"alternatives_reduce", "d4bd436be6fa71a7"},
       // Session 25 added the GPU rungs; data/cpu-2core-2026-12-07-s24 holds the earlier definition (f80fe93cfa58fadf).
       {"alternatives_scoring", "be19c1da0e4e883f"},
-      {"alternatives_softmax", "ddbccadb16d45af"},
+      {"alternatives_softmax", "5a78a24398763795"},
       {"attention", "496fb5222dce2211"},
       {"attention_quick", "b257077ecf7d0fde"},
       {"block_size", "18dfb82ff3a7e3ac"},
