@@ -126,7 +126,8 @@ std::string check_attribute_strings(const std::vector<char>& bytes, widths width
     if (space_version == 2 && bytes[space + 3] == 2) continue;  // the null dataspace holds nothing
     std::uint64_t count = 1;
     const std::uint64_t extents = space + (space_version == 1 ? 8 : 4);
-    for (unsigned i = 0; i < rank && count <= bytes.size(); ++i) count *= read_le(bytes, extents + i * width.length, width.length);
+    for (unsigned i = 0; i < rank && count <= bytes.size(); ++i)
+      count *= read_le(bytes, extents + i * width.length, width.length);
     if (count > (bytes.size() - data) / reference) continue;  // not an attribute message after all
     for (std::uint64_t i = 0; i < count; ++i)
       if (auto problem = check_reference(bytes, data + i * reference, width.address, collections); !problem.empty())
