@@ -193,7 +193,7 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
       {"alternatives_quick", "cdc10088542b2f5a"},
       {"alternatives_reduce", "d4bd436be6fa71a7"},
       // Session 25 added the GPU rungs; data/cpu-2core-2026-12-07-s24 holds the earlier definition (f80fe93cfa58fadf).
-      {"alternatives_scoring", "be19c1da0e4e883f"},
+      {"alternatives_scoring", "3083ede5994a7b54"},
       {"alternatives_softmax", "5a78a24398763795"},
       {"attention", "496fb5222dce2211"},
       {"attention_quick", "b257077ecf7d0fde"},

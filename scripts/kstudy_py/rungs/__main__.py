@@ -65,6 +65,9 @@ class Worker:
         import numpy
 
         module = self.adapter.load()
+        # The last point's arrays go before this point's are made, and with them the framework's cache of them.
+        self.inputs, self.outputs, self.call, self.file = {}, None, None, None
+        self.adapter.release()
         self.file = numpy.memmap(request["file"], mode="r+", dtype=numpy.uint8)
 
         def view(array):
