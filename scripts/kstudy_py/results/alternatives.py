@@ -6,12 +6,20 @@ against the fastest of kstudy's rungs at the same point in the same archive.
 One clock for all: the wall clock the caller sees (resident_wall for a device variant: its call and the wait for its
 work; host_wall for a host variant), the only timer every framework has (JAX has no user-visible CUDA events), so a
 Python rung's interpreter and launch overhead is in its time, as it is in its user's. Option timer=one_shot judges
-the one-shot calls instead (host inputs to host outputs, pageable memory: the one kind every rung has).
+the one-shot calls instead (host inputs to host outputs, pageable memory: the one kind every rung has);
+timer=device_events the GPU's own clock (each framework's CUDA events on its stream, kstudy's around its call: no
+host wait in it, and no JAX rung). Option against=vendor_library judges each Python rung against the fastest vendor
+library call of kstudy's instead (cuBLAS, cuDNN, CUB), the question "is kstudy's call of the library as fast as
+PyTorch's?".
 """
 from .. import archive as A
 from . import ResultsError, generator, stats as S
 
 WALL = ("resident_wall", "host_wall")
+TIMERS = {"wall": WALL, "one_shot": ("one_shot",), "device_events": ("device_events",)}
+CLOCK_WORDS = {WALL: "the wall clock a caller sees, the one every framework has",
+               ("one_shot",): "host inputs to host outputs, pageable memory",
+               ("device_events",): "the GPU's clock: CUDA events on the stream around the call, no host wait"}
 
 
 def _measure(path, s, variant, point, timers):
@@ -33,7 +41,13 @@ def _kind(m):
 @generator("alternatives", "kstudy's rungs against the Python rungs (NumPy, CuPy, PyTorch, torch.compile, Triton, "
                            "JAX) on one clock, each rung judged against the fastest C++ rung at every point")
 def alternatives(block):
-    timers = ("one_shot",) if block.option("timer", "wall") == "one_shot" else WALL
+    timer = block.option("timer", "wall")
+    if timer not in TIMERS:
+        raise ResultsError(f"alternatives: timer={timer} is not one of {', '.join(TIMERS)}")
+    timers = TIMERS[timer]
+    against = block.option("against", "")
+    if against not in ("", "vendor_library"):
+        raise ResultsError(f"alternatives: against={against} is not vendor_library")
     lines = []
     for path in block.paths:
         s = S.samples(path)
@@ -43,13 +57,14 @@ def alternatives(block):
         if not (s.implementation == "framework").any():
             raise ResultsError(f"{path}: no Python rung (implementation framework) was measured")
         for operation in sorted(s.operation.unique()):
-            lines += _operation(path, s[s.operation == operation], operation, timers)
-    return ([f"Clock: {' / '.join(timers)} (the wall clock a caller sees, the one every framework has); "
-             "medians over every accepted sample (IQR). Speed = the fastest C++ rung's median time ÷ the rung's; "
-             "above 1 the Python rung is faster.", S.effects.words_text(), ""] + lines)
+            lines += _operation(path, s[s.operation == operation], operation, timers, against)
+    judge = "the fastest vendor library call of kstudy's" if against else "the fastest C++ rung"
+    return ([f"Clock: {' / '.join(timers)} ({CLOCK_WORDS[timers]}); medians over every accepted sample (IQR). "
+             f"Speed = {judge}'s median time ÷ the rung's; above 1 the Python rung is faster.",
+             S.effects.words_text(), ""] + lines)
 
 
-def _operation(path, s, operation, timers):
+def _operation(path, s, operation, timers, against):
     points = sorted({(operation, int(r), int(f), int(d)) for r, f, d in zip(s.rows, s.features, s.depth)},
                     key=lambda p: (p[2], p[1], p[3]))
     axes = s["axes"].iloc[0]
@@ -61,11 +76,16 @@ def _operation(path, s, operation, timers):
     own = [v for v in variants if v not in rungs]
     if not own:
         raise ResultsError(f"{path}: {operation} has Python rungs but no C++ rung to judge them against")
+    judges = [v for v in own if not against or any(m is not None and m.implementation == against
+                                                   for (w, _), m in measures.items() if w == v)]
+    if not judges:
+        what = against.replace("_", " ")
+        return [f"**{operation}**: no {what} rung of kstudy's to judge the Python rungs against", ""]
     head = "| variant | kind | " + " | ".join(labels) + " |"
     out = [f"**{operation}**: time per call, µs", "", head, "|---|---|" + "---|" * len(points)]
     best = {}
     for p in points:
-        present = [measures[(v, p)] for v in own if measures[(v, p)] is not None]
+        present = [measures[(v, p)] for v in judges if measures[(v, p)] is not None]
         best[p] = min(present, key=lambda m: m.median) if present else None
     for v in own + rungs:
         first = next(m for (w, _), m in measures.items() if w == v and m is not None)
@@ -75,7 +95,8 @@ def _operation(path, s, operation, timers):
             mark = "**" if m is not None and best[p] is not None and m is best[p] else ""
             cells.append(f"{mark}{S.micro(m.median)}{mark} ({S.micro(m.q1)}–{S.micro(m.q3)})" if m else "—")
         out.append(f"| `{v.split('@')[0]}` ({first.backend}) | {_kind(first)} | " + " | ".join(cells) + " |")
-    out += ["", f"**{operation}**: each Python rung's speed against the fastest C++ rung at the point (bold above; "
+    judge = "the fastest vendor library call of kstudy's" if against else "the fastest C++ rung"
+    out += ["", f"**{operation}**: each Python rung's speed against {judge} at the point (bold above; "
             "named in the header)", "",
             "| Python rung | " + " | ".join(_header(label, best[p]) for label, p in zip(labels, points)) +
             " | over the points |",
