@@ -4,8 +4,9 @@ block, a block with its generated lines deleted, or prose changed inside a block
 naming the file; --write restores it; a marker naming an unknown generator or a missing archive exits 2 naming it;
 the cache_modes and kokkos_costs generators on session 11's to 13's archives (a refusal, the counters column,
 name@backend rows, the newest row of a point, one layout against the other), plain_baseline with its own pairs, energy
-(per call, a refusal), lab3 (the wgmma rungs and their target, every shape, the throttled samples disclosed) and a
-README headline (Holm's count beside the uncorrected one).
+(per call, a refusal), lab3 (the wgmma rungs and their target, every shape, the throttled samples disclosed),
+alternatives judged against kstudy's vendor calls on the GPU's clock (and its refusals) and a README headline (Holm's
+count beside the uncorrected one).
 
     tests/check_results.py scripts/results.py
 """
@@ -196,6 +197,22 @@ with tempfile.TemporaryDirectory() as scratch:
     text = page.read_text()
     check(code == 0 and "| 1,048,576×512 |" in text and "8,192×8192" not in text and "at **" in text,
           f"plain_baseline tables the pairs' shapes only: {code} {err}\n{text}")
+
+    # alternatives on the GPU's clock judged against kstudy's vendor calls (session 26's H100 archive): the judge of
+    # each point is a cuBLAS / cuDNN rung, never a wgmma one; a clock or a judge it does not know is refused.
+    s26 = "data/h100-2026-12-07-s26/alternatives_gemm_attention.h5"
+    page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}",
+                                 f"alternatives archives={s26} timer=device_events against=vendor_library"))
+    code, _, err = run(str(page), "--write")
+    text = page.read_text()
+    judged = [line for line in text.split("\n") if line.startswith("| Python rung |")]
+    check(code == 0 and "Clock: device_events" in text and judged
+          and all("wgmma" not in line and ("cublas" in line or "cudnn" in line) for line in judged),
+          f"alternatives against=vendor_library judges against cuBLAS / cuDNN only: {code} {err}\n{judged}")
+    for option in ("timer=kernel", "against=wgmma"):
+        page.write_text(PAGE.replace(f"plain_baseline archives={ARCHIVE}", f"alternatives archives={s26} {option}"))
+        code, _, err = run(str(page), "--write")
+        check(code == 2 and option.split("=")[1] in err, f"alternatives refuses {option}: {code} {err}")
 
 print("check_results.py:", "FAILED: " + "; ".join(failures) if failures else "every case passed")
 sys.exit(1 if failures else 0)
