@@ -191,7 +191,7 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
       {"alternatives_gemm", "d0f535ab71db134a"},
       {"alternatives_layernorm", "d1be810ee24de1a3"},
       {"alternatives_quick", "cdc10088542b2f5a"},
-      {"alternatives_reduce", "d4bd436be6fa71a7"},
+      {"alternatives_reduce", "25e94c78952b5a0a"},
       // Session 25 added the GPU rungs; data/cpu-2core-2026-12-07-s24 holds the earlier definition (f80fe93cfa58fadf).
       {"alternatives_scoring", "3083ede5994a7b54"},
       {"alternatives_softmax", "5a78a24398763795"},
