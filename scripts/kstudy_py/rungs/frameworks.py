@@ -144,8 +144,23 @@ class CudaFramework(Framework):
     def elapsed_seconds(self, start, end) -> float:
         raise NotImplementedError
 
+    def release(self):
+        self._pair = None  # the next point's calls may run on another current stream
+
+    def timing_events(self):
+        """The pair of events every call of a point is timed with: made, recorded and waited for once, before the
+        first call (PyTorch makes a CUDA event at its first record(), which would otherwise fall inside the timed
+        region of every call), as the frameworks' own benchmarking helpers reuse theirs."""
+        if getattr(self, "_pair", None) is None:
+            pair = self.events()
+            for event in pair:
+                event.record()
+            pair[1].synchronize()
+            self._pair = pair
+        return self._pair
+
     def timed(self, call: Callable) -> Tuple[object, float, Optional[float]]:
-        begin, end = self.events()
+        begin, end = self.timing_events()
         start = time.perf_counter()
         begin.record()
         result = call()
@@ -195,6 +210,7 @@ class CuPy(CudaFramework):
     def release(self):
         import cupy
 
+        super().release()
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
@@ -262,6 +278,7 @@ class Torch(CudaFramework):
     def release(self):
         import torch
 
+        super().release()
         torch.cuda.empty_cache()
 
     def to_host(self, value):
