@@ -429,8 +429,10 @@ def _in_child(read, path):
         payload = answer.read()
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status) or not payload:
-        how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
-               else f"exit status {os.waitstatus_to_exitcode(status)}")
+        how = f"exit status {os.waitstatus_to_exitcode(status)}"
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            how = f"signal {signal.Signals(number).name if number in signal.valid_signals() else number}"
         raise ArchiveError(f"{path}: damaged or unreadable (HDF5 died reading it: {how}); `kstudy salvage {path} "
                            "--out NEW.h5` copies the finished points it can still read into a new archive")
     verdict, value = pickle.loads(payload)
