@@ -22,6 +22,8 @@
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
 #   scripts/device_run.sh BUNDLE.tar.xz alternatives       # the Python rungs' frameworks and gates, then
 #        alternatives_softmax and alternatives_scoring into $OUT/alternatives.h5
+#   scripts/device_run.sh BUNDLE.tar.xz floor              # alternatives_reduce with kstudy's OpenMP threads as they
+#        are and told not to spin (OMP_WAIT_POLICY=passive): what a Python rung's call costs around its kernel
 #   scripts/device_run.sh BUNDLE.tar.xz kokkos_settings    # roofs, CUB and CUDA rungs with Kokkos' device-wide
 #        settings restored vs kept (restored, kept, restored: settings_*.json)
 #   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
@@ -294,6 +296,28 @@ PY
   echo "alternatives rc=$?"; grep -E "GATE|error|skipped|failed|results:" "$out/alternatives.txt" | head -30
 }
 
+# What a Python rung's call costs around its kernel in a study (performance_notes, session 26: its time ran
+# 170-280 us over its own CUDA events, more at small points): alternatives_reduce, whose n = 1,024 kernel takes
+# microseconds, once as it is and once with kstudy's OpenMP threads told not to spin (OMP_WAIT_POLICY=passive),
+# into $OUT/floor.h5 and $OUT/floor_passive.h5; then the two compared point by point.
+floor() {
+  local policy archive
+  for policy in default passive; do
+    archive=$out/floor$([[ $policy == passive ]] && echo _passive).h5
+    step "floor ($policy OpenMP wait policy)"
+    if [[ $policy == passive ]]; then
+      OMP_WAIT_POLICY=passive timeout ${KSTUDY_FLOOR_SECONDS:-240} "$bundle/kstudy" run alternatives_reduce \
+        "${overrides[@]}" --out "$archive" > "${archive%.h5}.txt" 2>&1
+    else
+      timeout ${KSTUDY_FLOOR_SECONDS:-240} "$bundle/kstudy" run alternatives_reduce \
+        "${overrides[@]}" --out "$archive" > "${archive%.h5}.txt" 2>&1
+    fi
+    echo "floor $policy rc=$?"; grep -E "GATE|error|skipped|failed|results:" "${archive%.h5}.txt" | head -20
+  done
+  "$bundle/kstudy" compare "$out/floor.h5" "$out/floor_passive.h5" > "$out/floor_compare.txt" 2>&1
+  echo "compare rc=$?"; head -60 "$out/floor_compare.txt"
+}
+
 sweeps() {
   step sweeps
   local resume=()
@@ -328,6 +352,7 @@ case $mode in
   suite) suite ;;
   sweeps) sweeps ;;
   alternatives) alternatives ;;
+  floor) floor ;;
   stream) stream ;;
   lab) lab ;;
   lab2) lab2 ;;
