@@ -47,6 +47,7 @@ std::string at_byte(std::uint64_t at) { return "global heap collection at byte "
 // What a collection holds, as HDF5 decodes it: each object's index and stored length.
 struct collection {
   std::map<std::uint64_t, std::uint64_t> objects;  // index -> length
+  bool cut = false;                                // the file ends inside it: its objects past the end are unknown
 };
 
 // One collection, walked as HDF5 1.10 decodes it (H5HG__cache_heap_deserialize): a header, then objects of
@@ -58,12 +59,16 @@ std::string check_collection(const std::vector<char>& bytes, std::uint64_t start
   const std::uint64_t size = read_le(bytes, start + 8, width);
   // HDF5 never writes a collection under 4096 bytes (H5HG_MINSIZE), and reads one as 4096 bytes first.
   if (size < 4096) return at_byte(start) + " claims " + std::to_string(size) + " bytes, under HDF5's least 4096";
+  // A file cut inside the collection (a run killed while writing) is read no further than its end: HDF5 refuses
+  // a cut file when it opens it, and `kstudy salvage` pads it with zeros, which this check must not call damage.
+  found.cut = size > bytes.size() - start;
   // HDF5 reads the collection from the file in one piece: one reaching past any address this file can
   // have is refused by HDF5 itself; the check stops at the file's end plus one collection's worth of zeros.
   if (size > bytes.size() - start + (std::uint64_t{1} << 20)) return {};
   const std::uint64_t end = start + size;
   for (std::uint64_t p = start + header; p < end;) {
     if (p + object_header > end) break;  // free space
+    if (p + object_header > bytes.size()) break;
     const std::uint64_t index = read_le(bytes, p, 2);
     const std::uint64_t length = read_le(bytes, p + 8, width);
     const std::uint64_t need = index > 0 ? object_header + ((length + 7) / 8) * 8 : length;
@@ -87,7 +92,8 @@ std::string check_reference(const std::vector<char>& bytes, std::uint64_t at, un
   const std::uint64_t length = read_le(bytes, at, 4), address = read_le(bytes, at + 4, address_width);
   const std::uint64_t index = read_le(bytes, at + 4 + address_width, 4);
   const auto heap = collections.find(address);
-  if (length == 0 || heap == collections.end()) return {};  // HDF5 reads nothing for an empty sequence
+  // HDF5 reads nothing for an empty sequence; what a cut collection held past the file's end is not known.
+  if (length == 0 || heap == collections.end() || heap->second.cut) return {};
   const std::string where = "string at byte " + std::to_string(at) + " refers to object " + std::to_string(index) +
                             " of the " + at_byte(address);
   const auto object = heap->second.objects.find(index);
