@@ -301,18 +301,14 @@ PY
 # microseconds, once as it is and once with kstudy's OpenMP threads told not to spin (OMP_WAIT_POLICY=passive),
 # into $OUT/floor.h5 and $OUT/floor_passive.h5; then the two compared point by point.
 floor() {
-  local policy archive
-  for policy in default passive; do
-    archive=$out/floor$([[ $policy == passive ]] && echo _passive).h5
-    step "floor ($policy OpenMP wait policy)"
-    if [[ $policy == passive ]]; then
-      OMP_WAIT_POLICY=passive timeout ${KSTUDY_FLOOR_SECONDS:-240} "$bundle/kstudy" run alternatives_reduce \
-        "${overrides[@]}" --out "$archive" > "${archive%.h5}.txt" 2>&1
-    else
-      timeout ${KSTUDY_FLOOR_SECONDS:-240} "$bundle/kstudy" run alternatives_reduce \
-        "${overrides[@]}" --out "$archive" > "${archive%.h5}.txt" 2>&1
-    fi
-    echo "floor $policy rc=$?"; grep -E "GATE|error|skipped|failed|results:" "${archive%.h5}.txt" | head -20
+  local name policy
+  for name in floor floor_passive; do
+    policy=()
+    [[ $name == floor_passive ]] && policy=(OMP_WAIT_POLICY=passive)
+    step "$name"
+    env "${policy[@]}" timeout "${KSTUDY_FLOOR_SECONDS:-240}" "$bundle/kstudy" run alternatives_reduce \
+      "${overrides[@]}" --out "$out/$name.h5" > "$out/$name.txt" 2>&1
+    echo "$name rc=$?"; grep -E "GATE|error|skipped|failed|results:" "$out/$name.txt" | head -20
   done
   "$bundle/kstudy" compare "$out/floor.h5" "$out/floor_passive.h5" > "$out/floor_compare.txt" 2>&1
   echo "compare rc=$?"; head -60 "$out/floor_compare.txt"
