@@ -313,7 +313,8 @@ TEST(SoftmaxVariantRegistry, LadderAndPortableVersionAreRegistered) {
   EXPECT_TRUE(names.count("softmax_kokkos"));
   EXPECT_TRUE(names.count("softmax_kokkos_tuned"));
 #ifdef KSTUDY_HAVE_CUDA_VARIANTS
-  for (const auto* name : {"softmax_cuda_three_pass", "softmax_cuda_online", "softmax_cuda_registers"})
+  for (const auto* name :
+       {"softmax_cuda_three_pass", "softmax_cuda_online", "softmax_cuda_registers", "softmax_cuda_lean"})
     EXPECT_TRUE(names.count(name)) << name;
 #endif
 #ifdef KSTUDY_HAVE_CUDNN

@@ -11,6 +11,9 @@
 //    scalar otherwise, each thread holding ITEMS of them (a template parameter: 1 to 8 float4, or 1 to 32
 //    floats). Rows of up to 32,768 columns fit (1,024 threads x 8 float4); longer rows take rung 2's kernel
 //    (1,024 threads per row).
+//  4 softmax_cuda_lean: rung 3 in at most 32 registers a thread (twice the rows per SM), 32-bit offsets in the
+//    row, __expf and one reciprocal per row; rows of more than 16 floats a thread (over 16,384 columns) take
+//    rung 3's kernel.
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a synchronisation.
 #include <cuda_runtime.h>
 
@@ -215,6 +218,66 @@ __global__ void __launch_bounds__(1024) softmax_registers(const float* __restric
   }
 }
 
+// Rung 4: rung 3's groups and register-resident row, made light enough for twice the rows per SM. Rung 3 at
+// 16 floats a thread takes 45 registers: one 1,024-thread block per SM at 16,384 columns, two 512-thread
+// blocks at 8,192, five 256-thread blocks at 4,096 (half the SM's threads), so an SM holds one or two rows
+// and idles while they reduce. Here __launch_bounds__(1024, 2) caps a thread at 32 registers (two 1,024-thread
+// blocks, four of 512, eight of 256: every thread slot filled), which 32-bit offsets within the row make room
+// for; exp is __expf (ex2.approx of (x - max) log2(e), two instructions where expf takes about ten) and each
+// row takes one reciprocal where rung 3 divides every element (the gate's bound covers both: operation.cpp).
+template <int VEC, int ITEMS>
+__global__ void __launch_bounds__(1024, 2)
+    softmax_lean(const float* __restrict__ x, float* __restrict__ y, std::int64_t rows, int cols, int group) {
+  using access = vector_of<VEC>;
+  using vec_t = typename access::type;
+  __shared__ float slots[32];
+  const int groups = blockDim.x / group, group_warps = group >> 5;
+  const int lane = threadIdx.x % group, which = threadIdx.x / group;
+  const int vectors = cols / VEC;  // cols % VEC == 0
+  for (std::int64_t first = std::int64_t(blockIdx.x) * groups; first < rows;
+       first += std::int64_t(gridDim.x) * groups) {
+    const std::int64_t row = first + which;
+    const bool active = row < rows;
+    const std::int64_t offset = (active ? row : 0) * cols;
+    const auto* xr = reinterpret_cast<const vec_t*>(x + offset);
+    float v[ITEMS][VEC];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int k = lane + i * group;
+      if (active && k < vectors) {
+        access::load(xr, k, v[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[i][j] = -INFINITY;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[i][j]);
+    }
+    m = group_all_reduce(m, max_op{}, slots, group_warps);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        v[i][j] = __expf(v[i][j] - m);  // 0 for the padding's -inf
+        s += v[i][j];
+      }
+    s = group_all_reduce(s, sum_op{}, slots, group_warps);
+    if (!active) continue;
+    const float r = 1.0f / s;
+    auto* yr = reinterpret_cast<vec_t*>(y + offset);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int k = lane + i * group;
+      if (k >= vectors) break;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[i][j] *= r;
+      access::store(yr, k, v[i]);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Buffers and transfers shared by the rungs
 
@@ -277,7 +340,9 @@ class softmax_block_per_row final : public softmax_cuda_base {
   }
 };
 
-// Rung 3: the register-resident row, or rung 2's kernel for rows of more than 32,768 columns.
+// Rungs 3 and 4: the register-resident row (Lean: rung 4's kernel for rows of up to 16 floats a thread,
+// rung 3's beyond), or rung 2's kernel for rows of more than 32,768 columns.
+template <bool Lean>
 class softmax_registers_variant final : public softmax_cuda_base {
  public:
   void enqueue_run() override {
@@ -291,19 +356,27 @@ class softmax_registers_variant final : public softmax_cuda_base {
  protected:
   using launcher = void (*)(int, int, cudaStream_t, const float*, float*, std::int64_t, std::int64_t, int);
 
-  template <int VEC, int ITEMS>
+  template <int VEC, int ITEMS, bool L>
   static void launch(int grid, int block, cudaStream_t stream, const float* x, float* y, std::int64_t rows,
                      std::int64_t cols, int group) {
-    softmax_registers<VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
+    if constexpr (L)
+      softmax_lean<VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, static_cast<int>(cols), group);
+    else
+      softmax_registers<VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
   }
 
   // The kernel for `items` vectors per thread: ITEMS, or a power of two up to MAX_ITEMS (8 float4, 32 floats:
-  // a register-resident row of at most 32 floats a thread); none (m_launch stays null) past MAX_ITEMS.
+  // a register-resident row of at most 32 floats a thread); none (m_launch stays null) past MAX_ITEMS. Rung
+  // 4's kernel holds at most 16 floats a thread in its 32 registers; rung 3's takes longer rows.
   template <int VEC, int MAX_ITEMS, int ITEMS = 1>
   void choose(std::int64_t items) {
     if (items == ITEMS) {
-      m_launch = &launch<VEC, ITEMS>;
-      m_kernel = reinterpret_cast<const void*>(softmax_registers<VEC, ITEMS>);
+      constexpr bool lean = Lean && ITEMS * VEC <= 16;
+      m_launch = &launch<VEC, ITEMS, lean>;
+      if constexpr (lean)
+        m_kernel = reinterpret_cast<const void*>(softmax_lean<VEC, ITEMS>);
+      else
+        m_kernel = reinterpret_cast<const void*>(softmax_registers<VEC, ITEMS>);
     } else if constexpr (ITEMS < MAX_ITEMS) {
       choose<VEC, MAX_ITEMS, ITEMS * 2>(items);
     }
@@ -347,7 +420,8 @@ class softmax_registers_variant final : public softmax_cuda_base {
 [[maybe_unused]] const int registered = [] {
   variant_binding<softmax_block_per_row<false>>{"softmax_cuda_three_pass@cuda"};
   variant_binding<softmax_block_per_row<true>>{"softmax_cuda_online@cuda"};
-  variant_binding<softmax_registers_variant>{"softmax_cuda_registers@cuda"};
+  variant_binding<softmax_registers_variant<false>>{"softmax_cuda_registers@cuda"};
+  variant_binding<softmax_registers_variant<true>>{"softmax_cuda_lean@cuda"};
   return 0;
 }();
 

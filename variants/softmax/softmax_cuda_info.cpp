@@ -28,6 +28,9 @@ void declare_cuda(const std::string& suffix, int rung, bool tunable_block_size, 
   declare_cuda("cuda_registers", 3, /*tunable_block_size=*/false,
                "the row read once into registers by a power-of-two group of 32..1,024 threads (float4 when cols % 4 == "
                "0), up to 32,768 columns; longer rows take the online kernel");
+  declare_cuda("cuda_lean", 4, /*tunable_block_size=*/false,
+               "rung 3 in at most 32 registers a thread, so twice the rows fit an SM (32-bit offsets in the row), "
+               "__expf and one reciprocal per row; over 16,384 columns rung 3's kernel");
   return 0;
 }();
 
