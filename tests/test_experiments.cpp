@@ -195,6 +195,7 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
       // Session 25 added the GPU rungs; data/cpu-2core-2026-12-07-s24 holds the earlier definition (f80fe93cfa58fadf).
       {"alternatives_scoring", "3083ede5994a7b54"},
       {"alternatives_softmax", "5a78a24398763795"},
+      {"alternatives_softmax_wide", "1f7ee2f7d9157400"},
       {"attention", "496fb5222dce2211"},
       {"attention_quick", "b257077ecf7d0fde"},
       {"block_size", "18dfb82ff3a7e3ac"},
@@ -223,6 +224,8 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
       {"layout_transpose", "ec137c61a99ccd10"},
       {"plain_baseline", "9a3a589facda5afc"},
       {"plain_minimal", "61d4742e432d094"},
+      {"profile_alternatives_gemm", "7878ac02c4ae7240"},
+      {"profile_alternatives_softmax", "925f7d40915b45a5"},
       {"profile_attention", "e9addc762ff987ee"},
       {"profile_gemm", "f1f21e5325fabf3b"},
       {"profile_hopper_attention", "dd9317223907de3f"},
