@@ -24,6 +24,10 @@
 #        alternatives_softmax and alternatives_scoring into $OUT/alternatives.h5
 #   scripts/device_run.sh BUNDLE.tar.xz floor              # alternatives_reduce with kstudy's OpenMP threads as they
 #        are and told not to spin (OMP_WAIT_POLICY=passive): what a Python rung's call costs around its kernel
+#   scripts/device_run.sh BUNDLE.tar.xz rung_ncu           # Nsight Compute on the Python rungs' kernels where they
+#        matched or beat kstudy's (scripts/device_rung_ncu.py; KSTUDY_RUNG_NCU_PROBES names others) into
+#        $OUT/rung_ncu.csv, and `kstudy profile` of kstudy's rungs at the same points (profile_alternatives_*)
+#        into $OUT/profile.h5
 #   scripts/device_run.sh BUNDLE.tar.xz kokkos_settings    # roofs, CUB and CUDA rungs with Kokkos' device-wide
 #        settings restored vs kept (restored, kept, restored: settings_*.json)
 #   scripts/device_run.sh BUNDLE.tar.xz "check sanitize faults profile short"   # several steps in one call
@@ -314,6 +318,24 @@ floor() {
   echo "compare rc=$?"; head -60 "$out/floor_compare.txt"
 }
 
+# The other half of `kstudy profile`'s side-by-side: a Python rung's kernels run in its worker, out of kstudy
+# profile's reach, so ncu runs scripts/device_rung_ncu.py, which profiles one steady-state call of each probe
+# (sections: speed of light, launch, occupancy, warp states, memory). Then kstudy's own rungs at those points.
+rung_ncu_probes="softmax_triton@python_cuda:65536x8192 softmax_torch_compile@python_cuda:65536x8192
+softmax_torch_compile@python_cuda:65536x16384 gemm_bf16_torch@python_cuda:4096x4096x4096
+gemm_fp16_torch@python_cuda:4096x4096x4096 gemm_tf32_torch@python_cuda:4096x4096x4096"
+rung_ncu() {
+  step rung_ncu
+  local sections=() s
+  for s in SpeedOfLight LaunchStats Occupancy WarpStateStats MemoryWorkloadAnalysis; do sections+=(--section "$s"); done
+  # shellcheck disable=SC2086 # the probes are words
+  timeout "${KSTUDY_RUNG_NCU_SECONDS:-240}" "$(tool ncu)" --profile-from-start off "${sections[@]}" --csv \
+    --page details "$bundle/rung_python" "$bundle/scripts/device_rung_ncu.py" ${KSTUDY_RUNG_NCU_PROBES:-$rung_ncu_probes} \
+    > "$out/rung_ncu.csv" 2> "$out/rung_ncu.err"
+  echo "rung ncu rc=$? ($(wc -l < "$out/rung_ncu.csv") lines)"; grep -E "^probe|rror" "$out/rung_ncu.err" | head -20
+  profile profile_alternatives_softmax profile_alternatives_gemm
+}
+
 sweeps() {
   step sweeps
   local resume=()
@@ -349,6 +371,7 @@ case $mode in
   sweeps) sweeps ;;
   alternatives) alternatives ;;
   floor) floor ;;
+  rung_ncu) rung_ncu ;;
   stream) stream ;;
   lab) lab ;;
   lab2) lab2 ;;

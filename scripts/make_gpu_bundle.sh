@@ -32,7 +32,7 @@ cp -r "$repo/tests/fixtures" "$repo/tests/malformed_experiments" "$bundle/tests/
 # `kstudy report` / `kstudy compare` look for scripts/ beside the binary (Python; on the target they need
 # Debian's python3-h5py, python3-pandas, python3-matplotlib, python3-scipy).
 mkdir -p "$bundle/scripts"
-cp "$repo/scripts/kstudy_report.py" "$bundle/scripts/"
+cp "$repo/scripts/kstudy_report.py" "$repo/scripts/device_rung_ncu.py" "$bundle/scripts/"
 cp -r "$repo/scripts/kstudy_py" "$bundle/scripts/kstudy_py"
 find "$bundle/scripts/kstudy_py" -name __pycache__ -prune -exec rm -rf {} +  # report/ has subpackages
 # The Python rungs (kstudy/runner/python_rungs.hpp), found beside the binary as variants/<operation>/python_*.py.
