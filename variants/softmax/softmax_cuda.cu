@@ -22,6 +22,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kstudy/cuda_escape.hpp"
@@ -162,17 +163,28 @@ struct vector_of<1> {
   static __device__ __forceinline__ void store(float* p, std::int64_t i, const float (&v)[1]) { p[i] = v[0]; }
 };
 
-// Rung 3: groups of `group` threads per row (a power of two, 32..1,024), the row in registers: ITEMS
+// Rungs 3 and 4: groups of `group` threads per row (a power of two, 32..1,024), the row in registers: ITEMS
 // vectors of VEC floats per thread, vector i of the thread at lane t is the row's vector t + i * group.
-template <int VEC, int ITEMS>
-__global__ void __launch_bounds__(1024) softmax_registers(const float* __restrict__ x, float* __restrict__ y,
-                                                          std::int64_t rows, std::int64_t cols, int group) {
+// Rung 4 (Lean) is rung 3 made light enough for twice the rows per SM. Rung 3 at 16 floats a thread takes 45
+// registers: one 1,024-thread block per SM at 16,384 columns, two 512-thread blocks at 8,192, five 256-thread
+// blocks at 4,096 (half the SM's threads), so an SM holds one or two rows and idles while they reduce. Lean caps
+// a thread at 32 registers (__launch_bounds__(1024, 2): two 1,024-thread blocks, four of 512, eight of 256: every
+// thread slot filled), which 32-bit offsets within the row make room for; its exp is __expf (ex2.approx of
+// (x - max) log2(e), two instructions where expf takes about ten) and each row takes one reciprocal where rung 3
+// divides every element (the gate's bound covers both: operation.cpp).
+// (A minimum of 0 blocks is no minimum: rung 3 compiles as it did before rung 4 joined it, 45 registers at 16
+// float4s, where a minimum of 1 gives it 56.)
+template <bool Lean, int VEC, int ITEMS>
+__global__ void __launch_bounds__(1024, Lean ? 2 : 0)
+    softmax_registers(const float* __restrict__ x, float* __restrict__ y, std::int64_t rows, std::int64_t cols,
+                      int group) {
   using access = vector_of<VEC>;
   using vec_t = typename access::type;
+  using offset_t = std::conditional_t<Lean, int, std::int64_t>;  // a vector's offset within the row
   __shared__ float slots[32];
   const int groups = blockDim.x / group, group_warps = group >> 5;
   const int lane = threadIdx.x % group, which = threadIdx.x / group;
-  const std::int64_t vectors = cols / VEC;  // cols % VEC == 0
+  const offset_t vectors = static_cast<offset_t>(cols / VEC);  // cols % VEC == 0
   // The loop's bounds depend on the block alone: every thread reaches every group_all_reduce.
   for (std::int64_t first = std::int64_t(blockIdx.x) * groups; first < rows;
        first += std::int64_t(gridDim.x) * groups) {
@@ -183,7 +195,7 @@ __global__ void __launch_bounds__(1024) softmax_registers(const float* __restric
     float m = -INFINITY;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-      const std::int64_t k = lane + std::int64_t(i) * group;
+      const offset_t k = lane + offset_t(i) * group;
       if (active && k < vectors) {
         access::load(xr, k, v[i]);
       } else {
@@ -200,79 +212,20 @@ __global__ void __launch_bounds__(1024) softmax_registers(const float* __restric
       for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          v[i][j] = expf(v[i][j] - m);  // 0 for the padding's -inf
+          v[i][j] = Lean ? __expf(v[i][j] - m) : expf(v[i][j] - m);  // 0 for the padding's -inf
           s += v[i][j];
         }
     }
     s = group_all_reduce(s, sum_op{}, slots, group_warps);
     if (!active) continue;
+    const float r = 1.0f / s;  // Lean's one division per row
     auto* yr = reinterpret_cast<vec_t*>(y + row * cols);
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-      const std::int64_t k = lane + std::int64_t(i) * group;
+      const offset_t k = lane + offset_t(i) * group;
       if (k >= vectors) break;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v[i][j] = v[i][j] / s;
-      access::store(yr, k, v[i]);
-    }
-  }
-}
-
-// Rung 4: rung 3's groups and register-resident row, made light enough for twice the rows per SM. Rung 3 at
-// 16 floats a thread takes 45 registers: one 1,024-thread block per SM at 16,384 columns, two 512-thread
-// blocks at 8,192, five 256-thread blocks at 4,096 (half the SM's threads), so an SM holds one or two rows
-// and idles while they reduce. Here __launch_bounds__(1024, 2) caps a thread at 32 registers (two 1,024-thread
-// blocks, four of 512, eight of 256: every thread slot filled), which 32-bit offsets within the row make room
-// for; exp is __expf (ex2.approx of (x - max) log2(e), two instructions where expf takes about ten) and each
-// row takes one reciprocal where rung 3 divides every element (the gate's bound covers both: operation.cpp).
-template <int VEC, int ITEMS>
-__global__ void __launch_bounds__(1024, 2)
-    softmax_lean(const float* __restrict__ x, float* __restrict__ y, std::int64_t rows, int cols, int group) {
-  using access = vector_of<VEC>;
-  using vec_t = typename access::type;
-  __shared__ float slots[32];
-  const int groups = blockDim.x / group, group_warps = group >> 5;
-  const int lane = threadIdx.x % group, which = threadIdx.x / group;
-  const int vectors = cols / VEC;  // cols % VEC == 0
-  for (std::int64_t first = std::int64_t(blockIdx.x) * groups; first < rows;
-       first += std::int64_t(gridDim.x) * groups) {
-    const std::int64_t row = first + which;
-    const bool active = row < rows;
-    const std::int64_t offset = (active ? row : 0) * cols;
-    const auto* xr = reinterpret_cast<const vec_t*>(x + offset);
-    float v[ITEMS][VEC];
-    float m = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const int k = lane + i * group;
-      if (active && k < vectors) {
-        access::load(xr, k, v[i]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) v[i][j] = -INFINITY;
-      }
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[i][j]);
-    }
-    m = group_all_reduce(m, max_op{}, slots, group_warps);
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        v[i][j] = __expf(v[i][j] - m);  // 0 for the padding's -inf
-        s += v[i][j];
-      }
-    s = group_all_reduce(s, sum_op{}, slots, group_warps);
-    if (!active) continue;
-    const float r = 1.0f / s;
-    auto* yr = reinterpret_cast<vec_t*>(y + offset);
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const int k = lane + i * group;
-      if (k >= vectors) break;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) v[i][j] *= r;
+      for (int j = 0; j < VEC; ++j) v[i][j] = Lean ? v[i][j] * r : v[i][j] / s;
       access::store(yr, k, v[i]);
     }
   }
@@ -359,10 +312,7 @@ class softmax_registers_variant final : public softmax_cuda_base {
   template <int VEC, int ITEMS, bool L>
   static void launch(int grid, int block, cudaStream_t stream, const float* x, float* y, std::int64_t rows,
                      std::int64_t cols, int group) {
-    if constexpr (L)
-      softmax_lean<VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, static_cast<int>(cols), group);
-    else
-      softmax_registers<VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
+    softmax_registers<L, VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
   }
 
   // The kernel for `items` vectors per thread: ITEMS, or a power of two up to MAX_ITEMS (8 float4, 32 floats:
@@ -373,10 +323,7 @@ class softmax_registers_variant final : public softmax_cuda_base {
     if (items == ITEMS) {
       constexpr bool lean = Lean && ITEMS * VEC <= 16;
       m_launch = &launch<VEC, ITEMS, lean>;
-      if constexpr (lean)
-        m_kernel = reinterpret_cast<const void*>(softmax_lean<VEC, ITEMS>);
-      else
-        m_kernel = reinterpret_cast<const void*>(softmax_registers<VEC, ITEMS>);
+      m_kernel = reinterpret_cast<const void*>(softmax_registers<lean, VEC, ITEMS>);
     } else if constexpr (ITEMS < MAX_ITEMS) {
       choose<VEC, MAX_ITEMS, ITEMS * 2>(items);
     }
