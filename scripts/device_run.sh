@@ -320,7 +320,9 @@ floor() {
 
 # The other half of `kstudy profile`'s side-by-side: a Python rung's kernels run in its worker, out of kstudy
 # profile's reach, so ncu runs scripts/device_rung_ncu.py, which profiles one steady-state call of each probe
-# (sections: speed of light, launch, occupancy, warp states, memory). Then kstudy's own rungs at those points.
+# (sections: speed of light, launch, occupancy, warp states, memory), at the clocks the card runs (--clock-control
+# none, as kstudy profile: ncu's default locks the base clock, and session 27's first run read torch.mm's kernel
+# 1.2x slower than the identical kernel in kstudy profile). Then kstudy's own rungs at those points.
 rung_ncu_probes="softmax_triton@python_cuda:65536x8192 softmax_torch_compile@python_cuda:65536x8192
 softmax_torch_compile@python_cuda:65536x16384 gemm_bf16_torch@python_cuda:4096x4096x4096
 gemm_fp16_torch@python_cuda:4096x4096x4096 gemm_tf32_torch@python_cuda:4096x4096x4096"
@@ -329,7 +331,7 @@ rung_ncu() {
   local sections=() s
   for s in SpeedOfLight LaunchStats Occupancy WarpStateStats MemoryWorkloadAnalysis; do sections+=(--section "$s"); done
   # shellcheck disable=SC2086 # the probes are words
-  timeout "${KSTUDY_RUNG_NCU_SECONDS:-240}" "$(tool ncu)" --profile-from-start off "${sections[@]}" --csv \
+  timeout "${KSTUDY_RUNG_NCU_SECONDS:-240}" "$(tool ncu)" --clock-control none --profile-from-start off "${sections[@]}" --csv \
     --page details "$bundle/rung_python" "$bundle/scripts/device_rung_ncu.py" ${KSTUDY_RUNG_NCU_PROBES:-$rung_ncu_probes} \
     > "$out/rung_ncu.csv" 2> "$out/rung_ncu.err"
   echo "rung ncu rc=$? ($(wc -l < "$out/rung_ncu.csv") lines)"; grep -E "^probe|rror" "$out/rung_ncu.err" | head -20
