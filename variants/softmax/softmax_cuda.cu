@@ -173,9 +173,18 @@ struct vector_of<1> {
 // (x - max) log2(e), two instructions where expf takes about ten) and each row takes one reciprocal where rung 3
 // divides every element (the gate's bound covers both: operation.cpp).
 // (A minimum of 0 blocks is no minimum: rung 3 compiles as it did before rung 4 joined it, 45 registers at 16
-// float4s, where a minimum of 1 gives it 56.)
+// float4s, where a minimum of 1 gives it 56.) Two 1,024-thread blocks fill an SM of 2,048 thread slots (compute
+// capability 7.0, 8.0, 9.0, 10.x); an SM of 1,024 (7.5) or 1,536 (8.6, 8.7, 8.9, 12.x) cannot hold two, ptxas
+// would ignore the request with a warning, so there Lean asks for no minimum: the cheaper exp and division only,
+// its occupancy measured nowhere yet.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 750 || __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || \
+                               __CUDA_ARCH__ == 890 || __CUDA_ARCH__ >= 1200)
+constexpr int lean_min_blocks = 0;
+#else
+constexpr int lean_min_blocks = 2;
+#endif
 template <bool Lean, int VEC, int ITEMS>
-__global__ void __launch_bounds__(1024, Lean ? 2 : 0)
+__global__ void __launch_bounds__(1024, Lean ? lean_min_blocks : 0)
     softmax_registers(const float* __restrict__ x, float* __restrict__ y, std::int64_t rows, std::int64_t cols,
                       int group) {
   using access = vector_of<VEC>;
