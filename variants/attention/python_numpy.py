@@ -28,8 +28,6 @@ def _builder(causal):
 
 
 for _operation, _causal in (("attention", False), ("attention_causal", True)):
-    _build = _builder(_causal)
-    _build.__name__ = f"{_operation}_numpy"
-    rung(operation=_operation, framework="numpy", fusion="none", kernels=4,
+    rung(operation=_operation, framework="numpy", name=f"{_operation}_numpy", fusion="none", kernels=4,
          description="NumPy: per head, q k^T / sqrt(d) (BLAS), " + ("the causal mask, " if _causal else "") +
-                     "a stable row softmax, then times v (BLAS); the score matrix materialised")(_build)
+                     "a stable row softmax, then times v (BLAS); the score matrix materialised")(_builder(_causal))

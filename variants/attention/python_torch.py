@@ -39,13 +39,11 @@ for _precision in ("", "_bf16", "_fp16"):
         _operation = f"attention{_precision}{_mask}"
         _causal = bool(_mask)
         _build = _builder(_operation, _causal, None)
-        _build.__name__ = f"{_operation}_torch_sdpa"
-        rung(operation=_operation, framework="torch", fusion="full", kernels=1,
+        rung(operation=_operation, framework="torch", name=f"{_operation}_torch_sdpa", fusion="full", kernels=1,
              description="PyTorch scaled_dot_product_attention" + (", is_causal" if _causal else "") +
                          " (PyTorch picks FlashAttention, cuDNN or its memory-efficient kernel)")(_build)
         for _suffix, _member, _what in _BACKENDS["16" if _precision else "32"]:
             _build = _builder(_operation, _causal, _member)
-            _build.__name__ = f"{_operation}_torch_sdpa_{_suffix}"
-            rung(operation=_operation, framework="torch", fusion="full", kernels=1,
-                 description=f"PyTorch scaled_dot_product_attention held to {_what} (sdpa_kernel)" +
-                             (", is_causal" if _causal else ""))(_build)
+            rung(operation=_operation, framework="torch", name=f"{_operation}_torch_sdpa_{_suffix}", fusion="full",
+                 kernels=1, description=f"PyTorch scaled_dot_product_attention held to {_what} (sdpa_kernel)" +
+                                        (", is_causal" if _causal else ""))(_build)

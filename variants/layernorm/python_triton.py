@@ -66,8 +66,6 @@ def _builder(residual):
 
 
 for _operation, _residual in (("layernorm", False), ("residual_layernorm", True)):
-    _build = _builder(_residual)
-    _build.__name__ = f"{_operation}_triton"
-    rung(operation=_operation, framework="triton", fusion="full", kernels=1,
+    rung(operation=_operation, framework="triton", name=f"{_operation}_triton", fusion="full", kernels=1,
          description="Triton: the tutorial's LayerNorm forward, a program per row, three sweeps of BLOCK-wide tiles" +
-                     (" (the add fused into the first, h stored there)" if _residual else ""))(_build)
+                     (" (the add fused into the first, h stored there)" if _residual else ""))(_builder(_residual))

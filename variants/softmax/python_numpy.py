@@ -3,9 +3,13 @@ for stability, exp, and the division by the row sum; three passes with two rows 
 code on cupy arrays is composed CuPy (four kernels, the temporaries in device memory), registered here too, so the
 two rungs cannot drift apart."""
 
-from kstudy_py.rungs import rung
+from kstudy_py.rungs import rungs
 
 
+@rungs(operation="softmax", fusion="none", kernels=4, frameworks={
+    "numpy": "NumPy: exp(x - row max) / row sum as array expressions (max, exp, sum, divide)",
+    "cupy": "composed CuPy: the NumPy rung's array expressions on cupy arrays (max, subtract and exp, sum, divide)",
+})
 def _composed(xp):
     def run(x):
         e = xp.exp(x - x.max(axis=1, keepdims=True))
@@ -13,16 +17,3 @@ def _composed(xp):
         return e
 
     return run
-
-
-@rung(operation="softmax", framework="numpy", fusion="none", kernels=4,
-      description="NumPy: exp(x - row max) / row sum as array expressions (max, exp, sum, divide)")
-def softmax_numpy(np):
-    return _composed(np)
-
-
-@rung(operation="softmax", framework="cupy", fusion="none", kernels=4,
-      description="composed CuPy: the NumPy rung's array expressions on cupy arrays (max, subtract and exp, sum, "
-                  "divide)")
-def softmax_cupy(cp):
-    return _composed(cp)

@@ -16,6 +16,9 @@ returning its outputs in the operation's order::
             return score, flag, flagged
         return run
 
+A builder whose body every framework's arrays take (x.sum() on NumPy, CuPy and PyTorch arrays) is registered once
+for them all with `rungs(operation=..., frameworks={framework: description})`.
+
 The builder runs once per point, untimed (a compiler's first call, torch.compile's or Triton's, is the gate's
 run, also untimed); the callable is what every timed run calls. Nothing here imports a framework: `kstudy list`
 reads the registrations (python -m kstudy_py.rungs describe) without paying for an import.
@@ -24,7 +27,7 @@ reads the registrations (python -m kstudy_py.rungs describe) without paying for 
 import importlib.util
 import os
 import sys
-from typing import Callable, List
+from typing import Callable, Dict, List
 
 from . import frameworks
 
@@ -76,6 +79,20 @@ def rung(*, operation: str, framework: str, description: str, fusion: str = "ful
         if any(other.id == r.id for other in _REGISTERED):
             raise ValueError(f"rung {r.id} is registered twice ({r.source})")
         _REGISTERED.append(r)
+        return builder
+
+    return register
+
+
+def rungs(*, operation: str, frameworks: Dict[str, str], **fields):
+    """Registers the decorated builder once per framework of `frameworks` ({framework: description}), each rung
+    named <operation>_<framework>, the other fields (fusion, kernels, ...) as `rung` takes them: one array body
+    that NumPy's, CuPy's and PyTorch's arrays all take is written once, so its rungs cannot drift apart."""
+
+    def register(builder: Callable) -> Callable:
+        for framework, description in frameworks.items():
+            rung(operation=operation, framework=framework, description=description, name=f"{operation}_{framework}",
+                 **fields)(builder)
         return builder
 
     return register
