@@ -477,7 +477,7 @@ class attention_operation final : public described_operation {
         if (sample >= 0) {
           double expected, bound;
           element_reference(ref, sample, d, tokens, dim, expected, bound);
-          const double err = std::isnan(value) ? INFINITY : std::fabs(value - expected);
+          const double err = reference_error(value, expected);
           bad = bad || !(err <= bound);
           t.error(err, err == 0.0 ? 0.0 : err / bound * g.rtol);
         } else if (bad) {

@@ -279,29 +279,26 @@ class layernorm_operation final : public described_operation {
     g.checked = output_count(K) * total;
     const float* y = y_output(outputs);
     const float* h = has_residual(K) ? h_output(outputs) : nullptr;
-    const gate_tally tally = tally_parallel(rows, [&](std::int64_t row, gate_tally& t) {
-      for (std::int64_t j = 0; j < n; ++j) {
-        const std::int64_t i = row * n + j;
-        double expected, bound;
-        y_reference_at(p, ref, row, j, expected, bound);
-        const double err = std::isnan(y[i]) ? INFINITY : std::fabs(double(y[i]) - expected);
-        bool bad = !(err <= bound);
-        double rel = err == 0.0 ? 0.0 : err / bound * g.rtol;
-        std::int64_t code = i;  // y[i]; h[i] as total + i
-        if (h != nullptr) {
-          const double v = input_at(p, i);
-          const double h_err = std::isnan(h[i]) ? INFINITY : std::fabs(double(h[i]) - v);
-          const double h_bound = unit_roundoff * std::fabs(v);
-          if (!(h_err <= h_bound)) {
-            if (!bad) code = total + i;
-            bad = true;
-          }
-          t.error(h_err, 0.0);
-          if (h_err != 0.0) rel = std::max(rel, h_bound > 0.0 ? h_err / h_bound * g.rtol : INFINITY);
+    const gate_tally tally = tally_rows(rows, n, [&](std::int64_t row, std::int64_t j, std::int64_t i, gate_tally& t) {
+      double expected, bound;
+      y_reference_at(p, ref, row, j, expected, bound);
+      const double err = reference_error(y[i], expected);
+      bool bad = !(err <= bound);
+      double rel = err == 0.0 ? 0.0 : err / bound * g.rtol;
+      std::int64_t code = i;  // y[i]; h[i] as total + i
+      if (h != nullptr) {
+        const double v = input_at(p, i);
+        const double h_err = reference_error(h[i], v);
+        const double h_bound = unit_roundoff * std::fabs(v);
+        if (!(h_err <= h_bound)) {
+          if (!bad) code = total + i;
+          bad = true;
         }
-        if (bad) t.fail(code);
-        t.error(err, rel);
+        t.error(h_err, 0.0);
+        if (h_err != 0.0) rel = std::max(rel, h_bound > 0.0 ? h_err / h_bound * g.rtol : INFINITY);
       }
+      if (bad) t.fail(code);
+      t.error(err, rel);
     });
     tally.into(g);
     if (!g.passed) g.message = describe_failure(p, ref, outputs, tally.first_bad, tally.failures);

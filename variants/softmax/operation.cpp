@@ -242,18 +242,15 @@ class softmax_operation final : public described_operation {
     g.atol = absolute_tolerance;
     g.checked = n;
     const float* y = y_output(outputs);
-    const gate_tally tally = tally_parallel(rows, [&](std::int64_t r, gate_tally& t) {
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const std::int64_t i = r * cols + c;
-        double expected, bound;
-        element_reference(p, ref, r, c, expected, bound);
-        const double err = std::isnan(y[i]) ? INFINITY : std::fabs(double(y[i]) - expected);
-        if (!(err <= bound)) t.fail(i);
-        const double relative = expected >= absolute_tolerance ? err / expected
-                                : err > absolute_tolerance     ? INFINITY
-                                                               : 0.0;
-        t.error(err, relative);
-      }
+    const gate_tally tally = tally_rows(rows, cols, [&](std::int64_t r, std::int64_t c, std::int64_t i, gate_tally& t) {
+      double expected, bound;
+      element_reference(p, ref, r, c, expected, bound);
+      const double err = reference_error(y[i], expected);
+      if (!(err <= bound)) t.fail(i);
+      const double relative = expected >= absolute_tolerance ? err / expected
+                              : err > absolute_tolerance     ? INFINITY
+                                                             : 0.0;
+      t.error(err, relative);
     });
     tally.into(g);
     const std::int64_t failures = tally.failures, first_bad = tally.first_bad;

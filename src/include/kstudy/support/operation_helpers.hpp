@@ -115,6 +115,21 @@ gate_tally tally_parallel(std::int64_t count, Visit&& visit) {
   return total;
 }
 
+// visit(r, c, i, tally) for every element (r, c) of a rows x cols row-major output, i = r * cols + c: a gate that
+// walks a matrix element by element, a row at a time under tally_parallel (the same counts on every thread count).
+template <class Visit>
+gate_tally tally_rows(std::int64_t rows, std::int64_t cols, Visit&& visit) {
+  return tally_parallel(rows, [&](std::int64_t r, gate_tally& t) {
+    for (std::int64_t c = 0; c < cols; ++c) visit(r, c, r * cols + c, t);
+  });
+}
+
+// |got - expected| of an output against its float64 reference, infinite where got is NaN (poison left behind,
+// or a NaN computed): it fails every bound and shows as the largest error, where NaN would compare as neither.
+inline double reference_error(double got, double expected) {
+  return std::isnan(got) ? INFINITY : std::fabs(got - expected);
+}
+
 // The float64 reference of a sum of n terms and its scale: value = sum_i term(i), magnitude = sum_i |term(i)|.
 class sum_reference final : public reference_data {
  public:
@@ -160,7 +175,7 @@ inline gate_result sum_gate(double got, const sum_reference& ref, double rtol, c
   g.rtol = rtol;
   g.atol = 0.0;
   g.checked = 1;
-  const double err = std::isnan(got) ? INFINITY : std::fabs(got - ref.value);
+  const double err = reference_error(got, ref.value);
   const double bound = rtol * ref.magnitude;
   g.max_abs_error = err;
   g.max_relative_error = err == 0.0 ? 0.0 : (ref.magnitude > 0.0 ? err / ref.magnitude : INFINITY);
