@@ -127,14 +127,8 @@ std::vector<sample_record> read_sample_ranges(hid_t group, const std::string& pa
   return samples;
 }
 
-struct salvaged_experiment {
-  experiment_record record;
+struct salvaged_experiment : experiment_rows {
   std::vector<ceiling_record> ceilings;
-  std::vector<sample_record> samples;
-  std::vector<gate_record> gates;
-  std::vector<attribution_record> attribution;
-  std::vector<health_record> health;
-  std::vector<variant_record> variants;
   std::vector<profile_record> profile;
   std::map<std::string, std::string> profile_attributes;
   bool has_profile = false;

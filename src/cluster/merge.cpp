@@ -138,13 +138,7 @@ std::vector<ceiling_record> median_ceilings(const std::vector<std::vector<ceilin
 // experiment, point, replication, and the device replica it ran as (0 for shards, which split the units)
 using unit_key = std::tuple<std::string, std::int64_t, std::int32_t, int>;
 
-struct merged_experiment {
-  experiment_record record;
-  std::vector<sample_record> samples;
-  std::vector<gate_record> gates;
-  std::vector<variant_record> variants;
-  std::vector<attribution_record> attribution;
-  std::vector<health_record> health;                  // one row per (point, replication): kept with its unit
+struct merged_experiment : experiment_rows {
   std::vector<std::vector<ceiling_record>> ceilings;  // per shard
 };
 

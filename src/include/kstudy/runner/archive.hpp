@@ -68,6 +68,18 @@ void verify_archive(const std::string& path);
 // checks the count after every input; the readers themselves shut the library down between files).
 std::size_t hdf5_identifiers_open();
 
+// One experiment's definition and the rows kept with its units, as read from archives to be written to a new one
+// (salvage: a damaged archive's intact units; merge: the shards'). Each writer adds what it holds of its own (the
+// ceilings: one table, or one per shard; salvage the profile) and writes the tables in its own order.
+struct experiment_rows {
+  experiment_record record;
+  std::vector<sample_record> samples;
+  std::vector<gate_record> gates;
+  std::vector<variant_record> variants;
+  std::vector<attribution_record> attribution;
+  std::vector<health_record> health;  // one row per (point, replication): kept with its unit
+};
+
 // `kstudy salvage`: copies every readable, intact finished (point, replication) unit of a damaged archive
 // (with its experiment definitions, ceilings and run metadata) into a new archive that report reads and
 // run --resume completes. Units whose rows touch a lost range, and tables whose checksum fails, are left
