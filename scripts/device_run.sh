@@ -22,8 +22,9 @@
 #   scripts/device_run.sh BUNDLE.tar.xz all                # suite, then sweeps
 #   scripts/device_run.sh BUNDLE.tar.xz alternatives       # the Python rungs' frameworks and gates, then
 #        alternatives_softmax and alternatives_scoring into $OUT/alternatives.h5
-#   scripts/device_run.sh BUNDLE.tar.xz floor              # alternatives_reduce with kstudy's OpenMP threads as they
-#        are and told not to spin (OMP_WAIT_POLICY=passive): what a Python rung's call costs around its kernel
+#   scripts/device_run.sh BUNDLE.tar.xz floor              # alternatives_reduce with the OpenMP threads as they are,
+#        told not to spin (OMP_WAIT_POLICY=passive) in kstudy and its workers, in kstudy alone and in the workers
+#        alone: what a Python rung's call costs around its kernel, and whose threads make it cost more
 #   scripts/device_run.sh BUNDLE.tar.xz rung_ncu           # Nsight Compute on the Python rungs' kernels where they
 #        matched or beat kstudy's (scripts/device_rung_ncu.py; KSTUDY_RUNG_NCU_PROBES names others) into
 #        $OUT/rung_ncu.csv, and `kstudy profile` of kstudy's rungs at the same points (profile_alternatives_*)
@@ -300,22 +301,39 @@ PY
   echo "alternatives rc=$?"; grep -E "GATE|error|skipped|failed|results:" "$out/alternatives.txt" | head -30
 }
 
-# What a Python rung's call costs around its kernel in a study (performance_notes, session 26: its time ran
-# 170-280 us over its own CUDA events, more at small points): alternatives_reduce, whose n = 1,024 kernel takes
-# microseconds, once as it is and once with kstudy's OpenMP threads told not to spin (OMP_WAIT_POLICY=passive),
-# into $OUT/floor.h5 and $OUT/floor_passive.h5; then the two compared point by point.
+# What a Python rung's call costs around its kernel in a study (performance_notes, sessions 26 and 27):
+# alternatives_reduce, whose n = 1,024 kernel takes microseconds, four times, into $OUT/floor*.h5:
+#   floor                 as it is (kstudy's OpenMP threads, bound across every core, spin after each region);
+#   floor_passive         OMP_WAIT_POLICY=passive for the whole process tree (session 27: cupy.sum's events at
+#                         n = 1,024 fell from 50.9 to 4.2 us);
+#   floor_kstudy_passive  passive for kstudy alone, its Python workers as they were (rung_python without it);
+#   floor_worker_passive  passive for the Python workers alone;
+# which separates whose spinning threads delay a Python rung's call. Then each compared with floor.
 floor() {
-  local name policy
-  for name in floor floor_passive; do
-    policy=()
-    [[ $name == floor_passive ]] && policy=(OMP_WAIT_POLICY=passive)
+  local name policy wrapper
+  for name in floor floor_passive floor_kstudy_passive floor_worker_passive; do
+    policy=() wrapper=$work/rung_python_$name
+    case $name in
+      floor_passive) policy=(OMP_WAIT_POLICY=passive) ;;
+      floor_kstudy_passive)
+        policy=(OMP_WAIT_POLICY=passive KSTUDY_RUNG_PYTHON="$wrapper")
+        printf '#!/bin/sh\nunset OMP_WAIT_POLICY\nexec "%s" "$@"\n' "$bundle/rung_python" > "$wrapper" ;;
+      floor_worker_passive)
+        policy=(KSTUDY_RUNG_PYTHON="$wrapper")
+        printf '#!/bin/sh\nOMP_WAIT_POLICY=passive exec "%s" "$@"\n' "$bundle/rung_python" > "$wrapper" ;;
+    esac
+    [[ -f $wrapper ]] && chmod +x "$wrapper"
     step "$name"
     env "${policy[@]}" timeout "${KSTUDY_FLOOR_SECONDS:-240}" "$bundle/kstudy" run alternatives_reduce \
       "${overrides[@]}" --out "$out/$name.h5" > "$out/$name.txt" 2>&1
     echo "$name rc=$?"; grep -E "GATE|error|skipped|failed|results:" "$out/$name.txt" | head -20
   done
-  "$bundle/kstudy" compare "$out/floor.h5" "$out/floor_passive.h5" > "$out/floor_compare.txt" 2>&1
-  echo "compare rc=$?"; head -60 "$out/floor_compare.txt"
+  # kstudy compare needs NumPy, pandas, h5py and SciPy: the machine's python3 may have them where /usr/bin's has not.
+  for name in floor_passive floor_kstudy_passive floor_worker_passive; do
+    KSTUDY_PYTHON=${KSTUDY_PYTHON:-$(command -v python3)} "$bundle/kstudy" compare "$out/floor.h5" "$out/$name.h5" \
+      > "$out/${name}_compare.txt" 2>&1
+    echo "compare $name rc=$?"; head -40 "$out/${name}_compare.txt"
+  done
 }
 
 # The other half of `kstudy profile`'s side-by-side: a Python rung's kernels run in its worker, out of kstudy
