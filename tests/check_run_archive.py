@@ -62,7 +62,7 @@ def schema(archive, experiment):
             fail(f"git_diff_sha256 {diff!r} on an archive whose git_dirty is {dirty!r}")
         env = f["/environment"].attrs
         for attr in ["kokkos_version", "kokkos_configuration", "backends", "compiler", "cpu_model", "cpu_cores",
-                     "omp_proc_bind", "default_execution_space"]:
+                     "omp_proc_bind", "omp_wait_policy", "default_execution_space"]:
             if attr not in env:
                 fail(f"/environment attribute {attr} missing")
         g = f[f"/experiments/{experiment}"]

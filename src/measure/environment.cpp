@@ -133,6 +133,10 @@ void describe_host(std::map<std::string, std::string>& env) {
   env["build_type"] = build_info::build_type;
   env["omp_proc_bind"] = env_or("OMP_PROC_BIND", "unset");
   env["omp_places"] = env_or("OMP_PLACES", "unset");
+  // Whether this process's OpenMP threads spin after a parallel region: with them bound across every core, spinning
+  // delayed a Python rung's calls 12-fold at a small point (performance_notes, session 27), so two archives that
+  // differ in it are not the same measurement.
+  env["omp_wait_policy"] = env_or("OMP_WAIT_POLICY", "unset");
   env["cpu_model"] = cpu_model();
   // The GPUs this process may see (Slurm's per-task binding sets it; one shard per GPU).
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) env["cuda_visible_devices"] = visible;
