@@ -12,13 +12,12 @@ namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class composed final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
-  using table = typename base::table_type;
+class composed final : public detail::gemv_scoring_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::gemv_scoring_variant<ExecutionSpace, Layout, Value>;
 
  public:
-  // On the default instance (the library row sum queues on its stream), so not pipelined; but every
-  // step queues there without a host fence, so device events stop right behind the threshold kernel.
+  composed() : base("composed") {}
+
   // Public: nvcc refuses extended lambdas in a private or protected member function.
   void launch() override {
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
@@ -32,28 +31,21 @@ class composed final : public detail::queued_scoring_kokkos_variant<ExecutionSpa
         "kstudy::composed::clip", this->m_space, m_standardized, m_clipped,
         KOKKOS_LAMBDA(Value v, std::int64_t) -> Value { return detail::clamp_nan_through(v, clip); });
     detail::map_elements<ExecutionSpace, Layout>(
-        "kstudy::composed::weight", this->m_space, m_clipped, m_weighted,
+        "kstudy::composed::weight", this->m_space, m_clipped, this->m_weighted,
         KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value { return v * weight(f); });
     // clang-format on
-    detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
-    detail::threshold_step("kstudy::composed::threshold", this->m_space, this->m_score, this->m_flag, this->m_threshold,
-                           this->m_count_host);
+    this->score_weighted();
   }
 
  protected:
   void allocate_workspace() override {
-    m_standardized =
-        make_table<Layout, typename base::memory_space, Value>("kstudy::composed::standardized", this->m_shape);
-    m_clipped = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::clipped", this->m_shape);
-    m_weighted = make_table<Layout, typename base::memory_space, Value>("kstudy::composed::weighted", this->m_shape);
-    m_ones =
-        Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::composed::ones", this->m_shape.features);
-    Kokkos::deep_copy(m_ones, Value(1));
+    base::allocate_workspace();
+    m_standardized = this->make_workspace("standardized");
+    m_clipped = this->make_workspace("clipped");
   }
 
  private:
-  table m_standardized, m_clipped, m_weighted;
-  Kokkos::View<Value*, Layout, typename base::memory_space> m_ones;
+  typename base::table_type m_standardized, m_clipped;
 };
 
 traffic_model composed_traffic(const table_shape& s) {
@@ -63,7 +55,7 @@ traffic_model composed_traffic(const table_shape& s) {
   return {n + 3 * f + n + n + n + f + 4 * r, n + n + n + 4 * r + r};
 }
 
-variant_info composed_info(const char* name, table_layout layout) {
+variant_info composed_info(const std::string& name, table_layout layout) {
   auto info = scoring_variant_info(name, "composed", "5 steps, intermediates in memory; row sum by KokkosBlas::gemv",
                                    layout, composed_traffic);
   // Its own standardize, clip, weight and threshold kernels around one library call (KokkosBlas::gemv; cuBLAS
@@ -74,13 +66,8 @@ variant_info composed_info(const char* name, table_layout layout) {
   return info;
 }
 
-[[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
-  using space = typename decltype(tag)::type;
-  register_kokkos_variant<composed<space, Kokkos::LayoutLeft>>(
-      composed_info("composed_feature_major", table_layout::feature_major));
-  register_kokkos_variant<composed<space, Kokkos::LayoutRight>>(
-      composed_info("composed_row_major", table_layout::row_major));
-});
+[[maybe_unused]] const int registered = for_each_enabled_space(
+    [](auto tag) { detail::register_both_layouts<composed, typename decltype(tag)::type>("composed", composed_info); });
 
 }  // namespace
 }  // namespace kstudy

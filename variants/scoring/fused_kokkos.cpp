@@ -47,31 +47,26 @@ struct alignas(Width * sizeof(Value)) chunk {
 };
 
 // score of row r, reading its features eight at a time so each thread has independent loads in flight.
-template <class Table, class Vector, class Value>
-KOKKOS_INLINE_FUNCTION Value row_score(const Table& x, std::int64_t r, std::int64_t features, const Vector& mean,
-                                       const Vector& inv_std, const Vector& weight, Value clip) {
+template <class Layout, class MemorySpace, class Value>
+KOKKOS_INLINE_FUNCTION Value row_score(const detail::scoring_kernel_args<Layout, MemorySpace, Value>& args,
+                                       std::int64_t r, std::int64_t features) {
   Value sum = 0;
   std::int64_t f = 0;
   for (; f + 8 <= features; f += 8) {
     Value v[8];
-    for (int k = 0; k < 8; ++k) v[k] = x(r, f + k);
-    for (int k = 0; k < 8; ++k) sum += clamp_nan_through((v[k] - mean(f + k)) * inv_std(f + k), clip) * weight(f + k);
+    for (int k = 0; k < 8; ++k) v[k] = args.x(r, f + k);
+    for (int k = 0; k < 8; ++k)
+      sum += clamp_nan_through((v[k] - args.mean(f + k)) * args.inv_std(f + k), args.clip) * args.weight(f + k);
   }
-  for (; f < features; ++f) sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+  for (; f < features; ++f) sum += args.term(r, f);
   return sum;
 }
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class fused_kokkos final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
+class fused_kokkos final : public detail::pipelined_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
   static constexpr bool on_host = is_host_space_v<ExecutionSpace>;
 
  public:
-  // On its own stream, so device instances overlap in a pipeline; host spaces run synchronously.
-  fused_kokkos() : base(/*own_stream=*/true) {}
-
-  bool queues_asynchronously() const override { return !on_host; }
-
   // Queues the kernel; its flagged count lands in m_count_host.
   void launch() override {
     if constexpr (on_host) {
@@ -161,11 +156,7 @@ class fused_kokkos final : public detail::queued_scoring_kokkos_variant<Executio
   void run_device_row_per_thread(const char* label) {
     using policy_type = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::LaunchBounds<1024, 1>>;
     using member_type = typename policy_type::member_type;
-    const auto x = this->m_x;
-    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
-    const auto score = this->m_score;
-    const auto flag = this->m_flag;
-    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const auto args = this->kernel_args();
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const int team_size = feature_major_team;
     const std::int64_t teams =
@@ -176,10 +167,8 @@ class fused_kokkos final : public detail::queued_scoring_kokkos_variant<Executio
         KOKKOS_LAMBDA(const member_type& team, std::int64_t& count) {
           const std::int64_t step = std::int64_t(team.league_size()) * team.team_size();
           for (std::int64_t r = std::int64_t(team.league_rank()) * team.team_size() + team.team_rank(); r < rows;
-               r += step) {
-            const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
-            write_row(score, r, sum, threshold, flag, count);
-          }
+               r += step)
+            args.write(r, row_score(args, r, features), count);
         },
         this->m_count_host);
   }
@@ -187,28 +176,19 @@ class fused_kokkos final : public detail::queued_scoring_kokkos_variant<Executio
   // Public: CUDA extended lambdas may not live in private member functions.
   // One row per work item; features eight at a time so the loads are independent.
   void run_row_per_thread(const char* label) {
-    const auto x = this->m_x;
-    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
-    const auto score = this->m_score;
-    const auto flag = this->m_flag;
-    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const auto args = this->kernel_args();
     const std::int64_t features = this->m_shape.features;
     Kokkos::parallel_reduce(
         label, Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
         KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& count) {
-          const Value sum = row_score(x, r, features, mean, inv_std, weight, clip);
-          write_row(score, r, sum, threshold, flag, count);
+          args.write(r, row_score(args, r, features), count);
         },
         this->m_count_host);
   }
 
   // Host, feature-major: a block of rows at a time, feature-outer, so the inner loop is contiguous.
   void run_host_feature_major() {
-    const auto x = this->m_x;
-    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
-    const auto score = this->m_score;
-    const auto flag = this->m_flag;
-    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const auto args = this->kernel_args();
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const std::int64_t blocks = (rows + host_row_block - 1) / host_row_block;
     Kokkos::parallel_reduce(
@@ -218,16 +198,11 @@ class fused_kokkos final : public detail::queued_scoring_kokkos_variant<Executio
           const std::int64_t n = std::min<std::int64_t>(host_row_block, rows - r0);
           Value acc[host_row_block] = {};
           for (std::int64_t f = 0; f < features; ++f) {
-            const Value m = mean(f), s = inv_std(f), w = weight(f);
-            const Value* column = &x(r0, f);
-            for (std::int64_t i = 0; i < n; ++i) acc[i] += clamp_nan_through((column[i] - m) * s, clip) * w;
+            const Value m = args.mean(f), s = args.inv_std(f), w = args.weight(f);
+            const Value* column = &args.x(r0, f);
+            for (std::int64_t i = 0; i < n; ++i) acc[i] += clamp_nan_through((column[i] - m) * s, args.clip) * w;
           }
-          for (std::int64_t i = 0; i < n; ++i) {
-            score(r0 + i) = acc[i];
-            const bool flagged_row = acc[i] > threshold;
-            flag(r0 + i) = flagged_row;
-            count += flagged_row;
-          }
+          for (std::int64_t i = 0; i < n; ++i) args.write(r0 + i, acc[i], count);
         },
         this->m_count_host);
   }
@@ -373,11 +348,7 @@ class fused_kokkos final : public detail::queued_scoring_kokkos_variant<Executio
   void run_device_row_major_direct(int team_size, int vector_length) {
     using policy_type = Kokkos::TeamPolicy<ExecutionSpace>;
     using member_type = typename policy_type::member_type;
-    const auto x = this->m_x;
-    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
-    const auto score = this->m_score;
-    const auto flag = this->m_flag;
-    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const auto args = this->kernel_args();
     const std::int64_t rows = this->m_shape.rows, features = this->m_shape.features;
     const std::int64_t teams = (rows + team_size - 1) / team_size;
     Kokkos::parallel_reduce(
@@ -389,11 +360,8 @@ class fused_kokkos final : public detail::queued_scoring_kokkos_variant<Executio
           Value sum = 0;
           Kokkos::parallel_reduce(
               Kokkos::ThreadVectorRange(team, features),
-              [&](const std::int64_t f, Value& partial) {
-                partial += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
-              },
-              sum);
-          Kokkos::single(Kokkos::PerThread(team), [&]() { write_row(score, r, sum, threshold, flag, count); });
+              [&](const std::int64_t f, Value& partial) { partial += args.term(r, f); }, sum);
+          Kokkos::single(Kokkos::PerThread(team), [&]() { args.write(r, sum, count); });
         },
         this->m_count_host);
   }

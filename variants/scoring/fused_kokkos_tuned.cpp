@@ -181,17 +181,11 @@ struct row_major_kernel {
 
 template <class ExecutionSpace, class Value = float>
 class fused_kokkos_tuned final
-    : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value> {
+    : public detail::pipelined_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value> {
   static_assert(std::is_same_v<Value, float>, "the device kernel reads float4 vectors");
-  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutRight, Value>;
   static constexpr bool on_host = is_host_space_v<ExecutionSpace>;
 
  public:
-  // On its own stream, so device instances overlap in a pipeline; host spaces run synchronously.
-  fused_kokkos_tuned() : base(/*own_stream=*/true) {}
-
-  bool queues_asynchronously() const override { return !on_host; }
-
   // Queues the kernel; its flagged count lands in m_count_host.
   void launch() override {
     if constexpr (on_host) {

@@ -11,40 +11,26 @@ namespace kstudy {
 namespace {
 
 template <class ExecutionSpace, class Layout, class Value = float>
-class partial_fusion final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
-  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
+class partial_fusion final : public detail::gemv_scoring_variant<ExecutionSpace, Layout, Value> {
+  using base = detail::gemv_scoring_variant<ExecutionSpace, Layout, Value>;
 
  public:
-  // On the default instance, like composed: queued without a host fence, never pipelined. (Public for
-  // nvcc's extended lambdas.)
+  partial_fusion() : base("partial_fusion") {}
+
+  // Public for nvcc's extended lambdas.
   void launch() override {
     const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
     const Value clip = this->m_clip;
     // clang-format 14 takes KOKKOS_LAMBDA(...) for a call and would write its trailing return type as ")->Value".
     // clang-format off
     detail::map_elements<ExecutionSpace, Layout>(
-        "kstudy::partial_fusion::standardize_clip_weight", this->m_space, this->m_x, m_weighted,
+        "kstudy::partial_fusion::standardize_clip_weight", this->m_space, this->m_x, this->m_weighted,
         KOKKOS_LAMBDA(Value v, std::int64_t f) -> Value {
           return detail::clamp_nan_through((v - mean(f)) * inv_std(f), clip) * weight(f);
         });
     // clang-format on
-    detail::row_sums(this->m_space, m_weighted, m_ones, this->m_score);
-    detail::threshold_step("kstudy::partial_fusion::threshold", this->m_space, this->m_score, this->m_flag,
-                           this->m_threshold, this->m_count_host);
+    this->score_weighted();
   }
-
- protected:
-  void allocate_workspace() override {
-    m_weighted =
-        make_table<Layout, typename base::memory_space, Value>("kstudy::partial_fusion::weighted", this->m_shape);
-    m_ones = Kokkos::View<Value*, Layout, typename base::memory_space>("kstudy::partial_fusion::ones",
-                                                                       this->m_shape.features);
-    Kokkos::deep_copy(m_ones, Value(1));
-  }
-
- private:
-  typename base::table_type m_weighted;
-  Kokkos::View<Value*, Layout, typename base::memory_space> m_ones;
 };
 
 traffic_model partial_fusion_traffic(const table_shape& s) {
@@ -52,7 +38,7 @@ traffic_model partial_fusion_traffic(const table_shape& s) {
   return {n + 3 * f + n + f + 4 * r, n + 4 * r + r};
 }
 
-variant_info partial_fusion_info(const char* name, table_layout layout) {
+variant_info partial_fusion_info(const std::string& name, table_layout layout) {
   auto info = scoring_variant_info(name, "partial_fusion",
                                    "fused standardize+clip+weight kernel, KokkosBlas::gemv row sum, threshold kernel",
                                    layout, partial_fusion_traffic);
@@ -63,11 +49,7 @@ variant_info partial_fusion_info(const char* name, table_layout layout) {
 }
 
 [[maybe_unused]] const int registered = for_each_enabled_space([](auto tag) {
-  using space = typename decltype(tag)::type;
-  register_kokkos_variant<partial_fusion<space, Kokkos::LayoutLeft>>(
-      partial_fusion_info("partial_fusion_feature_major", table_layout::feature_major));
-  register_kokkos_variant<partial_fusion<space, Kokkos::LayoutRight>>(
-      partial_fusion_info("partial_fusion_row_major", table_layout::row_major));
+  detail::register_both_layouts<partial_fusion, typename decltype(tag)::type>("partial_fusion", partial_fusion_info);
 });
 
 }  // namespace

@@ -12,33 +12,20 @@
 namespace kstudy {
 namespace {
 
-using detail::clamp_nan_through;
-using detail::write_row;
-
 template <class ExecutionSpace, class Value = float>
-class plain_kokkos final : public detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value> {
-  using base = detail::queued_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value>;
-
+class plain_kokkos final : public detail::pipelined_scoring_kokkos_variant<ExecutionSpace, Kokkos::LayoutLeft, Value> {
  public:
-  plain_kokkos() : base(/*own_stream=*/true) {}
-  bool queues_asynchronously() const override { return !is_host_space_v<ExecutionSpace>; }
-
   // Public: CUDA extended lambdas may not live in private or protected member functions.
   void launch() override {
-    const auto x = this->m_x;
-    const auto mean = this->m_vectors.mean, inv_std = this->m_vectors.inv_std, weight = this->m_vectors.weight;
-    const auto score = this->m_score;
-    const auto flag = this->m_flag;
-    const Value clip = this->m_clip, threshold = this->m_threshold;
+    const auto args = this->kernel_args();
     const std::int64_t features = this->m_shape.features;
     Kokkos::parallel_reduce(
         "kstudy::plain_kokkos<feature_major>",
         Kokkos::RangePolicy<ExecutionSpace>(this->m_space, 0, this->m_shape.rows),
         KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& count) {
           Value sum = 0;
-          for (std::int64_t f = 0; f < features; ++f)
-            sum += clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
-          write_row(score, r, sum, threshold, flag, count);
+          for (std::int64_t f = 0; f < features; ++f) sum += args.term(r, f);
+          args.write(r, sum, count);
         },
         this->m_count_host);
   }

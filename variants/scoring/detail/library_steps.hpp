@@ -125,4 +125,56 @@ void threshold_step(const char* label, const ExecutionSpace& space, const Score&
   }
 }
 
+// A variant composed around the library row sum (composed, partial_fusion): its own elementwise steps write
+// m_weighted, then score_weighted() queues score = m_weighted * ones (row_sums) and the threshold step. On the
+// default instance (the library call queues on its stream), so never pipelined; every step queues there without
+// a host fence, so device events stop right behind the threshold kernel. Its workspace is labelled
+// "kstudy::<name>::<what>".
+template <class ExecutionSpace, class Layout, class Value>
+class gemv_scoring_variant : public queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+  using base = queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>;
+
+ protected:
+  using table_type = typename base::table_type;
+
+  explicit gemv_scoring_variant(const std::string& name)
+      : m_name(name), m_threshold_label("kstudy::" + name + "::threshold") {}
+
+  // A workspace table of the problem's shape.
+  table_type make_workspace(const char* what) const {
+    return make_table<Layout, typename base::memory_space, Value>(label(what), this->m_shape);
+  }
+  // m_weighted and the ones vector; a variant with more intermediates allocates them after calling this.
+  void allocate_workspace() override {
+    m_weighted = make_workspace("weighted");
+    m_ones = ones_type(label("ones"), this->m_shape.features);
+    Kokkos::deep_copy(m_ones, Value(1));
+  }
+  void score_weighted() {
+    row_sums(this->m_space, m_weighted, m_ones, this->m_score);
+    threshold_step(m_threshold_label.c_str(), this->m_space, this->m_score, this->m_flag, this->m_threshold,
+                   this->m_count_host);
+  }
+
+  table_type m_weighted;
+
+ private:
+  using ones_type = Kokkos::View<Value*, Layout, typename base::memory_space>;
+  std::string label(const char* what) const { return "kstudy::" + m_name + "::" + what; }
+
+  std::string m_name;
+  std::string m_threshold_label;  // built once: launch() passes it on every run
+  ones_type m_ones;
+};
+
+// Registers Variant<Space, Layout> for the feature-major and the row-major table, as <family>_feature_major and
+// <family>_row_major, info(name, layout) describing each.
+template <template <class, class, class> class Variant, class Space>
+void register_both_layouts(const std::string& family, variant_info (*info)(const std::string&, table_layout)) {
+  register_kokkos_variant<Variant<Space, Kokkos::LayoutLeft, float>>(
+      info(family + "_feature_major", table_layout::feature_major));
+  register_kokkos_variant<Variant<Space, Kokkos::LayoutRight, float>>(
+      info(family + "_row_major", table_layout::row_major));
+}
+
 }  // namespace kstudy::detail

@@ -1,7 +1,8 @@
 #pragma once
 // The scoring operation's Kokkos variant base: its buffers, transfers and poisoning. A variant derives
 // from scoring_kokkos_variant<ExecutionSpace, Layout, Value> and implements run() (or from
-// queued_scoring_kokkos_variant and implements launch()). Not the framework's kokkos_queued_variant
+// queued_scoring_kokkos_variant, or pipelined_scoring_kokkos_variant on a private stream, and implements
+// launch()). Not the framework's kokkos_queued_variant
 // (kstudy/support/kokkos_support.hpp), which the other operations' Kokkos variants derive from.
 #include <Kokkos_Core.hpp>
 
@@ -47,6 +48,27 @@ KOKKOS_FORCEINLINE_FUNCTION void write_row(const ScoreView& score, std::int64_t 
   flag(r) = flagged_row;
   count += flagged_row;
 }
+
+// What a one-pass scoring kernel reads and writes, copied out of the variant so that a kernel lambda captures
+// them by value (a device lambda must not reach the variant's members through `this`, a host pointer).
+template <class Layout, class MemorySpace, class Value>
+struct scoring_kernel_args {
+  feature_table<Layout, MemorySpace, Value> x;
+  Kokkos::View<Value*, MemorySpace> mean, inv_std, weight;
+  Kokkos::View<Value*, MemorySpace> score;
+  Kokkos::View<std::uint8_t*, MemorySpace> flag;
+  Value clip, threshold;
+
+  // Feature f's term of row r's score: standardised, clamped (NaN passing through) and weighted.
+  KOKKOS_FORCEINLINE_FUNCTION Value term(std::int64_t r, std::int64_t f) const {
+    return clamp_nan_through((x(r, f) - mean(f)) * inv_std(f), clip) * weight(f);
+  }
+  // Row r's score, flag and its part of the flagged count (write_row).
+  template <class Count>
+  KOKKOS_FORCEINLINE_FUNCTION void write(std::int64_t r, Value sum, Count& count) const {
+    write_row(score, r, sum, threshold, flag, count);
+  }
+};
 
 template <class ExecutionSpace, class Layout, class Value = float>
 class scoring_kokkos_variant : public scoring_variant {
@@ -159,6 +181,11 @@ class scoring_kokkos_variant : public scoring_variant {
   // Intermediates of composed variants; called by prepare() after the inputs are allocated.
   virtual void allocate_workspace() {}
 
+  // The table, vectors, outputs and parameters for a kernel lambda to capture.
+  scoring_kernel_args<Layout, memory_space, Value> kernel_args() const {
+    return {m_x, m_vectors.mean, m_vectors.inv_std, m_vectors.weight, m_score, m_flag, m_clip, m_threshold};
+  }
+
   space_instance<ExecutionSpace> m_instance;  // before m_space: the stream outlives every copy of the space
   ExecutionSpace m_space;
   table_shape m_shape{};
@@ -207,6 +234,16 @@ class queued_scoring_kokkos_variant : public scoring_kokkos_variant<ExecutionSpa
  protected:
   // Queues every kernel of one resident run on m_space, the count into m_count_host.
   virtual void launch() = 0;
+};
+
+// A queued variant of kernels of its own on a private stream, so device instances overlap in a pipeline; host
+// spaces run synchronously.
+template <class ExecutionSpace, class Layout, class Value = float>
+class pipelined_scoring_kokkos_variant : public queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value> {
+ public:
+  pipelined_scoring_kokkos_variant()
+      : queued_scoring_kokkos_variant<ExecutionSpace, Layout, Value>(/*own_stream=*/true) {}
+  bool queues_asynchronously() const override { return !is_host_space_v<ExecutionSpace>; }
 };
 
 }  // namespace kstudy::detail
