@@ -302,8 +302,8 @@ class softmax_block_per_row final : public softmax_cuda_base {
   }
 };
 
-// Rungs 3 and 4: the register-resident row (Lean: rung 4's kernel for rows of up to 16 floats a thread,
-// rung 3's beyond), or rung 2's kernel for rows of more than 32,768 columns.
+// Rungs 3 and 4: the register-resident row (Lean: rung 4's kernel for rows of up to 16 floats a thread, 4
+// when the row is scalar; rung 3's beyond), or rung 2's kernel for rows of more than 32,768 columns.
 template <bool Lean>
 class softmax_registers_variant final : public softmax_cuda_base {
  public:
@@ -326,11 +326,13 @@ class softmax_registers_variant final : public softmax_cuda_base {
 
   // The kernel for `items` vectors per thread: ITEMS, or a power of two up to MAX_ITEMS (8 float4, 32 floats:
   // a register-resident row of at most 32 floats a thread); none (m_launch stays null) past MAX_ITEMS. Rung
-  // 4's kernel holds at most 16 floats a thread in its 32 registers; rung 3's takes longer rows.
+  // 4's kernel holds at most 16 floats a thread (4 scalar) in its 32 registers; rung 3's takes longer rows.
   template <int VEC, int MAX_ITEMS, int ITEMS = 1>
   void choose(std::int64_t items) {
     if (items == ITEMS) {
-      constexpr bool lean = Lean && ITEMS * VEC <= 16;
+      // Scalar rows (columns not a multiple of 4) spill under Lean's 32-register cap past 4 floats a thread
+      // (ptxas -v, sm_90: 36 bytes at 8, 24 at 16), so from 8 they take rung 3's kernel too.
+      constexpr bool lean = Lean && ITEMS * VEC <= (VEC == 4 ? 16 : 4);
       m_launch = &launch<VEC, ITEMS, lean>;
       m_kernel = reinterpret_cast<const void*>(softmax_registers<lean, VEC, ITEMS>);
     } else if constexpr (ITEMS < MAX_ITEMS) {
