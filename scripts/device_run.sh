@@ -24,7 +24,8 @@
 #        alternatives_softmax and alternatives_scoring into $OUT/alternatives.h5
 #   scripts/device_run.sh BUNDLE.tar.xz floor              # alternatives_reduce with the OpenMP threads as they are,
 #        told not to spin (OMP_WAIT_POLICY=passive) in kstudy and its workers, in kstudy alone and in the workers
-#        alone: what a Python rung's call costs around its kernel, and whose threads make it cost more
+#        alone, into $OUT/floor.tar: what a Python rung's call costs around its kernel, and whose threads make it
+#        cost more
 #   scripts/device_run.sh BUNDLE.tar.xz rung_ncu           # Nsight Compute on the Python rungs' kernels where they
 #        matched or beat kstudy's (scripts/device_rung_ncu.py; KSTUDY_RUNG_NCU_PROBES names others) into
 #        $OUT/rung_ncu.csv, and `kstudy profile` of kstudy's rungs at the same points (profile_alternatives_*)
@@ -302,7 +303,8 @@ PY
 }
 
 # What a Python rung's call costs around its kernel in a study (performance_notes, sessions 26 and 27):
-# alternatives_reduce, whose n = 1,024 kernel takes microseconds, four times, into $OUT/floor*.h5:
+# alternatives_reduce, whose n = 1,024 kernel takes microseconds, four times, into $OUT/floor.tar (floor*.h5 and
+# their logs):
 #   floor                 as it is (kstudy's OpenMP threads, bound across every core, spin after each region);
 #   floor_passive         OMP_WAIT_POLICY=passive for the whole process tree (session 27: cupy.sum's events at
 #                         n = 1,024 fell from 50.9 to 4.2 us);
@@ -334,6 +336,8 @@ floor() {
       > "$out/${name}_compare.txt" 2>&1
     echo "compare $name rc=$?"; head -40 "$out/${name}_compare.txt"
   done
+  # Fifteen files, and the device tool brings back eight: one tar (session 28 lost three of the four archives).
+  (cd "$out" && tar -cf floor.tar floor*.h5 floor*.txt && rm -f floor*.h5 floor*.txt)
 }
 
 # The other half of `kstudy profile`'s side-by-side: a Python rung's kernels run in its worker, out of kstudy
