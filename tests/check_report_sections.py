@@ -397,9 +397,36 @@ def check_point_key():
     check(set(A.POINT_KEY) <= set(legacy.columns), sorted(set(A.POINT_KEY) - set(legacy.columns)))
 
 
+def check_host_level_roofs():
+    """A host point is held against the roof of the first cache level that holds its working set (each level's
+    roof measured at A.HOST_CACHE_FILL of it), else host_read; an archive without level roofs has host_read
+    alone. The same cases as the C++ HostRoof tests (tests/test_ceilings.cpp)."""
+    class Fake:
+        def __init__(self, rows):
+            self.rows = pd.DataFrame(rows, columns=["name", "bytes", "bytes_per_second", "clock"])
+
+        def ceilings(self):
+            return self.rows
+
+    levels = Fake([("host_read", 1 << 30, 50e9, "host_wall"), ("host_read_l3", 16 << 20, 150e9, "host_wall"),
+                   ("host_read_l1", 32 << 10, 600e9, "host_wall"), ("host_read_l2", 1 << 20, 300e9, "host_wall"),
+                   ("device_read", 1 << 30, 3e12, "device_events")])
+    for working_set, expected in ((1024, "host_read_l1"), (64 << 10, "host_read_l1"), ((64 << 10) + 4, "host_read_l2"),
+                                  (2 << 20, "host_read_l2"), (4 << 20, "host_read_l3"), (32 << 20, "host_read_l3"),
+                                  (64 << 20, "host_read"), (float("nan"), "host_read")):
+        got = A.Archive.host_roof(levels, working_set)
+        check(got == expected, f"host roof for {working_set} bytes: {got}, expected {expected}")
+    check(A.Archive.host_roof(levels, 1024, "device_events") == "host_read", "a level roof of another clock")
+    dram = Fake([("host_read", 1 << 30, 50e9, "host_wall")])
+    check(A.Archive.host_roof(dram, 1024) == "host_read", "no level roofs: host_read")
+    check(A.is_host_roof("host_read_l2") and A.is_host_roof("host_read") and not A.is_host_roof("device_read"),
+          "is_host_roof")
+
+
 def main():
     fixture = Path(sys.argv[1])
     check_point_key()
+    check_host_level_roofs()
     check_registry()
     check_energy_boundary()
     with tempfile.TemporaryDirectory(prefix="kstudy_report_sections_") as tmp:

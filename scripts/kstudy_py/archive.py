@@ -122,6 +122,16 @@ ROOF_EXCEEDED = "roof exceeded (the roof is understated)"
 ROOF_TOLERANCE = 0.01
 
 
+# A host cache level's roof is measured at this share of the level's capacity and bounds the points whose working
+# set fits the whole level (kstudy::host_cache_fill in src/include/kstudy/ceilings.hpp; Archive.host_roof).
+HOST_CACHE_FILL = 0.5
+
+
+def is_host_roof(name):
+    """host_read and its cache levels' roofs (host_read_l1, ...): bandwidths of the host."""
+    return isinstance(name, str) and (name == "host_read" or name.startswith("host_read_l"))
+
+
 def roof_share(percent, spec=".0f"):
     """A share of a roof for report.md: '' when unknown, ROOF_EXCEEDED above 100% + ROOF_TOLERANCE, else the
     percentage (at most 100)."""
@@ -499,6 +509,18 @@ class Archive:
         if clock is not None and len(hit):
             hit = hit[hit.clock == clock]
         return float(hit.bytes_per_second.iloc[0]) if len(hit) else None
+
+    def host_roof(self, working_set, clock="host_wall"):
+        """The name of the host roof a point moving `working_set` bytes a call is held against: the first cache
+        level roof (host_read_l1, _l2, ...) whose level holds it (its measured working set / HOST_CACHE_FILL),
+        else host_read (memory); archives from before the level roofs have host_read alone."""
+        c = self.ceilings()
+        levels = c[c.name.str.startswith("host_read_l") & (c.clock == clock) & (c.bytes > 0)] if len(c) else c
+        if len(levels) and working_set == working_set:
+            fits = levels[working_set <= levels.bytes / HOST_CACHE_FILL]
+            if len(fits):
+                return min(fits.name, key=lambda name: int(name[len("host_read_l"):]))
+        return "host_read"
 
     def compute_ceiling(self, name, clock=None):
         """A compute roof (schema 7: device_fp32_fma, cublas_fp32_gemm, ...) in flop/s, or None; with `clock`,

@@ -4,9 +4,17 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "kstudy/records.hpp"
 #include "kstudy/timers.hpp"
@@ -265,6 +273,27 @@ void measure_device_memory_roofs(const ceiling_options& options, std::vector<cei
   }
 }
 
+// Each of `threads` host threads sums its own `per_thread` floats of `data`, `passes` times over, in one parallel
+// region: after the first pass its share is in its core's caches (the region's entry and exit, a few µs, are
+// spread over every pass). Thirty-two accumulators, eight vector chains even at SSE's four floats: with sum_view's
+// eight (two chains) the add latency, not the cache, bounds the loop (74 GB/s at every level on a 2-core EPYC).
+float resident_sum(const Kokkos::DefaultHostExecutionSpace& space, const float* data, std::int64_t per_thread,
+                   int threads, std::int64_t passes) {
+  float sum = 0.0f;
+  Kokkos::parallel_reduce(
+      "kstudy::ceiling::host_read_level", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(space, 0, threads),
+      [=](const int t, float& s) {
+        const float* x = data + std::int64_t(t) * per_thread;
+        float acc[32] = {};
+        for (std::int64_t p = 0; p < passes; ++p)
+          for (std::int64_t i = 0; i + 32 <= per_thread; i += 32)
+            for (int k = 0; k < 32; ++k) acc[k] += x[i + k];
+        for (int k = 0; k < 32; ++k) s += acc[k];
+      },
+      sum);
+  return sum;
+}
+
 // host_read: the host's default execution space streaming a buffer.
 void measure_host_roof(const ceiling_options& options, std::vector<ceiling_record>& out) {
   using host_space = Kokkos::DefaultHostExecutionSpace;
@@ -275,6 +304,29 @@ void measure_host_roof(const ceiling_options& options, std::vector<ceiling_recor
   host_space space;
   out.push_back(timed("host_read", options.host_bytes, options.trials,
                       [&] { sum_view(space, "kstudy::ceiling::host_read", h); }));
+}
+
+// host_read_l<N> for each data cache level (kstudy/ceilings.hpp): each thread's share of host_cache_fill times the
+// level's capacity, re-read until a timed run has read about 256 MiB (a few ms, so that one preempted thread on a
+// busy machine costs a share of a run, not the run); the record is one pass.
+void measure_host_cache_roofs(const ceiling_options& options, std::vector<ceiling_record>& out) {
+  using host_space = Kokkos::DefaultHostExecutionSpace;
+  host_space space;
+  const int threads = std::max(1, int(space.concurrency()));
+  for (const host_cache_level& level : host_cache_levels(threads)) {
+    const std::int64_t per_thread = std::int64_t(double(level.capacity) * host_cache_fill) / threads /
+                                    std::int64_t(sizeof(float)) / 32 * 32;  // whole 128-byte steps
+    if (per_thread < 32) continue;
+    const std::int64_t n = per_thread * threads, bytes = n * std::int64_t(sizeof(float));
+    Kokkos::View<float*, Kokkos::HostSpace> h(
+        Kokkos::view_alloc("kstudy::ceiling_host_level", Kokkos::WithoutInitializing), n);
+    Kokkos::deep_copy(h, 1.0f);
+    const std::int64_t passes = std::max<std::int64_t>(1, (std::int64_t(256) << 20) / bytes);
+    std::vector<double> seconds =
+        detail::wall_times(1, options.trials, [&] { resident_sum(space, h.data(), per_thread, threads, passes); });
+    for (double& t : seconds) t /= double(passes);
+    out.push_back(ceiling_of("host_read_l" + std::to_string(level.level), bytes, seconds, timer_kind::host_wall));
+  }
 }
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -322,6 +374,7 @@ std::vector<ceiling_record> measure_ceilings(const ceiling_options& options) {
   if (options.compute_roofs) measure_compute_roofs(options, out);
 #endif
   measure_host_roof(options, out);
+  measure_host_cache_roofs(options, out);
 #ifdef KOKKOS_ENABLE_CUDA
   measure_transfer_roofs(options, out);
 #endif
@@ -351,10 +404,83 @@ const ceiling_record* roof_for(const std::vector<ceiling_record>& ceilings, bool
   return find_ceiling(ceilings, on_device ? "device_read" : "host_read", clock);
 }
 
+namespace {
+
+// "32K", "1024K", "16M" (sysfs cache sizes), in bytes; 0 where unreadable.
+std::int64_t cache_size_bytes(const std::string& text) {
+  std::istringstream in(text);
+  std::int64_t value = 0;
+  char unit = 0;
+  if (!(in >> value)) return 0;
+  in >> unit;
+  return unit == 'K' ? value << 10 : unit == 'M' ? value << 20 : unit == 'G' ? value << 30 : value;
+}
+
+// How many CPUs a sysfs cpu list names ("0", "0-1", "0-7,64-71").
+int cpu_list_count(const std::string& text) {
+  int count = 0;
+  std::istringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    const auto dash = part.find('-');
+    try {
+      count += dash == std::string::npos ? 1 : std::stoi(part.substr(dash + 1)) - std::stoi(part.substr(0, dash)) + 1;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return count;
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+std::vector<host_cache_level> host_cache_levels(int threads) {
+  std::vector<host_cache_level> out;
+  const int cpus = std::max(1, int(std::thread::hardware_concurrency()));
+  const std::string cpu0 = "/sys/devices/system/cpu/cpu0/cache/index";
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = cpu0 + std::to_string(index) + "/";
+    const std::string type = first_line(dir + "type");
+    if (type.empty()) break;
+    if (type != "Data" && type != "Unified") continue;  // instruction caches hold no data
+    const int level = std::atoi(first_line(dir + "level").c_str());
+    const std::int64_t size = cache_size_bytes(first_line(dir + "size"));
+    const int sharing = std::max(1, cpu_list_count(first_line(dir + "shared_cpu_list")));
+    if (level <= 0 || size <= 0) continue;
+    // Spread threads take a cache instance each until there are no more: min(threads, CPUs / sharing).
+    const std::int64_t instances = std::min<std::int64_t>(std::max(1, threads), std::max(1, cpus / sharing));
+    out.push_back({level, size * instances});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.level < b.level; });
+  return out;
+}
+
+const ceiling_record* host_roof_for(const std::vector<ceiling_record>& ceilings, double bytes, timer_kind clock) {
+  const ceiling_record* best = nullptr;
+  int best_level = 0;
+  for (const auto& c : ceilings) {
+    if (c.clock != clock || c.bytes <= 0 || c.name.rfind("host_read_l", 0) != 0) continue;
+    const int level = std::atoi(c.name.c_str() + std::strlen("host_read_l"));
+    if (bytes <= double(c.bytes) / host_cache_fill && (best == nullptr || level < best_level)) {
+      best = &c;
+      best_level = level;
+    }
+  }
+  return best != nullptr ? best : find_ceiling(ceilings, "host_read", clock);
+}
+
 const ceiling_record* read_roof(const summary_record& point, const std::vector<ceiling_record>& ceilings) {
   if (point.timer == timer_kind::resident_wall || point.timer == timer_kind::device_events)
     return roof_for(ceilings, true, clock_of(point.timer));
-  if (point.timer == timer_kind::host_wall) return roof_for(ceilings, false, clock_of(point.timer));
+  if (point.timer == timer_kind::host_wall)
+    return host_roof_for(ceilings, point.bytes_per_second * point.median, clock_of(point.timer));
   return nullptr;
 }
 

@@ -224,9 +224,10 @@ def roof_cell(rate, roof_rate):
 
 def pick_roof(m):
     """The roof a variant is held against: its operation's compute ceiling; else device_read for read-only
-    traffic (modelled writes under 1% of the traffic), device_copy otherwise; host_read on a host."""
+    traffic (modelled writes under 1% of the traffic), device_copy otherwise; on a host, the roof of the cache level
+    its modelled traffic fits (host_read_l1 ...), else host_read (Archive.host_roof)."""
     if not m.on_device:
-        return "host_read", False
+        return archive(m.path).host_roof(m.modelled_bytes_read + m.modelled_bytes_written, A.clock_of(m.timer)), False
     if isinstance(m.compute_ceiling, str) and m.compute_ceiling:
         return m.compute_ceiling, True
     read, written = m.modelled_bytes_read, m.modelled_bytes_written

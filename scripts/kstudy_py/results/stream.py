@@ -105,7 +105,8 @@ def stream(block):
                     f"{family.add(p.seconds, c.seconds, op).token} |")
     lines += family.fill(rows, "short")
     lines += [""] + every_n(path, s, operations)
-    lines += ["", "Roofs: device_read for read-only traffic (dot), device_copy otherwise, host_read on a host, "
+    lines += ["", "Roofs: device_read for read-only traffic (dot), device_copy otherwise, on a host the roof of the "
+              "cache level its traffic fits (host_read_l1 ...) or host_read, "
               f"measured in the same archive; portable vs it: {S.effects.rules_text()}; the family is the table's "
               "operations."]
     return lines + [f"\n{note}" for note in sorted(notes)]

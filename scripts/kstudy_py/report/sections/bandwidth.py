@@ -54,14 +54,19 @@ def with_roofs(best, archives):
     df["point"] = [A.point_label(r, f, ax, d) for r, f, ax, d in zip(df.rows, df.features, df["axes"], df.depth)]
     df["essential_GB_per_s"] = df.essential_bytes / df["median"] / 1e9
     ceilings = {a.label: a for a in archives}
+    # A host variant's roof is that of the cache level its working set (the call's modelled traffic) fits: a point
+    # of a few MB reads from a CPU's caches, faster than the memory roof host_read (Archive.host_roof).
+    df["host_roof"] = [ceilings[label].host_roof(nbytes, A.clock_of(timer)) if not dev else ""
+                       for label, timer, nbytes, dev in zip(df.archive, df.timer, df["bytes"], on_device(df))]
     for roof in ROOFS:
-        bw = pd.Series([ceilings[label].ceiling(roof, A.clock_of(timer)) or np.nan
-                        for label, timer in zip(df.archive, df.timer)], index=df.index, dtype=float) / 1e9
+        names = df.host_roof if roof in HOST_ROOFS else pd.Series(roof, index=df.index)
+        bw = pd.Series([ceilings[label].ceiling(name, A.clock_of(timer)) or np.nan
+                        for label, timer, name in zip(df.archive, df.timer, names)], index=df.index, dtype=float) / 1e9
         applies = on_device(df) if roof in DEVICE_ROOFS else ~on_device(df)
         df[f"{roof}_GB_per_s"] = bw.where(applies)
         df[f"pct_of_{roof}"] = 100 * df.essential_GB_per_s / df[f"{roof}_GB_per_s"]
     df = df.rename(columns={"median": "median_s", "q1": "q1_s", "q3": "q3_s"})
-    return df.sort_values(POINT + ["on_device", "family", "backend"])[COLUMNS]
+    return df.sort_values(POINT + ["on_device", "family", "backend"])[COLUMNS + ["host_roof"]]
 
 
 def side_of(implementation):
@@ -146,8 +151,11 @@ def operation_table(g, ratios):
 
 
 def roof_note(df, archive):
-    parts = [f"{roof} {df[df.archive == archive][f'{roof}_GB_per_s'].dropna().iloc[0]:,.0f} GB/s"
-             for roof in ROOFS if df[df.archive == archive][f"{roof}_GB_per_s"].notna().any()]
+    d = df[df.archive == archive]
+    parts = [f"{roof} {d[f'{roof}_GB_per_s'].dropna().iloc[0]:,.0f} GB/s"
+             for roof in DEVICE_ROOFS if d[f"{roof}_GB_per_s"].notna().any()]
+    host = d[d.host_read_GB_per_s.notna()].drop_duplicates("host_roof").sort_values("host_roof")
+    parts += [f"{r.host_roof} {r.host_read_GB_per_s:,.0f} GB/s" for r in host.itertuples()]
     return "; ".join(parts) if parts else "no roof measured"
 
 
@@ -161,8 +169,8 @@ def headline(operation, g, ratios, arch, exp):
     at_largest = side[side.point == largest.point]
     best = at_largest.loc[at_largest.essential_GB_per_s.idxmax()]
     roofs = DEVICE_ROOFS if bool(best.on_device) else HOST_ROOFS
-    shares = ", ".join(f"{pct(best[f'pct_of_{roof}'])} of {roof}" for roof in reversed(roofs)
-                       if np.isfinite(best[f"pct_of_{roof}"]))
+    shares = ", ".join(f"{pct(best[f'pct_of_{roof}'])} of {best.host_roof if roof in HOST_ROOFS else roof}"
+                       for roof in reversed(roofs) if np.isfinite(best[f"pct_of_{roof}"]))
     text = (f"{operation} ({arch}/{exp}): best `{best.family}@{best.backend}` {best.essential_GB_per_s:,.0f} GB/s "
             f"essential" + (f" = {shares}" if shares else " (no roof measured)") + f" at {best.point}")
     if len(ratios):
@@ -176,10 +184,11 @@ def headline(operation, g, ratios, arch, exp):
 EXPLANATION = ("Per operation and point, each family's fastest variant at its resident timer (device variants: "
                "device events where measured, else the resident wall clock; host variants: host_wall), as essential "
                "bytes (the operation's minimum traffic, from the variants table) over the median. Shares: device "
-               "families against device_read / device_copy, host families against host_read, each measured in the "
-               "variant's own archive. The Kokkos row divides the fastest Kokkos device variant's time by the fastest "
-               "handwritten CUDA or vendor-library variant's (implementation {families}), by the same timer; above 1, "
-               "Kokkos is slower.")
+               "families against device_read / device_copy, host families against the roof of the cache level their "
+               "working set (the call's modelled traffic) fits, host_read_l1, _l2, _l3, or the memory's, host_read "
+               "(`host_roof` in the CSV), each measured in the variant's own archive. The Kokkos row divides the "
+               "fastest Kokkos device variant's time by the fastest handwritten CUDA or vendor-library variant's "
+               "(implementation {families}), by the same timer; above 1, Kokkos is slower.")
 
 
 @section("bandwidth_by_operation", "Bandwidth by operation", order=5)
@@ -191,7 +200,8 @@ def bandwidth_by_operation(inputs, sec):
     ratios = kokkos_vs_handwritten(resident)
     inputs.write_csv(df, "bandwidth_by_operation.csv", sec,
                      "per operation, point, family and backend: the fastest variant's resident median, essential GB/s "
-                     "and % of the archive's device_read, device_copy (device) or host_read (host) roof")
+                     "and % of the archive's device_read, device_copy (device) or host roof (host: host_read_GB_per_s "
+                     "and pct_of_host_read are of the level named in host_roof)")
     if len(ratios):
         inputs.write_csv(ratios, "kokkos_vs_handwritten.csv", sec,
                          "per operation and point: best Kokkos device time / best handwritten CUDA or vendor time")
@@ -206,7 +216,8 @@ def bandwidth_by_operation(inputs, sec):
         r = ratios[(ratios.operation == operation) & (ratios.archive == arch) & (ratios.experiment == exp)]
         others = df[(df.operation == operation)][["archive", "experiment"]].drop_duplicates()
         sec.lines += [f"**{operation}** in {arch}/{exp} (median, essential GB/s, % of "
-                      f"{' / '.join(DEVICE_ROOFS)} or {HOST_ROOFS[0]}; roofs: {roof_note(df, arch)})"
+                      f"{' / '.join(DEVICE_ROOFS)} or the host roof of the point's cache level; "
+                      f"roofs: {roof_note(df, arch)})"
                       + (f"; {len(others) - 1} other experiment(s) in the CSV" if len(others) > 1 else "") + ":", ""]
         sec.lines += operation_table(g, r) + [""] + throttle.note(inputs, g[g.point.isin(shown_points(g).point)])
         sec.headlines.append(headline(operation, g, r, arch, exp))

@@ -16,7 +16,8 @@ the headline point are kstudy_py/ladder.py's, which the published results share)
   host variants (bandwidth.resident_points), default block size.
 - Roof: a compute-bound operation's device variants against its compute ceiling (variants.compute_ceiling: a
   cuBLAS GEMM or the FMA probe of the same run); otherwise read-only traffic (the variant's modelled writes under
-  1% of its modelled traffic) against device_read, the rest against device_copy; host variants against host_read.
+  1% of its modelled traffic) against device_read, the rest against device_copy; host variants against the roof of
+  the cache level their modelled traffic fits (host_read_l1 ...), else host_read.
 - Vendor: variants whose implementation is `vendor_library` (cuBLAS, CUB, cuDNN called directly, nothing else); the
   vendor of an operation is its fastest such variant at the point, of any layout (ladder.vendor_of without a layout;
   the published results hold each rung against the vendor of its own layout). Portable: `kokkos`, `kokkos_kernels` and
@@ -57,14 +58,15 @@ COLUMNS = ["archive", "experiment", "operation", "point", *A.EXTENTS, "order", "
            "tuner_same_as_rung"] + COUNTERS
 
 
-def roof_of(row, modelled):
+def roof_of(row, modelled, archive):
     """The roof a variant is held against: its operation's compute ceiling (compute-bound, on a device), else by
-    its own modelled traffic (read-only: device_read)."""
+    its own modelled traffic (read-only: device_read); on a host, the roof of the cache level that traffic fits
+    (host_read_l1 ..., else host_read: Archive.host_roof)."""
+    m = modelled.get((row.archive, row.experiment, row.variant, row.rows, row.features, row.depth))
     if not bool(row.on_device):
-        return "host_read"
+        return archive.host_roof(m[0] + m[1] if m is not None else row.bytes, A.clock_of(row.timer))
     if isinstance(row.compute_ceiling, str) and row.compute_ceiling:
         return row.compute_ceiling
-    m = modelled.get((row.archive, row.experiment, row.variant, row.rows, row.features, row.depth))
     if m is not None and m[0] + m[1] > 0 and m[1] < READ_ONLY_SHARE * (m[0] + m[1]):
         return "device_read"
     return "device_copy"
@@ -106,8 +108,8 @@ def ladder_rows(at, operation, modelled, archive, counters, seconds):
     best_vendor = L.vendor_of(list(at[at.kind == "vendor"].itertuples()))
     rows, previous = [], None
     for r in at.itertuples():
-        roof = roof_of(r, modelled)
-        compute = roof not in ("device_read", "device_copy", "host_read")
+        roof = roof_of(r, modelled, archive)
+        compute = roof not in ("device_read", "device_copy") and not A.is_host_roof(roof)
         clock = A.clock_of(r.timer)  # a roof of the number's own clock only
         roof_bw = np.nan if compute else (archive.ceiling(roof, clock) or np.nan) / 1e9
         roof_tflops = (archive.compute_ceiling(roof, clock) or np.nan) / 1e12 if compute else np.nan
@@ -277,7 +279,8 @@ def markdown(table, with_counters, found):
 EXPLANATION = ("Rows: the rungs in order (each changes one thing), then the portable Kokkos variants, then the vendor "
                "libraries (implementation vendor_library). Time: resident median (device events where measured, else "
                "the resident wall clock; host_wall on a host). GB/s: essential bytes / time. Roof: device_read for "
-               "read-only traffic, device_copy otherwise, host_read on a host, measured in the same archive. × prev. "
+               "read-only traffic, device_copy otherwise, on a host the roof of the cache level its traffic fits "
+               "(host_read_l1 ...) or host_read, measured in the same archive. × prev. "
                "rung: the previous rung's time over this one's; × vendor: the fastest vendor variant's time over this "
                "one's (above 1: faster); each with its 95% interval and verdict, and the spread of every median (its "
                "interquartile range) beside it. Compute-bound operations (GEMM, attention) show essential TFLOP/s "

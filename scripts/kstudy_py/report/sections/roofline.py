@@ -57,6 +57,8 @@ def roofline_table(inputs, picks):
     for label, g in picks:
         for _, r in g.iterrows():
             roof = ROOF_OF_TIMER.get(r.timer)
+            if roof == "host_read":  # the roof of the cache level the call's traffic fits (Archive.host_roof)
+                roof = inputs.archive_of(r.archive).host_roof(r.bytes, A.clock_of(r.timer))
             if roof is None and r.memory_kind in ("pinned", "pageable"):
                 roof = f"h2d_{r.memory_kind}"
             bw = inputs.archive_of(r.archive).ceiling(roof, A.clock_of(r.timer)) if roof else None
@@ -75,7 +77,7 @@ def best_lines(df):
                 lines.append(f"- {label}, {'/'.join(timers)}: best `{b.variant}` "
                              f"({b.timer}, {b.archive}/{b.experiment}) at {b.essential_GB_per_s:.0f} GB/s essential "
                              f"= {100 * b.fraction_of_roof:.0f}% of "
-                             f"{roof_name} ({b.roof_GB_per_s:.0f} GB/s)")
+                             f"{b.roof or roof_name} ({b.roof_GB_per_s:.0f} GB/s)")
         for memory in ("pinned", "pageable"):
             h = g[(g.timer == "one_shot") & (g.memory_kind == memory) & g.fraction_of_roof.notna()]
             if len(h):

@@ -32,7 +32,7 @@ def roofline_table(bandwidth):
     df = bandwidth.copy()
     df["ai_flop_per_byte"] = df.essential_flops / df.essential_bytes
     df["gflop_per_s"] = df.essential_flops / df.median_s / 1e9
-    return df[COLUMNS + ["on_device"] + [f"{r}_GB_per_s" for r in ROOFS]]
+    return df[COLUMNS + ["on_device", "host_roof"] + [f"{r}_GB_per_s" for r in ROOFS]]
 
 
 def shown(df):
@@ -53,10 +53,14 @@ def top_families(g):
 
 
 def roofs_of(g):
-    """{roof name: GB/s} measured by the operation's archive, for the sides (device, host) it has series of."""
+    """{roof name: GB/s} measured by the operation's archive, for the sides (device, host) it has series of: on the
+    host, the roof of each cache level a point's working set fits (bandwidth.with_roofs: host_roof)."""
     device = on_device(g)
-    names = (DEVICE_ROOFS if device.any() else ()) + (HOST_ROOFS if (~device).any() else ())
-    return {r: g[f"{r}_GB_per_s"].dropna().iloc[0] for r in names if g[f"{r}_GB_per_s"].notna().any()}
+    names = DEVICE_ROOFS if device.any() else ()
+    out = {r: g[f"{r}_GB_per_s"].dropna().iloc[0] for r in names if g[f"{r}_GB_per_s"].notna().any()}
+    host = g[~device & g[f"{HOST_ROOFS[0]}_GB_per_s"].notna()].drop_duplicates("host_roof").sort_values("host_roof")
+    out.update({r.host_roof: getattr(r, f"{HOST_ROOFS[0]}_GB_per_s") for r in host.itertuples()})
+    return out
 
 
 def draw_operation(ax, operation, g, colour):
@@ -66,7 +70,7 @@ def draw_operation(ax, operation, g, colour):
         ax.plot(s.essential_bytes, s.essential_GB_per_s, marker="o", ms=3.5, lw=1.3,
                 color=colour[f"{family}@{backend}"], label=f"{family}@{backend}")
     for roof, bw in roofs_of(g).items():
-        ax.axhline(bw, color="black", lw=0.9, ls=ROOF_STYLES[roof], label=f"{roof} {bw:,.0f} GB/s")
+        ax.axhline(bw, color="black", lw=0.9, ls=ROOF_STYLES.get(roof, ":"), label=f"{roof} {bw:,.0f} GB/s")
     ai = g.ai_flop_per_byte.iloc[0]
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -101,7 +105,7 @@ def draw_overview(ax, frames, compute_roofs):
         for roof, bw in roofs_of(g).items():
             roofs.setdefault(roof, bw)
     for roof, bw in roofs.items():
-        ax.plot(x, x * bw, color="black", lw=0.9, ls=ROOF_STYLES[roof], label=f"{roof} {bw:,.0f} GB/s")
+        ax.plot(x, x * bw, color="black", lw=0.9, ls=ROOF_STYLES.get(roof, ":"), label=f"{roof} {bw:,.0f} GB/s")
     for k, (name, flops) in enumerate(sorted(compute_roofs.items(), key=lambda kv: -kv[1])):
         ax.axhline(flops / 1e9, color="grey", lw=0.9, ls=COMPUTE_STYLES[k % len(COMPUTE_STYLES)],
                    label=f"{name} {flops / 1e12:,.1f} TFLOP/s")
