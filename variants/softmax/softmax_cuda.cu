@@ -12,8 +12,9 @@
 //    floats). Rows of up to 32,768 columns fit (1,024 threads x 8 float4); longer rows take rung 2's kernel
 //    (1,024 threads per row).
 //  4 softmax_cuda_lean: rung 3 in at most 32 registers a thread (twice the rows per SM), 32-bit offsets in the
-//    row, __expf and one reciprocal per row; rows of more than 16 floats a thread (over 16,384 columns) take
-//    rung 3's kernel.
+//    row, __expf and one reciprocal per row, and float4 loads on rows whose length is not a multiple of 4 (Peel:
+//    a scalar head and tail around an aligned body); rows of more than 16 floats a thread (over 16,384 columns),
+//    or 8 when peeled (over 8,192), take rung 3's kernel, peeled as well.
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a synchronisation.
 #include <cuda_runtime.h>
 
@@ -183,25 +184,40 @@ constexpr int lean_min_blocks = 0;
 #else
 constexpr int lean_min_blocks = 2;
 #endif
-template <bool Lean, int VEC, int ITEMS>
+// Peel (rung 4 on rows whose length is not a multiple of 4): a row then starts 0-3 floats past a 16-byte boundary
+// (rows are cols floats apart, the buffers 256-byte aligned), so it is read as a head of up to 3 floats to that
+// boundary, a float4 body and a tail of up to 3: lanes 0 .. head + tail - 1 of the group hold one of those
+// scalars each beside their share of the body. Without it such rows take one float per load.
+template <bool Lean, int VEC, int ITEMS, bool Peel = false>
 __global__ void __launch_bounds__(1024, Lean ? lean_min_blocks : 0)
     softmax_registers(const float* __restrict__ x, float* __restrict__ y, std::int64_t rows, std::int64_t cols,
                       int group) {
+  static_assert(!Peel || VEC == 4, "only float4 rows peel");
   using access = vector_of<VEC>;
   using vec_t = typename access::type;
   using offset_t = std::conditional_t<Lean, int, std::int64_t>;  // a vector's offset within the row
   __shared__ float slots[32];
   const int groups = blockDim.x / group, group_warps = group >> 5;
   const int lane = threadIdx.x % group, which = threadIdx.x / group;
-  const offset_t vectors = static_cast<offset_t>(cols / VEC);  // cols % VEC == 0
+  const offset_t row_vectors = static_cast<offset_t>(cols / VEC);  // without Peel cols % VEC == 0
   // The loop's bounds depend on the block alone: every thread reaches every group_all_reduce.
   for (std::int64_t first = std::int64_t(blockIdx.x) * groups; first < rows;
        first += std::int64_t(gridDim.x) * groups) {
     const std::int64_t row = first + which;
     const bool active = row < rows;
-    const auto* xr = reinterpret_cast<const vec_t*>(x + (active ? row : 0) * cols);
+    // Without Peel these are constants (head 0, no tail) and the code is what it was before Peel (same PTX).
+    const std::int64_t start = (active ? row : 0) * cols;
+    const int head = Peel ? int(min(std::int64_t((4 - (start & 3)) & 3), cols)) : 0;
+    const offset_t vectors = Peel ? static_cast<offset_t>((cols - head) / VEC) : row_vectors;
+    const int tail = Peel ? int(cols - head - std::int64_t(vectors) * VEC) : 0;
+    const auto* xr = reinterpret_cast<const vec_t*>(Peel ? x + start + head : x + (active ? row : 0) * cols);
+    // This lane's scalar of the head or the tail, where it has one: its index in the row, else -1.
+    const std::int64_t edge = !Peel || lane >= head + tail ? -1
+                              : lane < head                ? lane
+                                                           : head + std::int64_t(vectors) * VEC + (lane - head);
+    float e = active && edge >= 0 ? x[start + edge] : -INFINITY;
     float v[ITEMS][VEC];
-    float m = -INFINITY;
+    float m = Peel ? e : -INFINITY;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       const offset_t k = lane + offset_t(i) * group;
@@ -217,6 +233,10 @@ __global__ void __launch_bounds__(1024, Lean ? lean_min_blocks : 0)
     m = group_all_reduce(m, max_op{}, slots, group_warps);
     float s = 0.0f;
     if (active) {
+      if (Peel) {
+        e = Lean ? __expf(e - m) : expf(e - m);  // 0 for a lane without one (-inf)
+        s = e;
+      }
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
@@ -228,7 +248,8 @@ __global__ void __launch_bounds__(1024, Lean ? lean_min_blocks : 0)
     s = group_all_reduce(s, sum_op{}, slots, group_warps);
     if (!active) continue;
     const float r = 1.0f / s;  // Lean's one division per row
-    auto* yr = reinterpret_cast<vec_t*>(y + row * cols);
+    if (Peel && edge >= 0) y[start + edge] = Lean ? e * r : e / s;
+    auto* yr = reinterpret_cast<vec_t*>(Peel ? y + start + head : y + row * cols);
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       const offset_t k = lane + offset_t(i) * group;
@@ -318,32 +339,36 @@ class softmax_registers_variant final : public softmax_cuda_base {
  protected:
   using launcher = void (*)(int, int, cudaStream_t, const float*, float*, std::int64_t, std::int64_t, int);
 
-  template <int VEC, int ITEMS, bool L>
+  template <int VEC, int ITEMS, bool L, bool Peel>
   static void launch(int grid, int block, cudaStream_t stream, const float* x, float* y, std::int64_t rows,
                      std::int64_t cols, int group) {
-    softmax_registers<L, VEC, ITEMS><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
+    softmax_registers<L, VEC, ITEMS, Peel><<<grid, block, 0, stream>>>(x, y, rows, cols, group);
   }
 
   // The kernel for `items` vectors per thread: ITEMS, or a power of two up to MAX_ITEMS (8 float4, 32 floats:
   // a register-resident row of at most 32 floats a thread); none (m_launch stays null) past MAX_ITEMS. Rung
   // 4's kernel holds at most 16 floats a thread (4 scalar) in its 32 registers; rung 3's takes longer rows.
-  template <int VEC, int MAX_ITEMS, int ITEMS = 1>
+  template <int VEC, int MAX_ITEMS, bool Peel = false, int ITEMS = 1>
   void choose(std::int64_t items) {
     if (items == ITEMS) {
       // Scalar rows (columns not a multiple of 4) spill under Lean's 32-register cap past 4 floats a thread
-      // (ptxas -v, sm_90: 36 bytes at 8, 24 at 16), so from 8 they take rung 3's kernel too.
-      constexpr bool lean = Lean && ITEMS * VEC <= (VEC == 4 ? 16 : 4);
-      m_launch = &launch<VEC, ITEMS, lean>;
-      m_kernel = reinterpret_cast<const void*>(softmax_registers<lean, VEC, ITEMS>);
+      // (ptxas -v, sm_90: 36 bytes at 8, 24 at 16), and peeled rows past 8 (16 bytes at 16), so from there
+      // they take rung 3's kernel too.
+      constexpr bool lean = Lean && ITEMS * VEC <= (Peel ? 8 : VEC == 4 ? 16 : 4);
+      m_launch = &launch<VEC, ITEMS, lean, Peel>;
+      m_kernel = reinterpret_cast<const void*>(softmax_registers<lean, VEC, ITEMS, Peel>);
     } else if constexpr (ITEMS < MAX_ITEMS) {
-      choose<VEC, MAX_ITEMS, ITEMS * 2>(items);
+      choose<VEC, MAX_ITEMS, Peel, ITEMS * 2>(items);
     }
   }
 
   // The group: the smallest power of two from 32 whose threads hold the row with 16 floats each (or 1,024);
   // ITEMS: the smallest power of two of vectors per thread that covers the row.
   void plan(const run_options&) override {
-    const int vec = m_cols % 4 == 0 ? 4 : 1;
+    // Rung 4 reads every row of at least 8 floats as float4s, peeling a misaligned row's head and tail (Peel);
+    // rung 3 reads rows whose length is not a multiple of 4 a float at a time.
+    const bool peel = Lean && m_cols % 4 != 0 && m_cols >= 8;
+    const int vec = m_cols % 4 == 0 || peel ? 4 : 1;
     m_group = 32;
     while (m_group < 1024 && std::int64_t(m_group) * 16 < m_cols) m_group *= 2;
     const std::int64_t vectors = m_cols / vec;
@@ -351,7 +376,9 @@ class softmax_registers_variant final : public softmax_cuda_base {
     std::int64_t items = 1;
     while (items < needed) items *= 2;
     m_launch = nullptr;
-    if (vec == 4)
+    if (peel)
+      choose<4, 8, true>(items);
+    else if (vec == 4)
       choose<4, 8>(items);
     else
       choose<1, 32>(items);
