@@ -2,38 +2,54 @@
 # kstudy dependency bootstrap. Idempotent: every step checks before it acts.
 #
 #   scripts/bootstrap.sh [--flavour cpu|cuda] [--arch 75|80|86|89|90|100|120] [--cxx g++|clang++] [--no-packages]
-#                        [--print-prefix] [--with-slurm] [--packages-only]
+#                        [--print-prefix] [--with-slurm] [--packages-only] [--kokkos 4.6|3.4]
 #                        [--kokkos-tarball FILE --kernels-tarball FILE]
 #
 # 1. Installs the Debian packages kstudy needs when they are missing (as root or through sudo), the style
 #    tools of scripts/style.sh among them; --with-slurm adds slurm-wlm and munge (the `slurm` test),
 #    --packages-only stops after this step.
-# 2. Unless a Kokkos is already given (Kokkos_ROOT / KSTUDY_KOKKOS_ROOT), builds Kokkos 3.4.01 and
-#    Kokkos Kernels 3.4.01 from Debian's `trilinos` 13.2.0 source package, with the patches in
-#    cmake/patches/kokkos-3.4.01/, into a cache prefix outside the clone keyed by (version, flavour,
-#    arch, patch hash). With --kokkos-tarball and --kernels-tarball it builds that Kokkos release instead
-#    (e.g. kokkos-4.6.01.tar.xz and kokkos-kernels-4.6.02.tar.xz, top folders kokkos/ and
-#    kokkos-kernels/), verified against the SHA256SUMS file beside each tarball, with the patches in
-#    cmake/patches/kokkos-<version>/ when that folder exists. Use the printed prefix as -DKokkos_ROOT.
+# 2. Unless a Kokkos is already given (Kokkos_ROOT / KSTUDY_KOKKOS_ROOT), builds Kokkos and Kokkos Kernels into a
+#    cache prefix outside the clone keyed by (version, flavour, arch, patch hash), with the patches in
+#    cmake/patches/kokkos-<version>/. Use the printed prefix as -DKokkos_ROOT. Which Kokkos:
+#    - by default current Kokkos, 4.6.01 + Kernels 4.6.02, its sources taken from the first of: the release
+#      tarballs in KSTUDY_THIRD_PARTY (default ../shared/third_party beside the clone; checked against the
+#      SHA256SUMS there), an earlier download in the cache, a download of the upstream release (curl or wget,
+#      where the machine has the network; checked against the SHA-256 pinned below). With none of them it says so
+#      in one line and builds Kokkos 3.4.01, as --kokkos 3.4 does;
+#    - --kokkos 3.4: Kokkos 3.4.01 + Kernels 3.4.01 from Debian's `trilinos` 13.2.0 source package, the
+#      comparison build (2021's Kokkos, the one Debian ships);
+#    - --kokkos-tarball and --kernels-tarball: that Kokkos release (kokkos-<version>.tar.{xz,gz,bz2} and
+#      kokkos-kernels-<version>.tar.*, one top folder each), verified against the SHA256SUMS file beside each.
 #    --cxx clang++ builds the cpu flavour with clang (a prefix of its own: kstudy must then be compiled by
 #    clang too, so that one OpenMP runtime, LLVM's, is loaded); CI's sanitizer build uses it.
 # The cuda flavour is built for the compute capability of the GPU present (GPU 0, from nvidia-smi: 7.5 -> 75;
 # scripts/lib/gpu_arch.sh); --arch names another, and is needed where no GPU is. kstudy supports sm_75, 80, 86,
-# 89, 90, 100 and 120. Kokkos 3.4.01 (patched: HOPPER90 is the patch's) builds sm_75, 80, 86 and 90 (TURING75,
-# AMPERE80, AMPERE86, HOPPER90); Kokkos 4.6 (--kokkos-tarball kokkos-4.6.01.tar.xz) builds all seven (also
-# ADA89, BLACKWELL100, BLACKWELL120). The arch is checked before anything is installed or downloaded: one the
-# chosen Kokkos does not know is refused in one line that names a Kokkos that does.
+# 89, 90, 100 and 120. Kokkos 4.6 builds all seven (TURING75, AMPERE80, AMPERE86, ADA89, HOPPER90, BLACKWELL100,
+# BLACKWELL120); Kokkos 3.4.01 (patched: HOPPER90 is the patch's) sm_75, 80, 86 and 90. The arch is checked
+# before anything is installed or downloaded: one the chosen Kokkos does not know is refused in one line that
+# names a Kokkos that does.
 #
 # Environment:
 #   KSTUDY_CACHE             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kstudy)
-#   KSTUDY_TRILINOS_TARBALL  an already downloaded trilinos_13.2.0.orig.tar.gz (offline machines)
-#   KSTUDY_KOKKOS_SRC        an extracted tree holding kokkos/ and kokkos-kernels/ (offline machines)
+#   KSTUDY_KOKKOS            as --kokkos (4.6 or 3.4)
+#   KSTUDY_THIRD_PARTY       the folder holding kokkos-4.6.01.tar.xz, kokkos-kernels-4.6.02.tar.xz and SHA256SUMS
+#   KSTUDY_KOKKOS_DOWNLOAD   0: never download (a machine whose network only times out)
+#   KSTUDY_TRILINOS_TARBALL  an already downloaded trilinos_13.2.0.orig.tar.gz (offline machines; --kokkos 3.4)
+#   KSTUDY_KOKKOS_SRC        an extracted tree holding kokkos/ and kokkos-kernels/ (offline machines; --kokkos 3.4)
 #   KSTUDY_JOBS              build parallelism (default: nproc)
 #   KSTUDY_KOKKOS_TARBALL, KSTUDY_KERNELS_TARBALL   as --kokkos-tarball, --kernels-tarball
 #   KSTUDY_NVIDIA_SMI        the nvidia-smi that reads the GPU's compute capability (default: the one on PATH)
 set -euo pipefail
 
-kokkos_version=3.4.01  # Debian's trilinos 13.2.0 source; --kokkos-tarball names another
+kokkos_version=''  # settled by choose_kokkos below
+# Current Kokkos, the default: the release and its upstream archives' SHA-256 (the GitHub release assets, as
+# Spack pins them); the copies in ../shared/third_party are repacked and checked against the SHA256SUMS beside them.
+readonly current_kokkos=4.6.01 current_kernels=4.6.02
+readonly current_kokkos_url=https://github.com/kokkos/kokkos/releases/download/4.6.01/kokkos-4.6.01.tar.gz
+readonly current_kokkos_sha256=b9d70e4653b87a06dbb48d63291bf248058c7c7db4bd91979676ad5609bb1a3a
+readonly current_kernels_url=https://github.com/kokkos/kokkos-kernels/releases/download/4.6.02/kokkos-kernels-4.6.02.tar.gz
+readonly current_kernels_sha256=a953f445660ed5aaab10e18fc4a90c4c178291e9d9d97d20abd4e6027f1193ec
+readonly debian_kokkos=3.4.01  # Debian's trilinos 13.2.0 source
 readonly trilinos_version=13.2.0
 readonly trilinos_debian_version=13.2.0-4
 readonly trilinos_tarball=trilinos_${trilinos_version}.orig.tar.gz
@@ -52,6 +68,10 @@ with_slurm=0
 packages_only=0
 kokkos_tarball=${KSTUDY_KOKKOS_TARBALL:-}
 kernels_tarball=${KSTUDY_KERNELS_TARBALL:-}
+kokkos_choice=${KSTUDY_KOKKOS:-4.6}
+third_party=${KSTUDY_THIRD_PARTY:-$repo_root/../shared/third_party}
+download_current=0  # 1: current Kokkos is to be downloaded (no local sources)
+fallback_reason=''  # why current Kokkos could not be had, where the bootstrap fell back to 3.4.01
 
 die() { echo "bootstrap: error: $*" >&2; exit 1; }
 log() { echo "bootstrap: $*" >&2; }
@@ -67,9 +87,10 @@ while [[ $# -gt 0 ]]; do
     --print-prefix) print_prefix=1; shift ;;
     --with-slurm) with_slurm=1; shift ;;
     --packages-only) packages_only=1; shift ;;
+    --kokkos) kokkos_choice=${2:?--kokkos needs 4.6 or 3.4}; shift 2 ;;
     --kokkos-tarball) kokkos_tarball=${2:?--kokkos-tarball needs a file}; shift 2 ;;
     --kernels-tarball) kernels_tarball=${2:?--kernels-tarball needs a file}; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;p}' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -77,14 +98,31 @@ done
 [[ -z $cuda_arch || $cuda_arch =~ ^[0-9]+$ ]] || die "--arch must be a number such as 90, not '$cuda_arch'"
 [[ $host_cxx == g++ || $host_cxx == clang++ ]] || die "--cxx must be g++ or clang++, not '$host_cxx'"
 [[ $host_cxx == g++ || $flavour == cpu ]] || die "--cxx clang++ is for the cpu flavour (the cuda flavour compiles with nvcc_wrapper)"
-if [[ -n $kokkos_tarball || -n $kernels_tarball ]]; then
-  [[ -n $kokkos_tarball && -n $kernels_tarball ]] || die "--kokkos-tarball and --kernels-tarball go together"
+[[ $kokkos_choice == 4.6 || $kokkos_choice == 3.4 ]] || die "--kokkos must be 4.6 or 3.4, not '$kokkos_choice'"
+
+# Settles kokkos_version, and the release tarballs where it is not Debian's 3.4.01: those given, else (current
+# Kokkos) those in the third-party folder, else an earlier download, else a download to come (download_current=1).
+downloads=$cache_root/src/downloads
+choose_kokkos() {
+  if [[ -n $kokkos_tarball || -n $kernels_tarball ]]; then
+    [[ -n $kokkos_tarball && -n $kernels_tarball ]] || die "--kokkos-tarball and --kernels-tarball go together"
+  elif [[ $kokkos_choice == 3.4 ]]; then
+    kokkos_version=$debian_kokkos; return
+  elif [[ -f $third_party/kokkos-$current_kokkos.tar.xz && -f $third_party/kokkos-kernels-$current_kernels.tar.xz ]]; then
+    kokkos_tarball=$third_party/kokkos-$current_kokkos.tar.xz
+    kernels_tarball=$third_party/kokkos-kernels-$current_kernels.tar.xz
+  else
+    kokkos_tarball=$downloads/$(basename "$current_kokkos_url")
+    kernels_tarball=$downloads/$(basename "$current_kernels_url")
+    [[ -f $kokkos_tarball && -f $kernels_tarball ]] || download_current=1
+  fi
   kokkos_version=$(basename "$kokkos_tarball" | sed -nE 's/^kokkos-([0-9]+\.[0-9]+\.[0-9]+)\.tar\.(xz|gz|bz2)$/\1/p')
   [[ -n $kokkos_version ]] ||
     die "--kokkos-tarball must be named kokkos-<major>.<minor>.<patch>.tar.{xz,gz,bz2}, not '$(basename "$kokkos_tarball")'"
   [[ $(basename "$kernels_tarball") =~ ^kokkos-kernels-[0-9]+\.[0-9]+\.[0-9]+\.tar\.(xz|gz|bz2)$ ]] ||
     die "--kernels-tarball must be named kokkos-kernels-<version>.tar.{xz,gz,bz2}, not '$(basename "$kernels_tarball")'"
-fi
+}
+choose_kokkos
 
 # ---------------------------------------------------------------- CUDA arch
 # Settled before any package is installed or source downloaded: a GPU the chosen Kokkos cannot build for is
@@ -100,8 +138,12 @@ declare -rA kokkos_arch_names=([75]=TURING75 [80]=AMPERE80 [86]=AMPERE86 [89]=AD
 kokkos_known_arch_names() {
   local re='^\+?[[:space:]]*(KOKKOS_ARCH_OPTION|kokkos_arch_option)\([[:space:]]*([A-Z]+[0-9]+)[[:space:]]+GPU[[:space:]]+"NVIDIA'
   local lines=() line p
-  if [[ -n $kokkos_tarball ]]; then
-    mapfile -t lines < <(tar -xOf "$kokkos_tarball" kokkos/cmake/kokkos_arch.cmake 2>/dev/null)
+  if [[ $download_current -eq 1 ]]; then  # 4.6.01's, read from its tarball
+    known_arch_names=(VOLTA70 VOLTA72 TURING75 AMPERE80 AMPERE86 ADA89 HOPPER90 BLACKWELL100 BLACKWELL120)
+  elif [[ -n $kokkos_tarball ]]; then
+    # The tarball's one top folder is kokkos/ (repacked) or kokkos-<version>/ (upstream).
+    mapfile -t lines < <(tar -xOf "$kokkos_tarball" --wildcards --no-wildcards-match-slash '*/cmake/kokkos_arch.cmake' \
+      2>/dev/null)
     known_arch_names=()
   else
     known_arch_names=(VOLTA70 VOLTA72 TURING75 AMPERE80 AMPERE86)
@@ -124,21 +166,30 @@ sm_list() {  # sm_list 75 80 90 -> "sm_75, 80 and 90"
   echo "$out"
 }
 
-# Where to find the Kokkos 4.6 release tarballs, for the refusal: the ones beside the clone (as CI has them),
-# else their names.
-kokkos46_tarballs() {
-  local dir=$repo_root/../shared/third_party k=kokkos-4.6.01.tar.xz kk=kokkos-kernels-4.6.02.tar.xz
+# What to do about an arch the chosen Kokkos does not know, for the refusal.
+how_to_get_current() {
+  local dir=$third_party k=kokkos-$current_kokkos.tar.xz kk=kokkos-kernels-$current_kernels.tar.xz
   if [[ -f $dir/$k && -f $dir/$kk ]]; then
     k=$(realpath --relative-to="$PWD" "$dir/$k")
     kk=$(realpath --relative-to="$PWD" "$dir/$kk")
   fi
-  echo "--kokkos-tarball $k --kernels-tarball $kk"
+  if [[ -n $fallback_reason ]]; then
+    echo "Kokkos $current_kokkos knows it, and its sources are not here ($fallback_reason): give them with" \
+      "--kokkos-tarball $k --kernels-tarball $kk"
+  elif [[ $kokkos_version == "$debian_kokkos" ]]; then
+    echo "Kokkos $current_kokkos (the default, without --kokkos 3.4 or KSTUDY_KOKKOS=3.4) knows it"
+  else
+    echo "build Kokkos 4.6 with --kokkos-tarball $k --kernels-tarball $kk" \
+      "(or set KSTUDY_KOKKOS_TARBALL and KSTUDY_KERNELS_TARBALL to them)"
+  fi
 }
 
 # Sets cuda_arch (the GPU's where --arch is not given) and kokkos_arch_option (Kokkos_ARCH_<it>), or dies.
+what=''  # where the arch came from, for the messages
 resolve_cuda_arch() {
-  local what a name known_arch_names=()
-  if [[ -z $cuda_arch ]]; then
+  local a name known_arch_names=()
+  if [[ -n $what ]]; then :  # settled by an earlier call (the fallback to 3.4.01 checks the arch again)
+  elif [[ -z $cuda_arch ]]; then
     kstudy_gpu_detect || die "--flavour cuda builds for the GPU present, and none can be read:" \
       "$kstudy_gpu_error; pass --arch, one of $(sm_list "${supported_archs[@]}" | sed 's/^sm_//; s/ and / or /')"
     cuda_arch=$kstudy_gpu_arch
@@ -148,7 +199,7 @@ resolve_cuda_arch() {
   fi
   name=${kokkos_arch_names[$cuda_arch]:-}
   [[ -n $name ]] || die "$what; kstudy's cuda flavour supports $(sm_list "${supported_archs[@]}")"
-  [[ -z $kokkos_tarball || -f $kokkos_tarball ]] || die "$kokkos_tarball does not exist"
+  [[ -z $kokkos_tarball || -f $kokkos_tarball || $download_current -eq 1 ]] || die "$kokkos_tarball does not exist"
   kokkos_known_arch_names
   if [[ ${#known_arch_names[@]} -eq 0 ]]; then
     log "warning: no NVIDIA arch options found in $kokkos_tarball's cmake/kokkos_arch.cmake; trying Kokkos_ARCH_$name"
@@ -159,8 +210,7 @@ resolve_cuda_arch() {
     done
     listed="none of kstudy's ($(sm_list "${supported_archs[@]}"))"
     [[ ${#knows[@]} -gt 0 ]] && listed=$(sm_list "${knows[@]}")
-    die "$what; Kokkos $kokkos_version knows $listed; build Kokkos 4.6 with $(kokkos46_tarballs)" \
-      "(or set KSTUDY_KOKKOS_TARBALL and KSTUDY_KERNELS_TARBALL to them)"
+    die "$what; Kokkos $kokkos_version knows $listed; $(how_to_get_current)"
   fi
   kokkos_arch_option=$name
   [[ $what == this* ]] && log "$what: Kokkos $kokkos_version with Kokkos_ARCH_$name (--arch for another)"
@@ -175,7 +225,7 @@ as_root() {
 
 # ---------------------------------------------------------------- Debian packages
 packages=(
-  build-essential cmake ninja-build pkg-config patch xz-utils dpkg-dev ccache
+  build-essential cmake ninja-build pkg-config patch xz-utils dpkg-dev ccache curl ca-certificates
   libhdf5-dev hdf5-tools libbenchmark-dev libgtest-dev libgmock-dev
   libcli11-dev nlohmann-json3-dev clang libclang-rt-dev libomp-dev
   python3 python3-h5py python3-pandas python3-matplotlib python3-numpy python3-scipy
@@ -233,14 +283,43 @@ release_sources() {
   verify_release_tarball "$kokkos_tarball"
   verify_release_tarball "$kernels_tarball"
   log "extracting $(basename "$kokkos_tarball") and $(basename "$kernels_tarball")"
-  rm -rf "$src.part"; mkdir -p "$src.part"
-  tar -xf "$kokkos_tarball" -C "$src.part"
-  tar -xf "$kernels_tarball" -C "$src.part"
+  rm -rf "$src.part"; mkdir -p "$src.part/kokkos" "$src.part/kokkos-kernels"
+  # One top folder each: kokkos/ and kokkos-kernels/ (repacked), kokkos-4.6.01/ and so on (upstream).
+  tar -xf "$kokkos_tarball" -C "$src.part/kokkos" --strip-components=1
+  tar -xf "$kernels_tarball" -C "$src.part/kokkos-kernels" --strip-components=1
   [[ -f $src.part/kokkos/CMakeLists.txt && -f $src.part/kokkos-kernels/CMakeLists.txt ]] ||
-    die "the tarballs must unpack to kokkos/ and kokkos-kernels/"
+    die "$(basename "$kokkos_tarball") and $(basename "$kernels_tarball") must each unpack to one top folder holding CMakeLists.txt"
   touch "$src.part/.complete"
   rm -rf "$src"; mv "$src.part" "$src"
   echo "$src"
+}
+
+# Downloads current Kokkos' upstream release into the cache, checked against the pinned SHA-256 (written into a
+# SHA256SUMS beside the files, which release_sources checks again). Where it cannot (downloads off, no curl or
+# wget, no network) it sets fallback_reason and fails; a download that does not match its hash is refused.
+download_current_kokkos() {
+  local fetch url sha name pair
+  if [[ ${KSTUDY_KOKKOS_DOWNLOAD:-1} == 0 ]]; then fallback_reason="downloads are off: KSTUDY_KOKKOS_DOWNLOAD=0"; return 1; fi
+  if command -v curl >/dev/null; then fetch=(curl -fsSL --connect-timeout 15 --retry 2 -o)
+  elif command -v wget >/dev/null; then fetch=(wget -q --timeout=15 --tries=2 -O)
+  else fallback_reason="nothing to download them with: neither curl nor wget"; return 1; fi
+  mkdir -p "$downloads"
+  printf '%s  %s\n' "$current_kokkos_sha256" "$(basename "$current_kokkos_url")" \
+    "$current_kernels_sha256" "$(basename "$current_kernels_url")" > "$downloads/SHA256SUMS"
+  for pair in "$current_kokkos_url $current_kokkos_sha256" "$current_kernels_url $current_kernels_sha256"; do
+    read -r url sha <<< "$pair"
+    name=$(basename "$url")
+    [[ -f $downloads/$name ]] && continue
+    log "downloading $url"
+    if ! "${fetch[@]}" "$downloads/$name.part" "$url" 2>/dev/null; then
+      rm -f "$downloads/$name.part"
+      fallback_reason="no $third_party, and $url could not be downloaded"
+      return 1
+    fi
+    echo "$sha  $downloads/$name.part" | sha256sum -c --quiet - >/dev/null 2>&1 ||
+      { rm -f "$downloads/$name.part"; die "$url does not match its pinned sha256 $sha: refused"; }
+    mv "$downloads/$name.part" "$downloads/$name"
+  done
 }
 
 # Fetch the trilinos orig tarball through apt-get source, using a private apt state whose deb-src entries
@@ -388,19 +467,33 @@ if [[ -n ${KSTUDY_KOKKOS_ROOT:-} ]]; then
   exit 0
 fi
 
-key_arch=host
-[[ $flavour == cuda ]] && key_arch=sm$cuda_arch
-[[ $host_cxx == clang++ ]] && key_arch=host-clang
-key=kokkos-$kokkos_version-$flavour-$key_arch-$(patch_hash)
-prefix=$cache_root/install/$key
-if [[ -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake || -f $prefix/lib64/cmake/Kokkos/KokkosConfig.cmake ]]; then
+cache_prefix() {  # the install prefix of the Kokkos chosen
+  local key_arch=host
+  [[ $flavour == cuda ]] && key_arch=sm$cuda_arch
+  [[ $host_cxx == clang++ ]] && key_arch=host-clang
+  echo "$cache_root/install/kokkos-$kokkos_version-$flavour-$key_arch-$(patch_hash)"
+}
+installed() { [[ -f $1/lib/cmake/Kokkos/KokkosConfig.cmake || -f $1/lib64/cmake/Kokkos/KokkosConfig.cmake ]]; }
+
+prefix=$(cache_prefix)
+# Current Kokkos with no local sources: a cached build needs none, else download; with neither, Kokkos 3.4.01.
+if [[ $download_current -eq 1 ]] && ! installed "$prefix" && ! download_current_kokkos; then
+  kokkos_tarball='' kernels_tarball='' kokkos_version=$debian_kokkos download_current=0
+  # An arch 3.4.01 does not know is refused here, in one line that says why 4.6 is not being built.
+  [[ $flavour == cuda ]] && resolve_cuda_arch
+  log "no Kokkos $current_kokkos sources ($fallback_reason): building Kokkos $debian_kokkos instead" \
+    "(--kokkos 3.4 asks for it; --kokkos-tarball gives 4.6)"
+  prefix=$(cache_prefix)
+fi
+key=$(basename "$prefix")
+if installed "$prefix"; then
   log "Kokkos cache hit: $prefix"
 else
   mkdir -p "$cache_root/install"
   # One bootstrap at a time per cache: a second waits instead of building the same prefix twice.
   exec 9>"$cache_root/install/.lock"
   flock 9
-  if [[ ! -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake && ! -f $prefix/lib64/cmake/Kokkos/KokkosConfig.cmake ]]; then
+  if ! installed "$prefix"; then
     build_kokkos "$key" "$prefix"
   fi
 fi

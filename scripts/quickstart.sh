@@ -5,15 +5,17 @@
 # one archive, then writes its `kstudy report` and prints both paths.
 #   scripts/quickstart.sh [extra `kstudy run` arguments]
 # The cuda flavour is built for GPU 0's compute capability (nvidia-smi; scripts/lib/gpu_arch.sh), Kokkos and
-# kstudy alike: sm_75, 80, 86 and 90 with the default Kokkos 3.4.01; sm_89, 100 and 120 need Kokkos 4.6, which
-# the bootstrap builds with KSTUDY_KOKKOS_TARBALL=.../kokkos-4.6.01.tar.xz and
-# KSTUDY_KERNELS_TARBALL=.../kokkos-kernels-4.6.02.tar.xz set (scripts/bootstrap.sh --help).
-# Environment: KSTUDY_CUDA_ARCH builds for another arch (e.g. 80); KSTUDY_JOBS, the build parallelism.
+# kstudy alike, against current Kokkos (4.6.01: sm_75, 80, 86, 89, 90, 100 and 120; scripts/bootstrap.sh --help
+# says where its sources come from); KSTUDY_KOKKOS=3.4 builds against Debian's Kokkos 3.4.01 (sm_75, 80, 86, 90).
+# Environment: KSTUDY_CUDA_ARCH builds for another arch (e.g. 80); KSTUDY_KOKKOS, the Kokkos; KSTUDY_JOBS, the
+# build parallelism.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 # shellcheck source=scripts/lib/gpu_arch.sh
 source scripts/lib/gpu_arch.sh
+# shellcheck source=scripts/lib/build_dir.sh
+source scripts/lib/build_dir.sh
 die() { echo "kstudy: error: $*" >&2; exit 1; }
 
 preset=cpu
@@ -38,7 +40,7 @@ if [[ $preset == cuda ]]; then
 else
   echo "kstudy: using the cpu flavour"
 fi
-scripts/bootstrap.sh "${bootstrap_args[@]}"
+prefix=$(scripts/bootstrap.sh "${bootstrap_args[@]}" --print-prefix)
 if [[ $preset == cuda ]]; then
   # A build folder configured for another arch holds that arch's Kokkos (Kokkos_ROOT, nvcc_wrapper): start it
   # afresh, as `cmake --fresh` would, so that the Kokkos just built for this arch is the one found.
@@ -48,7 +50,8 @@ if [[ $preset == cuda ]]; then
     rm -rf build/cuda/CMakeCache.txt build/cuda/CMakeFiles
   fi
 fi
-cmake --preset "$preset" "${configure_args[@]}" >/dev/null
+kstudy_fresh_build_dir "build/$preset" "$prefix"
+cmake --preset "$preset" "${configure_args[@]}" -DKokkos_ROOT="$prefix" -DKokkosKernels_ROOT="$prefix" >/dev/null
 cmake --build --preset "$preset" -j "${KSTUDY_JOBS:-$(nproc)}" --target kstudy
 mkdir -p results
 out=results/quick-$preset-$(date -u +%Y%m%dT%H%M%SZ).h5

@@ -4,8 +4,12 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-scripts/bootstrap.sh --flavour cpu
-cmake --preset cpu >/dev/null
+# shellcheck source=scripts/lib/build_dir.sh
+source scripts/lib/build_dir.sh
+# The Kokkos the bootstrap chose (current Kokkos by default; KSTUDY_KOKKOS=3.4 for the comparison build).
+prefix=$(scripts/bootstrap.sh --flavour cpu --print-prefix)
+kstudy_fresh_build_dir build/cpu "$prefix"
+cmake --preset cpu -DKokkos_ROOT="$prefix" -DKokkosKernels_ROOT="$prefix" >/dev/null
 cmake --build --preset cpu -j "${KSTUDY_JOBS:-$(nproc)}"
 # Tests run in parallel, as many as KSTUDY_JOBS (default: every core): the long end-to-end tests
 # start first (their COST in tests/CMakeLists.txt) and overlap the short ones.

@@ -25,6 +25,14 @@ case "$*" in
   *) echo "fake nvidia-smi: unexpected arguments: $*" >&2; exit 2 ;;
 esac
 FAKE_NVIDIA_SMI
+# curl: no network here ("could not resolve host"); FAKE_CURL_BODY names a file it "downloads" instead.
+cat > "$work/bin/curl" <<'FAKE_CURL'
+#!/bin/sh
+echo "curl $*" >> "$FAKE_CALLS"
+if [ -z "$FAKE_CURL_BODY" ]; then exit 6; fi
+while [ $# -gt 0 ]; do if [ "$1" = -o ]; then cp "$FAKE_CURL_BODY" "$2"; exit 0; fi; shift; done
+exit 2
+FAKE_CURL
 for tool in apt-get sudo cmake nvcc; do
   printf '#!/bin/sh\necho "%s $*" >> "$FAKE_CALLS"\n' "$tool" > "$work/bin/$tool"
 done
@@ -33,8 +41,11 @@ echo 'if [ "$1" = --build ]; then exit 3; fi' >> "$work/bin/cmake"  # quickstart
 printf '#!/bin/sh\necho "dpkg-query $*" >> "$FAKE_CALLS"\nprintf "install ok installed"\n' > "$work/bin/dpkg-query"
 chmod +x "$work/bin/"*
 export PATH=$work/bin:$PATH FAKE_GPUS=$work/gpus FAKE_CALLS=$work/calls KSTUDY_NVIDIA_SMI=$work/bin/nvidia-smi
-export KSTUDY_CACHE=$work/cache KSTUDY_TRILINOS_TARBALL=$work/no-such-trilinos.tar.gz
+export KSTUDY_CACHE=$work/cache KSTUDY_TRILINOS_TARBALL=$work/no-such-trilinos.tar.gz FAKE_CURL_BODY=''
+# No third-party folder: current Kokkos would be downloaded (by the fake curl above).
+export KSTUDY_THIRD_PARTY=$work/no-third-party
 unset KSTUDY_KOKKOS_ROOT KSTUDY_KOKKOS_TARBALL KSTUDY_KERNELS_TARBALL KSTUDY_KOKKOS_SRC KSTUDY_CUDA_ARCH Kokkos_ROOT
+unset KSTUDY_KOKKOS KSTUDY_KOKKOS_DOWNLOAD
 
 gpus() { if [[ $# -gt 0 ]]; then printf '%s\n' "$@"; fi > "$work/gpus"; }  # gpus "7.5|Tesla T4" ...; none: no GPU
 run() {  # run COMMAND...: exit status in rc, stdout in out, stderr in err; the fakes' calls in calls
@@ -79,23 +90,70 @@ refused_cleanly() {  # DESCRIPTION EXPECTED...: a non-zero exit, one line on std
   ok "$what"
 }
 gpus "12.0|NVIDIA GeForce RTX 5090"
-run bash "$bootstrap" --flavour cuda --no-packages
-refused_cleanly "sm_120 with the default Kokkos 3.4.01 -> one line naming both Kokkos versions" \
+run bash "$bootstrap" --flavour cuda --no-packages --kokkos 3.4
+refused_cleanly "sm_120 with --kokkos 3.4 -> one line naming both Kokkos versions" \
   "bootstrap: error: this GPU is sm_120 (compute capability 12.0)" "Kokkos 3.4.01 knows sm_75, 80, 86 and 90" \
-  "build Kokkos 4.6 with --kokkos-tarball" "kokkos-4.6.01.tar.xz --kernels-tarball" "kokkos-kernels-4.6.02.tar.xz"
-run bash "$bootstrap" --flavour cuda
-refused_cleanly "the same without --no-packages: refused before any package is looked at" "sm_120"
-run bash "$bootstrap" --flavour cuda --no-packages --arch 89
+  "Kokkos 4.6.01 (the default, without --kokkos 3.4 or KSTUDY_KOKKOS=3.4) knows it"
+run env KSTUDY_KOKKOS=3.4 bash "$bootstrap" --flavour cuda
+refused_cleanly "the same from KSTUDY_KOKKOS, without --no-packages: refused before any package is looked at" "sm_120"
+run bash "$bootstrap" --flavour cuda --no-packages --arch 89 --kokkos 3.4
 refused_cleanly "--arch overrides the GPU's" "--arch 89 asks for sm_89" "Kokkos 3.4.01 knows"
 run bash "$bootstrap" --flavour cuda --no-packages --arch 70
 refused_cleanly "an arch kstudy does not support -> the supported ones" "sm_75, 80, 86, 89, 90, 100 and 120"
+run bash "$bootstrap" --flavour cuda --no-packages --kokkos 5
+refused_cleanly "--kokkos 5 -> the two it takes" "--kokkos must be 4.6 or 3.4, not '5'"
 gpus
 run bash "$bootstrap" --flavour cuda --no-packages
 refused_cleanly "no GPU and no --arch -> one line asking for --arch" "pass --arch" "No devices were found"
+
+# Current Kokkos by default: no third-party folder and no network -> the download is tried, then Kokkos 3.4.01.
 gpus "7.5|Tesla T4" "8.6|NVIDIA A10"
 run bash "$bootstrap" --flavour cuda --no-packages
 [[ $rc -ne 0 ]] && has "$err" "Kokkos_ARCH_TURING75" && has "$err" "differ" && has "$err" "no-such-trilinos" &&
-  ok "sm_75 is built with TURING75 (stopped at the missing Kokkos source)" || fail "sm_75: exit $rc: $err"
+  has "$calls" "curl -fsSL" && has "$calls" "kokkos-4.6.01.tar.gz" &&
+  has "$err" "no Kokkos 4.6.01 sources (no $KSTUDY_THIRD_PARTY, and https://github.com/kokkos/kokkos/releases" &&
+  has "$err" "building Kokkos 3.4.01 instead" &&
+  ok "sm_75, no 4.6 sources, no network: the download tried, then 3.4.01 with TURING75 (stopped at its source)" ||
+  fail "sm_75 fallback: exit $rc, calls '$calls': $err"
+rm -rf "$KSTUDY_CACHE"
+gpus "12.0|NVIDIA GeForce RTX 5090"
+run bash "$bootstrap" --flavour cuda --no-packages
+[[ $rc -ne 0 && $(grep -c 'error' <<< "$err") -eq 1 ]] && has "$calls" "curl" &&
+  has "$err" "this GPU is sm_120 (compute capability 12.0); Kokkos 3.4.01 knows sm_75, 80, 86 and 90;" &&
+  has "$err" "Kokkos 4.6.01 knows it, and its sources are not here (no $KSTUDY_THIRD_PARTY, and" &&
+  has "$err" "give them with --kokkos-tarball kokkos-4.6.01.tar.xz --kernels-tarball kokkos-kernels-4.6.02.tar.xz" &&
+  ok "sm_120, no 4.6 sources, no network: one error line saying why 4.6 is not built" ||
+  fail "sm_120 fallback: exit $rc, calls '$calls': $err"
+rm -rf "$KSTUDY_CACHE"
+gpus "9.0|NVIDIA H100 80GB HBM3"
+run env KSTUDY_KOKKOS_DOWNLOAD=0 bash "$bootstrap" --flavour cuda --no-packages
+[[ $rc -ne 0 ]] && ! has "$calls" "curl" && has "$err" "(downloads are off: KSTUDY_KOKKOS_DOWNLOAD=0)" &&
+  has "$err" "Kokkos_ARCH_HOPPER90" && ok "KSTUDY_KOKKOS_DOWNLOAD=0: nothing downloaded, 3.4.01" ||
+  fail "downloads off: exit $rc, calls '$calls': $err"
+rm -rf "$KSTUDY_CACHE"
+echo "not a release" > "$work/garbage.tar.gz"
+run env FAKE_CURL_BODY="$work/garbage.tar.gz" bash "$bootstrap" --flavour cuda --no-packages
+[[ $rc -ne 0 ]] && has "$err" "https://github.com/kokkos/kokkos/releases/download/4.6.01/kokkos-4.6.01.tar.gz does not match its pinned sha256 b9d70e4653b8" &&
+  [[ -z $(find "$KSTUDY_CACHE" -name 'kokkos-4.6.01.tar.gz*') ]] &&
+  ok "a download that does not match its pinned SHA-256 is refused and removed" || fail "bad download: exit $rc: $err"
+rm -rf "$KSTUDY_CACHE"
+# A cached build of current Kokkos needs no sources: no download, its prefix printed.
+hash=$(cd "$src/cmake/patches/kokkos-4.6.01" && find . -type f -name '*.patch' | LC_ALL=C sort | xargs -r cat | sha256sum | cut -c1-12)
+cached=$KSTUDY_CACHE/install/kokkos-4.6.01-cuda-sm90-$hash
+mkdir -p "$cached/lib/cmake/Kokkos" && touch "$cached/lib/cmake/Kokkos/KokkosConfig.cmake"
+run bash "$bootstrap" --flavour cuda --no-packages --print-prefix
+[[ $rc -eq 0 && $out == "$cached" ]] && ! has "$calls" "curl" && has "$err" "Kokkos cache hit" &&
+  ok "a cached Kokkos 4.6.01 build is used without sources or download" ||
+  fail "cached 4.6: exit $rc, out '$out', calls '$calls': $err"
+rm -rf "$KSTUDY_CACHE"
+# The third-party folder (as CI and the developers' machines have it) comes first, checked against its SHA256SUMS.
+mkdir -p "$work/third-party"
+echo kokkos > "$work/third-party/kokkos-4.6.01.tar.xz"; echo kernels > "$work/third-party/kokkos-kernels-4.6.02.tar.xz"
+printf '%s  kokkos-4.6.01.tar.xz\n%s  kokkos-kernels-4.6.02.tar.xz\n' "$(printf '0%.0s' {1..64})" \
+  "$(printf '0%.0s' {1..64})" > "$work/third-party/SHA256SUMS"
+run env KSTUDY_THIRD_PARTY="$work/third-party" bash "$bootstrap" --flavour cpu --no-packages
+[[ $rc -ne 0 ]] && ! has "$calls" "curl" && has "$err" "third-party/kokkos-4.6.01.tar.xz does not match its sha256" &&
+  ok "the third-party tarballs are taken first, and checked" || fail "third party: exit $rc, calls '$calls': $err"
 rm -rf "$KSTUDY_CACHE"
 
 # A Kokkos release tarball's own list of arch options decides: BLACKWELL120 is in 4.6's, not in an older one's.
@@ -136,9 +194,10 @@ has "$out" "kstudy: using the cuda flavour for sm_75 (Tesla T4)" && has "$calls"
 has "$out" "configured for sm_90; configuring it afresh for sm_75" && [[ ! -e $copy/build/cuda/CMakeCache.txt ]] &&
   ok "a build folder configured for sm_90 is configured afresh" || fail "stale build/cuda: out '$out'"
 gpus "12.0|NVIDIA GeForce RTX 5090"
-run bash "$quickstart"
+run env KSTUDY_KOKKOS=3.4 bash "$quickstart"
 [[ $rc -ne 0 ]] && has "$out" "for sm_120 (NVIDIA GeForce RTX 5090)" && has "$err" "Kokkos 3.4.01 knows" &&
-  ! has "$calls" "cmake" && ! has "$calls" "dpkg-query" && ok "quickstart on sm_120 stops at the bootstrap's refusal" ||
+  ! has "$calls" "cmake" && ! has "$calls" "dpkg-query" &&
+  ok "quickstart on sm_120 with KSTUDY_KOKKOS=3.4 stops at the bootstrap's refusal" ||
   fail "quickstart, sm_120: exit $rc, out '$out', calls '$calls', err '$err'"
 gpus "7.5|Tesla T4"
 run env KSTUDY_CUDA_ARCH=120 bash "$quickstart"
@@ -148,6 +207,15 @@ gpus
 run env KSTUDY_KOKKOS_ROOT="$work/kokkos" bash "$quickstart"
 has "$out" "kstudy: using the cpu flavour" && has "$calls" "cmake --preset cpu" && ! has "$calls" "KSTUDY_CUDA_ARCH" &&
   ok "no GPU: the cpu flavour" || fail "quickstart, no GPU: out '$out', calls '$calls'"
+# A build folder configured against another Kokkos (an older default, --kokkos 3.4) is configured afresh against
+# the one the bootstrap chose: find_package would keep the old one.
+mkdir -p "$copy/build/cpu/CMakeFiles"
+printf 'Kokkos_ROOT:PATH=%s\n' "$work/old-kokkos" > "$copy/build/cpu/CMakeCache.txt"
+run env KSTUDY_KOKKOS_ROOT="$work/kokkos" bash "$quickstart"
+has "$out" "configured against the Kokkos in $work/old-kokkos; configuring it afresh against $work/kokkos" &&
+  [[ ! -e $copy/build/cpu/CMakeCache.txt ]] && has "$calls" "-DKokkos_ROOT=$work/kokkos" &&
+  ok "a build folder configured against another Kokkos is configured afresh against the bootstrap's" ||
+  fail "another Kokkos: out '$out', calls '$calls'"
 
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]
