@@ -84,6 +84,7 @@ def throttle_lines():
     when NVML reported a slowdown reason during the point): how many, where, why and at which SM clocks (each
     sample's lowest sampled SM clock, else the health table's readings of its point); [] when none is."""
     total, flagged, clocks, reasons, where, maxima = 0, 0, [], set(), [], set()
+    names = [Path(path).name for path in USED]
     for path, index in sorted(USED.items()):
         s = samples(path).loc[sorted(index)]
         total += len(s)
@@ -118,7 +119,9 @@ def throttle_lines():
             n_at = int(((s.experiment == experiment) & (s.point == point)).sum())
             flagged_at, total_at = counts.get(label, (0, 0))
             counts[label] = (flagged_at + len(at), total_at + n_at)
-        where += [f"{label} in `{Path(path).name}`: {n:,} of {total:,}" for label, (n, total) in sorted(counts.items())]
+        # The file's name; with its folder where two archives of the block share a name (one run per card).
+        name = Path(path).name if names.count(Path(path).name) == 1 else f"{Path(path).parent.name}/{Path(path).name}"
+        where += [f"{label} in `{name}`: {n:,} of {total:,}" for label, (n, total) in sorted(counts.items())]
     if not flagged:
         return []
     maximum = max(maxima) if maxima and max(maxima) > 0 else None
@@ -230,10 +233,16 @@ def pick_roof(m):
         return archive(m.path).host_roof(m.modelled_bytes_read + m.modelled_bytes_written, A.clock_of(m.timer)), False
     if isinstance(m.compute_ceiling, str) and m.compute_ceiling:
         return m.compute_ceiling, True
+    return device_bandwidth_roof(m), False
+
+
+def device_bandwidth_roof(m):
+    """The device bandwidth roof a variant's traffic is held against, whatever its compute roof: device_read for
+    read-only traffic (modelled writes under 1% of the traffic), device_copy otherwise."""
     read, written = m.modelled_bytes_read, m.modelled_bytes_written
     if read == read and written == written and read + written > 0 and written < 0.01 * (read + written):
-        return "device_read", False
-    return "device_copy", False
+        return "device_read"
+    return "device_copy"
 
 
 def number(value, digits=None):
