@@ -1,7 +1,9 @@
 """`kstudy compare A.h5 B.h5 [...]`: medians, ratio B/A with its 95% interval (seeded bootstrap of the medians),
 a Mann-Whitney U p-value and its Holm adjustment over every aligned point of the pair, and a flag per point
 (effects.py: significant only where the Holm-adjusted p is under ALPHA and the ratio's interval excludes 1);
-`--by backend|machine`: efficiency per platform and the Pennycook performance-portability metric;
+`--by backend|machine`: efficiency per platform and the Pennycook performance-portability metric; with --by machine,
+per pair of archives from two GPUs, whether each point's conclusion carries over (carry_over.py, the function the
+carries_over block of docs/results.md calls);
 `--by kokkos`: one study built against several Kokkos versions (kokkos_versions.py);
 `--by device`: device-to-device spread of the same variant at the same point (devices.py)."""
 import sys
@@ -186,6 +188,49 @@ def show_kokkos_versions(archives, out):
     return 0
 
 
+def show_carry_over(archives):
+    """`--by machine`: for every pair of archives from two different GPUs (the first named first), whether each
+    point's ranking and ratios carry over (carry_over.compare). Returns how many points were judged."""
+    from . import carry_over
+    from .results import ResultsError
+    judged = 0
+    for i, first in enumerate(archives):
+        for second in archives[i + 1:]:
+            names = (first.environment.get("gpu_name"), second.environment.get("gpu_name"))
+            if not all(names) or names[0] == names[1]:
+                continue
+            try:
+                pair = carry_over.compare(str(first.path), str(second.path))
+            except ResultsError as error:
+                print(f"kstudy compare: {error}", file=sys.stderr)
+                continue
+            if not pair.points:
+                continue
+            judged += len(pair.points)
+            a, b = pair.card_a.label, pair.card_b.label
+            print(f"\nWhat carries over, {a} -> {b}: {first.label} against {second.label}")
+            for line in carry_over.header_lines(pair):
+                print(line.replace("**", "").replace("`", ""))
+            print("Per point: holds / ranking holds, ratio moves (a ratio to the reference with disjoint intervals "
+                  "on the two cards) / does not carry over (a pair's order resolved both ways); "
+                  f"{b} speed-up = median time on the {a} / on the {b} (scripts/kstudy_py/carry_over.py).")
+            rows = []
+            for p in pair.points:
+                row = {"operation": p.operation, **carry_over.summary_row(p, pair)}
+                rows.append({k: str(v).replace("`", "") for k, v in row.items()})
+            df = pd.DataFrame(rows)
+            show(df, [c for c in df.columns if c != "reason"])
+            print("\nReasons (from the archives' roofs, L2 sizes and throttle records):")
+            for row in rows:
+                print(f"  {row['operation']} at {row['point']}: {row['reason']}")
+            moved = [{"operation": p.operation, **row} for p in pair.points for row in carry_over.moved_rows(p, pair)]
+            if moved:
+                print("\nThe ratios that moved and the pairs that reversed:")
+                df = pd.DataFrame([{k: str(v).replace("`", "") for k, v in row.items()} for row in moved])
+                show(df, list(df.columns))
+    return judged
+
+
 def main(args):
     archives = A.load(args.archives, check_schema=False)
     if len(archives) < 2 and not args.by:
@@ -212,10 +257,15 @@ def main(args):
         return devices.main(archives, KEYS, args.out, show)
     if args.by:
         df, platforms = portability(archives, args.by)
+        judged = show_carry_over(archives) if args.by == "machine" else 0
         if df is None or df.empty:
+            if judged:
+                return 0
             print(f"kstudy compare: no point is measured on every {args.by} ({', '.join(platforms) or 'none found'})",
                   file=sys.stderr)
             return 1
+        if judged:
+            print("\nPerformance portability:")
         if args.out:
             df.to_csv(args.out, index=False, float_format="%.9g")
             print(f"compare: wrote {args.out}", file=sys.stderr)
