@@ -38,11 +38,20 @@ constexpr int device_team_size(std::int64_t hidden) { return hidden >= 2048 ? 25
 template <class ExecutionSpace>
 using scratch_row = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, unmanaged>;
 
+// The space's level-0 team scratch limit. Kokkos 4 asks the device for it through a Cuda instance, which aborts
+// before Kokkos is started (`kstudy list` of a cuda build on a machine without a GPU): there the traffic model
+// takes Kokkos 3.4's fixed device limit, 40 KiB.
+template <class ExecutionSpace>
+std::size_t level0_scratch_max() {
+  if (!is_host_space_v<ExecutionSpace> && !Kokkos::is_initialized()) return std::size_t{40} * 1024;
+  return static_cast<std::size_t>(Kokkos::TeamPolicy<ExecutionSpace>::scratch_size_max(0));
+}
+
 // Whether a row of `hidden` floats fits the space's level-0 team scratch (the kernel then reads it once).
 template <class ExecutionSpace>
 bool stages_row(std::int64_t hidden) {
   return scratch_row<ExecutionSpace>::shmem_size(static_cast<std::size_t>(hidden)) <=
-         static_cast<std::size_t>(Kokkos::TeamPolicy<ExecutionSpace>::scratch_size_max(0));
+         level0_scratch_max<ExecutionSpace>();
 }
 
 // Normalises the rows of v (v = x, or x + r when `residual`, also written to h) into y: one team per row.
