@@ -243,6 +243,7 @@ TEST(Experiments, FingerprintsOfTheBuiltinsAreUnchanged) {
       {"rows_sweep", "2bdd8e6a57baa28f"},
       {"sgemm_frontier", "16838f943318a14b"},
       {"softmax", "c118738e063e792f"},
+      {"softmax_odd_widths", "3c1c8e2e3507c185"},
       {"softmax_quick", "12a56e1b332764d9"},
       {"stream", "8c454d655e7b2014"},
       {"stream_quick", "19dcf889eabc2506"},

@@ -13,8 +13,8 @@
 //    (1,024 threads per row).
 //  4 softmax_cuda_lean: rung 3 in at most 32 registers a thread (twice the rows per SM), 32-bit offsets in the
 //    row, __expf and one reciprocal per row, and float4 loads on rows whose length is not a multiple of 4 (Peel:
-//    a scalar head and tail around an aligned body); rows of more than 16 floats a thread (over 16,384 columns),
-//    or 8 when peeled (over 8,192), take rung 3's kernel, peeled as well.
+//    a scalar head and tail around an aligned body); rows of more than 16 floats a thread (over 16,384 columns)
+//    take rung 3's kernel, peeled as well.
 // Every variant queues on its own non-blocking stream; run() is enqueue_run() and a synchronisation.
 #include <cuda_runtime.h>
 
@@ -233,10 +233,10 @@ __global__ void __launch_bounds__(1024, Lean ? lean_min_blocks : 0)
     m = group_all_reduce(m, max_op{}, slots, group_warps);
     float s = 0.0f;
     if (active) {
-      if (Peel) {
-        e = Lean ? __expf(e - m) : expf(e - m);  // 0 for a lane without one (-inf)
-        s = e;
-      }
+      // The edge scalar's exp joins the sum and is not kept: its output is recomputed from x below, which frees
+      // the register that rows of 16 floats a thread would otherwise spill (ptxas -v, sm_90: 16 bytes kept, 8
+      // recomputed).
+      if (Peel) s = Lean ? __expf(e - m) : expf(e - m);  // 0 for a lane without one (-inf)
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(1024, Lean ? lean_min_blocks : 0)
     s = group_all_reduce(s, sum_op{}, slots, group_warps);
     if (!active) continue;
     const float r = 1.0f / s;  // Lean's one division per row
-    if (Peel && edge >= 0) y[start + edge] = Lean ? e * r : e / s;
+    if (Peel && edge >= 0) y[start + edge] = Lean ? __expf(x[start + edge] - m) * r : expf(x[start + edge] - m) / s;
     auto* yr = reinterpret_cast<vec_t*>(Peel ? y + start + head : y + row * cols);
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
@@ -352,9 +352,10 @@ class softmax_registers_variant final : public softmax_cuda_base {
   void choose(std::int64_t items) {
     if (items == ITEMS) {
       // Scalar rows (columns not a multiple of 4) spill under Lean's 32-register cap past 4 floats a thread
-      // (ptxas -v, sm_90: 36 bytes at 8, 24 at 16), and peeled rows past 8 (16 bytes at 16), so from there
-      // they take rung 3's kernel too.
-      constexpr bool lean = Lean && ITEMS * VEC <= (Peel ? 8 : VEC == 4 ? 16 : 4);
+      // (ptxas -v, sm_90: 36 bytes at 8, 24 at 16), so from there they take rung 3's kernel too. Peeled rows
+      // stay lean up to 16 floats a thread with 8 bytes of spill (two registers stored and loaded once a row,
+      // in L1) where rung 3's peeled kernel takes 64 registers: one row per SM at 16,383 columns.
+      constexpr bool lean = Lean && ITEMS * VEC <= (VEC == 4 ? 16 : 4);
       m_launch = &launch<VEC, ITEMS, lean, Peel>;
       m_kernel = reinterpret_cast<const void*>(softmax_registers<lean, VEC, ITEMS, Peel>);
     } else if constexpr (ITEMS < MAX_ITEMS) {

@@ -31,7 +31,7 @@ void declare_cuda(const std::string& suffix, int rung, bool tunable_block_size, 
   declare_cuda("cuda_lean", 4, /*tunable_block_size=*/false,
                "rung 3 in at most 32 registers a thread, so twice the rows fit an SM (32-bit offsets in the row), "
                "__expf and one reciprocal per row, float4 on every row of 8 columns or more (a row not 16-byte "
-               "aligned peels a scalar head and tail); over 16,384 columns (8,192 peeled) rung 3's kernel");
+               "aligned peels a scalar head and tail); over 16,384 columns rung 3's kernel");
   return 0;
 }();
 
