@@ -4,11 +4,12 @@
     scripts/check_cuda_archs.py BUILD_DIR ARCH [ARCH ...]      e.g. build/cuda 75 120
 
 A build is for one target (KSTUDY_CUDA_ARCH); this proves that kstudy's handwritten CUDA also compiles for the
-targets it is not built for here: sm_75 (Turing, the kernel lab's T4), sm_80 (Ampere), sm_120 (Blackwell
-workstation cards). Each .cu file in the build's compile_commands.json is compiled again with its own flags, its
-target replaced by -arch=sm_ARCH, and -cubin in place of -c: nvcc's device pass and ptxas only, which is where
-the targets differ (inline PTX, wmma formats, cp.async, shared memory and register limits); the host pass is the
-one the build already compiled. Kokkos sources are Kokkos' own portability problem and are not recompiled.
+targets it is not built for here: sm_75 (Turing, the kernel lab's T4), sm_80 (Ampere), sm_100 (datacenter
+Blackwell), sm_120 (Blackwell workstation cards). Each .cu file in the build's compile_commands.json is compiled
+again with its own flags, its target replaced by -arch=sm_ARCH, and -cubin in place of -c: nvcc's device pass and
+ptxas only, which is where the targets differ (inline PTX, wmma formats, cp.async, shared memory and register
+limits); the host pass is the one the build already compiled. Kokkos sources are Kokkos' own portability problem and
+are not recompiled.
 
 Exit 0 when every file compiles for every target; 1 with each failure's first errors otherwise.
 """
