@@ -13,28 +13,16 @@ Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or scipy.
 """
 import subprocess
 import sys
-from pathlib import Path
 
-try:
-    import h5py  # noqa: F401  (the archive reader needs it)
-    import numpy as np
-    import pandas  # noqa: F401
-    import scipy  # noqa: F401
-except ImportError as error:
-    print(f"skipped: {error}")
-    sys.exit(77)
+from check_support import Cases, repository, require
 
-REPO = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent).resolve()
+np = require("h5py", "numpy", "pandas", "scipy")[1]  # h5py: the archive reader needs it
+REPO = repository()
 sys.path.insert(0, str(REPO / "scripts"))
 from kstudy_py import carry_over as C  # noqa: E402
 
-failures = []
-
-
-def check(condition, what):
-    print(("ok  " if condition else "FAIL") + " " + what)
-    if not condition:
-        failures.append(what)
+cases = Cases()
+check = cases.check
 
 
 MIB = 1 << 20
@@ -186,7 +174,4 @@ if h100.exists() and h200.exists():
 else:
     print("note: the committed attention archives are missing; the CLI check is skipped")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+cases.finish("all checks passed")

@@ -15,26 +15,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import h5py  # noqa: F401  (the archive reader needs it)
-    import numpy as np
-    import pandas as pd
-    from scipy import stats
-except ImportError as error:
-    print(f"skipped: {error}")
-    sys.exit(77)
+from check_support import Cases, repository, require
 
-REPO = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent).resolve()
+_, np, pd, stats = require("h5py", "numpy", "pandas", "scipy.stats")  # h5py: the archive reader needs it
+REPO = repository()
 sys.path.insert(0, str(REPO / "scripts"))
 from kstudy_py import effects as E  # noqa: E402
 
-failures = []
-
-
-def check(condition, what):
-    print(("ok  " if condition else "FAIL") + " " + what)
-    if not condition:
-        failures.append(what)
+cases = Cases()
+check = cases.check
 
 
 # Holm, by hand: p = 0.01, 0.04, 0.03, 0.005 (m = 4). Sorted: 0.005 * 4 = 0.02, 0.01 * 3 = 0.03, 0.03 * 2 = 0.06,
@@ -190,7 +179,4 @@ with tempfile.TemporaryDirectory() as scratch:
               f"compare --gate {base} {new}: exit {run.returncode} (want {want}), p_Holm shown and Holm over the "
               "points")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("stats checks passed")
+cases.finish("stats checks passed")
