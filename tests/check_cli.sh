@@ -7,6 +7,8 @@
 #   SIGTERM     -> stops after the current point, exits non-zero, keeps the finished points
 #   held archive -> --resume / --overwrite of an archive another process holds open: a message naming it,
 #                  non-zero exit, the file unchanged
+#   other build -> --resume of an archive another build started: a message naming what differs, non-zero exit,
+#                  the file unchanged
 #   no room     -> stops before a write that might not fit (exit 75), the archive opens, --resume completes
 #   wrong output -> a variant whose output is slightly wrong at one point (KSTUDY_INJECT_FAULT corrupt) is
 #                  rejected by the real gate there: archived `rejected`, the gate table says why, left out of
@@ -103,6 +105,7 @@ leader=$!
 wait_for_progress "$work/killed.log" || fail "no progress line within 60 s"
 kill -9 -- -"$leader" 2> /dev/null
 wait "$leader" 2> /dev/null
+cp "$work/killed.h5" "$work/other_build.h5"  # interrupted, so without checksums: for "another build" below
 if /usr/bin/python3 -c "import h5py,sys; h5py.File(sys.argv[1],'r')['/experiments/tiny/samples'][:]" "$work/killed.h5" 2> "$work/stderr"; then
   pass "archive opens after kill -9"
   /usr/bin/python3 "$src/tests/check_run_archive.py" fewer "$work/killed.h5" "$work/clean.h5" tiny ||
@@ -170,6 +173,19 @@ else
 fi
 kill "$holder" 2> /dev/null
 wait "$holder" 2> /dev/null
+
+# An archive another build started (its root names another commit; the interrupted one above, which has no
+# checksums to break): --resume refuses, naming what differs, and changes nothing; samples of two builds would sit
+# under one build's provenance.
+/usr/bin/python3 -c "import h5py, sys; h5py.File(sys.argv[1], 'a').attrs['git_commit'] = '0' * 40" "$work/other_build.h5"
+before=$(md5sum < "$work/other_build.h5")
+"$kstudy" run "$tiny" --resume --out "$work/other_build.h5" -q > /dev/null 2> "$work/other_build.err"
+rc=$?
+if [[ $rc -eq 0 ]]; then fail "--resume of another build's archive: exit status 0"
+elif ! grep -q "was started by another build of kstudy (git_commit: 0000000000000000000000000000000000000000 there" \
+  "$work/other_build.err"; then fail "--resume of another build's archive: no clear message: $(cat "$work/other_build.err")"
+elif [[ $(md5sum < "$work/other_build.h5") != "$before" ]]; then fail "--resume of another build's archive changed it"
+else pass "--resume of another build's archive refused (rc=$rc)"; fi
 
 # SIGTERM: stop after the current point, non-zero exit, finished points kept; --resume completes.
 "$kstudy" run "$tiny" --out "$work/term.h5" > /dev/null 2> "$work/term.err" &

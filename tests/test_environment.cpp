@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include "kokkos_test_support.hpp"
+#include "kstudy/build_info.hpp"
+#include "kstudy/runner/archive.hpp"
+#include "kstudy/runner/environment.hpp"
 #include "kstudy/runner/kokkos_session.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -74,6 +77,39 @@ void round_trip() {
   Kokkos::deep_copy(back, device);
   for (int r = 0; r < rows; ++r)
     for (int f = 0; f < features; ++f) ASSERT_EQ(back(r, f), 1000.0f * r + f + 0.5f) << r << "," << f;
+}
+
+// What `kstudy run --resume` and `kstudy merge` compare: every build key collect_metadata writes, equal to this
+// build's own where nothing differs, each difference named with both values.
+TEST(Environment, BuildDifferenceNamesWhatDiffers) {
+  int argc = 1;
+  char name[] = "kstudy";
+  char* argv[] = {name, nullptr};
+  const auto written = kstudy::collect_metadata(argc, argv);
+  auto archive = written;
+  archive.root["schema_version"] = kstudy::archive_schema_version;  // the sink writes it, not collect_metadata
+  const bool dirty = std::string(kstudy::build_info::git_dirty) == "true";
+  for (const auto& key : kstudy::build_keys()) {
+    const auto& map = key.environment ? archive.environment : archive.root;
+    const bool written_here = std::string(key.name) != "git_diff_sha256" || dirty;  // a clean tree has no diff
+    if (written_here) {
+      EXPECT_EQ(map.count(key.name), 1u) << key.name << " is not written by collect_metadata";
+    }
+  }
+  EXPECT_EQ(kstudy::build_difference(archive), "");
+
+  auto other = archive;
+  other.root["git_commit"] = std::string(40, '0');
+  other.environment["kokkos_version"] = "3.4.1";
+  const auto differs = kstudy::build_difference(other);
+  EXPECT_NE(differs.find("git_commit: " + std::string(40, '0') + " there, " + kstudy::build_info::git_commit +
+                         " in this build"),
+            std::string::npos)
+      << differs;
+  EXPECT_NE(differs.find("kokkos_version: 3.4.1 there"), std::string::npos) << differs;
+  other = archive;
+  other.environment.erase("build_type");
+  EXPECT_NE(kstudy::build_difference(other).find("build_type: (none) there"), std::string::npos);
 }
 
 TEST(Environment, ViewRoundTripRowMajor) {

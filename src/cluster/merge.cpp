@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kstudy/runner/archive.hpp"
+#include "kstudy/runner/environment.hpp"
 #include "kstudy/experiment.hpp"
 #include "kstudy/experiment_kind.hpp"
 #include "kstudy/study.hpp"
@@ -20,11 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Provenance that must agree for the shards to be one run of one build on one kind of machine.
-const char* const k_build_root_keys[] = {"schema_version", "kstudy_version",  "git_commit",
-                                         "git_dirty",      "git_diff_sha256", "flavour"};
-const char* const k_build_environment_keys[] = {"kokkos_version", "kokkos_gpu_arch", "kstudy_cuda_arch",
-                                                "backends",       "compiler",        "build_type"};
+// Besides the build (build_keys()), the shards of one run ran on one kind of machine.
 const char* const k_hardware_keys[] = {"cpu_model", "gpu_name"};
 
 struct shard_input {
@@ -207,8 +204,9 @@ void check_provenance(const std::vector<shard_input>& inputs, std::vector<std::s
     }
     if (values.size() > 1) problems.push_back(what + ": " + key + " differs (" + list + ")");
   };
-  for (const auto* key : k_build_root_keys) compare(key, false, "the shards were not built and archived alike");
-  for (const auto* key : k_build_environment_keys) compare(key, true, "the shards were not built alike");
+  for (const auto& key : build_keys())
+    compare(key.name, key.environment,
+            key.environment ? "the shards were not built alike" : "the shards were not built and archived alike");
   for (const auto* key : k_hardware_keys) compare(key, true, "the shards ran on different hardware");
 }
 

@@ -13,6 +13,7 @@
 
 #include "kstudy/build_info.hpp"
 #include "kstudy/gpu_health.hpp"
+#include "kstudy/runner/archive.hpp"
 #include "kstudy/runner/kokkos_session.hpp"
 #include "kstudy/platform/devices.hpp"
 
@@ -214,6 +215,42 @@ run_metadata collect_metadata(int argc, char** argv) {
   describe_device_identity(m.environment);
   describe_gpu_monitoring(m.environment);
   return m;
+}
+
+const std::vector<build_key>& build_keys() {
+  static const std::vector<build_key> keys{
+      {"schema_version", false},  {"kstudy_version", false}, {"git_commit", false},    {"git_dirty", false},
+      {"git_diff_sha256", false}, {"flavour", false},        {"kokkos_version", true}, {"kokkos_gpu_arch", true},
+      {"kstudy_cuda_arch", true}, {"backends", true},        {"compiler", true},       {"build_type", true}};
+  return keys;
+}
+
+run_metadata this_build() {
+  run_metadata m;
+  describe_run(m.root, 0, nullptr);
+  m.root["schema_version"] = archive_schema_version;
+  describe_kokkos(m.environment);
+  m.environment["compiler"] = build_info::cxx_compiler;
+  m.environment["build_type"] = build_info::build_type;
+  return m;
+}
+
+std::string build_difference(const run_metadata& archive) {
+  const auto ours = this_build();
+  const auto value = [](const std::map<std::string, std::string>& map, const char* key) {
+    const auto it = map.find(key);
+    return it == map.end() ? std::string("(none)") : it->second;
+  };
+  std::string differences;
+  for (const auto& key : build_keys()) {
+    const auto& theirs_map = key.environment ? archive.environment : archive.root;
+    const auto& ours_map = key.environment ? ours.environment : ours.root;
+    const auto theirs = value(theirs_map, key.name), mine = value(ours_map, key.name);
+    if (theirs != mine)
+      differences += std::string(differences.empty() ? "" : "; ") + key.name + ": " + theirs + " there, " + mine +
+                     " in this build";
+  }
+  return differences;
 }
 
 std::string describe_environment(const run_metadata& metadata) {

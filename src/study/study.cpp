@@ -315,8 +315,16 @@ std::vector<experiment> checked_experiments(const run_request& request) {
                              " already exists: pass --resume to complete it or --overwrite to replace it");
   if (!exists || request.overwrite) hdf5_sink::check_writable(request.out);
   if (request.resume && exists) {
+    const auto metadata = read_metadata(request.out);
+    // The samples to come are this build's: an archive another build started would name a build that measured
+    // only some of its samples (one killed before its provenance was written names none, and any build completes it).
+    if (metadata.root.count("git_commit") != 0)
+      if (const auto differs = build_difference(metadata); !differs.empty())
+        throw std::runtime_error(request.out + " was started by another build of kstudy (" + differs +
+                                 "); --resume completes an archive with the build that started it: resume it with "
+                                 "that build, or give this run a new --out");
     // A shard archive is completed only as the same shard: another slice would mix two shardings.
-    const auto root = read_metadata(request.out).root;
+    const auto& root = metadata.root;
     const auto index = root.find("shard_index"), count = root.find("shard_count");
     const std::string had = count == root.end() ? "not sharded" : "shard " + index->second + "/" + count->second;
     const std::string wants = request.shard.sharded() ? "shard " + request.shard.text() : "not sharded";
