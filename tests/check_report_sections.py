@@ -32,7 +32,7 @@ from kstudy_py import report  # noqa: E402
 SCORING_ONLY = {"layout", "waterfall", "seed"}
 GENERIC = {"speedups", "bench_baseline", "crossover", "roofline", "roofline_counters", "profile", "block_size",
            "transfer", "overhead", "health", "bandwidth_by_operation", "roofline_by_operation", "ladder",
-           "compute_by_operation", "energy", "devices", "sampling", "not_run"}
+           "compute_by_operation", "energy", "devices", "sampling", "not_run", "study_time"}
 PER_OPERATION = {"bandwidth_by_operation", "roofline_by_operation"}
 # What the legacy fixture renders (besides the skipped ones); it must keep rendering exactly these.
 FIXTURE_RENDERED = {"speedups", "crossover", "layout", "roofline", "overhead", "transfer", "health"}
