@@ -128,10 +128,15 @@ void describe_kokkos(std::map<std::string, std::string>& env) {
   env["kstudy_cuda_arch"] = build_info::cuda_arch;
 }
 
-// The compiler and the host: CPU, cores, OpenMP binding, visible GPUs.
-void describe_host(std::map<std::string, std::string>& env) {
+// The compiler and build type kstudy was built with (build keys: this_build() reads them too).
+void describe_compiler(std::map<std::string, std::string>& env) {
   env["compiler"] = build_info::cxx_compiler;
   env["build_type"] = build_info::build_type;
+}
+
+// The compiler and the host: CPU, cores, OpenMP binding, visible GPUs.
+void describe_host(std::map<std::string, std::string>& env) {
+  describe_compiler(env);
   env["omp_proc_bind"] = env_or("OMP_PROC_BIND", "unset");
   env["omp_places"] = env_or("OMP_PLACES", "unset");
   // Whether this process's OpenMP threads spin after a parallel region: with them bound across every core, spinning
@@ -230,8 +235,7 @@ run_metadata this_build() {
   describe_run(m.root, 0, nullptr);
   m.root["schema_version"] = archive_schema_version;
   describe_kokkos(m.environment);
-  m.environment["compiler"] = build_info::cxx_compiler;
-  m.environment["build_type"] = build_info::build_type;
+  describe_compiler(m.environment);
   return m;
 }
 

@@ -16,7 +16,7 @@ struct build_key {
 const std::vector<build_key>& build_keys();
 // This binary's values of build_keys(), as collect_metadata writes them; needs no initialised Kokkos.
 run_metadata this_build();
-// "" where the archive's metadata names this build, else each key that differs: "KEY: ARCHIVE here, THIS in this
+// "" where the archive's metadata names this build, else each key that differs: "KEY: ARCHIVE there, THIS in this
 // build" (a key the archive lacks reads "(none)").
 std::string build_difference(const run_metadata& archive);
 
