@@ -100,13 +100,14 @@ TEST(Environment, BuildDifferenceNamesWhatDiffers) {
 
   auto other = archive;
   other.root["git_commit"] = std::string(40, '0');
-  other.environment["kokkos_version"] = "3.4.1";
+  // A version no Kokkos has had: a real one (3.4.1) is this build's own under the Kokkos 3.4.01 CI stage.
+  other.environment["kokkos_version"] = "0.0.0";
   const auto differs = kstudy::build_difference(other);
   EXPECT_NE(differs.find("git_commit: " + std::string(40, '0') + " there, " + kstudy::build_info::git_commit +
                          " in this build"),
             std::string::npos)
       << differs;
-  EXPECT_NE(differs.find("kokkos_version: 3.4.1 there"), std::string::npos) << differs;
+  EXPECT_NE(differs.find("kokkos_version: 0.0.0 there"), std::string::npos) << differs;
   other = archive;
   other.environment.erase("build_type");
   EXPECT_NE(kstudy::build_difference(other).find("build_type: (none) there"), std::string::npos);
