@@ -427,16 +427,8 @@ std::vector<profile_record> read_profile(const std::string& path, const std::str
   h5_handle group = open_experiment(file.get(), path, experiment);
   const char* dataset = record_table<profile_record>::dataset;
   if (!link_exists(group.get(), dataset, path)) return {};
-  auto records = read_records<profile_record>(group.get(), path);
-  // Counters an older schema did not record (schema 11's, say) read as the record's own "not reported",
-  // not as the zero HDF5 leaves in a member the file lacks.
-  const h5_handle stored = stored_type(group.get(), dataset, path);
-  const profile_record unreported;
-  for (const auto& f : record_table<profile_record>::fields())
-    if (const auto* member = std::get_if<double profile_record::*>(&f.member);
-        member && H5Tget_member_index(stored.get(), f.name) < 0)
-      for (auto& r : records) r.** member = unreported.**member;
-  return records;
+  // Counters an older schema did not record (schema 11's, say) read as "not reported" (read_records).
+  return read_records<profile_record>(group.get(), path);
 }
 
 std::map<std::string, std::string> read_profile_attributes(const std::string& path, const std::string& experiment) {

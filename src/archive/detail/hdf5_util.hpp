@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "detail/record_fields.hpp"
@@ -164,6 +165,24 @@ std::size_t read_row_buffer(hid_t group, const char* name, hid_t memory_type, st
 h5_handle stored_type(hid_t group, const char* name, const std::string& path);
 void reclaim_row_buffer(hid_t memory_type, std::vector<unsigned char>& rows, std::size_t count);
 
+// The columns a stored dataset lacks (an older schema's) read as the record's own defaults ("not measured": NaN or
+// -1; depth 1; empty text), as docs/archive_schema.md says they read, not as the zeros HDF5 leaves in a member the
+// file does not have.
+template <class R>
+void read_absent_as_defaults(hid_t stored, std::vector<R>& records) {
+  const R defaults{};
+  for (const auto& f : record_table<R>::fields()) {
+    if (H5Tget_member_index(stored, f.name) >= 0 ||
+        (f.former_name != nullptr && H5Tget_member_index(stored, f.former_name) >= 0))
+      continue;
+    std::visit(
+        [&](auto member) {
+          for (auto& r : records) r.*member = defaults.*member;
+        },
+        f.member);
+  }
+}
+
 template <class R>
 std::vector<R> read_records(hid_t group, const std::string& path) {
   const h5_handle stored = stored_type(group, record_table<R>::dataset, path);
@@ -177,7 +196,9 @@ std::vector<R> read_records(hid_t group, const std::string& path) {
     std::size_t count;
     ~reclaim_guard() { reclaim_row_buffer(type, rows, count); }
   } guard{layout.memory_type.get(), rows, count};
-  return unpack_rows<R>(rows.data(), count, layout);
+  auto records = unpack_rows<R>(rows.data(), count, layout);
+  read_absent_as_defaults(stored.get(), records);
+  return records;
 }
 
 }  // namespace kstudy::archive_detail
