@@ -33,7 +33,8 @@ COLUMNS = {
                "before_temperature_c", "before_power_mw", "before_throttle_reasons", "after_sm_clock_mhz",
                "after_memory_clock_mhz", "after_temperature_c", "after_power_mw", "after_throttle_reasons",
                "seconds", "throttled", "reasons", "energy_joules", "sampled_readings", "sampled_min_sm_clock_mhz",
-               "sampled_mean_power_mw", "sampled_throttle_reasons"],
+               "sampled_mean_power_mw", "sampled_throttle_reasons", "inputs_seconds", "reference_seconds",
+               "prepare_seconds", "warm_up_seconds", "trials_seconds", "recheck_seconds", "attribution_seconds"],
     "variants": ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
                  "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",
                  "block_size", "modelled_bytes_read", "modelled_bytes_written", "essential_bytes", "essential_flops",
@@ -50,7 +51,7 @@ def text(value):
 def main():
     path, experiment, expected_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with h5py.File(path, "r") as f:
-        assert text(f.attrs["schema_version"]) == "13", dict(f.attrs)
+        assert text(f.attrs["schema_version"]) == "14", dict(f.attrs)
         assert "environment" in f, list(f)
         group = f[f"/experiments/{experiment}"]
         for name in ("definition", "protocol", "fingerprint"):

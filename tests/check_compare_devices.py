@@ -63,7 +63,7 @@ def with_devices(path, devices):
             table[n] = values
         del h5["experiments/synthetic/samples"]
         h5["experiments/synthetic"].create_dataset("samples", data=table)
-        h5.attrs["schema_version"] = "13"
+        h5.attrs["schema_version"] = "14"
 
 
 def main():

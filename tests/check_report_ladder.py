@@ -150,7 +150,7 @@ def check_cpu_archive(kstudy, tmp):
     print(run.stdout[-2000:], run.stderr[-2000:])
     check(run.returncode == 0, f"kstudy run exited {run.returncode}")
     archive = A.load([path])[0]
-    check(archive.schema_version == "13", archive.schema_version)
+    check(archive.schema_version == "14", archive.schema_version)
     for name, operation in (("reduce_sum_quick", "reduce_sum"), ("transpose_quick", "transpose")):
         e = archive.experiments[name]
         check(e.operations == [operation], (name, e.operations))

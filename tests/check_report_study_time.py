@@ -6,9 +6,17 @@ replication); the timed regions are the samples' seconds on the host clock (CUDA
 and the energy timer's per-call seconds left out, as the archive schema's timer declarations say); the slowest unit
 and its own timed seconds; the sentence and the headline quote them. A health table without wall times gives no row.
 
-    tests/check_report_study_time.py REPOSITORY
+With a kstudy binary, also a fresh two-replication sweep (schema 14): every health row times every point phase, the
+phases are not negative and sum to no more than the row's wall time, the trials phase holds the unit's timed regions,
+a fresh process makes its first point's inputs and reference, only the first replication runs the attribution pass,
+and the report splits the wall time by phase with the archive's sums.
+
+    tests/check_report_study_time.py REPOSITORY [KSTUDY]
 Exit 77 (ctest: skipped) when this python lacks h5py, pandas, numpy or matplotlib.
 """
+import json
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -61,5 +69,53 @@ with tempfile.TemporaryDirectory() as scratch:
     experiment = archives[0].experiments[NAME]
     experiment.health = experiment.health.assign(seconds=0.0)
     check(T.experiment_time(archives[0], experiment) is None, "a health table without wall times gives no row")
+
+
+def check_fresh_sweep(kstudy, scratch):
+    """A two-replication sweep of a multi-kernel (attributed) variant and a single-kernel one at two points."""
+    definition = {"name": "phases", "description": "point phases", "kind": "sweep", "operation": "scoring",
+                  "rows": [4099, 65536], "features": [16], "variants": PHASE_VARIANTS, "timers": ["host_wall"],
+                  "protocol": {"warmups": 1, "trials": 3, "replications": 2, "seed": 7, "threads": 2}}
+    spec, path = scratch / "phases.json", scratch / "phases.h5"
+    spec.write_text(json.dumps(definition))
+    run = subprocess.run([kstudy, "run", str(spec), "--out", str(path)], capture_output=True, text=True,
+                         env={**os.environ, "OMP_NUM_THREADS": "2", "OMP_PROC_BIND": "false"})
+    if not check(run.returncode == 0, f"kstudy run exited {run.returncode}: {run.stderr[-1500:]}"):
+        return
+    columns = [p["column"] for p in A.PHASES.values()]
+    with h5py.File(path, "r") as f:
+        health = f["experiments/phases/health"][()]
+        samples = f["experiments/phases/samples"][()]
+    check(len(health) == 4, f"4 (point, replication) units: {len(health)}")
+    phases = np.stack([health[c] for c in columns], axis=1)
+    check(np.isfinite(phases).all() and (phases >= 0).all(), f"every phase of every unit timed: {phases}")
+    check((phases.sum(axis=1) <= health["seconds"] + 1e-6).all(),
+          f"the phases sum to no more than the wall time: {phases.sum(axis=1)} vs {health['seconds']}")
+    for h in health:
+        own = (samples["point"] == h["point"]) & (samples["replication"] == h["replication"]) & (samples["trial"] >= 0)
+        check(h["trials_seconds"] >= samples["seconds"][own].sum(),
+              f"unit ({h['point']}, {h['replication']}): trials {h['trials_seconds']} s hold the timed regions "
+              f"{samples['seconds'][own].sum()} s")
+        check(h["inputs_seconds"] > 0 and h["reference_seconds"] > 0,
+              f"unit ({h['point']}, {h['replication']}): a new point makes its inputs and reference")
+        check((h["attribution_seconds"] > 0) == (h["replication"] == 0),
+              f"unit ({h['point']}, {h['replication']}): attribution {h['attribution_seconds']} s, first replication "
+              "only")
+    archives = A.load([path])
+    row = T.experiment_time(archives[0], archives[0].experiments["phases"])
+    for p in A.PHASES.values():
+        check(abs(row[f"{p['name']}_s"] - health[p["column"]].sum()) < 1e-9, f"{p['name']}: the archive's sum")
+    check(abs(row["other_s"] - (health["seconds"].sum() - phases.sum())) < 1e-9, "other: the wall time's rest")
+    report.build_report(archives, scratch / "fresh")
+    text = (scratch / "fresh" / "report.md").read_text()
+    check("; by phase: inputs " in text and ", other " in text and "Study time by phase: " in text,
+          "the report splits the fresh sweep's wall time by phase")
+
+
+# The scoring operation's CPU reference (one kernel) and a composed variant (several: an attribution pass).
+PHASE_VARIANTS = ["cpu_reference@openmp", "composed_row_major@openmp"]
+if len(sys.argv) > 2:
+    with tempfile.TemporaryDirectory() as scratch:
+        check_fresh_sweep(sys.argv[2], Path(scratch))
 
 cases.finish("study-time checks passed")

@@ -116,7 +116,7 @@ def schema(archive, experiment):
     print(f"ok: {len(samples)} samples, {len(gate)} gate rows, {len(summary)} summary rows")
 
 
-SCHEMA_VERSION = "13"
+SCHEMA_VERSION = "14"
 SCORING = "scoring"
 VARIANT_FIELDS = ["variant", "operation", "compute_ceiling", "axes", "family", "fusion_level", "implementation",
                   "layout", "backend", "on_device", "kernels_launched", "rung", "rows", "features", "depth",

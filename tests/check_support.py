@@ -35,9 +35,11 @@ class Cases:
         self.failures = []
 
     def check(self, condition, what):
+        """Prints the case and returns whether it held (a case that later ones need can end them early)."""
         print(("ok  " if condition else "FAIL") + " " + what)
         if not condition:
             self.failures.append(what)
+        return bool(condition)
 
     def finish(self, passed_line):
         """Exit 1 with the count of failed cases, else print passed_line and exit 0."""

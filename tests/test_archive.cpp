@@ -823,6 +823,7 @@ TEST(Archive, ColumnsAnOlderSchemaLackedReadAsTheirDefaults) {
       EXPECT_EQ(h.depth, 1);
       EXPECT_TRUE(std::isnan(h.energy_joules));
       EXPECT_EQ(h.sampled_min_sm_clock_mhz, -1);
+      for (const auto& phase : kstudy::point_phases()) EXPECT_TRUE(std::isnan(phase_seconds(h, phase.phase)));
       ++health_rows;
     }
     for (const auto& s : kstudy::read_samples(path, name)) {

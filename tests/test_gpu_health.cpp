@@ -237,6 +237,36 @@ TEST(GpuHealth, GuardHoldsAPointsRecordsUntilItsFlush) {
   EXPECT_EQ(inner.profile.size(), 2u);
 }
 
+TEST(GpuHealth, GuardAddsPhaseSecondsToTheOpenPointOnly) {
+  scripted_source source({reading(0x0)});
+  recording_sink inner;
+  health_guarded_sink guard(inner, source);
+  guard.add_phase_seconds(point_phase::trials, 5.0);  // outside a point: nowhere to go
+  guard.begin_point(keys(0));
+  guard.add_phase_seconds(point_phase::trials, 0.25);
+  guard.add_phase_seconds(point_phase::trials, 0.5);  // a phase entered twice adds up
+  guard.add_phase_seconds(point_phase::inputs, 0.0);  // timed and took no time: 0, not "not timed"
+  guard.flush();
+  guard.begin_point(keys(1));  // the next point starts from its keys: nothing timed yet
+  guard.flush();
+  ASSERT_EQ(inner.health.size(), 2u);
+  EXPECT_DOUBLE_EQ(inner.health[0].trials_seconds, 0.75);
+  EXPECT_EQ(inner.health[0].inputs_seconds, 0.0);
+  for (const auto& phase : point_phases()) {
+    auto second = inner.health[1];
+    EXPECT_TRUE(std::isnan(phase_seconds(second, phase.phase))) << phase.name;
+    if (phase.phase != point_phase::trials && phase.phase != point_phase::inputs) {
+      auto first = inner.health[0];
+      EXPECT_TRUE(std::isnan(phase_seconds(first, phase.phase))) << phase.name;
+    }
+  }
+  // One declaration: each phase's column is its name and "_seconds", and phase_seconds reads that member.
+  health_record r;
+  r.recheck_seconds = 3.0;
+  EXPECT_EQ(phase_seconds(r, point_phase::recheck), 3.0);
+  for (const auto& phase : point_phases()) EXPECT_EQ(std::string(phase.column), std::string(phase.name) + "_seconds");
+}
+
 TEST(GpuHealth, ArchiveStoresTheFlagsAndTheHealthTable) {
   const auto dir = fs::temp_directory_path() / ("kstudy_health_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -247,7 +277,10 @@ TEST(GpuHealth, ArchiveStoresTheFlagsAndTheHealthTable) {
     health_guarded_sink guard(archive, source);
     guard.begin_experiment({"guarded", "{}", "{}", "fp"});
     run_point(guard, 0);
-    run_point(guard, 1);
+    guard.begin_point(keys(1));
+    guard.add_phase_seconds(point_phase::attribution, 0.125);
+    guard.write_samples({sample(1, 0), sample(1, 1), sample(1, 2)});
+    guard.flush();
     guard.end_experiment("guarded");
     guard.finish();
   }
@@ -261,6 +294,8 @@ TEST(GpuHealth, ArchiveStoresTheFlagsAndTheHealthTable) {
   EXPECT_EQ(health[0].reasons, "gpu_idle,sw_thermal");
   EXPECT_FALSE(health[1].throttled);
   EXPECT_EQ(health[1].before_temperature_c, 45);
+  EXPECT_TRUE(std::isnan(health[0].attribution_seconds));  // not timed: NaN through the archive
+  EXPECT_EQ(health[1].attribution_seconds, 0.125);
   fs::remove_all(dir);
 }
 

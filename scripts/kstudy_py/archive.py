@@ -1,4 +1,4 @@
-"""Loading kstudy archives (schema 1 to 12) into pandas, and the statistics every table shares."""
+"""Loading kstudy archives (schema 1 to 14) into pandas, and the statistics every table shares."""
 import hashlib
 import json
 import os
@@ -21,15 +21,16 @@ import pandas as pd
 # cache mode (samples.cache, flush_bytes, flush_seconds; summary.cache) and the health table's in-point readings,
 # 10 renamed the gate counts, 11 added the profile's counters of a roofline from counters (PROFILE_SCHEMA11),
 # 12 the GPU of every sample (samples.device_uuid, device_pci_bus_id, device_model; "" before: one unnamed device),
-# 13 adaptive sampling's record in the summary (interval_low, interval_high, stopped)
+# 13 adaptive sampling's record in the summary (interval_low, interval_high, stopped), 14 the health table's wall
+# time of each phase of a point run (PHASES: inputs_seconds, reference_seconds, ...)
 # The tables, their columns and the columns' former names as the C++ record tables declare them, once:
 # archive_schema.json is `kstudy schema`'s output, and ctest archive_schema fails when it is not current.
 SCHEMA = json.loads(Path(__file__).with_name("archive_schema.json").read_text())
 SCHEMA_VERSIONS = {str(v) for v in range(1, int(SCHEMA["schema_version"]) + 1)}
 # Versions whose samples, gates and variants tables are an earlier version's (only other tables changed): their
 # timings compare with that version's without --force. 11 only added profile counters, 12 the samples' device,
-# 13 the summary's interval and stop reason.
-SAMPLES_SCHEMA = {"11": "10", "12": "10", "13": "10"}
+# 13 the summary's interval and stop reason, 14 the health table's phases.
+SAMPLES_SCHEMA = {"11": "10", "12": "10", "13": "10", "14": "10"}
 # Executed floating-point operations from the profile's schema 11 counters (kstudy::profile_record, filled from
 # the ncu metrics of src/profile/ncu.cpp): column -> (precision, flops per counted unit). The one formula: an FMA
 # is 2 flops; a half-precision instruction is counted as a half2's two lanes, as Nsight Compute's roofline
@@ -53,8 +54,12 @@ PROFILE_SCHEMA11 = (list(FLOP_WEIGHTS) + ["tensor_hmma_inst", "tensor_gmma_inst"
 SCHEMA9_SAMPLES = {"energy_joules": np.nan, "power_watts": np.nan, "min_sm_clock_mhz": -1, "throttle_reasons": -1,
                    "cache": "warm", "flush_bytes": 0, "flush_seconds": 0.0,
                    "device_uuid": "", "device_pci_bus_id": "", "device_model": ""}  # the device: schema 12
+# The phases of a point run (`kstudy schema`'s point_phases, from KSTUDY_POINT_PHASES): name -> its health column and
+# description. NaN before schema 14 and where a kind does not time them.
+PHASES = {p["name"]: p for p in SCHEMA["point_phases"]}
 SCHEMA9_HEALTH = {"energy_joules": np.nan, "sampled_readings": 0, "sampled_min_sm_clock_mhz": -1,
-                  "sampled_mean_power_mw": np.nan, "sampled_throttle_reasons": -1}
+                  "sampled_mean_power_mw": np.nan, "sampled_throttle_reasons": -1,
+                  **{p["column"]: np.nan for p in PHASES.values()}}  # the phases: schema 14
 SCHEMA7_DEFAULTS = {
     "samples": {"depth": 1, **SCHEMA9_SAMPLES}, "gate": {"depth": 1},
     "summary": {"depth": 1, "cache": "warm", "interval_low": np.nan, "interval_high": np.nan, "stopped": ""},  # 13

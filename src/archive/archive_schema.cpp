@@ -49,11 +49,16 @@ std::string archive_schema_json() {
   for (const auto& timer : timer_kinds())
     timers.push_back(
         {{"name", timer.name}, {"clock", timer.clock}, {"scope", timer.scope}, {"description", timer.description}});
+  // The phases of a point run (KSTUDY_POINT_PHASES) and the health-table column of each.
+  auto phases = nlohmann::ordered_json::array();
+  for (const auto& phase : point_phases())
+    phases.push_back({{"name", phase.name}, {"column", phase.column}, {"description", phase.description}});
   nlohmann::ordered_json doc{{"schema_version", archive_schema_version},
                              {"generated_by", "kstudy schema"},
                              {"tables", std::move(tables)},
                              {"point_key", point_key},
-                             {"timers", std::move(timers)}};
+                             {"timers", std::move(timers)},
+                             {"point_phases", std::move(phases)}};
   return doc.dump(1) + "\n";
 }
 

@@ -1,10 +1,21 @@
 #include "kstudy/point_inputs.hpp"
 
+#include <chrono>
 #include <utility>
 
 #include "kstudy/host_io.hpp"
 
 namespace kstudy {
+namespace {
+// Runs make() and adds its wall seconds to `total`.
+template <class Make>
+auto timed(double& total, Make&& make) {
+  const auto start = std::chrono::steady_clock::now();
+  auto made = make();
+  total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return made;
+}
+}  // namespace
 
 point_inputs::point_inputs(const operation& op, std::vector<std::int64_t> extents, std::int64_t row_padding,
                            std::uint64_t seed)
@@ -21,7 +32,8 @@ const problem_data& point_inputs::data(table_layout layout) {
     const problem_data* other = nullptr;
     for (const auto& [l, d] : m_data)
       if (d) other = d.get();
-    slot = other ? m_operation->relayout(*other, target) : m_operation->generate(target, m_seed);
+    slot = timed(m_spent.inputs,
+                 [&] { return other ? m_operation->relayout(*other, target) : m_operation->generate(target, m_seed); });
   }
   return *slot;
 }
@@ -31,7 +43,8 @@ const reference_data& point_inputs::reference() {
     const problem_data* any = nullptr;
     for (const auto& [l, d] : m_data)
       if (d) any = d.get();
-    m_reference = m_operation->reference(any ? *any : data(m_operation->info().layouts.front()));
+    const auto& from = any ? *any : data(m_operation->info().layouts.front());  // inputs first: their own phase
+    m_reference = timed(m_spent.reference, [&] { return m_operation->reference(from); });
   }
   return *m_reference;
 }

@@ -1,6 +1,7 @@
 #include "kstudy/records.hpp"
 
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,25 @@ timer_kind parse_timer_kind(const std::string& name) {
   // an operation now.
   if (name == "transpose") return timer_kind::layout_conversion;
   return value_of(k_timer_names, name, "timer");
+}
+
+const std::vector<point_phase_info>& point_phases() {
+  static const std::vector<point_phase_info> phases{
+#define KSTUDY_POINT_PHASE_INFO(name, description) {point_phase::name, #name, #name "_seconds", description},
+      KSTUDY_POINT_PHASES(KSTUDY_POINT_PHASE_INFO)
+#undef KSTUDY_POINT_PHASE_INFO
+  };
+  return phases;
+}
+double& phase_seconds(health_record& record, point_phase phase) {
+  switch (phase) {
+#define KSTUDY_POINT_PHASE_CASE(name, description) \
+  case point_phase::name:                          \
+    return record.name##_seconds;
+    KSTUDY_POINT_PHASES(KSTUDY_POINT_PHASE_CASE)
+#undef KSTUDY_POINT_PHASE_CASE
+  }
+  throw std::invalid_argument("kstudy: point_phase " + std::to_string(static_cast<int>(phase)) + " is not declared");
 }
 
 const char* to_string(gate_verdict verdict) { return name_of(k_gate_verdict_names, verdict, "gate_verdict"); }

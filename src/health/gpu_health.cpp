@@ -371,6 +371,12 @@ void health_guarded_sink::begin_point(const health_record& keys) {
   start_sampler();
 }
 
+void health_guarded_sink::add_phase_seconds(point_phase phase, double seconds) {
+  if (!m_open) return;
+  auto& total = phase_seconds(m_point, phase);
+  total = std::isnan(total) ? seconds : total + seconds;
+}
+
 void health_guarded_sink::open_window() {
   if (!m_open) return;
   {

@@ -128,6 +128,9 @@ class health_guarded_sink : public result_sink {
   // was written after the discard); for a point that must not count as finished.
   void discard_point_records();
   bool in_point() const { return m_open; }
+  // Adds wall seconds to one phase of the open point (its health row's <phase>_seconds, NaN until a kind
+  // adds to it); ignored outside a point.
+  void add_phase_seconds(point_phase phase, double seconds);
   const health_record& current_point() const { return m_point; }
 
   // Around one timed region of the open point, outside it: open_window() reads the GPU and the energy

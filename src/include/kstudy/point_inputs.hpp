@@ -26,6 +26,13 @@ class point_inputs {
   bool has_data(table_layout layout) const { return m_data.count(layout) != 0; }
   const reference_data& reference();
   bool has_reference() const { return m_reference != nullptr; }
+  // Wall seconds spent so far making the inputs (generation and copies into other layouts) and the reference: a
+  // point run's inputs and reference phases are the differences across it (kstudy::point_phases).
+  struct seconds_spent {
+    double inputs = 0.0;
+    double reference = 0.0;
+  };
+  seconds_spent spent() const { return m_spent; }
 
  private:
   const operation* m_operation;
@@ -34,6 +41,7 @@ class point_inputs {
   std::uint64_t m_seed;
   std::map<table_layout, std::unique_ptr<problem_data>> m_data;
   std::unique_ptr<reference_data> m_reference;
+  seconds_spent m_spent;
 };
 
 // Prepares the variant on the point's inputs in its layout, poisons its outputs, runs it once, downloads

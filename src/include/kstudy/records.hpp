@@ -214,6 +214,41 @@ struct attribution_record {
   double seconds = 0.0;  // total over calls
 };
 
+// Where the wall time of one point run goes, declared once: the health table's <name>_seconds columns, the phase
+// enum and `kstudy schema`'s "point_phases" (from which the Python side reads them) all expand this list. Host wall
+// seconds of each phase; together with the timed regions inside `trials` they say what a protocol costs around
+// what it measures (performance_notes, session 30: 99.7% of a wide softmax study's device time was outside its
+// timed regions). NaN where a kind does not time the phase (only sweep does) and in archives before schema 14.
+//   X(name, description)
+#define KSTUDY_POINT_PHASES(X)                                                                                      \
+  X(inputs,                                                                                                         \
+    "generating the point's inputs and copying them into each layout its variants take (0 where the previous "      \
+    "point's are reused: the block-size axis)")                                                                     \
+  X(reference, "the float64 reference, once per point (0 where reused)")                                            \
+  X(prepare,                                                                                                        \
+    "each variant's construction, allocation, upload and gated first run, checked against the reference (a Python " \
+    "rung's worker start included), after the memory check")                                                        \
+  X(warm_up, "the untimed warm-up calls")                                                                           \
+  X(trials,                                                                                                         \
+    "the trials: their timed regions and what brackets them (poisoning, cold-mode flushes, GPU readings, one-shot " \
+    "host buffers, a pipelined strategy's own gate)")                                                               \
+  X(recheck, "the gate once more, on each variant's last timed run")                                                \
+  X(attribution, "the per-kernel attribution pass of multi-kernel variants (first replication only)")
+
+enum class point_phase {
+#define KSTUDY_POINT_PHASE_ENUMERATOR(name, description) name,
+  KSTUDY_POINT_PHASES(KSTUDY_POINT_PHASE_ENUMERATOR)
+#undef KSTUDY_POINT_PHASE_ENUMERATOR
+};
+// One phase's declared properties (KSTUDY_POINT_PHASES), in declaration order; column: its health-table column.
+struct point_phase_info {
+  point_phase phase;
+  const char* name;
+  const char* column;
+  const char* description;
+};
+const std::vector<point_phase_info>& point_phases();
+
 // The GPU's state before and after one experiment point (NVML), one row per point run. Readings NVML
 // could not give are -1. A point aborted by a lost CUDA context and run again on --resume has two rows.
 struct health_record {
@@ -251,7 +286,13 @@ struct health_record {
   std::int64_t sampled_min_sm_clock_mhz = -1;
   double sampled_mean_power_mw = std::numeric_limits<double>::quiet_NaN();
   std::int64_t sampled_throttle_reasons = -1;
+  // Schema 14: the point's wall time by phase (KSTUDY_POINT_PHASES: inputs_seconds, reference_seconds, ...).
+#define KSTUDY_POINT_PHASE_MEMBER(name, description) double name##_seconds = std::numeric_limits<double>::quiet_NaN();
+  KSTUDY_POINT_PHASES(KSTUDY_POINT_PHASE_MEMBER)
+#undef KSTUDY_POINT_PHASE_MEMBER
 };
+// A point run's seconds in one phase (its health-table column).
+double& phase_seconds(health_record& record, point_phase phase);
 
 // One kernel launch of `kstudy profile`: hardware counters read by Nsight Compute (ncu) for one profiled
 // call of a device variant at one point. Counters come from a replayed, instrumented launch: its duration

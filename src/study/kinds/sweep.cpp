@@ -130,18 +130,39 @@ class sweep_point_run {
   sweep_point_run(replication_context& ctx, const sweep_point& point, point_inputs& inputs, cache_flusher& flusher)
       : m_ctx(ctx), m_e(ctx.definition), m_point(point), m_inputs(inputs), m_flusher(flusher) {}
 
+  // Each phase's wall time goes to the point's health row (kstudy::point_phases): the inputs and the reference
+  // are made on first use, inside the first variant's preparation, and told apart by point_inputs' own clock.
   void run() {
-    prepare_variants();
-    choose_memory_kinds();
-    warm_up();
-    run_trials();
-    recheck_last_runs();
-    if (m_ctx.replication == 0) write_first_replication_tables();
+    const auto made_before = m_inputs.spent();
+    const double preparing = seconds_of([&] {
+      prepare_variants();
+      choose_memory_kinds();
+    });
+    const auto made = m_inputs.spent();
+    const double inputs = made.inputs - made_before.inputs, reference = made.reference - made_before.reference;
+    m_ctx.sink.add_phase_seconds(point_phase::inputs, inputs);
+    m_ctx.sink.add_phase_seconds(point_phase::reference, reference);
+    m_ctx.sink.add_phase_seconds(point_phase::prepare, std::max(0.0, preparing - inputs - reference));
+    m_ctx.sink.add_phase_seconds(point_phase::warm_up, seconds_of([&] { warm_up(); }));
+    m_ctx.sink.add_phase_seconds(point_phase::trials, seconds_of([&] { run_trials(); }));
+    m_ctx.sink.add_phase_seconds(point_phase::recheck, seconds_of([&] { recheck_last_runs(); }));
+    // Later replications run no attribution pass: 0 s, not "not timed".
+    const bool first = m_ctx.replication == 0;
+    m_ctx.sink.add_phase_seconds(point_phase::attribution,
+                                 first ? seconds_of([&] { write_first_replication_tables(); }) : 0.0);
     m_ctx.sink.write_samples(m_samples);
     m_ctx.sink.flush();
   }
 
  private:
+  template <class Phase>
+  static double seconds_of(Phase&& phase) {
+    wall_timer clock;
+    clock.start();
+    phase();
+    return clock.seconds();
+  }
+
   sample_record base_sample(const prepared_variant& v) const {
     sample_record s;
     s.experiment = m_e.name;

@@ -13,7 +13,13 @@ EXPLANATION = ("*Wall* sums the health table's time of every (point, replication
                "writing; not the process start or the ceilings). *Timed* sums the samples' own seconds on the host "
                "clock: CUDA events time the same calls as the resident clock and are not added again, and the "
                "energy timer's regions are left out (it stores seconds per call of a longer region), so timed is "
-               "what the medians rest on, and the rest is the protocol's cost around it.")
+               "what the medians rest on, and the rest is the protocol's cost around it. From archive schema 14 a "
+               "sweep's wall time is also split by phase (the archive schema's point phases): "
+               + "; ".join(f"*{p['name'].replace('_', '-')}*, {p['description']}" for p in A.PHASES.values())
+               + "; *other* is what the phases leave of the wall time: the GPU readings around the point and the "
+               "archive's bookkeeping.")
+# The phases in declaration order (`kstudy schema`'s point_phases), each a column of the health table.
+PHASES = tuple(A.PHASES)
 # Samples whose seconds are not a timed region of their own: events time the resident clock's calls, and the energy
 # timer stores a region's seconds divided by its calls.
 NOT_OWN_REGIONS = tuple(name for name, t in A.TIMERS.items() if t["clock"] != "host_wall" or t["scope"] == "region")
@@ -31,15 +37,30 @@ def experiment_time(a, e):
     slowest = h.loc[h.seconds.idxmax()]
     slowest_timed = timed_by_unit.get((slowest.point, slowest.replication), 0.0)
     axes = e.axes if isinstance(e.axes, str) else ",".join(e.axes or [])
-    return {"archive": a.label, "experiment": e.name, "units": len(h), "wall_s": h.seconds.sum(),
-            "timed_s": own.seconds.sum(), "energy_left_out": bool((s.timer == "energy").any()),
-            "slowest_point": A.point_label(slowest.rows, slowest.features, axes, slowest.depth),
-            "slowest_replication": int(slowest.replication), "slowest_wall_s": slowest.seconds,
-            "slowest_timed_s": slowest_timed}
+    row = {"archive": a.label, "experiment": e.name, "units": len(h), "wall_s": h.seconds.sum(),
+           "timed_s": own.seconds.sum(), "energy_left_out": bool((s.timer == "energy").any()),
+           "slowest_point": A.point_label(slowest.rows, slowest.features, axes, slowest.depth),
+           "slowest_replication": int(slowest.replication), "slowest_wall_s": slowest.seconds,
+           "slowest_timed_s": slowest_timed}
+    # The phases where every unit timed them (a sweep from schema 14); NaN otherwise, never a partial sum.
+    columns = [A.PHASES[p]["column"] for p in PHASES]
+    timed_phases = all(c in h for c in columns) and h[columns].notna().all().all()
+    for p, c in zip(PHASES, columns):
+        row[f"{p}_s"] = h[c].sum() if timed_phases else np.nan
+    row["other_s"] = row["wall_s"] - h[columns].sum().sum() if timed_phases else np.nan
+    return row
 
 
 def seconds(x):
     return f"{x:,.1f} s" if x >= 1 else A.fmt_seconds(x)
+
+
+def by_phase(r):
+    """'; by phase: inputs 1.2 s (30%), ...' for an experiment whose units timed their phases, else ''."""
+    if np.isnan(r.other_s):
+        return ""
+    parts = [(p.replace("_", "-"), getattr(r, f"{p}_s")) for p in PHASES] + [("other", r.other_s)]
+    return "; by phase: " + ", ".join(f"{name} {seconds(x)} ({100 * x / r.wall_s:.2g}%)" for name, x in parts)
 
 
 def sentence(r):
@@ -48,7 +69,7 @@ def sentence(r):
             f"timed regions {seconds(r.timed_s)} ({100 * share:.2g}%)"
             + (" (energy regions not counted)" if r.energy_left_out else "")
             + f"; the slowest, {r.slowest_point} in replication {r.slowest_replication}, "
-            f"{seconds(r.slowest_wall_s)} for {seconds(r.slowest_timed_s)} timed")
+            f"{seconds(r.slowest_wall_s)} for {seconds(r.slowest_timed_s)} timed" + by_phase(r))
 
 
 @section("study_time", "Study time: the timed regions' share of the wall time", order=108)
@@ -58,11 +79,20 @@ def study_time(inputs, sec):
         return sec.skip("no health table with wall times (archive schema < 3, or no point finished)")
     df = pd.DataFrame(rows)
     df["timed_share"] = df.timed_s / df.wall_s
-    inputs.write_csv(df, "study_time.csv", sec, "wall time of the points, the timed regions' seconds and share, and "
-                                                "the slowest point, per archive and experiment")
+    inputs.write_csv(df, "study_time.csv", sec, "wall time of the points, the timed regions' seconds and share, the "
+                                                "slowest point and the seconds of each phase (schema 14), per "
+                                                "archive and experiment")
     sec.lines += [EXPLANATION, ""] + [sentence(r) for r in df.itertuples()]
     total_wall, total_timed = df.wall_s.sum(), df.timed_s.sum()
     sec.headlines.append(f"Study time: the timed regions took {seconds(total_timed)} of the points' "
                          f"{seconds(total_wall)} ({100 * total_timed / total_wall:.2g}%) in {len(df)} "
                          f"experiment{'' if len(df) == 1 else 's'}.")
+    phased = df[df.other_s.notna()]
+    if not phased.empty:
+        totals = {p: phased[f"{p}_s"].sum() for p in PHASES}
+        top = max(totals, key=totals.get)
+        wall = phased.wall_s.sum()
+        sec.headlines.append(f"Study time by phase: {top.replace('_', '-')} took the most, {seconds(totals[top])} of "
+                             f"{seconds(wall)} ({100 * totals[top] / wall:.2g}%) in the {len(phased)} experiment"
+                             f"{'' if len(phased) == 1 else 's'} that timed their phases.")
     return sec.done(df)

@@ -25,7 +25,7 @@ namespace kstudy {
 // the gate counts; 11 added the profile counters of a roofline from counters (flop instructions per precision,
 // tensor instructions and ops, pipe utilisation, IPC, warp stall reasons, local-memory bytes); 12 added the GPU of
 // every sample (samples.device_uuid, device_pci_bus_id, device_model).
-inline constexpr const char* archive_schema_version = "13";
+inline constexpr const char* archive_schema_version = "14";
 // Older versions are still read (not appended to): occupancy reads as 0 (version 1), health as no rows
 // (versions 1 and 2), variants as no rows and gate as passed / failed from gate_passed 1 / 0 (1 to 3), variants.rung as
 // 0 (1 to 5), depth as 1 and peak_device_bytes as -1 (1 to 6); samples and health read energy and power as NaN, clocks
