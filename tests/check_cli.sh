@@ -277,6 +277,35 @@ if [[ -n $fake_nvml && $flavour == cpu ]]; then
   else
     fail "health archive: $throttled"
   fi
+  # The protocol's throttling policy over the same script: exclude sets the odd points' samples aside; remeasure
+  # (a short cool-down, one re-measurement) measures every point after the first again, its second attempt clean.
+  KSTUDY_NVML_LIBRARY=$fake_nvml KSTUDY_FAKE_NVML_REASONS=0x1,0x1,0x1,0x4 KSTUDY_GPU_SAMPLING_MS=0 \
+    "$kstudy" run "$tiny" --replications 1 --trials 1 --throttled exclude --out "$work/exclude.h5" \
+    > "$work/exclude.log" 2>&1 || fail "--throttled exclude run failed: $(tail -3 "$work/exclude.log")"
+  got=$(/usr/bin/python3 "$src/tests/check_run_archive.py" throttled "$work/exclude.h5" tiny exclude) &&
+    pass "--throttled exclude: $got" || fail "--throttled exclude: $got"
+  grep -q "; 60 of them set aside by the protocol's throttling policy" "$work/exclude.log" ||
+    fail "the console does not say what --throttled exclude set aside: $(grep 'GPU health' "$work/exclude.log")"
+  /usr/bin/python3 - "$tiny" "$work/remeasure.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+e["protocol"].update(trials=1, replications=1, throttled="remeasure", cool_down_s=0.05, max_remeasures=1)
+json.dump(e, open(sys.argv[2], "w"))
+PY
+  KSTUDY_NVML_LIBRARY=$fake_nvml KSTUDY_FAKE_NVML_REASONS=0x1,0x1,0x1,0x4 KSTUDY_GPU_SAMPLING_MS=0 \
+    "$kstudy" run "$work/remeasure.json" --out "$work/remeasure.h5" > "$work/remeasure.log" 2>&1 ||
+    fail "remeasure run failed: $(tail -3 "$work/remeasure.log")"
+  got=$(/usr/bin/python3 "$src/tests/check_run_archive.py" throttled "$work/remeasure.h5" tiny remeasure) &&
+    pass "throttled remeasure: $got" || fail "throttled remeasure: $got"
+  grep -q "ran throttled; cooling down 0.05 s, then measuring it again (1 of at most 1)" "$work/remeasure.log" ||
+    fail "the remeasure run does not say it cools down: $(grep -m1 cooling "$work/remeasure.log")"
+  KSTUDY_PYTHON=/usr/bin/python3 MPLBACKEND=Agg "$kstudy" report "$work/exclude.h5" "$work/remeasure.h5" \
+    --out "$work/throttled-report" > "$work/throttled-report.log" 2>&1 ||
+    fail "kstudy report on the throttling archives failed: $(tail -3 "$work/throttled-report.log")"
+  grep -q "60 throttled samples excluded from the medians" "$work/throttled-report/report.md" &&
+    grep -q "11 (point, replication) runs re-measured after a cool-down" "$work/throttled-report/report.md" &&
+    pass "the report says what the throttling policy did" ||
+    fail "the report misses the throttling policy: $(grep -m2 throttl "$work/throttled-report/report.md")"
   # Without NVML the run is the same, recorded as unmonitored.
   KSTUDY_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$kstudy" run "$tiny" --replications 1 --trials 1 \
     --out "$work/nohealth.h5" > "$work/nohealth.log" 2>&1 || fail "run without NVML failed"

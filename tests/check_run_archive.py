@@ -12,6 +12,12 @@
   check_run_archive.py attr ARCHIVE NAME VALUE           root attribute NAME is VALUE
   check_run_archive.py health ARCHIVE EXPERIMENT         a run under the stand-in NVML (check_cli.sh): odd
                                                          points throttled; prints "<throttled> of <samples>"
+  check_run_archive.py throttled ARCHIVE EXPERIMENT POLICY
+                                                         the same stand-in run under protocol "throttled": exclude
+                                                         (odd points' samples kept as excluded, none summarised) or
+                                                         remeasure (every point after the first throttled once, kept
+                                                         as remeasured and measured again; no gate or variants row
+                                                         twice; the summary from the accepted attempt)
   check_run_archive.py energy ARCHIVE EXPERIMENT TRIALS WINDOW_MS
                                                          timer energy beside host_wall: one sample per trial, variant
                                                          and point, accepted, its time per call within [1/50, 50]
@@ -299,6 +305,48 @@ def health(archive, experiment):
     print(f"{int(samples.throttled.sum())} of {len(samples)} samples throttled")
 
 
+def throttled(archive, experiment, policy):
+    """Under the stand-in NVML's scripted reasons (0x1,0x1,0x1,0x4, two readings a point attempt), what the
+    protocol's throttling policy did with the throttled attempts."""
+    with h5py.File(archive, "r") as f:
+        samples = frame(f, f"/experiments/{experiment}/samples")
+        rows = frame(f, f"/experiments/{experiment}/health")
+        summary = frame(f, f"/experiments/{experiment}/summary")
+        gate = frame(f, f"/experiments/{experiment}/gate")
+        variants = frame(f, f"/experiments/{experiment}/variants")
+        definition = json.loads(f[f"/experiments/{experiment}"].attrs["definition"])
+    if definition["protocol"].get("throttled") != policy:
+        fail(f"the stored definition's protocol: {definition['protocol']}")
+    timed = samples[samples.trial >= 0]
+    status = f"{'remeasured' if policy == 'remeasure' else 'excluded'}: throttled (gpu_idle,sw_power_cap)"
+    set_aside = timed[timed.status == status]
+    points = rows.drop_duplicates("point").set_index("point")
+    if policy == "exclude":
+        expected = timed.point % 2 == 1
+        if not ((timed.status == status) == expected).all() or not (timed.throttled.astype(bool) == expected).all():
+            fail(f"statuses {timed.groupby('point').status.first().to_dict()}")
+        kept = {(r.rows, r.features) for r in points.itertuples() if r.Index % 2 == 0}
+    else:
+        attempts = rows.groupby("point").size()
+        if not (attempts.drop(0) == 2).all() or attempts[0] != 1 or rows.throttled.sum() != len(attempts) - 1:
+            fail(f"attempts per point {attempts.to_dict()}, throttled rows {int(rows.throttled.sum())}")
+        accepted = timed[timed.status == "ok"]
+        if accepted.throttled.any() or set_aside.point.min() != 1 or not set_aside.throttled.all():
+            fail("the accepted attempt is flagged, or a remeasured one is not")
+        per_point = timed.groupby(["point", "status"]).size().unstack(fill_value=0)
+        if not (per_point.loc[1:, status] == per_point.loc[1:, "ok"]).all():
+            fail(f"remeasured and accepted samples per point: {per_point}")
+        kept = {(r.rows, r.features) for r in points.itertuples()}
+        for table, name in ((gate, "gate"), (variants, "variants")):
+            if table.duplicated(["variant", "rows", "features", "block_size"]).any():
+                fail(f"a {name} row written twice")
+    if set(zip(summary.rows, summary.features)) != kept:
+        fail(f"summarised shapes {sorted(set(zip(summary.rows, summary.features)))}, expected {sorted(kept)}")
+    if policy == "remeasure" and not (summary.samples == definition["protocol"]["trials"]).all():
+        fail(f"summary sample counts {sorted(set(summary.samples))}: a set-aside attempt entered them")
+    print(f"{len(set_aside)} of {len(timed)} samples {status.split(':')[0]}, {len(kept)} shapes summarised")
+
+
 def cold(archive, experiment, trials):
     """A cold-cache run: every timed sample records the mode and a flush before it (one per timed region, so
     flushes == trials per variant and timer), its gate passed, and the flush took no part in its time."""
@@ -411,6 +459,8 @@ if __name__ == "__main__":
         fewer(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "health":
         health(sys.argv[2], sys.argv[3])
+    elif mode == "throttled":
+        throttled(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "cold":
         cold(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "same-points":

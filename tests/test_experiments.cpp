@@ -1,10 +1,12 @@
 // Experiment files: every malformed file of the corpus is refused with an error naming the file, the
 // field and the problem; the built-in experiments parse, expand and fingerprint as documented.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -174,6 +176,41 @@ TEST(Experiments, CacheModesParseExpandAndOverride) {
     EXPECT_NE(std::string(e.what()).find("field 'cache': unknown cache mode 'lukewarm'"), std::string::npos)
         << e.what();
   }
+}
+
+// The throttling policy: accept by default and then absent from the stored definition (fingerprints unchanged);
+// remeasure states its cool-down and bound; --throttled overrides, dropping a bound the new policy does not take.
+TEST(Experiments, ThrottlingPolicyParsesDefaultsAndOverrides) {
+  const std::string base = R"({"name": "t", "operation": "scoring", "rows": [8], "features": [4])";
+  const auto accept = kstudy::parse_experiment(base + "}", "a.json");
+  EXPECT_EQ(accept.protocol.throttled, kstudy::throttle_policy::accept);
+  EXPECT_EQ(accept.definition_json.find("throttled"), std::string::npos) << accept.definition_json;
+  const auto remeasure = kstudy::parse_experiment(base + R"(, "protocol": {"throttled": "remeasure"}})", "r.json");
+  EXPECT_EQ(remeasure.protocol.throttled, kstudy::throttle_policy::remeasure);
+  EXPECT_EQ(remeasure.protocol.cool_down_seconds, 30.0);
+  EXPECT_EQ(remeasure.protocol.max_remeasures, 2);
+  EXPECT_NE(remeasure.definition_json.find(R"("cool_down_s":30.0)"), std::string::npos) << remeasure.definition_json;
+  EXPECT_NE(remeasure.fingerprint(), accept.fingerprint());
+  EXPECT_EQ(kstudy::parse_experiment(remeasure.definition_json, "again").fingerprint(), remeasure.fingerprint());
+  const auto exclude = kstudy::parse_experiment(base + R"(, "protocol": {"throttled": "exclude"}})", "e.json");
+  EXPECT_EQ(exclude.protocol.throttled, kstudy::throttle_policy::exclude);
+  EXPECT_EQ(exclude.definition_json.find("cool_down_s"), std::string::npos) << exclude.definition_json;
+  EXPECT_STREQ(kstudy::to_string(kstudy::parse_throttle_policy("remeasure")), "remeasure");
+
+  const auto path = fs::temp_directory_path() / ("kstudy_throttled_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << remeasure.definition_json;
+  kstudy::run_request request;
+  request.throttled = "exclude";
+  const auto overridden = kstudy::prepare_experiment(path.string(), request);
+  EXPECT_EQ(overridden.protocol.throttled, kstudy::throttle_policy::exclude);
+  EXPECT_EQ(overridden.definition_json.find("cool_down_s"), std::string::npos) << overridden.definition_json;
+  request.throttled = "remeasure";  // the definition's own policy: its cool-down stays
+  EXPECT_EQ(kstudy::prepare_experiment(path.string(), request).definition_json, remeasure.definition_json);
+  const auto passed_on = kstudy::override_arguments(request);  // to a Slurm task or a run per device
+  const auto flag = std::find(passed_on.begin(), passed_on.end(), "--throttled");
+  ASSERT_NE(flag, passed_on.end());
+  EXPECT_EQ(*std::next(flag), "remeasure");
+  fs::remove(path);
 }
 
 }  // namespace

@@ -237,6 +237,65 @@ TEST(GpuHealth, GuardHoldsAPointsRecordsUntilItsFlush) {
   EXPECT_EQ(inner.profile.size(), 2u);
 }
 
+// The throttling policy at the guard (kstudy::throttle_policy): accept leaves a throttled point's samples ok;
+// exclude sets its ok samples aside; remeasure does the same under its own name and drops the attempt's gate,
+// attribution and variants rows (the next attempt writes them); a clean point is untouched by any policy, and
+// begin_point() resets the policy.
+TEST(GpuHealth, GuardAppliesTheThrottlingPolicyToThrottledPointsOnly) {
+  // Per point two readings: 0 throttled (0x4 after), 1 clean, 2 throttled, 3 throttled, 4 throttled.
+  scripted_source source({reading(0x1), reading(0x4), reading(0x0), reading(0x0), reading(0x0), reading(0x4),
+                          reading(0x0), reading(0x4), reading(0x0), reading(0x4)});
+  recording_sink inner;
+  health_guarded_sink guard(inner, source);
+  const auto point = [&](std::int64_t p, kstudy::throttle_policy policy, bool reset_by_begin = false) {
+    if (!reset_by_begin) guard.begin_point(keys(p));
+    guard.set_throttle_policy(policy);
+    if (reset_by_begin) guard.begin_point(keys(p));  // a policy set before the point opens does not apply
+    guard.write_gates({gate_record{}});
+    guard.write_variants({variant_record{}});
+    guard.write_attribution({attribution_record{}});
+    auto failed = sample(p, 2);
+    failed.status = "failed: boom";
+    guard.write_samples({sample(p, 0), sample(p, 1), failed});
+    guard.flush();
+    return guard.last_point_throttled();
+  };
+  EXPECT_TRUE(point(0, kstudy::throttle_policy::exclude));
+  EXPECT_FALSE(point(1, kstudy::throttle_policy::remeasure));
+  EXPECT_TRUE(point(2, kstudy::throttle_policy::remeasure));
+  EXPECT_TRUE(point(3, kstudy::throttle_policy::accept));
+  EXPECT_TRUE(point(4, kstudy::throttle_policy::exclude, true));
+  ASSERT_EQ(inner.samples.size(), 15u);
+  const auto status_of = [&](std::int64_t p, int trial) {
+    for (const auto& s : inner.samples)
+      if (s.point == p && s.trial == trial) return s.status;
+    return std::string("(none)");
+  };
+  EXPECT_EQ(status_of(0, 0), "excluded: throttled (gpu_idle,sw_power_cap)");
+  EXPECT_EQ(status_of(0, 2), "failed: boom");  // what went wrong stays said
+  EXPECT_EQ(status_of(1, 0), "ok");
+  EXPECT_EQ(status_of(2, 1), "remeasured: throttled (sw_power_cap)");
+  EXPECT_EQ(status_of(3, 0), "ok");
+  EXPECT_EQ(status_of(4, 0), "ok");
+  for (const auto& s : inner.samples) EXPECT_EQ(s.throttled, s.point != 1) << s.point;
+  EXPECT_EQ(inner.gates.size(), 4u);  // point 2's went with its re-measured attempt
+  EXPECT_EQ(inner.variants.size(), 4u);
+  EXPECT_EQ(inner.attribution.size(), 4u);
+  EXPECT_EQ(inner.health.size(), 5u);
+}
+
+// A unit is finished by any row but an abort marker or a re-measured attempt's, which a later attempt follows.
+TEST(GpuHealth, RemeasuredAndAbortedRowsDoNotFinishAUnit) {
+  auto s = sample(0, 0);
+  EXPECT_TRUE(kstudy::finishes_unit(s));
+  s.status = "excluded: throttled (sw_power_cap)";
+  EXPECT_TRUE(kstudy::finishes_unit(s));
+  s.status = "remeasured: throttled (sw_power_cap)";
+  EXPECT_FALSE(kstudy::finishes_unit(s));
+  s.status = "aborted: CUDA context lost";
+  EXPECT_FALSE(kstudy::finishes_unit(s));
+}
+
 TEST(GpuHealth, GuardAddsPhaseSecondsToTheOpenPointOnly) {
   scripted_source source({reading(0x0)});
   recording_sink inner;

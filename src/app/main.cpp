@@ -425,7 +425,8 @@ int wait_for_archive_release(const std::string& archive, bool resume) {
   }
 }
 
-// --precision ("1%" or 0.01: a percentage is how people say it) and --max-time, for run and for submit.
+// --precision ("1%" or 0.01: a percentage is how people say it), --max-time and --throttled, for run and for
+// submit: how much to measure and what to do with what the GPU's throttling spoiled.
 void add_precision_options(CLI::App* app, kstudy::run_request& request) {
   const CLI::Validator percent(
       [](std::string& value) {
@@ -445,6 +446,11 @@ void add_precision_options(CLI::App* app, kstudy::run_request& request) {
   app->add_option("--max-time", request.max_time,
                   "With --precision: the most seconds of timed regions a point gets before it stops short of it")
       ->check(CLI::PositiveNumber);
+  app->add_option("--throttled", request.throttled,
+                  "A point the GPU ran throttled (power cap, thermal, HW slowdown): accept its samples (flagged), "
+                  "exclude them from the summaries, or remeasure the point after a cool-down (overrides the "
+                  "protocol's \"throttled\")")
+      ->check(CLI::IsMember({"accept", "exclude", "remeasure"}));
 }
 
 void add_run_options(CLI::App* run, kstudy::run_request& request, std::string& shard_text) {

@@ -87,7 +87,7 @@ void console_sink::begin(const run_metadata& metadata) {
 void console_sink::begin_experiment(const experiment_record& experiment) {
   print_pending();
   m_experiment = experiment.name;
-  m_samples = m_rejected = m_gate_failures = m_failed = m_skipped = m_throttled = 0;
+  m_samples = m_rejected = m_gate_failures = m_failed = m_skipped = m_throttled = m_set_aside = 0;
   m_health_rows = m_health_available = 0;
   m_first_failure.clear();
   m_health_device.clear();
@@ -115,6 +115,7 @@ void console_sink::count_samples(const std::vector<sample_record>& samples) {
     m_skipped += s.status.rfind("skipped", 0) == 0 ? 1 : 0;
     m_rejected += s.status.rfind("rejected", 0) == 0 ? 1 : 0;
     m_throttled += s.throttled ? 1 : 0;
+    m_set_aside += s.status.rfind("excluded: throttled", 0) == 0 || s.status.rfind("remeasured: throttled", 0) == 0;
   }
 }
 
@@ -159,7 +160,11 @@ void console_sink::end_experiment(const std::string&) {
   if (m_health_available > 0)
     m_out << " GPU health: " << m_throttled << " of " << m_samples
           << " samples taken while the GPU reported throttling (" << m_health_available << " of " << m_health_rows
-          << " points monitored on " << m_health_device << ")\n";
+          << " points monitored on " << m_health_device << ")"
+          << (m_set_aside
+                  ? "; " + std::to_string(m_set_aside) + " of them set aside by the protocol's throttling policy"
+                  : std::string())
+          << "\n";
   else if (m_health_rows > 0)
     m_out << " GPU health: not monitored (" << m_health_device << "); throttling unknown\n";
   else

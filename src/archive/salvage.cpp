@@ -184,10 +184,11 @@ bool salvage_experiment(hid_t experiments, const std::string& name, const std::s
                             std::to_string(partial.size()) + " unit(s) bordering them left out");
     }
   }
-  // A unit is finished when it has a row that is not an abort marker (as --resume counts it).
+  // A unit is finished when it has a row that is not an abort marker or a re-measured attempt's (as --resume
+  // counts it: kstudy::finishes_unit).
   std::set<unit_key> finished;
   for (const auto& s : samples)
-    if (s.status.rfind("aborted", 0) != 0) finished.insert({s.point, s.replication});
+    if (finishes_unit(s)) finished.insert({s.point, s.replication});
   for (const auto& u : partial) finished.erase(u);
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
   for (const auto& s : samples)

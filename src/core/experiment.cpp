@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "detail/name_table.hpp"
 #include "detail/registry_lookup.hpp"
 #include "kstudy/experiment_fields.hpp"
 #include "kstudy/experiment_kind.hpp"
@@ -273,15 +274,49 @@ void parse_precision(const json& p, experiment& e, const Small& small) {
          "is below protocol.replications (" + std::to_string(pr.replications) + ")");
 }
 
+constexpr detail::name_table<throttle_policy, 3> k_throttle_policy_names{{
+    {throttle_policy::accept, "accept"},
+    {throttle_policy::exclude, "exclude"},
+    {throttle_policy::remeasure, "remeasure"},
+}};
+
+// The throttling policy's keys: the policy's name, and under remeasure the cool-down between attempts (seconds,
+// default 30) and the most re-measurements of a point (default 2). Those two mean nothing under another policy.
+template <class Small>
+void parse_throttle_policy(const json& p, experiment& e, const Small& small) {
+  const auto& source = e.source;
+  auto& pr = e.protocol;
+  if (p.contains("throttled")) {
+    if (!p["throttled"].is_string()) fail(source, "protocol.throttled", "expected accept, exclude or remeasure");
+    const auto name = p["throttled"].get<std::string>();
+    const auto* policy = detail::find_value(k_throttle_policy_names, name);
+    if (policy == nullptr) fail(source, "protocol.throttled", "'" + name + "': expected accept, exclude or remeasure");
+    pr.throttled = *policy;
+  }
+  if (pr.throttled != throttle_policy::remeasure) {
+    for (const char* key : {"cool_down_s", "max_remeasures"})
+      if (p.contains(key)) fail(source, std::string("protocol.") + key, "goes with protocol.throttled \"remeasure\"");
+    return;
+  }
+  pr.cool_down_seconds = 30.0;
+  if (p.contains("cool_down_s")) {
+    const auto& v = p["cool_down_s"];
+    if (!v.is_number() || !(v.get<double>() >= 0.0 && v.get<double>() <= 3600.0))
+      fail(source, "protocol.cool_down_s", "expected a number of seconds in [0, 3600], got " + v.dump());
+    pr.cool_down_seconds = v.get<double>();
+  }
+  pr.max_remeasures = p.contains("max_remeasures") ? small("max_remeasures", 1, 100) : 2;
+}
+
 void parse_protocol(const json& doc, experiment& e) {
   using experiment_fields::positive_integer;
   const auto& source = e.source;
   if (!doc.contains("protocol")) return;
   const auto& p = doc["protocol"];
   if (!p.is_object()) fail(source, "protocol", std::string("expected an object, got ") + p.type_name());
-  static const std::set<std::string> pk = {"warmups",          "trials",     "replications", "seed",
-                                           "threads",          "shuffle",    "precision",    "max_trials",
-                                           "max_replications", "max_seconds"};
+  static const std::set<std::string> pk = {
+      "warmups",    "trials",           "replications", "seed",      "threads",     "shuffle",       "precision",
+      "max_trials", "max_replications", "max_seconds",  "throttled", "cool_down_s", "max_remeasures"};
   for (const auto& [key, _] : p.items())
     if (!pk.count(key)) fail(source, "protocol." + key, "unknown key");
   const auto small = [&](const char* key, int lo, int hi) {
@@ -305,6 +340,7 @@ void parse_protocol(const json& doc, experiment& e) {
     e.protocol.shuffle = p["shuffle"].get<bool>();
   }
   parse_precision(p, e, small);
+  parse_throttle_policy(p, e, small);
 }
 
 std::string kind_names() {
@@ -414,6 +450,12 @@ experiment parse_experiment(const std::string& text, const std::string& source) 
     norm["protocol"]["max_replications"] = e.protocol.max_replications;
     norm["protocol"]["max_seconds"] = e.protocol.max_seconds;
   }
+  // The same for the throttling policy: the default (accept) leaves the definition as it was.
+  if (e.protocol.throttled != throttle_policy::accept) norm["protocol"]["throttled"] = to_string(e.protocol.throttled);
+  if (e.protocol.throttled == throttle_policy::remeasure) {
+    norm["protocol"]["cool_down_s"] = e.protocol.cool_down_seconds;
+    norm["protocol"]["max_remeasures"] = e.protocol.max_remeasures;
+  }
   e.definition_json = norm.dump();
   return e;
 }
@@ -469,6 +511,13 @@ std::vector<std::string> builtin_experiment_names() {
       if (entry.path().extension() == ".json") names.insert(entry.path().stem().string());
   }
   return {names.begin(), names.end()};
+}
+
+const char* to_string(throttle_policy policy) {
+  return detail::name_of(k_throttle_policy_names, policy, "throttle_policy");
+}
+throttle_policy parse_throttle_policy(const std::string& name) {
+  return detail::value_of(k_throttle_policy_names, name, "throttle policy");
 }
 
 }  // namespace kstudy

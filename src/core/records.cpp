@@ -85,6 +85,11 @@ bool summarised(const sample_record& sample) {
   return sample.status == "ok" && sample.trial >= 0 && sample.gate != gate_verdict::failed;
 }
 
+bool finishes_unit(const sample_record& sample) {
+  const auto starts = [&](const char* prefix) { return sample.status.rfind(prefix, 0) == 0; };
+  return !starts("aborted") && !starts("remeasured");
+}
+
 std::string extents_text(std::int64_t rows, std::int64_t features, std::int64_t depth) {
   return std::to_string(rows) + " x " + std::to_string(features) + (depth > 1 ? " x " + std::to_string(depth) : "");
 }

@@ -363,6 +363,7 @@ void health_guarded_sink::stop_sampler() {
 void health_guarded_sink::begin_point(const health_record& keys) {
   if (m_open) flush();  // a point left open ends here rather than mixing into the next
   m_point = keys;
+  m_throttle_policy = throttle_policy::accept;
   m_open = true;
   m_readings.clear();
   m_before = m_source.read();
@@ -455,7 +456,19 @@ void health_guarded_sink::flush() {
       health.reasons =
           throttle_reason_names(std::max<std::int64_t>(health.before_throttle_reasons, 0) |
                                 std::max<std::int64_t>(health.after_throttle_reasons, 0) | seen.throttle_reasons);
-    for (auto& s : m_samples) s.throttled = s.throttled || health.throttled;
+    const bool set_aside = health.throttled && m_throttle_policy != throttle_policy::accept;
+    const bool again = health.throttled && m_throttle_policy == throttle_policy::remeasure;
+    for (auto& s : m_samples) {
+      s.throttled = s.throttled || health.throttled;
+      if (set_aside && s.status == "ok")
+        s.status = std::string(again ? "remeasured" : "excluded") + ": throttled (" + health.reasons + ")";
+    }
+    m_last_point_throttled = health.throttled;
+    if (again) {  // the next attempt writes the point's own
+      m_gates.clear();
+      m_attribution.clear();
+      m_variants.clear();
+    }
     // Cleared before the writes: a write that throws (no room) must not leave them to a later flush.
     const auto samples = std::move(m_samples);
     const auto gates = std::move(m_gates);

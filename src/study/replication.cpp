@@ -1,10 +1,12 @@
 // A replication of one experiment, in its own process (`kstudy __replicate`): reads the definition the
 // parent wrote, skips the points already archived or of other shards, and runs the kind's points through
 // the room check and the GPU health guard into the archive.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -32,13 +34,14 @@ experiment read_definition_file(const std::string& path, shard_spec& shard) {
 }
 
 // Points this replication skips: those already in the archive (a resumed run) and those of other shards.
-// A point aborted by a lost CUDA context left only its `aborted` row: it is not finished.
+// A point aborted by a lost CUDA context left only its `aborted` row, and one killed while being re-measured only
+// its earlier attempt's: neither is finished (kstudy::finishes_unit).
 std::set<std::int64_t> skipped_points(const std::string& archive, const experiment& e, int replication,
                                       const shard_spec& shard) {
   std::set<std::int64_t> skip;
   const auto samples = read_samples(archive, e.name);
   for (const auto& s : samples)
-    if (s.replication == replication && s.status.rfind("aborted", 0) != 0) skip.insert(s.point);
+    if (s.replication == replication && finishes_unit(s)) skip.insert(s.point);
   for (std::int64_t p = 0, n = point_count(e); p < n; ++p)
     if (!in_shard(shard, p, replication, e.protocol.replication_slots())) skip.insert(p);
   // Adaptive sampling: past the least number of replications, only the points still short of the precision.
@@ -61,7 +64,35 @@ void stop_if_point_lost_device(const health_guarded_sink& sink, const experiment
   detail::stop_if_device_lost(where, error);
 }
 
+// The pause between a throttled attempt and the next, outside any point; a stop request ends it early.
+void cool_down(const replication_context& ctx, const health_record& keys, int attempt) {
+  const auto& p = ctx.definition.protocol;
+  if (!ctx.quiet)
+    std::cerr << "\nkstudy: " << keys.experiment << " point " << keys.point << " replication " << keys.replication
+              << " ran throttled; cooling down " << p.cool_down_seconds << " s, then measuring it again ("
+              << attempt + 1 << " of at most " << p.max_remeasures << ")\n";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(p.cool_down_seconds);
+  while (std::chrono::steady_clock::now() < until && !platform::stop_requested())
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
 }  // namespace
+
+void measure_point(replication_context& ctx, const health_record& keys, const std::function<void()>& measure) {
+  const auto& p = ctx.definition.protocol;
+  for (int attempt = 0;; ++attempt) {
+    const bool last = p.throttled != throttle_policy::remeasure || attempt >= p.max_remeasures;
+    ctx.sink.begin_point(keys);
+    // The last attempt of a re-measured point is accepted as it is (flagged if still throttled).
+    ctx.sink.set_throttle_policy(last && p.throttled == throttle_policy::remeasure ? throttle_policy::accept
+                                                                                   : p.throttled);
+    measure();
+    ctx.sink.flush();  // closes the point, if `measure` did not
+    if (last || !ctx.sink.last_point_throttled() || platform::stop_requested()) return;
+    cool_down(ctx, keys, attempt);
+    if (platform::stop_requested()) return;  // the attempt stays unfinished: --resume measures the point again
+  }
+}
 
 int run_replication(const std::string& archive, const std::string& definition_file, int replication) {
   platform::install_stop_handlers();

@@ -202,6 +202,7 @@ std::vector<std::string> override_arguments(const run_request& request) {
   if (request.max_time > 0) add("--max-time", json(request.max_time).dump());
   for (const auto& v : request.variants) add("--variants", v);
   if (!request.cache.empty()) add("--cache", request.cache);
+  if (!request.throttled.empty()) add("--throttled", request.throttled);
   return args;
 }
 
@@ -209,7 +210,7 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
   const auto path = resolve_experiment_path(name_or_path);
   auto e = load_experiment(path);
   if (request.trials <= 0 && request.replications <= 0 && request.warmups < 0 && request.variants.empty() &&
-      request.cache.empty() && request.precision <= 0 && request.max_time <= 0)
+      request.cache.empty() && request.precision <= 0 && request.max_time <= 0 && request.throttled.empty())
     return e;
   auto doc = json::parse(e.definition_json);
   auto& protocol = doc["protocol"];
@@ -229,6 +230,13 @@ experiment prepare_experiment(const std::string& name_or_path, const run_request
   }
   if (request.max_time > 0) protocol["max_seconds"] = request.max_time;
   if (request.warmups >= 0) doc["protocol"]["warmups"] = request.warmups;
+  // Another policy drops the re-measurement keys of the definition's (the parser refuses them elsewhere and
+  // defaults them under remeasure).
+  if (!request.throttled.empty() && request.throttled != protocol.value("throttled", "accept")) {
+    protocol["throttled"] = request.throttled;
+    protocol.erase("cool_down_s");
+    protocol.erase("max_remeasures");
+  }
   // --variants restricts the kinds that run variants; a calibration kind in the same run has none to restrict.
   if (!request.variants.empty() && kind_of(e).keys.count("variants")) doc["variants"] = request.variants;
   // --cache applies to the kinds that time variants over trials; the others have no caches to choose.

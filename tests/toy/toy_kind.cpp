@@ -41,31 +41,31 @@ void run_host_fill(kstudy::replication_context& ctx) {
     keys.point = point;
     keys.replication = ctx.replication;
     keys.bytes = bytes;
-    ctx.sink.begin_point(keys);
-    std::vector<unsigned char> buffer(static_cast<std::size_t>(bytes));
-    std::vector<kstudy::sample_record> samples;
-    for (int trial = -e.protocol.warmups; trial < e.protocol.trials; ++trial) {
-      kstudy::wall_timer t;
-      t.start();
-      std::fill(buffer.begin(), buffer.end(), static_cast<unsigned char>(trial));
-      const double seconds = t.seconds();
-      if (trial < 0) continue;  // a warm-up
-      kstudy::sample_record s;
-      s.experiment = e.name;
-      s.variant = "host_fill";
-      s.memory_kind = "host";
-      s.bytes = bytes;
-      s.point = point;
-      s.replication = ctx.replication;
-      s.trial = trial;
-      s.timer = kstudy::timer_kind::host_wall;
-      s.seconds = seconds;
-      s.gate = kstudy::gate_verdict::not_gated;  // a probe computes nothing to check
-      s.status = "ok";
-      samples.push_back(s);
-    }
-    ctx.sink.write_samples(samples);
-    ctx.sink.flush();
+    kstudy::measure_point(ctx, keys, [&] {
+      std::vector<unsigned char> buffer(static_cast<std::size_t>(bytes));
+      std::vector<kstudy::sample_record> samples;
+      for (int trial = -e.protocol.warmups; trial < e.protocol.trials; ++trial) {
+        kstudy::wall_timer t;
+        t.start();
+        std::fill(buffer.begin(), buffer.end(), static_cast<unsigned char>(trial));
+        const double seconds = t.seconds();
+        if (trial < 0) continue;  // a warm-up
+        kstudy::sample_record s;
+        s.experiment = e.name;
+        s.variant = "host_fill";
+        s.memory_kind = "host";
+        s.bytes = bytes;
+        s.point = point;
+        s.replication = ctx.replication;
+        s.trial = trial;
+        s.timer = kstudy::timer_kind::host_wall;
+        s.seconds = seconds;
+        s.gate = kstudy::gate_verdict::not_gated;  // a probe computes nothing to check
+        s.status = "ok";
+        samples.push_back(s);
+      }
+      ctx.sink.write_samples(samples);
+    });
   }
 }
 

@@ -22,9 +22,11 @@
 //                                          // ["warm", "cold"] runs every point in each mode
 //     "protocol": {"warmups": 2, "trials": 7, "replications": 3, "seed": 20261130,
 //                  "threads": 8, "shuffle": true,
-//                  "precision": 0.01, "max_trials": 140, "max_replications": 9, "max_seconds": 10}
+//                  "precision": 0.01, "max_trials": 140, "max_replications": 9, "max_seconds": 10,
 //                                          // adaptive sampling: optional; trials and replications are then
 //                                          // the least a point gets (kstudy/precision.hpp)
+//                  "throttled": "remeasure", "cool_down_s": 30, "max_remeasures": 2}
+//                                          // throttled points: accept (default), exclude or remeasure
 //   }
 // `kstudy list` names every kind with what it measures.
 #include <any>
@@ -38,6 +40,17 @@
 #include "kstudy/records.hpp"
 
 namespace kstudy {
+
+// What a replication does with the samples of a point whose GPU reported a slowdown (a power cap, thermal or HW
+// slowdown before, during or after the point: kstudy::health_guarded_sink flags every sample of it `throttled`).
+enum class throttle_policy {
+  accept,     // summarised like the others, flagged and counted (the default; reports say how many)
+  exclude,    // kept in the archive with status "excluded: throttled (...)", left out of every summary
+  remeasure,  // measured again after a cool-down, at most max_remeasures times: the earlier attempts' samples
+              // kept as "remeasured: throttled (...)", the last attempt's accepted (flagged if still throttled)
+};
+const char* to_string(throttle_policy policy);
+throttle_policy parse_throttle_policy(const std::string& name);
 
 struct protocol {
   int warmups = 2;
@@ -56,6 +69,11 @@ struct protocol {
   int max_trials = 0;
   int max_replications = 0;
   double max_seconds = 0.0;
+
+  // Throttled points (throttle_policy); parsing fills the cool-down and the bound under remeasure only.
+  throttle_policy throttled = throttle_policy::accept;
+  double cool_down_seconds = 0.0;
+  int max_remeasures = 0;
 
   bool adaptive() const { return precision > 0.0; }
   // Replication indices a run may use: shards and resume number the (point, replication) units by it.

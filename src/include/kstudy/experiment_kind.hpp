@@ -78,6 +78,13 @@ struct experiment_kind_registration {
   }
 };
 
+// One point of a replication under the protocol's throttling policy (kstudy::throttle_policy): opens the point on
+// ctx.sink with its keys, runs `measure` (which writes the point's records through ctx.sink) and closes it. Under
+// exclude a throttled point's ok samples are kept out of the summaries; under remeasure a throttled attempt's are
+// kept as "remeasured: throttled (...)", the GPU gets the protocol's cool-down (outside any point) and the point is
+// measured again, up to max_remeasures times. Every kind measures its points through it.
+void measure_point(replication_context& ctx, const health_record& keys, const std::function<void()>& measure);
+
 // The registered kind of an experiment; throws experiment_error naming the file when this build has none.
 const experiment_kind& kind_of(const experiment& e);
 

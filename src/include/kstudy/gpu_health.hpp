@@ -19,6 +19,7 @@
 
 #include <limits>
 
+#include "kstudy/experiment.hpp"
 #include "kstudy/records.hpp"
 #include "kstudy/sink.hpp"
 #include "kstudy/timers.hpp"
@@ -128,6 +129,14 @@ class health_guarded_sink : public result_sink {
   // was written after the discard); for a point that must not count as finished.
   void discard_point_records();
   bool in_point() const { return m_open; }
+  // What flush() does with the open point when it finds it throttled (kstudy::throttle_policy): accept leaves its
+  // samples ok (flagged either way); exclude gives its ok samples the status "excluded: throttled (<reasons>)",
+  // which no summary takes; remeasure gives them "remeasured: throttled (<reasons>)" and drops the attempt's gate,
+  // attribution and variants rows, which the next attempt writes. For the open point only: begin_point() resets it
+  // to accept.
+  void set_throttle_policy(throttle_policy policy) { m_throttle_policy = policy; }
+  // Whether the point the last flush() closed was throttled.
+  bool last_point_throttled() const { return m_last_point_throttled; }
   // Adds wall seconds to one phase of the open point (its health row's <phase>_seconds, NaN until a kind
   // adds to it); ignored outside a point.
   void add_phase_seconds(point_phase phase, double seconds);
@@ -161,6 +170,8 @@ class health_guarded_sink : public result_sink {
   std::chrono::milliseconds m_sampling_period;
   bool m_open = false;
   health_record m_point;
+  throttle_policy m_throttle_policy = throttle_policy::accept;
+  bool m_last_point_throttled = false;
   gpu_reading m_before;
   std::int64_t m_energy_before_mj = -1;
   wall_timer m_timer;

@@ -130,6 +130,11 @@ struct sample_record {
 // ok whose output the gate did not reject (passed, or a calibration sample with nothing to gate).
 bool summarised(const sample_record& sample);
 
+// Whether a sample row shows that its (point, replication) unit finished (--resume skips it, salvage keeps it):
+// any row but an abort marker (the CUDA context was lost: "aborted: ...") or a re-measured attempt's ("remeasured:
+// ...", which a later attempt of the same unit follows).
+bool finishes_unit(const sample_record& sample);
+
 // A point's extents as people read them: "rows x features", with " x depth" for a three-axis operation.
 std::string extents_text(std::int64_t rows, std::int64_t features, std::int64_t depth);
 

@@ -41,6 +41,7 @@ struct run_request {
   double max_time = 0.0;              // its time budget per point (seconds of timed regions), when > 0
   std::vector<std::string> variants;  // restricts every experiment's variant list when non-empty
   std::string cache;                  // warm | cold: overrides the cache mode of the kinds that take one
+  std::string throttled;              // accept | exclude | remeasure: overrides the protocol's throttling policy
   bool resume = false;
   bool overwrite = false;
   bool quiet = false;

@@ -149,23 +149,23 @@ void run_cold(replication_context& ctx) {
     keys.rows = shape.rows;
     keys.features = shape.features;
     keys.depth = shape.depth;
-    ctx.sink.begin_point(keys);
-    if (ctx.replication == 0) {
-      std::vector<variant_record> described;
-      for (const auto* entry : select_variants(e))
-        if (entry->info.operation == p.op->info().name)
-          described.push_back(
-              describe_variant(entry->info, p.op->shape(p.extents, entry->info.layout, k_first_call_row_padding), 0));
-      ctx.sink.write_variants(described);
-    }
-    std::vector<sample_record> samples;
-    for (int trial = 0; trial < e.protocol.trials; ++trial) {
-      auto calls = first_calls(ctx, p, trial);
-      samples.insert(samples.end(), calls.begin(), calls.end());
-      if (p.op->has_runtime_compile()) append_runtime_compile(samples, *p.op, e, p.index, ctx.replication, trial);
-    }
-    ctx.sink.write_samples(samples);
-    ctx.sink.flush();
+    measure_point(ctx, keys, [&] {
+      if (ctx.replication == 0) {
+        std::vector<variant_record> described;
+        for (const auto* entry : select_variants(e))
+          if (entry->info.operation == p.op->info().name)
+            described.push_back(
+                describe_variant(entry->info, p.op->shape(p.extents, entry->info.layout, k_first_call_row_padding), 0));
+        ctx.sink.write_variants(described);
+      }
+      std::vector<sample_record> samples;
+      for (int trial = 0; trial < e.protocol.trials; ++trial) {
+        auto calls = first_calls(ctx, p, trial);
+        samples.insert(samples.end(), calls.begin(), calls.end());
+        if (p.op->has_runtime_compile()) append_runtime_compile(samples, *p.op, e, p.index, ctx.replication, trial);
+      }
+      ctx.sink.write_samples(samples);
+    });
   }
 }
 

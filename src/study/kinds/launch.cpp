@@ -18,8 +18,10 @@ void run_launch(replication_context& ctx) {
     base.point = this_point;
     base.replication = ctx.replication;
     base.timer = timer_kind::launch;
-    ctx.sink.begin_point(detail::point_keys(e, ctx.replication, this_point));
-    detail::write_probe_point(ctx.sink, base, probes::time_launch_probe(probe, e.protocol.warmups, e.protocol.trials));
+    measure_point(ctx, detail::point_keys(e, ctx.replication, this_point), [&] {
+      detail::write_probe_point(ctx.sink, base,
+                                probes::time_launch_probe(probe, e.protocol.warmups, e.protocol.trials));
+    });
   }
 }
 

@@ -59,9 +59,10 @@ void run_layout_conversion(replication_context& ctx) {
       keys.rows = rows;
       keys.features = features;
       keys.bytes = base.bytes;
-      ctx.sink.begin_point(keys);
-      detail::write_probe_point(ctx.sink, base,
-                                probes::time_layout_conversion(rows, features, e.protocol.warmups, e.protocol.trials));
+      measure_point(ctx, keys, [&] {
+        detail::write_probe_point(
+            ctx.sink, base, probes::time_layout_conversion(rows, features, e.protocol.warmups, e.protocol.trials));
+      });
     }
 }
 

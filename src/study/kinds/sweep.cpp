@@ -612,8 +612,7 @@ void run_sweep(replication_context& ctx) {
       keys.features = shape.features;
       keys.depth = shape.depth;
       keys.block_size = p.block_size;
-      ctx.sink.begin_point(keys);
-      sweep_point_run(ctx, p, *inputs, flusher).run();
+      measure_point(ctx, keys, [&] { sweep_point_run(ctx, p, *inputs, flusher).run(); });
     }
     progress.step(p.index + 1);
   }

@@ -98,10 +98,10 @@ void run_pinning(replication_context& ctx, detail::progress_line& progress) {
       auto keys = detail::point_keys(e, ctx.replication, this_point);
       keys.bytes = bytes;
       keys.memory_kind = "pinned";
-      ctx.sink.begin_point(keys);
-      ctx.sink.write_samples(probe_samples(
-          base, [&] { return probes::time_pinning(bytes, call, e.protocol.warmups, e.protocol.trials); }));
-      ctx.sink.flush();
+      measure_point(ctx, keys, [&] {
+        ctx.sink.write_samples(probe_samples(
+            base, [&] { return probes::time_pinning(bytes, call, e.protocol.warmups, e.protocol.trials); }));
+      });
       progress.step(this_point + 1);
     }
 }
@@ -132,13 +132,12 @@ void run_transfer(replication_context& ctx) {
         keys.bytes = bytes;
         keys.memory_kind = memory;
         keys.direction = direction;
-        ctx.sink.begin_point(keys);
-        const auto samples = probe_samples(base, [&] {
-          return probes::time_transfers(bytes, parse_host_memory(memory), direction == "h2d", e.protocol.warmups,
-                                        e.protocol.trials);
+        measure_point(ctx, keys, [&] {
+          ctx.sink.write_samples(probe_samples(base, [&] {
+            return probes::time_transfers(bytes, parse_host_memory(memory), direction == "h2d", e.protocol.warmups,
+                                          e.protocol.trials);
+          }));
         });
-        ctx.sink.write_samples(samples);
-        ctx.sink.flush();
         progress.step(point + 1);
       }
   run_pinning(ctx, progress);

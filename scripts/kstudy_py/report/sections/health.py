@@ -8,7 +8,9 @@ from ..throttle import flagged  # the one rule of what counts as throttled, whic
 EXPLANATION = ("A sample is flagged *throttled* when NVML reported a slowdown reason (SW power cap, HW slowdown, SW "
                "or HW thermal, HW power brake) just before, during (the in-point sampler and the readings around each "
                "timed region, from schema 9) or just after its point; GPU idle and application-clock "
-               "settings do not count. Throttled samples stay in the medians; this says how many there were.")
+               "settings do not count. Throttled samples stay in the medians unless the experiment's protocol "
+               "(`throttled`) excludes them or re-measures their points after a cool-down; this says how many "
+               "there were and what was done with them.")
 
 
 def watched_extremes(watched):
@@ -29,7 +31,11 @@ def experiment_health(a, e):
     row = {"archive": a.label, "experiment": e.name, "samples": len(s), "throttled_samples": int(flagged(s).sum()),
            "accepted_samples": len(accepted), "accepted_throttled": int(flagged(accepted).sum()),
            "points": len(h), "points_monitored": 0, "throttled_points": 0, "reasons": "", "device": "",
-           "sm_clock_min_mhz": np.nan, "sm_clock_max_mhz": np.nan, "temperature_max_c": np.nan, "power_max_w": np.nan}
+           "sm_clock_min_mhz": np.nan, "sm_clock_max_mhz": np.nan, "temperature_max_c": np.nan, "power_max_w": np.nan,
+           # What the protocol's throttling policy did (schema-independent: it shows in the samples' status).
+           "excluded_samples": int(s.status.str.startswith("excluded: throttled").sum()) if len(s) else 0,
+           "remeasured_points": (len(s[s.status.str.startswith("remeasured: throttled")]
+                                     .drop_duplicates(["point", "replication"])) if len(s) else 0)}
     if not e.has_health_table:
         row["device"] = "no health table (archive schema < 3)"
     elif len(h):
@@ -50,6 +56,11 @@ def sentence(r):
     text = (f"- {r.archive}/{r.experiment}: {r.throttled_samples} of {r.samples} samples taken while the GPU reported "
             f"throttling ({r.accepted_throttled} of the {r.accepted_samples} accepted samples that enter the "
             f"medians); {r.throttled_points} of {r.points_monitored} monitored points throttled on {r.device}")
+    if r.excluded_samples:
+        text += f"; {r.excluded_samples} throttled samples excluded from the medians (protocol `throttled: exclude`)"
+    if r.remeasured_points:
+        text += (f"; {r.remeasured_points} (point, replication) run{'s' if r.remeasured_points > 1 else ''} "
+                 "re-measured after a cool-down (protocol `throttled: remeasure`)")
     if r.reasons:
         text += f"; reasons seen: {r.reasons.replace(',', ', ')}"
     if np.isfinite(r.sm_clock_min_mhz):

@@ -208,6 +208,7 @@ class console_sink : public result_sink {
   std::int64_t m_failed = 0;     // samples whose variant threw or hit a CUDA error (status failed/aborted)
   std::int64_t m_skipped = 0;    // points a variant could not run (status skipped, e.g. out of memory)
   std::int64_t m_throttled = 0;  // samples taken while the GPU reported a slowdown reason
+  std::int64_t m_set_aside = 0;  // of those, excluded or re-measured by the protocol's throttling policy
   std::int64_t m_health_rows = 0;
   std::int64_t m_health_available = 0;
   std::string m_first_failure;
