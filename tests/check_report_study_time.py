@@ -23,7 +23,7 @@ from pathlib import Path
 
 from check_support import Cases, repository, require
 
-h5py, np = require("h5py", "numpy", "pandas", "matplotlib")[:2]  # pandas, matplotlib: the report needs them
+h5py, np, pd = require("h5py", "numpy", "pandas", "matplotlib")[:3]  # matplotlib: the report needs it
 REPO = repository()
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(REPO / "scripts"))
@@ -110,6 +110,10 @@ def check_fresh_sweep(kstudy, scratch):
     text = (scratch / "fresh" / "report.md").read_text()
     check("; by phase: inputs " in text and ", other " in text and "Study time by phase: " in text,
           "the report splits the fresh sweep's wall time by phase")
+    units = pd.read_csv(scratch / "fresh" / "study_time_units.csv")
+    check(len(units) == 4 and abs(units.trials_s.sum() - health["trials_seconds"].sum()) < 1e-9
+          and abs(units.timed_s.sum() - row["timed_s"]) < 1e-9 and (units.attempts == 1).all(),
+          f"study_time_units.csv: a row per point run with its phases and timed seconds: {units.to_dict('records')}")
 
 
 # The scoring operation's CPU reference (one kernel) and a composed variant (several: an attribution pass).

@@ -37,7 +37,9 @@ def experiment_time(a, e):
     slowest = h.loc[h.seconds.idxmax()]
     slowest_timed = timed_by_unit.get((slowest.point, slowest.replication), 0.0)
     axes = e.axes if isinstance(e.axes, str) else ",".join(e.axes or [])
-    row = {"archive": a.label, "experiment": e.name, "units": len(h), "wall_s": h.seconds.sum(),
+    # A re-measured point (protocol "throttled": "remeasure") has a health row per attempt, all in its unit's time.
+    units = len(h.drop_duplicates(["point", "replication"]))
+    row = {"archive": a.label, "experiment": e.name, "units": units, "attempts": len(h), "wall_s": h.seconds.sum(),
            "timed_s": own.seconds.sum(), "energy_left_out": bool((s.timer == "energy").any()),
            "slowest_point": A.point_label(slowest.rows, slowest.features, axes, slowest.depth),
            "slowest_replication": int(slowest.replication), "slowest_wall_s": slowest.seconds,
@@ -49,6 +51,27 @@ def experiment_time(a, e):
         row[f"{p}_s"] = h[c].sum() if timed_phases else np.nan
     row["other_s"] = row["wall_s"] - h[columns].sum().sum() if timed_phases else np.nan
     return row
+
+
+def unit_rows(a, e):
+    """One row per health row (a point run) of an experiment: its point, wall and timed seconds and its phases, for
+    study_time_units.csv."""
+    h, s = e.health, e.samples
+    own = s[(s.trial >= 0) & ~s.timer.isin(NOT_OWN_REGIONS)]
+    timed = own.groupby(["point", "replication"]).seconds.sum()
+    attempts = h.groupby(["point", "replication"]).seconds.transform("size")
+    axes = e.axes if isinstance(e.axes, str) else ",".join(e.axes or [])
+    out = pd.DataFrame({"archive": a.label, "experiment": e.name, "point": h.point, "replication": h.replication,
+                        "label": [A.point_label(r.rows, r.features, axes, r.depth) for r in h.itertuples()],
+                        "attempts": attempts, "wall_s": h.seconds})
+    # Timed seconds of the unit, on its last row only when a re-measured point has several (no double count).
+    last = ~h.duplicated(["point", "replication"], keep="last")
+    out["timed_s"] = [timed.get((r.point, r.replication), 0.0) if keep else 0.0
+                      for r, keep in zip(h.itertuples(), last)]
+    for p in PHASES:
+        column = A.PHASES[p]["column"]
+        out[f"{p}_s"] = h[column] if column in h else np.nan
+    return out
 
 
 def seconds(x):
@@ -65,7 +88,9 @@ def by_phase(r):
 
 def sentence(r):
     share = r.timed_s / r.wall_s if r.wall_s > 0 else np.nan
-    return (f"- {r.archive}/{r.experiment}: {r.units} (point, replication) units took {seconds(r.wall_s)}, their "
+    attempts = f" in {r.attempts} runs (re-measured points run again)" if r.attempts > r.units else ""
+    return (f"- {r.archive}/{r.experiment}: {r.units} (point, replication) units took {seconds(r.wall_s)}{attempts}, "
+            f"their "
             f"timed regions {seconds(r.timed_s)} ({100 * share:.2g}%)"
             + (" (energy regions not counted)" if r.energy_left_out else "")
             + f"; the slowest, {r.slowest_point} in replication {r.slowest_replication}, "
@@ -82,6 +107,11 @@ def study_time(inputs, sec):
     inputs.write_csv(df, "study_time.csv", sec, "wall time of the points, the timed regions' seconds and share, the "
                                                 "slowest point and the seconds of each phase (schema 14), per "
                                                 "archive and experiment")
+    units = pd.concat([unit_rows(a, e) for a in inputs.archives for e in a.experiments.values()
+                       if experiment_time(a, e)], ignore_index=True)
+    what = ("every point run: its wall and timed seconds and, from schema 14, its phases, to find the phase a slow "
+            "point spends its time in")
+    inputs.write_csv(units, "study_time_units.csv", sec, what)
     sec.lines += [EXPLANATION, ""] + [sentence(r) for r in df.itertuples()]
     total_wall, total_timed = df.wall_s.sum(), df.timed_s.sum()
     sec.headlines.append(f"Study time: the timed regions took {seconds(total_timed)} of the points' "
