@@ -19,15 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-try:
-    import h5py  # noqa: F401
-    import numpy as np
-    import pandas  # noqa: F401
-    import scipy  # noqa: F401
-except ImportError as error:
-    print(f"skipped: {error}")
-    sys.exit(77)
+from check_support import Cases, require
 
+np = require("h5py", "numpy", "pandas", "scipy")[1]  # h5py, pandas, scipy: the archive reader needs them
 kstudy, source = sys.argv[1], Path(sys.argv[2])
 sys.path.insert(0, str(source / "scripts"))
 from kstudy_py import archive  # noqa: E402
@@ -36,14 +30,8 @@ QUICK = source / "data/h200-2026-12-01-s8/quick.h5"  # scoring at 4099, 262144, 
 LAB = source / "data/h200-2026-12-01-s9/lab.h5"  # softmax, LayerNorm, ... at 65536 rows
 STUDY = source / "data/h200-2026-12-02-s14/study.h5"  # the layout conversion (layout_transpose)
 SWEEPS = source / "data/h200-2026-12-02-s14/sweeps.h5"  # scoring rows and features sweeps
-failures = 0
-
-
-def check(condition, message):
-    global failures
-    print(("ok: " if condition else "FAIL: ") + message)
-    if not condition:
-        failures += 1
+cases = Cases()
+check = cases.check
 
 
 def advise(*args, expect=0):
@@ -163,5 +151,4 @@ for operation in ("softmax", "layernorm"):
           f"{operation} at 65536x3000 (between measured column counts): {ranked[0]['variant'] if ranked else 'none'}"
           " ranked first")
 
-print(f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+cases.finish("check_advise.py: every case passed")

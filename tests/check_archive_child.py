@@ -12,22 +12,14 @@ import signal
 import sys
 from pathlib import Path
 
+from check_support import Cases, require
+
 REPO = Path(sys.argv[1]).resolve()
 sys.path.insert(0, str(REPO / "scripts"))
 sys.dont_write_bytecode = True
-try:
-    from kstudy_py import archive as A
-except ImportError as error:  # h5py, pandas or numpy missing
-    print(f"skipped: {error}")
-    sys.exit(77)
-
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print("FAIL", what)
+A = require("kstudy_py.archive")  # exit 77 where h5py, pandas or numpy is missing
+cases = Cases()
+check = cases.check
 
 
 def dies(path):
@@ -56,5 +48,4 @@ experiment = next(iter(archive.experiments.values()))
 check(archive.schema_version and experiment.archive is archive and len(experiment.samples) > 0
       and set(experiment.samples.archive) == {archive.label},
       "an Archive read in a child holds the file's experiments, each pointing back at it")
-print("check_archive_child.py:", "FAILED: " + "; ".join(failures) if failures else "every case passed")
-sys.exit(1 if failures else 0)
+cases.finish("check_archive_child.py: every case passed")

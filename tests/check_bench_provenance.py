@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from check_support import Cases
+
 bench, source = sys.argv[1], Path(sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp:
     out = Path(tmp) / "bench.json"
@@ -24,28 +26,21 @@ with tempfile.TemporaryDirectory() as tmp:
         sys.exit(f"FAIL: kstudy_bench exit {run.returncode}")
     document = json.loads(out.read_text())
     context = document["context"]
-    failures = []
-    if not document.get("benchmarks"):
-        failures.append("no benchmark ran")
+    cases = Cases()
+    cases.check(bool(document.get("benchmarks")), "a benchmark ran")
     commit, dirty, diff = context.get("git_commit"), context.get("git_dirty"), context.get("git_diff_sha256")
-    if not (commit == "unknown" or (isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit))):
-        failures.append(f"git_commit {commit!r}")
-    if dirty not in ("true", "false", "unknown"):
-        failures.append(f"git_dirty {dirty!r}")
-    if dirty == "true" and not (isinstance(diff, str) and re.fullmatch(r"[0-9a-f]{64}", diff)):
-        failures.append(f"a dirty build without the sha256 of its diff: {diff!r}")
-    if dirty != "true" and diff is not None:
-        failures.append(f"git_diff_sha256 {diff!r} with git_dirty {dirty!r}")
+    cases.check(commit == "unknown" or (isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit)),
+                f"git_commit {commit!r}")
+    cases.check(dirty in ("true", "false", "unknown"), f"git_dirty {dirty!r}")
+    cases.check(dirty != "true" or (isinstance(diff, str) and re.fullmatch(r"[0-9a-f]{64}", diff)),
+                f"a dirty build carries the sha256 of its diff: {diff!r}")
+    cases.check(dirty == "true" or diff is None, f"git_diff_sha256 {diff!r} with git_dirty {dirty!r}")
     for key in ("kstudy_version", "flavour"):
-        if not context.get(key):
-            failures.append(f"no {key} in the context")
+        cases.check(bool(context.get(key)), f"{key} in the context")
     # The reader of the data READMEs sees the same.
     sys.path.insert(0, str(source / "scripts"))
     import data_provenance  # noqa: E402 (exits 77 without h5py)
     described = data_provenance.read_provenance(out).describe()
-    if dirty in ("true", "false") and commit[:7] not in described:
-        failures.append(f"data_provenance.py reads {described!r}")
-    for f in failures:
-        print("FAIL:", f)
+    cases.check(dirty not in ("true", "false") or commit[:7] in described, f"data_provenance.py reads {described!r}")
     print("context:", {k: v for k, v in context.items() if k.startswith("git") or k in ("kstudy_version", "flavour")})
-    sys.exit(1 if failures else 0)
+    cases.finish("check_bench_provenance.py: every case passed")

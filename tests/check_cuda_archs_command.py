@@ -5,8 +5,9 @@ its host-compiler flags, its dependency-file flags and its -c / -o replaced by o
 scratch output. CI's arch stage trusts it on every .cu file; a flag left behind would compile for the build's target
 instead of the one named, and pass without proving anything."""
 import importlib.util
-import sys
 from pathlib import Path
+
+from check_support import Cases
 
 script = Path(__file__).resolve().parent.parent / "scripts" / "check_cuda_archs.py"
 spec = importlib.util.spec_from_file_location("check_cuda_archs", script)
@@ -18,17 +19,11 @@ command = ("/usr/local/cuda/bin/nvcc -forward-unknown-to-host-compiler -DKSTUDY_
            "--generate-code=arch=compute_90,code=[compute_90,sm_90] -Xcompiler=-Wall,-Wextra -std=c++17 "
            "-gencode=arch=compute_90a,code=sm_90a -MD -MT x.o -MF x.o.d -x cu -c /src/variants/gemm/g.cu -o x.o")
 out = module.device_only_command(command, "75", "/tmp/g.cubin")
-failures = []
+cases = Cases()
 expected = ["/usr/local/cuda/bin/nvcc", "-DKSTUDY_HAVE_CUDA_VARIANTS=1", "-I/src/variants",
             "-isystem=/usr/local/cuda/include", "-O3", "-DNDEBUG", "-std=c++17", "-x", "cu",
             "/src/variants/gemm/g.cu", "-arch=sm_75", "-cubin", "-o", "/tmp/g.cubin"]
-if out != expected:
-    failures.append(f"rewritten command\n  {out}\nexpected\n  {expected}")
+cases.check(out == expected, f"rewritten command\n  {out}\nexpected\n  {expected}")
 targets = [a for a in out if "compute_" in a or "sm_" in a]
-if targets != ["-arch=sm_75"]:
-    failures.append(f"targets left besides -arch=sm_75: {targets}")
-for failure in failures:
-    print(f"FAIL: {failure}")
-if failures:
-    sys.exit(1)
-print("ok: the build's command becomes a device-only compile for sm_75, nothing of sm_90 left")
+cases.check(targets == ["-arch=sm_75"], f"targets left besides -arch=sm_75: {targets}")
+cases.finish("the build's command becomes a device-only compile for sm_75, nothing of sm_90 left")

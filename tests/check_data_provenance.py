@@ -12,23 +12,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import h5py
-except ImportError:
-    print("h5py missing: skipped")
-    sys.exit(77)
+from check_support import Cases, require
 
+h5py = require("h5py")
 SCRIPT = Path(sys.argv[1])
 CLEAN = "aca4d11edd4c5b495d25fece417c38cee5b3848c"
 DIRTY = "463f7af59dde24dadbc905993a0a2418d0f7c199"
 DIFF = "868852fccbe3ceb874a89956cb5db60535c3aae89965c40de2cbf1a63b7ad4be"
-failures = []
-
-
-def check(condition, message):
-    if not condition:
-        failures.append(message)
-        print("FAIL:", message)
+cases = Cases()
+check = cases.check
 
 
 def archive(path, **attrs):
@@ -124,7 +116,4 @@ with tempfile.TemporaryDirectory() as tmp:
     code, out = run(data, "--check")
     check(code == 1 and "over its budget of 1 MiB" in out, f"data/ over its budget: exit {code}, {out}")
 
-if failures:
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1)
-print("data_provenance.py: every drift caught")
+cases.finish("data_provenance.py: every drift caught")

@@ -14,24 +14,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import h5py  # noqa: F401
-except ImportError:  # pragma: no cover - depends on the machine
-    print("check_reproduce.py: h5py is missing", file=sys.stderr)
-    sys.exit(77)
+from check_support import Cases, require
 
+require("h5py")
 KSTUDY, REPO = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
 SCRIPT = REPO / "scripts" / "reproduce.py"
 EXPERIMENT = {"name": "tiny_cache", "kind": "sweep", "operation": "stream_copy", "n": [4099],
               "cache": ["warm", "cold"], "variants": ["copy_kokkos@serial"], "timers": ["host_wall"],
               "protocol": {"warmups": 1, "trials": 5, "replications": 1, "seed": 7, "threads": 1, "shuffle": False}}
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print("FAIL", what)
+cases = Cases()
+check = cases.check
 
 
 def reproduce(root, *args):
@@ -106,5 +98,4 @@ with tempfile.TemporaryDirectory() as scratch:
     code, _, err = reproduce(root, "reports")
     check(code == 2 and "not to the folder that records it" in err, f"a command writing elsewhere: {code} {err}")
 
-print("check_reproduce.py:", "FAILED: " + "; ".join(failures) if failures else "every case passed")
-sys.exit(1 if failures else 0)
+cases.finish("check_reproduce.py: every case passed")

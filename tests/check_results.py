@@ -15,12 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import h5py  # noqa: F401
-except ImportError:  # pragma: no cover - depends on the machine
-    print("check_results.py: h5py is missing", file=sys.stderr)
-    sys.exit(77)
+from check_support import Cases, require
 
+require("h5py")
 SCRIPT = Path(sys.argv[1]).resolve()
 REPO = SCRIPT.parent.parent
 ARCHIVE = "data/h200-2026-12-02-s15/plain_baseline.h5"
@@ -33,18 +30,13 @@ Prose the generator never touches.
 
 More prose.
 """
-failures = []
+cases = Cases()
+check = cases.check
 
 
 def run(*args):
     p = subprocess.run([sys.executable, str(SCRIPT), *args, "--root", str(REPO)], capture_output=True, text=True)
     return p.returncode, p.stdout, p.stderr
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print("FAIL", what)
 
 
 with tempfile.TemporaryDirectory() as scratch:
@@ -214,5 +206,4 @@ with tempfile.TemporaryDirectory() as scratch:
         code, _, err = run(str(page), "--write")
         check(code == 2 and option.split("=")[1] in err, f"alternatives refuses {option}: {code} {err}")
 
-print("check_results.py:", "FAILED: " + "; ".join(failures) if failures else "every case passed")
-sys.exit(1 if failures else 0)
+cases.finish("check_results.py: every case passed")

@@ -74,23 +74,16 @@ import re
 import sys
 from pathlib import Path
 
+from check_support import Cases, require
+
 ARGS = [a for a in sys.argv[1:] if a != "--list"]
 REPO = Path(ARGS[0] if ARGS else Path(__file__).resolve().parent.parent).resolve()
 sys.path.insert(0, str(REPO / "scripts"))
-try:
-    from kstudy_py.results import BEGIN, END, PAGES  # noqa: E402  (the block markers results.py reads)
-except ImportError as error:  # pragma: no cover - the repository's own module
-    print(f"skipped: {error}")
-    sys.exit(77)
-
-failures = []
+results = require("kstudy_py.results")
+BEGIN, END, PAGES = results.BEGIN, results.END, results.PAGES  # the block markers results.py reads
+cases = Cases()
+check = cases.check
 LIST = "--list" in sys.argv  # print every prose number checked, with its marker
-
-
-def check(condition, what):
-    print(("ok  " if condition else "FAIL") + " " + what)
-    if not condition:
-        failures.append(what)
 
 
 MARKER = re.compile(r"<!--\s*prose:\s*(?P<kind>\S+)\s*(?P<what>.*?)\s*-->", re.S)
@@ -684,6 +677,4 @@ for name in PAGES:
 print(f"{total} prose numbers in {', '.join(PAGES)}: {total - marked} checked against the blocks or a cited file, "
       f"{marked} under an archive, derived, quoted or predicted marker; {judged} verdict sentence(s) checked")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
+cases.finish("check_results_prose.py: every case passed")
