@@ -304,6 +304,8 @@ PY
     fail "kstudy report on the throttling archives failed: $(tail -3 "$work/throttled-report.log")"
   grep -q "60 throttled samples excluded from the medians" "$work/throttled-report/report.md" &&
     grep -q "11 (point, replication) runs re-measured after a cool-down" "$work/throttled-report/report.md" &&
+    grep -q "besides, 11 cool-downs between re-measured attempts, 550 ms outside the points" \
+      "$work/throttled-report/report.md" &&
     pass "the report says what the throttling policy did" ||
     fail "the report misses the throttling policy: $(grep -m2 throttl "$work/throttled-report/report.md")"
   # Without NVML the run is the same, recorded as unmonitored.

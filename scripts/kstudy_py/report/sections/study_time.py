@@ -44,6 +44,13 @@ def experiment_time(a, e):
            "slowest_point": A.point_label(slowest.rows, slowest.features, axes, slowest.depth),
            "slowest_replication": int(slowest.replication), "slowest_wall_s": slowest.seconds,
            "slowest_timed_s": slowest_timed}
+    # The cool-downs between the attempts of re-measured points (protocol "throttled": "remeasure") are outside every
+    # point, so outside the wall time above: each lasts the protocol's cool_down_s (a stop request ends one early).
+    # Each attempt but a unit's last one of a unit with re-measured samples was set aside and cooled down after.
+    remeasured = s[s.status.str.startswith("remeasured: ")][["point", "replication"]].drop_duplicates()
+    runs = h.groupby(["point", "replication"]).size()
+    row["cool_downs"] = int(sum(runs.get((p, r), 1) - 1 for p, r in remeasured.itertuples(index=False)))
+    row["cool_down_s"] = row["cool_downs"] * float(e.definition.get("protocol", {}).get("cool_down_s", 0.0))
     # The phases where every unit timed them (a sweep from schema 14); NaN otherwise, never a partial sum.
     columns = [A.PHASES[p]["column"] for p in PHASES]
     timed_phases = all(c in h for c in columns) and h[columns].notna().all().all()
@@ -94,7 +101,9 @@ def sentence(r):
             f"timed regions {seconds(r.timed_s)} ({100 * share:.2g}%)"
             + (" (energy regions not counted)" if r.energy_left_out else "")
             + f"; the slowest, {r.slowest_point} in replication {r.slowest_replication}, "
-            f"{seconds(r.slowest_wall_s)} for {seconds(r.slowest_timed_s)} timed" + by_phase(r))
+            f"{seconds(r.slowest_wall_s)} for {seconds(r.slowest_timed_s)} timed" + by_phase(r)
+            + (f"; besides, {r.cool_downs} cool-down{'s' if r.cool_downs > 1 else ''} between re-measured attempts, "
+               f"{seconds(r.cool_down_s)} outside the points" if r.cool_downs else ""))
 
 
 @section("study_time", "Study time: the timed regions' share of the wall time", order=108)
